@@ -1,0 +1,60 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+)
+
+// globalOptions are the connection settings every subcommand that talks to
+// platformd shares. Flags win over PLATFORM_URL / PLATFORM_CREDS, which win
+// over the dev-fabric defaults.
+type globalOptions struct {
+	server  string
+	creds   string
+	dataDir string
+	timeout string
+}
+
+// defaultServerURL is the client port of the first node of conf/dev.yaml.
+const defaultServerURL = "nats://127.0.0.1:4222"
+
+// defaultDataDir is the data directory platformd uses when none is given.
+const defaultDataDir = "data"
+
+func newRootCmd() *cobra.Command {
+	g := &globalOptions{}
+	root := &cobra.Command{
+		Use:           "platformctl",
+		Short:         "Operate the messaging platform: topics, queues, capacity, benchmarks",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	pf := root.PersistentFlags()
+	pf.StringVar(&g.server, "server", envOr("PLATFORM_URL", defaultServerURL), "NATS URL of the platform (env PLATFORM_URL)")
+	pf.StringVar(&g.creds, "creds", os.Getenv("PLATFORM_CREDS"), "admin credentials file (env PLATFORM_CREDS; default <data-dir>/creds/admin.creds)")
+	pf.StringVar(&g.dataDir, "data-dir", envOr("PLATFORM_DATA_DIR", defaultDataDir), "platformd data directory, used to find the default creds")
+	pf.StringVar(&g.timeout, "timeout", "10s", "timeout for each request to the platform")
+
+	root.AddCommand(
+		newCapacityCmd(),
+	)
+	return root
+}
+
+// credsPath returns the credentials file to use.
+func (g *globalOptions) credsPath() string {
+	if g.creds != "" {
+		return g.creds
+	}
+	return filepath.Join(g.dataDir, "creds", "admin.creds")
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}

@@ -1,0 +1,199 @@
+package natstest
+
+import (
+	"context"
+	"net"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/msgplatform/platform/embeddednats"
+)
+
+// Fabric is a running in-process cluster for a test.
+type Fabric struct {
+	*embeddednats.Fabric
+	t   testing.TB
+	net *routeNet
+}
+
+// Option changes how RunFabric builds the fabric.
+type Option func(*embeddednats.FabricConfig)
+
+// WithSyncAlways sets the durability mode (the default is the product's
+// default, SyncAlways on).
+func WithSyncAlways(on bool) Option {
+	return func(c *embeddednats.FabricConfig) { c.Durability.SyncAlways = on }
+}
+
+// WithRegion sets the region name (cluster name and JetStream domain).
+func WithRegion(name string) Option {
+	return func(c *embeddednats.FabricConfig) { c.Region = embeddednats.Region{Name: name} }
+}
+
+// WithLog turns on the nats-server logs.
+func WithLog() Option {
+	return func(c *embeddednats.FabricConfig) { c.Log = true }
+}
+
+// WithDataDir places the stores in dir instead of a fresh t.TempDir().
+func WithDataDir(dir string) Option {
+	return func(c *embeddednats.FabricConfig) { c.DataDir = dir }
+}
+
+// RunFabric starts an n-node cluster (n = 1: a standalone node) and stops it
+// when the test ends. Replicas default to min(3, n).
+func RunFabric(t testing.TB, n int, opts ...Option) *Fabric {
+	t.Helper()
+	cfg := embeddednats.DefaultFabricConfig()
+	cfg.Nodes = n
+	cfg.Port = -1
+	cfg.ClusterPort = -1
+	cfg.DataDir = t.TempDir()
+	cfg.Region = embeddednats.Region{Name: "test"}
+	cfg.LameDuck = 500 * time.Millisecond
+	cfg.Durability.Replicas = min(3, n)
+	for _, o := range opts {
+		o(&cfg)
+	}
+	cfg.EnsureDefaults()
+	trust, err := embeddednats.LoadOrCreateTrust(cfg.DataDir + "/trust")
+	if err != nil {
+		t.Fatalf("natstest: trust: %v", err)
+	}
+	configs, err := cfg.NodeConfigs()
+	if err != nil {
+		t.Fatalf("natstest: node configs: %v", err)
+	}
+	f := &Fabric{t: t, net: newRouteNet()}
+	if n > 1 {
+		// Front every cluster port with a proxy; nodes dial and advertise
+		// the proxies, so Isolate can cut a node off its peers.
+		proxyAddrs := make([]string, n)
+		for i := range configs {
+			target := net.JoinHostPort(configs[i].Cluster.Host, strconv.Itoa(configs[i].Cluster.Port))
+			addr, err := f.net.listen(t, i, target)
+			if err != nil {
+				t.Fatalf("natstest: route proxy: %v", err)
+			}
+			proxyAddrs[i] = addr
+		}
+		for i := range configs {
+			configs[i].Cluster.Advertise = proxyAddrs[i]
+			configs[i].Cluster.Routes = nil
+			for j, a := range proxyAddrs {
+				if j != i {
+					configs[i].Cluster.Routes = append(configs[i].Cluster.Routes, "nats-route://"+a)
+				}
+			}
+		}
+	}
+	fab, err := embeddednats.NewFabricNodes(cfg, configs, trust)
+	if err != nil {
+		t.Fatalf("natstest: fabric: %v", err)
+	}
+	f.Fabric = fab
+	f.net.idToNode = f.nodeByServerID
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = fab.Close(ctx)
+		f.net.close()
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := fab.Start(ctx); err != nil {
+		t.Fatalf("natstest: start fabric: %v", err)
+	}
+	return f
+}
+
+func (f *Fabric) nodeByServerID(id string) int {
+	for i, n := range f.Nodes() {
+		if s := n.Server(); s != nil && s.ID() == id {
+			return i
+		}
+	}
+	return -1
+}
+
+// Conn returns an admin connection to the whole fabric that reconnects
+// forever and is closed when the test ends.
+func (f *Fabric) Conn(opts ...nats.Option) *nats.Conn {
+	f.t.Helper()
+	all := append([]nats.Option{nats.MaxReconnects(-1), nats.ReconnectWait(50 * time.Millisecond)}, opts...)
+	nc, err := f.Connect(all...)
+	if err != nil {
+		f.t.Fatalf("natstest: connect: %v", err)
+	}
+	f.t.Cleanup(nc.Close)
+	return nc
+}
+
+// NodeConn returns an admin connection to node i only (no reconnect to
+// other nodes).
+func (f *Fabric) NodeConn(i int, opts ...nats.Option) *nats.Conn {
+	f.t.Helper()
+	nc, err := embeddednats.ConnectAdmin(f.Trust(), f.Node(i).ClientURL(), append([]nats.Option{nats.NoReconnect()}, opts...)...)
+	if err != nil {
+		f.t.Fatalf("natstest: connect node %d: %v", i, err)
+	}
+	f.t.Cleanup(nc.Close)
+	return nc
+}
+
+// JetStream returns a JetStream context on a fresh admin connection.
+func (f *Fabric) JetStream() jetstream.JetStream {
+	f.t.Helper()
+	js, err := jetstream.New(f.Conn())
+	if err != nil {
+		f.t.Fatalf("natstest: jetstream: %v", err)
+	}
+	return js
+}
+
+// Kill stops node i at once (a crash, no lame duck).
+func (f *Fabric) Kill(i int) {
+	f.Node(i).Kill()
+}
+
+// Restart starts node i again (same name, ports and store) and waits until
+// the fabric is ready.
+func (f *Fabric) Restart(i int) {
+	f.t.Helper()
+	if err := f.Node(i).Launch(); err != nil {
+		f.t.Fatalf("natstest: restart node %d: %v", i, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := f.WaitReady(ctx); err != nil {
+		f.t.Fatalf("natstest: restart node %d: %v", i, err)
+	}
+}
+
+// Isolate cuts node i off from its peers: its route connections are closed
+// and new ones refused until Heal. The node and its clients keep running.
+func (f *Fabric) Isolate(i int) { f.net.isolate(i, true) }
+
+// Heal lets node i reach its peers again.
+func (f *Fabric) Heal(i int) { f.net.isolate(i, false) }
+
+// WaitFor polls cond every 20ms until it returns nil or timeout passes,
+// then fails the test with cond's last error.
+func WaitFor(t testing.TB, timeout time.Duration, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("natstest: condition not met after %s: %v", timeout, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

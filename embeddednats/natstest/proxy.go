@@ -1,0 +1,146 @@
+package natstest
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"io"
+	"net"
+	"sync"
+	"testing"
+	"time"
+)
+
+// routeNet is the set of proxies in front of the nodes' cluster ports.
+// Each proxied connection learns its source node from the route CONNECT
+// line (which carries the dialing server's ID), so a node can be cut off in
+// both directions.
+type routeNet struct {
+	mu        sync.Mutex
+	isolated  map[int]bool
+	conns     map[*pconn]struct{}
+	listeners []net.Listener
+	idToNode  func(id string) int
+}
+
+type pconn struct {
+	src, dst     int // node indexes; src -1 until known
+	client, back net.Conn
+}
+
+func (c *pconn) close() {
+	c.client.Close()
+	c.back.Close()
+}
+
+func newRouteNet() *routeNet {
+	return &routeNet{isolated: map[int]bool{}, conns: map[*pconn]struct{}{}}
+}
+
+// listen starts a proxy for node dst forwarding to target and returns its
+// address.
+func (r *routeNet) listen(t testing.TB, dst int, target string) (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	r.mu.Lock()
+	r.listeners = append(r.listeners, ln)
+	r.mu.Unlock()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go r.serve(c, dst, target)
+		}
+	}()
+	return ln.Addr().String(), nil
+}
+
+func (r *routeNet) serve(client net.Conn, dst int, target string) {
+	r.mu.Lock()
+	cut := r.isolated[dst]
+	r.mu.Unlock()
+	if cut {
+		client.Close()
+		return
+	}
+	back, err := net.DialTimeout("tcp", target, 2*time.Second)
+	if err != nil {
+		client.Close()
+		return
+	}
+	pc := &pconn{src: -1, dst: dst, client: client, back: back}
+	r.mu.Lock()
+	r.conns[pc] = struct{}{}
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		delete(r.conns, pc)
+		r.mu.Unlock()
+		pc.close()
+	}()
+	go func() {
+		_, _ = io.Copy(client, back)
+		pc.close()
+	}()
+	br := bufio.NewReader(client)
+	for {
+		line, err := br.ReadSlice('\n')
+		if len(line) > 0 {
+			if _, werr := back.Write(line); werr != nil {
+				return
+			}
+		}
+		if err == bufio.ErrBufferFull {
+			continue
+		}
+		if err != nil {
+			return
+		}
+		if bytes.HasPrefix(line, []byte("CONNECT ")) {
+			var ci struct {
+				Name string `json:"name"`
+			}
+			_ = json.Unmarshal(bytes.TrimSpace(line[len("CONNECT "):]), &ci)
+			r.mu.Lock()
+			if r.idToNode != nil {
+				pc.src = r.idToNode(ci.Name)
+			}
+			cut := r.isolated[pc.src] || r.isolated[dst]
+			r.mu.Unlock()
+			if cut {
+				return
+			}
+			break
+		}
+	}
+	_, _ = io.Copy(back, br)
+}
+
+func (r *routeNet) isolate(i int, on bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.isolated[i] = on
+	if !on {
+		return
+	}
+	for pc := range r.conns {
+		if pc.src == i || pc.dst == i {
+			pc.close()
+		}
+	}
+}
+
+func (r *routeNet) close() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, l := range r.listeners {
+		l.Close()
+	}
+	for pc := range r.conns {
+		pc.close()
+	}
+}
