@@ -1,0 +1,213 @@
+package platform
+
+import (
+	"fmt"
+	"regexp"
+	"time"
+
+	"github.com/msgplatform/platform/internal/validate"
+)
+
+// Limits on declarative objects.
+const (
+	MaxPartitions = 1024
+	// DefaultReplicas is the replica count of topics and queues unless a
+	// spec says otherwise: a quorum of 2 survives the loss of one node.
+	DefaultReplicas = 3
+)
+
+var (
+	// Topic and queue names: dot-separated tokens of lower-case letters,
+	// digits and '-', e.g. "orders", "orders.eu", "shipment-jobs".
+	objectNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}(\.[a-z0-9][a-z0-9-]{0,62}){0,3}$`)
+	// Group names: one token, e.g. "email-notifier".
+	groupNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
+)
+
+// Retention bounds how long a topic keeps events. Zero means no bound on
+// that axis; at least one of them must be set.
+type Retention struct {
+	MaxAge   time.Duration `mapstructure:"max_age" json:"max_age,omitempty"`
+	MaxBytes int64         `mapstructure:"max_bytes" json:"max_bytes,omitempty"`
+}
+
+// TopicSpec declares a topic: a partitioned, retained log addressable as
+// <name>.<key>. Events with the same key always land on the same
+// partition.
+type TopicSpec struct {
+	Name       string    `mapstructure:"name" json:"name"`
+	Partitions int       `mapstructure:"partitions" json:"partitions"`
+	Replicas   int       `mapstructure:"replicas" json:"replicas"`
+	Retention  Retention `mapstructure:"retention" json:"retention"`
+	// Key documents what the partition key is, e.g. "order:<orderId>".
+	Key string `mapstructure:"key" json:"key,omitempty"`
+	// Residency is the region the topic's data must never leave ("" for
+	// none).
+	Residency string `mapstructure:"residency" json:"residency,omitempty"`
+	// Owner is the team answerable for the topic and its DLQ.
+	Owner string `mapstructure:"owner" json:"owner,omitempty"`
+}
+
+// QueueSpec declares a work queue: competing workers claim jobs under a
+// lease; a job not acknowledged within the lease comes back.
+type QueueSpec struct {
+	Name        string        `mapstructure:"name" json:"name"`
+	Lease       time.Duration `mapstructure:"lease" json:"lease"`
+	MaxAttempts int           `mapstructure:"max_attempts" json:"max_attempts"`
+	Replicas    int           `mapstructure:"replicas" json:"replicas"`
+	Owner       string        `mapstructure:"owner" json:"owner,omitempty"`
+}
+
+// GroupSpec declares a consumer group: a named durable subscription to a
+// topic with its own position on every partition.
+type GroupSpec struct {
+	Name  string `mapstructure:"name" json:"name"`
+	Topic string `mapstructure:"topic" json:"topic"`
+}
+
+// DefaultTopicSpec returns a topic with the product defaults: 1 partition,
+// replicas 3, 3 days retention.
+func DefaultTopicSpec(name string) TopicSpec {
+	return TopicSpec{Name: name, Partitions: 1, Replicas: DefaultReplicas, Retention: Retention{MaxAge: 72 * time.Hour}}
+}
+
+// DefaultQueueSpec returns a queue with the product defaults: lease 60s,
+// 5 attempts, replicas 3.
+func DefaultQueueSpec(name string) QueueSpec {
+	return QueueSpec{Name: name, Lease: 60 * time.Second, MaxAttempts: 5, Replicas: DefaultReplicas}
+}
+
+// Validate reports every problem with the topic spec.
+func (t TopicSpec) Validate() error {
+	var p validate.Problems
+	t.validateInto(&p)
+	return p.Err(ErrInvalidSpec)
+}
+
+func (t TopicSpec) validateInto(p *validate.Problems) {
+	if !objectNameRE.MatchString(t.Name) {
+		p.Addf("name", "must be dot-separated tokens of a-z, 0-9 and '-' (e.g. orders or orders.eu), got %q", t.Name)
+	}
+	if t.Partitions < 1 || t.Partitions > MaxPartitions {
+		p.Addf("partitions", "must be 1..%d, got %d", MaxPartitions, t.Partitions)
+	}
+	validateReplicas(p, t.Replicas)
+	if t.Retention.MaxAge < 0 {
+		p.Addf("retention.max_age", "must be >= 0, got %s", t.Retention.MaxAge)
+	}
+	if t.Retention.MaxBytes < 0 {
+		p.Addf("retention.max_bytes", "must be >= 0, got %d", t.Retention.MaxBytes)
+	}
+	if t.Retention.MaxAge == 0 && t.Retention.MaxBytes == 0 {
+		p.Addf("retention", "set max_age and/or max_bytes: a topic is a retained log, not an unbounded one")
+	}
+	if t.Residency != "" && !groupNameRE.MatchString(t.Residency) {
+		p.Addf("residency", "must be a region name such as eu, got %q", t.Residency)
+	}
+}
+
+// Validate reports every problem with the queue spec.
+func (q QueueSpec) Validate() error {
+	var p validate.Problems
+	q.validateInto(&p)
+	return p.Err(ErrInvalidSpec)
+}
+
+func (q QueueSpec) validateInto(p *validate.Problems) {
+	if !objectNameRE.MatchString(q.Name) {
+		p.Addf("name", "must be dot-separated tokens of a-z, 0-9 and '-' (e.g. shipment-jobs), got %q", q.Name)
+	}
+	if q.Lease < time.Second || q.Lease > 12*time.Hour {
+		p.Addf("lease", "must be 1s..12h, got %s", q.Lease)
+	}
+	if q.MaxAttempts < 1 || q.MaxAttempts > 1000 {
+		p.Addf("max_attempts", "must be 1..1000, got %d", q.MaxAttempts)
+	}
+	validateReplicas(p, q.Replicas)
+}
+
+// Validate reports every problem with the group spec.
+func (g GroupSpec) Validate() error {
+	var p validate.Problems
+	g.validateInto(&p)
+	return p.Err(ErrInvalidSpec)
+}
+
+func (g GroupSpec) validateInto(p *validate.Problems) {
+	if !groupNameRE.MatchString(g.Name) {
+		p.Addf("name", "must be a-z, 0-9 and '-' (e.g. email-notifier), got %q", g.Name)
+	}
+	if !objectNameRE.MatchString(g.Topic) {
+		p.Addf("topic", "must name a topic, got %q", g.Topic)
+	}
+}
+
+func validateReplicas(p *validate.Problems, r int) {
+	if r < 1 || r > 5 {
+		p.Addf("replicas", "must be 1..5, got %d", r)
+	}
+}
+
+// Catalog is the declared set of topics, queues and groups, keyed by name.
+type Catalog struct {
+	Topics map[string]TopicSpec `mapstructure:"topics" json:"topics"`
+	Queues map[string]QueueSpec `mapstructure:"queues" json:"queues"`
+	Groups map[string]GroupSpec `mapstructure:"groups" json:"groups"`
+}
+
+// Validate reports every problem in the catalog, keyed as in the
+// configuration file (e.g. "topics.orders.partitions"), including cross
+// references: a group's topic must be declared, and topic and queue names
+// must not collide.
+func (c Catalog) Validate() error {
+	var p validate.Problems
+	for key, t := range c.Topics {
+		var tp validate.Problems
+		t.validateInto(&tp)
+		if t.Name != key {
+			tp.Addf("name", "must equal its key %q, got %q", key, t.Name)
+		}
+		p.Merge("topics."+key, tp.Err(nil))
+	}
+	for key, q := range c.Queues {
+		var qp validate.Problems
+		q.validateInto(&qp)
+		if q.Name != key {
+			qp.Addf("name", "must equal its key %q, got %q", key, q.Name)
+		}
+		if _, dup := c.Topics[key]; dup {
+			qp.Addf("name", "%q is already a topic; topics and queues share one namespace", key)
+		}
+		p.Merge("queues."+key, qp.Err(nil))
+	}
+	for key, g := range c.Groups {
+		var gp validate.Problems
+		g.validateInto(&gp)
+		if g.Name != key {
+			gp.Addf("name", "must equal its key %q, got %q", key, g.Name)
+		}
+		if _, ok := c.Topics[g.Topic]; !ok && g.Topic != "" {
+			gp.Addf("topic", "no topic %q is declared", g.Topic)
+		}
+		p.Merge("groups."+key, gp.Err(nil))
+	}
+	return p.Err(ErrInvalidSpec)
+}
+
+// StreamName is the JetStream stream backing a topic or queue: the name
+// with '.' replaced by '_' (names never contain '_', so this is 1:1).
+func StreamName(name string) string {
+	b := []byte(name)
+	for i, c := range b {
+		if c == '.' {
+			b[i] = '_'
+		}
+	}
+	return string(b)
+}
+
+// PartitionConsumer is the durable consumer holding group's position on
+// one partition.
+func PartitionConsumer(group string, partition int) string {
+	return fmt.Sprintf("%s-p%d", group, partition)
+}
