@@ -68,6 +68,10 @@ type Config struct {
 	// Host and Port are the client listener (port -1: pick a free port).
 	Host string `mapstructure:"host"`
 	Port int    `mapstructure:"port"`
+	// NoAdvertise stops the node from telling clients the addresses of its
+	// peers (use it when clients reach the nodes through mapped ports or
+	// a load balancer, and the peers' own addresses mean nothing to them).
+	NoAdvertise bool `mapstructure:"no_advertise"`
 	// Cluster is the route listener. A zero Port means a standalone node
 	// (no cluster); JetStream then runs without a meta group.
 	Cluster ClusterListen `mapstructure:"cluster"`
@@ -83,7 +87,7 @@ type Config struct {
 	LameDuck time.Duration `mapstructure:"lame_duck"`
 	// ReadyTimeout bounds Start's wait for readiness.
 	ReadyTimeout time.Duration `mapstructure:"ready_timeout"`
-	// Debug turns on the nats-server logger (notices and errors).
+	// Log turns on the nats-server logger (notices and errors).
 	Log bool `mapstructure:"log"`
 }
 

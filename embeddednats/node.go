@@ -121,6 +121,7 @@ func (n *Node) serverOptions() (*server.Options, error) {
 		opts.Cluster.Host = c.Cluster.Host
 		opts.Cluster.Port = c.Cluster.Port
 		opts.Cluster.Advertise = c.Cluster.Advertise
+		opts.Cluster.NoAdvertise = c.NoAdvertise
 		for _, r := range c.Cluster.Routes {
 			u, err := url.Parse(r)
 			if err != nil {

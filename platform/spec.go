@@ -3,6 +3,7 @@ package platform
 import (
 	"fmt"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/msgplatform/platform/internal/validate"
@@ -177,6 +178,18 @@ func (c Catalog) Validate() error {
 		}
 		if _, dup := c.Topics[key]; dup {
 			qp.Addf("name", "%q is already a topic; topics and queues share one namespace", key)
+		}
+		// A queue takes every subject under <name>.>, so no other topic
+		// or queue may be named <name>.<more>.
+		for _, other := range sortedKeys(c.Topics) {
+			if strings.HasPrefix(other, key+".") {
+				qp.Addf("name", "its subjects %s.> would also take those of topic %q; rename one of them", key, other)
+			}
+		}
+		for _, other := range sortedKeys(c.Queues) {
+			if strings.HasPrefix(other, key+".") {
+				qp.Addf("name", "its subjects %s.> would also take those of queue %q; rename one of them", key, other)
+			}
 		}
 		p.Merge("queues."+key, qp.Err(nil))
 	}

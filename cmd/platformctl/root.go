@@ -40,6 +40,11 @@ func newRootCmd() *cobra.Command {
 
 	root.AddCommand(
 		newCapacityCmd(),
+		newStatusCmd(g),
+		newTopicCmd(g),
+		newQueueCmd(g),
+		newGroupCmd(g),
+		newBenchCmd(g),
 	)
 	return root
 }

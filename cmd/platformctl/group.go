@@ -1,0 +1,41 @@
+package main
+
+import (
+	"github.com/spf13/cobra"
+
+	"github.com/msgplatform/platform/internal/control"
+	"github.com/msgplatform/platform/platform"
+)
+
+func newGroupCmd(g *globalOptions) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "group",
+		Short: "Consumer groups: named durable subscriptions with their own position",
+	}
+	cmd.AddCommand(newGroupCreateCmd(g))
+	return cmd
+}
+
+func newGroupCreateCmd(g *globalOptions) *cobra.Command {
+	var spec platform.GroupSpec
+	var opts platform.ApplyOptions
+	cmd := &cobra.Command{
+		Use:   "create NAME --topic TOPIC",
+		Short: "Create a consumer group on a topic (one durable position per partition)",
+		Args:  exactArgs(1, "NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			spec.Name = args[0]
+			if err := spec.Validate(); err != nil {
+				return usageError{err}
+			}
+			var ch platform.Change
+			if err := g.call(cmd.Context(), control.SubjGroupApply, control.ApplyGroupRequest{Spec: spec, Options: opts}, &ch); err != nil {
+				return err
+			}
+			return writeChange(cmd.OutOrStdout(), ch, opts.DryRun)
+		},
+	}
+	cmd.Flags().StringVar(&spec.Topic, "topic", "", "topic the group reads")
+	addApplyFlags(cmd, &opts)
+	return cmd
+}

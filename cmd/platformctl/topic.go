@@ -1,0 +1,239 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/msgplatform/platform/internal/capacity"
+	"github.com/msgplatform/platform/internal/control"
+	"github.com/msgplatform/platform/platform"
+)
+
+func newTopicCmd(g *globalOptions) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "topic",
+		Short: "Create, list and describe topics (partitioned, retained logs)",
+	}
+	cmd.AddCommand(newTopicCreateCmd(g), newTopicListCmd(g), newTopicDescribeCmd(g))
+	return cmd
+}
+
+func newTopicCreateCmd(g *globalOptions) *cobra.Command {
+	spec := platform.DefaultTopicSpec("")
+	var opts platform.ApplyOptions
+	var maxBytes string
+	cmd := &cobra.Command{
+		Use:   "create NAME",
+		Short: "Create a topic, or update it (idempotent; conflicting changes are refused)",
+		Long: `Creates the topic NAME, addressable as NAME.<key> by any NATS client. Running
+it again with the same flags changes nothing. A change that would break a
+guarantee is refused without applying anything: the partition count is fixed
+for a topic's life (changing it moves keys and breaks per-key order), and
+lowering replicas below 3 needs --allow-reduced-replicas.`,
+		Args: exactArgs(1, "NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			spec.Name = args[0]
+			if maxBytes != "" {
+				n, err := capacity.ParseSize(maxBytes)
+				if err != nil {
+					return usageError{fmt.Errorf("--max-bytes: %w", err)}
+				}
+				spec.Retention.MaxBytes = n
+			}
+			if err := spec.Validate(); err != nil {
+				return usageError{err}
+			}
+			var ch platform.Change
+			if err := g.call(cmd.Context(), control.SubjTopicApply, control.ApplyTopicRequest{Spec: spec, Options: opts}, &ch); err != nil {
+				return err
+			}
+			return writeChange(cmd.OutOrStdout(), ch, opts.DryRun)
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&spec.Partitions, "partitions", spec.Partitions, "partition count (fixed for the topic's life)")
+	f.IntVar(&spec.Replicas, "replicas", spec.Replicas, "replicas of every event")
+	f.DurationVar(&spec.Retention.MaxAge, "retention", spec.Retention.MaxAge, "keep events this long (0: no age limit)")
+	f.StringVar(&maxBytes, "max-bytes", "", "keep at most this many bytes (e.g. 10GiB)")
+	f.StringVar(&spec.Key, "key", "", "what the partition key is, e.g. order:<orderId>")
+	f.StringVar(&spec.Owner, "owner", "", "team answerable for the topic and its DLQ")
+	f.StringVar(&spec.Residency, "residency", "", "region the topic's data must never leave")
+	addApplyFlags(cmd, &opts)
+	return cmd
+}
+
+func addApplyFlags(cmd *cobra.Command, opts *platform.ApplyOptions) {
+	cmd.Flags().BoolVar(&opts.AllowReducedReplicas, "allow-reduced-replicas", false, "permit lowering replicas below 3")
+	cmd.Flags().BoolVar(&opts.DryRun, "dry-run", false, "show the change without applying it")
+}
+
+func writeChange(w io.Writer, ch platform.Change, dry bool) error {
+	prefix := ""
+	if dry {
+		prefix = "dry run: would "
+	}
+	switch ch.Action {
+	case platform.ActionUnchanged:
+		fmt.Fprintf(w, "%s %s: unchanged\n", ch.Kind, ch.Name)
+	default:
+		fmt.Fprintf(w, "%s%s %s %s\n", prefix, ch.Action, ch.Kind, ch.Name)
+	}
+	for _, d := range ch.Details {
+		fmt.Fprintf(w, "  %s\n", d)
+	}
+	return nil
+}
+
+func newTopicListCmd(g *globalOptions) *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List topics",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var topics []platform.TopicInfo
+			if err := g.call(cmd.Context(), control.SubjTopicList, nil, &topics); err != nil {
+				return err
+			}
+			if output == "json" {
+				return writeJSON(cmd.OutOrStdout(), topics)
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "TOPIC\tPARTITIONS\tREPLICAS\tRETENTION\tMESSAGES\tBYTES\tLEADER\tOWNER\tRESIDENCY")
+			for _, t := range topics {
+				fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", t.Spec.Name, t.Spec.Partitions,
+					replicaHealth(t.Stream.Cluster, t.Spec.Replicas), retention(t.Spec.Retention), t.Stream.Messages,
+					humanBytes(t.Stream.Bytes), orDash(t.Stream.Cluster.Leader), orDash(t.Spec.Owner), orDash(t.Spec.Residency))
+			}
+			return tw.Flush()
+		},
+	}
+	addOutputFlag(cmd, &output)
+	return cmd
+}
+
+func newTopicDescribeCmd(g *globalOptions) *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "describe NAME",
+		Short: "Per-partition message counts and, per group, pending events and the age of the oldest unprocessed one",
+		Args:  exactArgs(1, "NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var st platform.TopicStatus
+			if err := g.call(cmd.Context(), control.SubjTopicDescribe, control.NameRequest{Name: args[0]}, &st); err != nil {
+				return err
+			}
+			if output == "json" {
+				return writeJSON(cmd.OutOrStdout(), st)
+			}
+			return writeTopicStatus(cmd.OutOrStdout(), st)
+		},
+	}
+	addOutputFlag(cmd, &output)
+	return cmd
+}
+
+func writeTopicStatus(w io.Writer, st platform.TopicStatus) error {
+	s := st.Spec
+	fmt.Fprintf(w, "Topic %s\n", s.Name)
+	fmt.Fprintf(w, "  subject:     %s.<key>   (stored as %s.<partition>.<key>)\n", s.Name, s.Name)
+	fmt.Fprintf(w, "  key:         %s\n", orDash(s.Key))
+	fmt.Fprintf(w, "  partitions:  %d\n", s.Partitions)
+	fmt.Fprintf(w, "  replicas:    %s (leader %s)\n", replicaHealth(st.Stream.Cluster, s.Replicas), orDash(st.Stream.Cluster.Leader))
+	fmt.Fprintf(w, "  retention:   %s\n", retention(s.Retention))
+	fmt.Fprintf(w, "  owner:       %s\n", orDash(s.Owner))
+	fmt.Fprintf(w, "  residency:   %s\n", orDash(s.Residency))
+	fmt.Fprintf(w, "  messages:    %d (%s), seq %d..%d\n\n", st.Stream.Messages, humanBytes(st.Stream.Bytes), st.Stream.FirstSeq, st.Stream.LastSeq)
+
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "PARTITION\tMESSAGES\t")
+	for _, p := range st.Partitions {
+		fmt.Fprintf(tw, "%d\t%d\t\n", p.Partition, p.Messages)
+	}
+	tw.Flush()
+	fmt.Fprintln(w)
+	if len(st.Groups) == 0 {
+		fmt.Fprintln(w, "No consumer groups.")
+		return nil
+	}
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "GROUP\tPENDING\tOLDEST UNPROCESSED\tLAGGING PARTITIONS\tMISSING")
+	for _, gs := range st.Groups {
+		var lagging []string
+		for _, p := range gs.Partitions {
+			if p.Pending > 0 {
+				lagging = append(lagging, fmt.Sprintf("%d(%d)", p.Partition, p.Pending))
+			}
+		}
+		if n := len(lagging); n > maxLaggingShown {
+			lagging = append(lagging[:maxLaggingShown], fmt.Sprintf("+%d more", n-maxLaggingShown))
+		}
+		missing := "-"
+		if len(gs.MissingPartitions) > 0 {
+			missing = fmt.Sprint(gs.MissingPartitions)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", gs.Name, gs.Pending, age(gs.OldestAge), orDash(strings.Join(lagging, " ")), missing)
+	}
+	return tw.Flush()
+}
+
+// maxLaggingShown bounds the partitions listed per group in the table
+// (-o json has them all).
+const maxLaggingShown = 6
+
+func replicaHealth(c platform.ClusterStatus, want int) string {
+	if len(c.Replicas) == 0 {
+		return fmt.Sprintf("%d", want)
+	}
+	cur := 0
+	for _, r := range c.Replicas {
+		if r.Current || r.Leader {
+			cur++
+		}
+	}
+	return fmt.Sprintf("%d/%d current", cur, want)
+}
+
+func retention(r platform.Retention) string {
+	var parts []string
+	if r.MaxAge > 0 {
+		parts = append(parts, r.MaxAge.String())
+	}
+	if r.MaxBytes > 0 {
+		parts = append(parts, humanBytes(uint64(r.MaxBytes)))
+	}
+	if len(parts) == 0 {
+		return "unbounded"
+	}
+	return strings.Join(parts, ", ")
+}
+
+func age(d time.Duration) string {
+	if d <= 0 {
+		return "-"
+	}
+	return d.Round(time.Millisecond).String()
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// exactArgs is cobra.ExactArgs with an error that names the arguments and
+// maps to exit code 2.
+func exactArgs(n int, names string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) != n {
+			return usageError{fmt.Errorf("%s: want %s, got %d argument(s)", cmd.CommandPath(), names, len(args))}
+		}
+		return nil
+	}
+}

@@ -1,0 +1,110 @@
+package conf
+
+import (
+	"bytes"
+	"reflect"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/viper"
+)
+
+// String renders c as YAML under the keys of the configuration file,
+// sorted, with durations (72h) and sizes (10GiB) as a file would write
+// them: the effective configuration that platformd --print-config shows.
+// Loading the output gives c back. It is safe to log: the configuration
+// holds no secrets today, and a secret field added later must be masked
+// here.
+func (c *Config) String() string {
+	m, _ := settingsOf(reflect.ValueOf(*c)).(map[string]any)
+	v := viper.NewWithOptions(viper.KeyDelimiter(keyDelim))
+	v.SetConfigType("yaml")
+	if err := v.MergeConfigMap(m); err != nil {
+		return "conf: cannot render the configuration: " + err.Error()
+	}
+	var b bytes.Buffer
+	if err := v.WriteConfigTo(&b); err != nil {
+		return "conf: cannot render the configuration: " + err.Error()
+	}
+	return b.String()
+}
+
+// settingsOf turns a value into the nested maps, lists and scalars of a
+// configuration file, keyed by mapstructure tags.
+func settingsOf(v reflect.Value) any {
+	switch {
+	case v.Type() == durationType:
+		return formatDuration(time.Duration(v.Int()))
+	case v.Kind() == reflect.Int64:
+		return formatSize(v.Int())
+	}
+	switch v.Kind() {
+	case reflect.Struct:
+		out := map[string]any{}
+		t := v.Type()
+		for i := 0; i < t.NumField(); i++ {
+			f := t.Field(i)
+			if !f.IsExported() {
+				continue
+			}
+			name, opts, _ := strings.Cut(f.Tag.Get("mapstructure"), ",")
+			if name == "-" {
+				continue
+			}
+			if strings.Contains(opts, "squash") {
+				for k, x := range settingsOf(v.Field(i)).(map[string]any) {
+					out[k] = x
+				}
+				continue
+			}
+			if name == "" {
+				name = strings.ToLower(f.Name)
+			}
+			out[name] = settingsOf(v.Field(i))
+		}
+		return out
+	case reflect.Map:
+		out := map[string]any{}
+		for _, k := range v.MapKeys() {
+			out[k.String()] = settingsOf(v.MapIndex(k))
+		}
+		return out
+	case reflect.Slice:
+		out := make([]any, v.Len())
+		for i := range out {
+			out[i] = settingsOf(v.Index(i))
+		}
+		return out
+	}
+	return v.Interface()
+}
+
+// formatDuration writes d without trailing zero units: 72h, 2m, 1h30m.
+func formatDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+// formatSize writes n in the largest binary unit that divides it (10GiB),
+// or as a plain number.
+func formatSize(n int64) any {
+	if n == 0 {
+		return int64(0)
+	}
+	for _, u := range []struct {
+		name string
+		size int64
+	}{{"PiB", 1 << 50}, {"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+		if n%u.size == 0 {
+			return strconv.FormatInt(n/u.size, 10) + u.name
+		}
+	}
+	return n
+}

@@ -1,0 +1,19 @@
+#!/bin/sh
+# Builds the platformd image: a static binary built on the host, in a
+# FROM-scratch image (no image registry is needed).
+#
+#   deploy/docker/build.sh [TAG]        # default platformd:dev
+#
+# UID/GID in the environment set the image's runtime user (default 65532).
+set -eu
+tag=${1:-platformd:dev}
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+ctx=$(mktemp -d)
+trap 'rm -rf "$ctx"' EXIT
+(cd "$root" && CGO_ENABLED=0 go build -trimpath -o "$ctx/platformd" ./cmd/platformd)
+cp "$here/Dockerfile" "$here/node.yaml" "$ctx/"
+mkdir -m 0700 "$ctx/data"
+docker build -t "$tag" \
+  --build-arg "UID=${UID_OVERRIDE:-65532}" --build-arg "GID=${GID_OVERRIDE:-65532}" \
+  "$ctx"

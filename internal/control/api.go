@@ -1,0 +1,38 @@
+package control
+
+import "github.com/msgplatform/platform/platform"
+
+// Endpoint subjects, relative to SubjectPrefix.
+const (
+	SubjStatus        = "status"
+	SubjTopicApply    = "topic.apply"
+	SubjTopicList     = "topic.list"
+	SubjTopicDescribe = "topic.describe"
+	SubjQueueApply    = "queue.apply"
+	SubjQueueList     = "queue.list"
+	SubjQueueDescribe = "queue.describe"
+	SubjGroupApply    = "group.apply"
+)
+
+// ApplyTopicRequest creates or updates a topic.
+type ApplyTopicRequest struct {
+	Spec    platform.TopicSpec    `json:"spec"`
+	Options platform.ApplyOptions `json:"options"`
+}
+
+// ApplyQueueRequest creates or updates a queue.
+type ApplyQueueRequest struct {
+	Spec    platform.QueueSpec    `json:"spec"`
+	Options platform.ApplyOptions `json:"options"`
+}
+
+// ApplyGroupRequest creates or updates a consumer group.
+type ApplyGroupRequest struct {
+	Spec    platform.GroupSpec    `json:"spec"`
+	Options platform.ApplyOptions `json:"options"`
+}
+
+// NameRequest names one object.
+type NameRequest struct {
+	Name string `json:"name"`
+}

@@ -1,0 +1,142 @@
+package platform
+
+import (
+	"fmt"
+	"maps"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// The replicated record of a spec is the metadata of its stream (and of its
+// consumers): it survives node loss with the stream, and List, Describe and
+// the conflict checks of Apply read the spec back from it.
+const (
+	mdPrefix      = "platform."
+	mdKind        = "platform.kind"
+	mdName        = "platform.name"
+	mdPartitions  = "platform.partitions"
+	mdKey         = "platform.key"
+	mdOwner       = "platform.owner"
+	mdResidency   = "platform.residency"
+	mdLease       = "platform.lease"
+	mdMaxAttempts = "platform.max_attempts"
+	mdGroup       = "platform.group"
+	mdTopic       = "platform.topic"
+	mdPartition   = "platform.partition"
+	mdQueue       = "platform.queue"
+
+	kindTopic = "topic"
+	kindQueue = "queue"
+)
+
+func topicMetadata(t TopicSpec) map[string]string {
+	md := map[string]string{
+		mdKind:       kindTopic,
+		mdName:       t.Name,
+		mdPartitions: strconv.Itoa(t.Partitions),
+	}
+	setIf(md, mdKey, t.Key)
+	setIf(md, mdOwner, t.Owner)
+	setIf(md, mdResidency, t.Residency)
+	return md
+}
+
+func queueMetadata(q QueueSpec) map[string]string {
+	md := map[string]string{
+		mdKind:        kindQueue,
+		mdName:        q.Name,
+		mdLease:       q.Lease.String(),
+		mdMaxAttempts: strconv.Itoa(q.MaxAttempts),
+	}
+	setIf(md, mdOwner, q.Owner)
+	return md
+}
+
+func setIf(md map[string]string, k, v string) {
+	if v != "" {
+		md[k] = v
+	}
+}
+
+// platformMetadata returns the platform.* subset of md (never nil).
+func platformMetadata(md map[string]string) map[string]string {
+	out := map[string]string{}
+	for k, v := range md {
+		if strings.HasPrefix(k, mdPrefix) {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// mergeMetadata keeps the keys of cur that are not the platform's (e.g. the
+// server's _nats.* keys) and sets the platform's from want.
+func mergeMetadata(cur, want map[string]string) map[string]string {
+	out := make(map[string]string, len(cur)+len(want))
+	for k, v := range cur {
+		if !strings.HasPrefix(k, mdPrefix) {
+			out[k] = v
+		}
+	}
+	maps.Copy(out, want)
+	return out
+}
+
+// kindOf returns the platform kind recorded on a stream ("" for a stream
+// the platform does not manage).
+func kindOf(cfg *jetstream.StreamConfig) string {
+	return cfg.Metadata[mdKind]
+}
+
+// objectName returns the topic or queue name of a platform stream.
+func objectName(cfg *jetstream.StreamConfig) string {
+	if n := cfg.Metadata[mdName]; n != "" {
+		return n
+	}
+	return strings.ReplaceAll(cfg.Name, "_", ".")
+}
+
+// topicFromStream reads a topic spec back from its stream.
+func topicFromStream(cfg *jetstream.StreamConfig) (TopicSpec, error) {
+	if k := kindOf(cfg); k != kindTopic {
+		return TopicSpec{}, fmt.Errorf("platform: stream %q is not a topic (kind %q)", cfg.Name, k)
+	}
+	n, err := strconv.Atoi(cfg.Metadata[mdPartitions])
+	if err != nil || n < 1 {
+		return TopicSpec{}, fmt.Errorf("platform: stream %q: metadata %s is %q, not a partition count", cfg.Name, mdPartitions, cfg.Metadata[mdPartitions])
+	}
+	return TopicSpec{
+		Name:       objectName(cfg),
+		Partitions: n,
+		Replicas:   cfg.Replicas,
+		Retention:  Retention{MaxAge: cfg.MaxAge, MaxBytes: max(cfg.MaxBytes, 0)},
+		Key:        cfg.Metadata[mdKey],
+		Residency:  cfg.Metadata[mdResidency],
+		Owner:      cfg.Metadata[mdOwner],
+	}, nil
+}
+
+// queueFromStream reads a queue spec back from its stream.
+func queueFromStream(cfg *jetstream.StreamConfig) (QueueSpec, error) {
+	if k := kindOf(cfg); k != kindQueue {
+		return QueueSpec{}, fmt.Errorf("platform: stream %q is not a queue (kind %q)", cfg.Name, k)
+	}
+	lease, err := time.ParseDuration(cfg.Metadata[mdLease])
+	if err != nil {
+		return QueueSpec{}, fmt.Errorf("platform: stream %q: metadata %s is %q, not a duration", cfg.Name, mdLease, cfg.Metadata[mdLease])
+	}
+	attempts, err := strconv.Atoi(cfg.Metadata[mdMaxAttempts])
+	if err != nil {
+		return QueueSpec{}, fmt.Errorf("platform: stream %q: metadata %s is %q, not a number", cfg.Name, mdMaxAttempts, cfg.Metadata[mdMaxAttempts])
+	}
+	return QueueSpec{
+		Name:        objectName(cfg),
+		Lease:       lease,
+		MaxAttempts: attempts,
+		Replicas:    cfg.Replicas,
+		Owner:       cfg.Metadata[mdOwner],
+	}, nil
+}
