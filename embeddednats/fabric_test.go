@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -287,5 +289,44 @@ func TestTrustFilesArePrivate(t *testing.T) {
 	}
 	if _, err := embeddednats.LoadOrCreateTrust(filepath.Join(dir, "trust")); err == nil {
 		t.Fatal("corrupted trust accepted")
+	}
+}
+
+func TestPortInUseIsNamed(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	cfg := embeddednats.DefaultConfig()
+	cfg.Port = l.Addr().(*net.TCPAddr).Port
+	cfg.StoreDir = t.TempDir()
+	cfg.Durability.Replicas = 1
+	tr, err := embeddednats.NewTrust()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := embeddednats.NewNode(cfg, tr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = n.Start(context.Background())
+	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("client port %d", cfg.Port)) {
+		t.Fatalf("start on a used port: err = %v, want it to name the client port", err)
+	}
+}
+
+func TestConfigValidateReportsEveryProblem(t *testing.T) {
+	cfg := embeddednats.Config{Name: "bad name!", Host: "nowhere", Port: 70000, StoreDir: "",
+		Cluster: embeddednats.ClusterListen{Routes: []string{"http://x"}}, Tags: []string{"UPPER"},
+		Durability: embeddednats.Durability{Replicas: 9}, ReadyTimeout: time.Second}
+	err := cfg.Validate()
+	if !errors.Is(err, embeddednats.ErrInvalidConfig) {
+		t.Fatalf("err = %v, want ErrInvalidConfig", err)
+	}
+	for _, key := range []string{"name:", "host:", "port: must be 1..65535", "store_dir:", "cluster.port: routes are set", "tags[0]:", "durability.replicas: must be 1..5, got 9", "region.name"} {
+		if !strings.Contains(err.Error(), key) {
+			t.Errorf("error does not name %q:\n%v", key, err)
+		}
 	}
 }

@@ -70,6 +70,9 @@ func (n *Node) Launch() error {
 	if err != nil {
 		return err
 	}
+	if err := probePorts(opts); err != nil {
+		return fmt.Errorf("embeddednats: %s: %w", n.cfg.Name, err)
+	}
 	s, err := server.NewServer(opts)
 	if err != nil {
 		return fmt.Errorf("embeddednats: %s: %w", n.cfg.Name, err)
@@ -84,6 +87,25 @@ func (n *Node) Launch() error {
 	}
 	n.srv = s
 	return nil
+}
+
+// probePorts checks that the client and route ports are free, so a port
+// in use is reported by name instead of as a server that never gets ready.
+func probePorts(opts *server.Options) error {
+	check := func(what, host string, port int) error {
+		if port <= 0 {
+			return nil
+		}
+		l, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
+		if err != nil {
+			return fmt.Errorf("%s port %d on %s is not available: %w", what, port, host, err)
+		}
+		return l.Close()
+	}
+	if err := check("client", opts.Host, opts.Port); err != nil {
+		return err
+	}
+	return check("cluster", opts.Cluster.Host, opts.Cluster.Port)
 }
 
 func (n *Node) serverOptions() (*server.Options, error) {

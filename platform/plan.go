@@ -92,9 +92,16 @@ func (p *plan) streamConsumers(ctx context.Context, stream string) (map[string]*
 	return cs, nil
 }
 
-// listConsumers reads every consumer of stream (one paged request).
+// listConsumers reads every consumer of stream. The paged info listing
+// leaves out consumers whose leader did not answer in time (during an
+// election, or with a node down) and nats.go drops the server's list of
+// those, so the names are listed too (from the meta layer's assignments,
+// always complete) and the info of any name missing is read on its own.
 func (r *Reconciler) listConsumers(ctx context.Context, stream string) (map[string]*jetstream.ConsumerInfo, error) {
-	var cs map[string]*jetstream.ConsumerInfo
+	var (
+		cs    map[string]*jetstream.ConsumerInfo
+		names []string
+	)
 	err := r.do(ctx, "list consumers of "+stream, func(ctx context.Context) error {
 		s, err := r.js.Stream(ctx, stream)
 		if err != nil {
@@ -105,9 +112,36 @@ func (r *Reconciler) listConsumers(ctx context.Context, stream string) (map[stri
 		for ci := range l.Info() {
 			cs[ci.Name] = ci
 		}
-		return l.Err()
+		if err := l.Err(); err != nil {
+			return err
+		}
+		names = names[:0]
+		nl := s.ConsumerNames(ctx)
+		for n := range nl.Name() {
+			names = append(names, n)
+		}
+		return nl.Err()
 	})
-	return cs, err
+	if err != nil {
+		return nil, err
+	}
+	for _, name := range names {
+		if cs[name] != nil {
+			continue
+		}
+		err := r.do(ctx, "read consumer "+stream+"/"+name, func(ctx context.Context) error {
+			c, err := r.js.Consumer(ctx, stream, name)
+			if err != nil {
+				return err
+			}
+			cs[name] = c.CachedInfo()
+			return nil
+		})
+		if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+			return nil, err
+		}
+	}
+	return cs, nil
 }
 
 func (p *plan) failRead(err error) {

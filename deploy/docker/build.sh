@@ -4,7 +4,7 @@
 #
 #   deploy/docker/build.sh [TAG]        # default platformd:dev
 #
-# UID/GID in the environment set the image's runtime user (default 65532).
+# PLATFORM_DOCKER_UID and PLATFORM_DOCKER_GID set the image's runtime user (default 65532).
 set -eu
 tag=${1:-platformd:dev}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -15,5 +15,5 @@ trap 'rm -rf "$ctx"' EXIT
 cp "$here/Dockerfile" "$here/node.yaml" "$ctx/"
 mkdir -m 0700 "$ctx/data"
 docker build -t "$tag" \
-  --build-arg "UID=${UID_OVERRIDE:-65532}" --build-arg "GID=${GID_OVERRIDE:-65532}" \
+  --build-arg "UID=${PLATFORM_DOCKER_UID:-65532}" --build-arg "GID=${PLATFORM_DOCKER_GID:-65532}" \
   "$ctx"

@@ -1,0 +1,667 @@
+package docker_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// The topic declared in node.yaml; its stream has the same name.
+const (
+	topic  = "orders"
+	stream = "orders"
+)
+
+// nodes are the compose services of the region, in order.
+var nodes = []string{"n1", "n2", "n3"}
+
+// TestDockerRegionSurvivesNodeKills runs the region of compose.yaml (three
+// platformd containers) and kills containers under a continuous publisher:
+// one node down, publishing goes on; two down, publishes fail fast and the
+// committed data stays readable from the survivor; both back, every
+// acknowledged event is in the stream and publishing works again. It is
+// the container version of embeddednats/fabric_test.go: real processes,
+// SIGKILL, real volumes, traffic through published loopback ports only.
+func TestDockerRegionSurvivesNodeKills(t *testing.T) {
+	r := startRegion(t)
+
+	nc := r.connect(t)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.waitStream(t, js, 3)
+
+	p := &publisher{js: js, run: randHex(4), acked: map[string]uint64{}}
+	stop := p.start(4)
+	defer stop()
+	waitFor(t, 30*time.Second, "300 acks before the first kill", func() error {
+		if n := p.ackedCount(); n < 300 {
+			return fmt.Errorf("%d acked", n)
+		}
+		return nil
+	})
+
+	// 1. Kill the stream leader, the worst node to lose: publishing goes on.
+	first := r.waitStream(t, js, 3)
+	r.kill(t, first)
+	kill1 := time.Now()
+	acked1, fails1 := p.ackedCount(), p.fails.Load()
+	waitFor(t, 45*time.Second, "500 acks after the first kill", func() error {
+		if n := p.ackedCount() - acked1; n < 500 {
+			return fmt.Errorf("%d acked since the kill of %s", n, first)
+		}
+		return nil
+	})
+	resumed := p.firstAckStartedAfter(kill1).Sub(kill1)
+	t.Logf("kill 1 (%s, stream leader): acked before %d; acked after %d; failed publishes during failover %d; first ack of a publish started after the kill %s later",
+		first, acked1, p.ackedCount()-acked1, p.fails.Load()-fails1, resumed.Round(time.Millisecond))
+
+	// 2. Kill a second node: no quorum, no ack.
+	second := r.waitStream(t, js, 2)
+	survivor := ""
+	for _, n := range nodes {
+		if n != first && n != second {
+			survivor = n
+		}
+	}
+	// Events acked by now were committed on both remaining nodes; the
+	// publishes that follow carry the commit to the survivor.
+	committed := p.snapshot()
+	time.Sleep(time.Second)
+	acked2, fails2 := p.ackedCount(), p.fails.Load()
+	r.kill(t, second)
+	kill2 := time.Now()
+	time.Sleep(4 * time.Second) // every publish in flight ends (3 s timeout)
+	stop()
+	t.Logf("kill 2 (%s): acked between the kills %d; acked after %d (in flight at the kill); failed publishes after %d",
+		second, acked2-acked1, p.ackedCount()-acked2, p.fails.Load()-fails2)
+
+	waitFor(t, 15*time.Second, "client reconnected to the survivor "+survivor, func() error {
+		if !nc.IsConnected() || nc.ConnectedUrl() != r.natsURL(survivor) {
+			return fmt.Errorf("status %v, url %q", nc.Status(), nc.ConnectedUrl())
+		}
+		return nil
+	})
+	var slowest time.Duration
+	for i := range 5 {
+		d, err := p.publishOne(context.Background(), 3*time.Second)
+		if err == nil {
+			t.Fatalf("probe %d: publish acknowledged with 2 of 3 nodes down", i)
+		}
+		if d > 3500*time.Millisecond {
+			t.Errorf("probe %d: publish took %s to fail, want <= ~3s", i, d)
+		}
+		if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, jetstream.ErrNoStreamResponse) && !errors.Is(err, nats.ErrNoResponders) {
+			t.Errorf("probe %d: unexpected publish error: %v", i, err)
+		}
+		slowest = max(slowest, d)
+		t.Logf("probe %d with 2 of 3 down: refused after %s: %v", i, d.Round(time.Millisecond), err)
+	}
+	t.Logf("time-to-fail with 2 of 3 down: slowest of 5 probes %s", slowest.Round(time.Millisecond))
+
+	// Committed data stays readable from the survivor without a leader.
+	readCommitted(t, nc, committed)
+	t.Logf("%s: %s after the second kill", survivor, time.Since(kill2).Round(time.Millisecond))
+
+	// 3. Restart both: quorum is back, nothing acknowledged is lost.
+	r.start(t, first, second)
+	restarted := time.Now()
+	r.waitReady(t, 90*time.Second)
+	r.waitStream(t, js, 3)
+	t.Logf("both restarted, region ready and stream current after %s", time.Since(restarted).Round(time.Millisecond))
+	p.assertAllPresent(t, js)
+
+	ok := 0
+	waitFor(t, 30*time.Second, "20 publishes acknowledged after the restart", func() error {
+		for ok < 20 {
+			if _, err := p.publishOne(context.Background(), 5*time.Second); err != nil {
+				return err
+			}
+			ok++
+		}
+		return nil
+	})
+	t.Logf("publishing works again: %d acked after the restart; totals: acked %d, failed %d", ok, p.ackedCount(), p.fails.Load())
+}
+
+// publisher publishes continuously with unique Nats-Msg-Ids and records
+// every acknowledged id with its stream sequence.
+type publisher struct {
+	js    jetstream.JetStream
+	run   string
+	next  atomic.Int64
+	fails atomic.Int64
+
+	mu     sync.Mutex
+	acked  map[string]uint64
+	starts []time.Time // start time of each acked publish, in ack order
+}
+
+func (p *publisher) publishOne(ctx context.Context, timeout time.Duration) (time.Duration, error) {
+	n := p.next.Add(1)
+	id := fmt.Sprintf("evt-%s-%d", p.run, n)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	start := time.Now()
+	ack, err := p.js.Publish(ctx, fmt.Sprintf("%s.order:HC-%d", topic, n%97), []byte(id), jetstream.WithMsgID(id))
+	d := time.Since(start)
+	if err != nil {
+		p.fails.Add(1)
+		return d, err
+	}
+	p.mu.Lock()
+	p.acked[id] = ack.Sequence
+	p.starts = append(p.starts, start)
+	p.mu.Unlock()
+	return d, nil
+}
+
+// start runs workers publishing until the returned stop is called (stop
+// waits for them and is idempotent).
+func (p *publisher) start(workers int) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				if _, err := p.publishOne(ctx, 3*time.Second); err != nil && ctx.Err() == nil {
+					time.Sleep(50 * time.Millisecond)
+				}
+			}
+		})
+	}
+	return func() { cancel(); wg.Wait() }
+}
+
+func (p *publisher) ackedCount() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.acked)
+}
+
+func (p *publisher) snapshot() map[string]uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make(map[string]uint64, len(p.acked))
+	for k, v := range p.acked {
+		out[k] = v
+	}
+	return out
+}
+
+// firstAckStartedAfter is when the earliest acked publish started after t
+// (zero if none).
+func (p *publisher) firstAckStartedAfter(t time.Time) time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var first time.Time
+	for _, s := range p.starts {
+		if s.After(t) && (first.IsZero() || s.Before(first)) {
+			first = s
+		}
+	}
+	return first
+}
+
+// assertAllPresent reads the whole stream and checks that every acked id
+// is in it, at the sequence its ack named.
+func (p *publisher) assertAllPresent(t *testing.T, js jetstream.JetStream) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	s, err := js.Stream(ctx, stream)
+	if err != nil {
+		t.Fatalf("stream: %v", err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		t.Fatalf("stream info: %v", err)
+	}
+	last := info.State.LastSeq
+	c, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		t.Fatalf("ordered consumer: %v", err)
+	}
+	seen := make(map[string]uint64, last)
+	var seq uint64
+	for seq < last && ctx.Err() == nil {
+		b, err := c.Fetch(1000, jetstream.FetchMaxWait(2*time.Second))
+		if err != nil {
+			t.Logf("fetch: %v (at seq %d of %d)", err, seq, last)
+			continue
+		}
+		for m := range b.Messages() {
+			md, err := m.Metadata()
+			if err != nil {
+				t.Fatalf("metadata: %v", err)
+			}
+			seq = md.Sequence.Stream
+			seen[string(m.Data())] = seq
+		}
+		if b.Error() != nil && !errors.Is(b.Error(), nats.ErrTimeout) {
+			t.Logf("fetch: %v (at seq %d of %d)", b.Error(), seq, last)
+		}
+	}
+	if seq < last {
+		t.Fatalf("read only up to seq %d of %d in 60s", seq, last)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var lost, moved []string
+	for id, want := range p.acked {
+		got, ok := seen[id]
+		switch {
+		case !ok:
+			lost = append(lost, id)
+		case got != want:
+			moved = append(moved, fmt.Sprintf("%s at %d, acked as %d", id, got, want))
+		}
+	}
+	t.Logf("acknowledged %d, lost %d; stream holds %d messages (last seq %d; the extra ones are publishes whose ack never arrived)",
+		len(p.acked), len(lost), len(seen), last)
+	if len(lost) > 0 {
+		slices.Sort(lost)
+		t.Fatalf("acknowledged events lost: %d of %d, e.g. %v", len(lost), len(p.acked), lost[:min(10, len(lost))])
+	}
+	if len(moved) > 0 {
+		t.Fatalf("acknowledged events at another sequence than acked: %d, e.g. %v", len(moved), moved[:min(10, len(moved))])
+	}
+}
+
+// readCommitted reads a sample of the committed events from the node nc is
+// connected to with direct gets, which any replica serves without a
+// stream leader.
+func readCommitted(t *testing.T, nc *nats.Conn, committed map[string]uint64) {
+	t.Helper()
+	bySeq := make(map[uint64]string, len(committed))
+	seqs := make([]uint64, 0, len(committed))
+	for id, seq := range committed {
+		bySeq[seq] = id
+		seqs = append(seqs, seq)
+	}
+	slices.Sort(seqs)
+	var sample []uint64
+	step := max(1, len(seqs)/100)
+	for i := 0; i < len(seqs); i += step {
+		sample = append(sample, seqs[i])
+	}
+	sample = append(sample, seqs[len(seqs)-1])
+	start := time.Now()
+	for _, seq := range sample {
+		var resp *nats.Msg
+		var err error
+		for attempt := range 5 { // the client may still be settling on the survivor
+			resp, err = nc.Request("$JS.API.DIRECT.GET."+stream, []byte(fmt.Sprintf(`{"seq":%d}`, seq)), 2*time.Second)
+			if err == nil || attempt == 4 {
+				break
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		if err != nil {
+			t.Fatalf("direct get seq %d with 2 of 3 nodes down: %v", seq, err)
+		}
+		if st := resp.Header.Get("Status"); st != "" {
+			t.Fatalf("direct get seq %d with 2 of 3 nodes down: status %s %s", seq, st, resp.Header.Get("Description"))
+		}
+		if string(resp.Data) != bySeq[seq] {
+			t.Fatalf("direct get seq %d = %q, want %q", seq, resp.Data, bySeq[seq])
+		}
+	}
+	t.Logf("direct get with 2 of 3 down: %d committed events sampled (of %d acked before the second kill, seq %d..%d) read back from the survivor in %s",
+		len(sample), len(seqs), seqs[0], seqs[len(seqs)-1], time.Since(start).Round(time.Millisecond))
+}
+
+// region is a running compose project of compose.yaml.
+type region struct {
+	compose    []string // the compose command: docker compose or docker-compose
+	file       string
+	project    string
+	env        []string
+	natsPort   map[string]int
+	httpPort   map[string]int
+	shared     string
+	containers map[string]string // service -> container id
+}
+
+// startRegion builds the image, starts the region and waits until every
+// node is ready. Everything it creates is removed when the test ends.
+func startRegion(t *testing.T) *region {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("docker: skipped with -short (builds an image and runs 3 containers)")
+	}
+	compose := composeCommand(t)
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	here, err := filepath.Abs(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// The runtime user: the image's default (65532) when we are root and
+	// can hand it the shared directory, else our own id so that we can
+	// read the creds and remove what the containers write.
+	uid, gid := os.Getuid(), os.Getgid()
+	if uid == 0 {
+		uid, gid = 65532, 65532
+	}
+
+	tag := "platformd:test-" + randHex(6)
+	buildImage(t, root, here, tag, uid, gid)
+
+	r := &region{
+		compose:    compose,
+		file:       filepath.Join(here, "compose.yaml"),
+		project:    "platformdtest" + randHex(4),
+		shared:     filepath.Join(t.TempDir(), "shared"),
+		natsPort:   map[string]int{},
+		httpPort:   map[string]int{},
+		containers: map[string]string{},
+	}
+	// trust/ exists before compose creates the nodes, so that Docker does
+	// not create the bind-mount source itself (as root).
+	for _, d := range []string{r.shared, filepath.Join(r.shared, "trust")} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(d, uid, gid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ports := freePorts(t, 2*len(nodes))
+	r.env = append(os.Environ(),
+		"PLATFORM_DOCKER_IMAGE="+tag,
+		"PLATFORM_DOCKER_SHARED="+r.shared,
+		"PLATFORM_DOCKER_RESTART=no",
+	)
+	for i, n := range nodes {
+		r.natsPort[n], r.httpPort[n] = ports[2*i], ports[2*i+1]
+		up := strings.ToUpper(n)
+		r.env = append(r.env,
+			fmt.Sprintf("PLATFORM_DOCKER_%s_NATS=%d", up, r.natsPort[n]),
+			fmt.Sprintf("PLATFORM_DOCKER_%s_HTTP=%d", up, r.httpPort[n]))
+	}
+
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if t.Failed() {
+			out, _ := r.run(ctx, "logs", "--no-color", "--tail=300")
+			t.Logf("compose logs:\n%s", out)
+		}
+		if out, err := r.run(ctx, "down", "-v", "--remove-orphans", "-t", "5"); err != nil {
+			t.Errorf("compose down: %v\n%s", err, out)
+		}
+	})
+
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	start := time.Now()
+	if out, err := r.run(ctx, "up", "-d"); err != nil {
+		t.Fatalf("compose up: %v\n%s", err, out)
+	}
+	for _, n := range nodes {
+		out, err := r.run(ctx, "ps", "-q", n)
+		id := strings.TrimSpace(string(out))
+		if err != nil || id == "" {
+			t.Fatalf("compose ps -q %s: %v\n%s", n, err, out)
+		}
+		r.containers[n] = id
+	}
+	r.waitReady(t, 90*time.Second)
+	t.Logf("region up (project %s, image %s, NATS ports %v, HTTP ports %v) and ready in %s",
+		r.project, tag, r.natsPort, r.httpPort, time.Since(start).Round(time.Millisecond))
+	return r
+}
+
+// composeCommand returns `docker compose` if the plugin answers, else
+// docker-compose; it skips the test when the engine or compose is missing.
+func composeCommand(t *testing.T) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if out, err := exec.CommandContext(ctx, "docker", "info").CombinedOutput(); err != nil {
+		t.Skipf("docker: no engine answers (docker info failed): %v: %s", err, firstLine(out))
+	}
+	if err := exec.CommandContext(ctx, "docker", "compose", "version").Run(); err == nil {
+		return []string{"docker", "compose"}
+	}
+	if p, err := exec.LookPath("docker-compose"); err == nil {
+		return []string{p}
+	}
+	t.Skip("docker: no compose tool (neither `docker compose` nor docker-compose works)")
+	return nil
+}
+
+// buildImage builds the static binary into a fresh build context and the
+// image from it, and removes the image when the test ends.
+func buildImage(t *testing.T, root, here, tag string, uid, gid int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	bctx := t.TempDir()
+	build := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", filepath.Join(bctx, "platformd"), "./cmd/platformd")
+	build.Dir = root
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/platformd: %v\n%s", err, out)
+	}
+	for _, f := range []string{"Dockerfile", "node.yaml"} {
+		b, err := os.ReadFile(filepath.Join(here, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(bctx, f), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Mkdir(filepath.Join(bctx, "data"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.CommandContext(ctx, "docker", "build", "-q", "-t", tag,
+		"--build-arg", "UID="+strconv.Itoa(uid), "--build-arg", "GID="+strconv.Itoa(gid), bctx).CombinedOutput()
+	if err != nil {
+		t.Fatalf("docker build: %v\n%s", err, out)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if out, err := exec.CommandContext(ctx, "docker", "image", "rm", "-f", tag).CombinedOutput(); err != nil {
+			t.Errorf("docker image rm %s: %v\n%s", tag, err, out)
+		}
+	})
+}
+
+func (r *region) run(ctx context.Context, args ...string) ([]byte, error) {
+	full := append(append(r.compose[1:len(r.compose):len(r.compose)], "-f", r.file, "-p", r.project), args...)
+	cmd := exec.CommandContext(ctx, r.compose[0], full...)
+	cmd.Env = r.env
+	return cmd.CombinedOutput()
+}
+
+func (r *region) natsURL(n string) string {
+	return fmt.Sprintf("nats://127.0.0.1:%d", r.natsPort[n])
+}
+
+// connect connects as the platform admin to the three published ports
+// and checks that no node told the client another address.
+func (r *region) connect(t *testing.T) *nats.Conn {
+	t.Helper()
+	urls := make([]string, len(nodes))
+	for i, n := range nodes {
+		urls[i] = r.natsURL(n)
+	}
+	nc, err := nats.Connect(strings.Join(urls, ","),
+		nats.UserCredentials(filepath.Join(r.shared, "creds", "admin.creds")),
+		nats.Name("docker-test"),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(100*time.Millisecond),
+		nats.Timeout(2*time.Second),
+	)
+	if err != nil {
+		t.Fatalf("connect %v: %v", urls, err)
+	}
+	t.Cleanup(nc.Close)
+	if d := nc.DiscoveredServers(); len(d) > 0 {
+		t.Fatalf("nodes advertised addresses to the client despite no_advertise: %v", d)
+	}
+	for _, s := range nc.Servers() {
+		if !slices.Contains(urls, s) {
+			t.Fatalf("client knows a server it was not given: %s (all: %v)", s, nc.Servers())
+		}
+	}
+	return nc
+}
+
+// kill stops node's container at once (SIGKILL), as a crash would.
+func (r *region) kill(t *testing.T, n string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if out, err := exec.CommandContext(ctx, "docker", "kill", r.containers[n]).CombinedOutput(); err != nil {
+		t.Fatalf("docker kill %s: %v\n%s", n, err, out)
+	}
+}
+
+// start starts the stopped containers of ns again.
+func (r *region) start(t *testing.T, ns ...string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	args := []string{"start"}
+	for _, n := range ns {
+		args = append(args, r.containers[n])
+	}
+	if out, err := exec.CommandContext(ctx, "docker", args...).CombinedOutput(); err != nil {
+		t.Fatalf("docker start %v: %v\n%s", ns, err, out)
+	}
+}
+
+// waitReady polls /readyz on every node's published HTTP port.
+func (r *region) waitReady(t *testing.T, timeout time.Duration) {
+	t.Helper()
+	c := &http.Client{Timeout: 2 * time.Second}
+	waitFor(t, timeout, "every node ready (/readyz 200)", func() error {
+		var errs []error
+		for _, n := range nodes {
+			resp, err := c.Get(fmt.Sprintf("http://127.0.0.1:%d/readyz", r.httpPort[n]))
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", n, err))
+				continue
+			}
+			body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				errs = append(errs, fmt.Errorf("%s: %s: %s", n, resp.Status, strings.TrimSpace(string(body))))
+			}
+		}
+		return errors.Join(errs...)
+	})
+}
+
+// waitStream waits until the topic's stream is R3 with a leader and at
+// least want-1 current followers, and returns the leader's name.
+func (r *region) waitStream(t *testing.T, js jetstream.JetStream, want int) string {
+	t.Helper()
+	var leader string
+	waitFor(t, 60*time.Second, fmt.Sprintf("stream %s with a leader and %d current replicas", stream, want), func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		s, err := js.Stream(ctx, stream)
+		if err != nil {
+			return err
+		}
+		info := s.CachedInfo()
+		if info.Config.Replicas != 3 || !info.Config.AllowDirect {
+			t.Fatalf("stream %s: replicas %d, allow_direct %v; want 3, true", stream, info.Config.Replicas, info.Config.AllowDirect)
+		}
+		if info.Cluster == nil || info.Cluster.Leader == "" {
+			return errors.New("no leader")
+		}
+		current := 1
+		for _, p := range info.Cluster.Replicas {
+			if p.Current && !p.Offline {
+				current++
+			}
+		}
+		if current < want {
+			return fmt.Errorf("leader %s, %d current replicas", info.Cluster.Leader, current)
+		}
+		leader = info.Cluster.Leader
+		return nil
+	})
+	if !slices.Contains(nodes, leader) {
+		t.Fatalf("stream leader %q is not one of %v", leader, nodes)
+	}
+	return leader
+}
+
+// waitFor retries f every 200ms until it returns nil, failing the test
+// with f's last error after timeout.
+func waitFor(t *testing.T, timeout time.Duration, what string, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := f()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("waiting %s for %s: %v", timeout, what, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// freePorts returns n distinct free TCP ports on 127.0.0.1.
+func freePorts(t *testing.T, n int) []int {
+	t.Helper()
+	var ports []int
+	var lns []net.Listener
+	defer func() {
+		for _, l := range lns {
+			l.Close()
+		}
+	}()
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lns = append(lns, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports
+}
+
+func randHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func firstLine(b []byte) string {
+	s, _, _ := strings.Cut(strings.TrimSpace(string(b)), "\n")
+	return s
+}

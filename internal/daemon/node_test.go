@@ -1,0 +1,166 @@
+package daemon_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/msgplatform/platform/conf"
+	"github.com/msgplatform/platform/embeddednats"
+	"github.com/msgplatform/platform/internal/control"
+	"github.com/msgplatform/platform/internal/daemon"
+	"github.com/msgplatform/platform/platform"
+)
+
+func freePorts(t *testing.T, n int) []int {
+	t.Helper()
+	var out []int
+	var ls []net.Listener
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ls = append(ls, l)
+		out = append(out, l.Addr().(*net.TCPAddr).Port)
+	}
+	for _, l := range ls {
+		l.Close()
+	}
+	return out
+}
+
+// TestNodeModeThreeDaemons runs three platformd processes' worth of daemons
+// in node mode (one node each, as on three hosts), started at the same
+// time with the same catalog: they form one region, reconcile concurrently
+// without conflict, and each serves the control API.
+func TestNodeModeThreeDaemons(t *testing.T) {
+	root := t.TempDir()
+	trust, err := embeddednats.NewTrust()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ports := freePorts(t, 6)
+	clientPorts, routePorts := ports[:3], ports[3:]
+	orders := platform.DefaultTopicSpec("orders")
+	orders.Partitions = 4
+	var cfgs []*conf.Config
+	for i := range 3 {
+		cfg := conf.DefaultConfig()
+		cfg.Mode = conf.ModeNode
+		cfg.DataDir = filepath.Join(root, fmt.Sprintf("n%d", i+1))
+		if err := trust.Save(filepath.Join(cfg.DataDir, "trust")); err != nil {
+			t.Fatal(err)
+		}
+		cfg.HTTP.Listen = "off"
+		n := &cfg.Node
+		n.Name = fmt.Sprintf("n%d", i+1)
+		n.Region = embeddednats.Region{Name: "eu"}
+		n.Port = clientPorts[i]
+		n.Cluster.Port = routePorts[i]
+		n.StoreDir = ""
+		n.LameDuck = 200 * time.Millisecond
+		for j, p := range routePorts {
+			if j != i {
+				n.Cluster.Routes = append(n.Cluster.Routes, fmt.Sprintf("nats-route://127.0.0.1:%d", p))
+			}
+		}
+		cfg.Catalog = platform.Catalog{Topics: map[string]platform.TopicSpec{"orders": orders}}
+		cfg.EnsureDefaults()
+		cfgs = append(cfgs, &cfg)
+	}
+	ds := make([]*daemon.Daemon, 3)
+	errs := make([]error, 3)
+	var wg sync.WaitGroup
+	for i, cfg := range cfgs {
+		d, err := daemon.New(cfg, nil)
+		if err != nil {
+			t.Fatalf("node %d: %v", i+1, err)
+		}
+		ds[i] = d
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_ = d.Close(ctx)
+		})
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+			defer cancel()
+			errs[i] = d.Start(ctx)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatalf("start: %v", err)
+	}
+	for i, d := range ds {
+		if err := d.Ready(); err != nil {
+			t.Fatalf("node %d not ready: %v", i+1, err)
+		}
+	}
+	nc, err := embeddednats.ConnectAdmin(trust, fmt.Sprintf("nats://127.0.0.1:%d", clientPorts[2]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var st control.Status
+	if err := control.Call(ctx, nc, control.SubjStatus, nil, &st); err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Nodes) != 3 || st.Domain != "eu" || len(st.Streams) != 1 || st.Streams[0].Replicas != 3 {
+		t.Fatalf("status = %+v; want 3 nodes in domain eu and one R3 stream", st)
+	}
+
+	// Drain: Close returns within its deadline and the survivors stay up.
+	start := time.Now()
+	cctx, ccancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer ccancel()
+	if err := ds[0].Close(cctx); err != nil {
+		t.Fatalf("drain n1: %v", err)
+	}
+	t.Logf("n1 drained in %s", time.Since(start).Round(time.Millisecond))
+	nc2, err := embeddednats.ConnectAdmin(trust, fmt.Sprintf("nats://127.0.0.1:%d", clientPorts[1]), nats.Timeout(2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc2.Close()
+	if _, err := nc2.Request("orders.order:HC-1", []byte("x"), 10*time.Second); err != nil {
+		t.Fatalf("publish after draining one node: %v", err)
+	}
+}
+
+// TestNodeModeRefusesToMintItsOwnTrust: a node without the installation's
+// trust.json refuses to start instead of creating an operator nobody else
+// trusts.
+func TestNodeModeRefusesToMintItsOwnTrust(t *testing.T) {
+	cfg := conf.DefaultConfig()
+	cfg.Mode = conf.ModeNode
+	cfg.DataDir = t.TempDir()
+	cfg.HTTP.Listen = "off"
+	cfg.Node.Port = freePorts(t, 1)[0]
+	cfg.Node.Durability.Replicas = 1
+	cfg.Node.StoreDir = ""
+	cfg.EnsureDefaults()
+	d, err := daemon.New(&cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err = d.Start(ctx)
+	if !errors.Is(err, embeddednats.ErrNoTrust) || !strings.Contains(err.Error(), "platformd init") {
+		t.Fatalf("start without trust: err = %v, want ErrNoTrust naming platformd init", err)
+	}
+}
