@@ -2,6 +2,7 @@ package natstest
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"strconv"
 	"testing"
@@ -196,4 +197,35 @@ func WaitFor(t testing.TB, timeout time.Duration, cond func() error) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// WaitReplicasCurrent waits until every replica of stream is current with
+// its leader and then one more tick of the server's direct-access monitor
+// (2 s in nats-server 2.15), after which every replica serves direct gets
+// on its own: the point from which committed data stays readable with the
+// leader gone.
+func (f *Fabric) WaitReplicasCurrent(js jetstream.JetStream, stream string) {
+	f.t.Helper()
+	WaitFor(f.t, 30*time.Second, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		s, err := js.Stream(ctx, stream)
+		if err != nil {
+			return err
+		}
+		info, err := s.Info(ctx)
+		if err != nil {
+			return err
+		}
+		if info.Cluster == nil || info.Cluster.Leader == "" {
+			return fmt.Errorf("stream %s has no leader", stream)
+		}
+		for _, r := range info.Cluster.Replicas {
+			if !r.Current || r.Lag > 0 {
+				return fmt.Errorf("stream %s replica %s not current (lag %d)", stream, r.Name, r.Lag)
+			}
+		}
+		return nil
+	})
+	time.Sleep(2500 * time.Millisecond)
 }
