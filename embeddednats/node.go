@@ -189,6 +189,15 @@ func (n *Node) Ready() error {
 	if !s.JetStreamEnabled() {
 		return errors.New("jetstream not enabled")
 	}
+	// The platform account must have JetStream before clients use it (it
+	// is enabled when the account is first loaded from the resolver).
+	acc, err := s.LookupAccount(n.trust.AdminAccount())
+	if err != nil {
+		return fmt.Errorf("platform account: %w", err)
+	}
+	if !acc.JetStreamEnabled() {
+		return errors.New("jetstream not yet enabled for the platform account")
+	}
 	if !n.cfg.Clustered() {
 		return nil
 	}

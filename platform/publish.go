@@ -1,0 +1,135 @@
+package platform
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Publish errors. Both say whether the event may have been stored, which
+// is what a caller needs to decide to retry (always with the same event
+// id: the stream drops a repeat within its duplicate window).
+var (
+	// ErrPublishRefused: the event was NOT stored. The broker refused it
+	// or no stream leader was reachable (e.g. the topic's replicas lost
+	// quorum). Retrying later with the same event id is safe.
+	ErrPublishRefused = errors.New("platform: publish refused, event not stored")
+
+	// ErrPublishUnknown: no acknowledgment arrived in time. The event may
+	// or may not be stored; retry with the same event id so a stored copy
+	// is deduplicated.
+	ErrPublishUnknown = errors.New("platform: publish outcome unknown")
+
+	// ErrInvalidEvent: the event is malformed (no id, bad topic or key).
+	ErrInvalidEvent = errors.New("platform: invalid event")
+)
+
+// Event is one event published to a topic.
+type Event struct {
+	// ID is the event id, required: it becomes Nats-Msg-Id, so a retried
+	// publish is stored once.
+	ID      string
+	Topic   string
+	Key     string
+	Headers nats.Header
+	Payload []byte
+}
+
+// PublishAck is what the stream acknowledged.
+type PublishAck struct {
+	Stream    string `json:"stream"`
+	Sequence  uint64 `json:"seq"`
+	Duplicate bool   `json:"duplicate,omitempty"`
+}
+
+// PublisherOptions configure a Publisher.
+type PublisherOptions struct {
+	// AckTimeout bounds the wait for the stream's ack (default 5s).
+	AckTimeout time.Duration
+}
+
+// PublishStats counts publishes by outcome.
+type PublishStats struct {
+	OK, Duplicate, Refused, Unknown uint64
+}
+
+// Publisher publishes events to topics with their id as Nats-Msg-Id and
+// classifies every failure as refused (not stored) or unknown (may be
+// stored), never a bare timeout.
+type Publisher struct {
+	js                        jetstream.JetStream
+	opts                      PublisherOptions
+	ok, dup, refused, unknown atomic.Uint64
+}
+
+// NewPublisher returns a Publisher over js.
+func NewPublisher(js jetstream.JetStream, opts PublisherOptions) *Publisher {
+	if opts.AckTimeout <= 0 {
+		opts.AckTimeout = 5 * time.Second
+	}
+	return &Publisher{js: js, opts: opts}
+}
+
+// Publish stores ev on its topic's partition for ev.Key and returns the
+// stream's ack. Errors wrap ErrInvalidEvent, ErrPublishRefused or
+// ErrPublishUnknown and say what to do.
+func (p *Publisher) Publish(ctx context.Context, ev Event) (PublishAck, error) {
+	if ev.ID == "" {
+		return PublishAck{}, fmt.Errorf("%w: id is required (it is the dedupe key, Nats-Msg-Id)", ErrInvalidEvent)
+	}
+	if !objectNameRE.MatchString(ev.Topic) {
+		return PublishAck{}, fmt.Errorf("%w: topic %q is not a topic name", ErrInvalidEvent, ev.Topic)
+	}
+	if err := ValidateKey(ev.Key); err != nil {
+		return PublishAck{}, fmt.Errorf("%w: %w", ErrInvalidEvent, err)
+	}
+	subject := TopicSubject(ev.Topic, ev.Key)
+	msg := &nats.Msg{Subject: subject, Data: ev.Payload, Header: nats.Header{}}
+	for k, v := range ev.Headers {
+		msg.Header[k] = append([]string(nil), v...)
+	}
+	ctx, cancel := context.WithTimeout(ctx, p.opts.AckTimeout)
+	defer cancel()
+	ack, err := p.js.PublishMsg(ctx, msg, jetstream.WithMsgID(ev.ID))
+	if err == nil {
+		if ack.Duplicate {
+			p.dup.Add(1)
+		} else {
+			p.ok.Add(1)
+		}
+		return PublishAck{Stream: ack.Stream, Sequence: ack.Sequence, Duplicate: ack.Duplicate}, nil
+	}
+	return PublishAck{}, p.classify(subject, ev.ID, err)
+}
+
+func (p *Publisher) classify(subject, id string, err error) error {
+	var apiErr *jetstream.APIError
+	switch {
+	case errors.Is(err, jetstream.ErrNoStreamResponse), errors.Is(err, nats.ErrNoResponders):
+		p.refused.Add(1)
+		return fmt.Errorf("%w: %s (event %s): no stream leader is reachable: the topic does not exist, or its replicas have lost quorum (a majority of its nodes is down); retry later with the same event id: %v",
+			ErrPublishRefused, subject, id, err)
+	case errors.As(err, &apiErr):
+		p.refused.Add(1)
+		return fmt.Errorf("%w: %s (event %s): the stream refused it: %s (code %d)", ErrPublishRefused, subject, id, apiErr.Description, apiErr.ErrorCode)
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout):
+		p.unknown.Add(1)
+		return fmt.Errorf("%w: %s (event %s): no ack within %s: the stream may have lost quorum or be electing a leader; the event may or may not be stored; retry with the same event id (deduplicated within the stream's duplicate window): %v",
+			ErrPublishUnknown, subject, id, p.opts.AckTimeout, err)
+	case errors.Is(err, context.Canceled):
+		p.unknown.Add(1)
+		return fmt.Errorf("%w: %s (event %s): cancelled while waiting for the ack: %w", ErrPublishUnknown, subject, id, err)
+	}
+	p.unknown.Add(1)
+	return fmt.Errorf("%w: %s (event %s): %w", ErrPublishUnknown, subject, id, err)
+}
+
+// Stats returns the publish counts by outcome so far.
+func (p *Publisher) Stats() PublishStats {
+	return PublishStats{OK: p.ok.Load(), Duplicate: p.dup.Load(), Refused: p.refused.Load(), Unknown: p.unknown.Load()}
+}
