@@ -62,9 +62,10 @@ func TestDockerRegionSurvivesNodeKills(t *testing.T) {
 
 	// 1. Kill the stream leader, the worst node to lose: publishing goes on.
 	first := r.waitStream(t, js, 3)
+	acked1, fails1 := p.ackedCount(), p.fails.Load()
 	r.kill(t, first)
 	kill1 := time.Now()
-	acked1, fails1 := p.ackedCount(), p.fails.Load()
+	during1 := p.ackedCount() - acked1
 	waitFor(t, 45*time.Second, "500 acks after the first kill", func() error {
 		if n := p.ackedCount() - acked1; n < 500 {
 			return fmt.Errorf("%d acked since the kill of %s", n, first)
@@ -72,8 +73,8 @@ func TestDockerRegionSurvivesNodeKills(t *testing.T) {
 		return nil
 	})
 	resumed := p.firstAckStartedAfter(kill1).Sub(kill1)
-	t.Logf("kill 1 (%s, stream leader): acked before %d; acked after %d; failed publishes during failover %d; first ack of a publish started after the kill %s later",
-		first, acked1, p.ackedCount()-acked1, p.fails.Load()-fails1, resumed.Round(time.Millisecond))
+	t.Logf("kill 1 (%s, stream leader): acked before %d, while `docker kill` ran %d, after %d; failed publishes %d; a publish started %s after the kill was the first acked again",
+		first, acked1, during1, p.ackedCount()-acked1-during1, p.fails.Load()-fails1, resumed.Round(time.Millisecond))
 
 	// 2. Kill a second node: no quorum, no ack.
 	second := r.waitStream(t, js, 2)
@@ -84,16 +85,24 @@ func TestDockerRegionSurvivesNodeKills(t *testing.T) {
 		}
 	}
 	// Events acked by now were committed on both remaining nodes; the
-	// publishes that follow carry the commit to the survivor.
+	// publishes that follow carry the commit to the survivor. A follower
+	// serves direct gets once its direct-access monitor (a 2 s tick in
+	// nats-server 2.15) has seen it current: wait for one tick more.
 	committed := p.snapshot()
-	time.Sleep(time.Second)
+	time.Sleep(2500 * time.Millisecond)
 	acked2, fails2 := p.ackedCount(), p.fails.Load()
 	r.kill(t, second)
 	kill2 := time.Now()
+	during2 := p.ackedCount() - acked2
 	time.Sleep(4 * time.Second) // every publish in flight ends (3 s timeout)
 	stop()
-	t.Logf("kill 2 (%s): acked between the kills %d; acked after %d (in flight at the kill); failed publishes after %d",
-		second, acked2-acked1, p.ackedCount()-acked2, p.fails.Load()-fails2)
+	after2 := p.ackedCount() - acked2 - during2
+	if after2 > 8 { // at most the 4 publishes in flight when the container died
+		t.Errorf("%d publishes acknowledged after the second kill returned, with 1 of 3 nodes up", after2)
+	}
+	n, slow, errs := p.failuresSince(kill2)
+	t.Logf("kill 2 (%s): acked between the kills %d, while `docker kill` ran %d, after %d; failed publishes %d (%d started after the kill, slowest to fail %s: %s)",
+		second, acked2-acked1, during2, after2, p.fails.Load()-fails2, n, slow.Round(time.Millisecond), errs)
 
 	waitFor(t, 15*time.Second, "client reconnected to the survivor "+survivor, func() error {
 		if !nc.IsConnected() || nc.ConnectedUrl() != r.natsURL(survivor) {
@@ -110,7 +119,7 @@ func TestDockerRegionSurvivesNodeKills(t *testing.T) {
 		if d > 3500*time.Millisecond {
 			t.Errorf("probe %d: publish took %s to fail, want <= ~3s", i, d)
 		}
-		if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, jetstream.ErrNoStreamResponse) && !errors.Is(err, nats.ErrNoResponders) {
+		if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, jetstream.ErrNoStreamResponse) && !errors.Is(err, nats.ErrNoResponders) && !errors.Is(err, nats.ErrTimeout) {
 			t.Errorf("probe %d: unexpected publish error: %v", i, err)
 		}
 		slowest = max(slowest, d)
@@ -120,7 +129,6 @@ func TestDockerRegionSurvivesNodeKills(t *testing.T) {
 
 	// Committed data stays readable from the survivor without a leader.
 	readCommitted(t, nc, committed)
-	t.Logf("%s: %s after the second kill", survivor, time.Since(kill2).Round(time.Millisecond))
 
 	// 3. Restart both: quorum is back, nothing acknowledged is lost.
 	r.start(t, first, second)
@@ -151,9 +159,17 @@ type publisher struct {
 	next  atomic.Int64
 	fails atomic.Int64
 
-	mu     sync.Mutex
-	acked  map[string]uint64
-	starts []time.Time // start time of each acked publish, in ack order
+	mu       sync.Mutex
+	acked    map[string]uint64
+	starts   []time.Time // start time of each acked publish, in ack order
+	failures []failure
+}
+
+// failure is a publish that got no ack.
+type failure struct {
+	start time.Time
+	took  time.Duration
+	err   error
 }
 
 func (p *publisher) publishOne(ctx context.Context, timeout time.Duration) (time.Duration, error) {
@@ -164,8 +180,14 @@ func (p *publisher) publishOne(ctx context.Context, timeout time.Duration) (time
 	start := time.Now()
 	ack, err := p.js.Publish(ctx, fmt.Sprintf("%s.order:HC-%d", topic, n%97), []byte(id), jetstream.WithMsgID(id))
 	d := time.Since(start)
+	if errors.Is(err, context.Canceled) {
+		return d, err // stopped by the test, not refused
+	}
 	if err != nil {
 		p.fails.Add(1)
+		p.mu.Lock()
+		p.failures = append(p.failures, failure{start: start, took: d, err: err})
+		p.mu.Unlock()
 		return d, err
 	}
 	p.mu.Lock()
@@ -206,6 +228,27 @@ func (p *publisher) snapshot() map[string]uint64 {
 		out[k] = v
 	}
 	return out
+}
+
+// failuresSince counts the failed publishes started after t, the longest
+// one took to fail, and their distinct errors.
+func (p *publisher) failuresSince(t time.Time) (n int, slowest time.Duration, errs string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	seen := map[string]int{}
+	for _, f := range p.failures {
+		if f.start.After(t) {
+			n++
+			slowest = max(slowest, f.took)
+			seen[f.err.Error()]++
+		}
+	}
+	var parts []string
+	for e, c := range seen {
+		parts = append(parts, fmt.Sprintf("%dx %q", c, e))
+	}
+	slices.Sort(parts)
+	return n, slowest, strings.Join(parts, ", ")
 }
 
 // firstAckStartedAfter is when the earliest acked publish started after t
@@ -306,15 +349,17 @@ func readCommitted(t *testing.T, nc *nats.Conn, committed map[string]uint64) {
 	}
 	sample = append(sample, seqs[len(seqs)-1])
 	start := time.Now()
+	deadline := start.Add(15 * time.Second)
 	for _, seq := range sample {
 		var resp *nats.Msg
 		var err error
-		for attempt := range 5 { // the client may still be settling on the survivor
+		for { // the client may still be settling on the survivor
 			resp, err = nc.Request("$JS.API.DIRECT.GET."+stream, []byte(fmt.Sprintf(`{"seq":%d}`, seq)), 2*time.Second)
-			if err == nil || attempt == 4 {
+			if err == nil || time.Now().After(deadline) {
 				break
 			}
-			time.Sleep(200 * time.Millisecond)
+			t.Logf("direct get seq %d: %v (retrying)", seq, err)
+			time.Sleep(250 * time.Millisecond)
 		}
 		if err != nil {
 			t.Fatalf("direct get seq %d with 2 of 3 nodes down: %v", seq, err)
@@ -441,8 +486,8 @@ func composeCommand(t *testing.T) []string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if out, err := exec.CommandContext(ctx, "docker", "info").CombinedOutput(); err != nil {
-		t.Skipf("docker: no engine answers (docker info failed): %v: %s", err, firstLine(out))
+	if out, err := exec.CommandContext(ctx, "docker", "info", "--format", "{{.ServerVersion}}").CombinedOutput(); err != nil {
+		t.Skipf("docker: no engine answers (docker info failed): %v: %s", err, strings.TrimSpace(string(out)))
 	}
 	if err := exec.CommandContext(ctx, "docker", "compose", "version").Run(); err == nil {
 		return []string{"docker", "compose"}
@@ -659,9 +704,4 @@ func randHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
-}
-
-func firstLine(b []byte) string {
-	s, _, _ := strings.Cut(strings.TrimSpace(string(b)), "\n")
-	return s
 }
