@@ -29,23 +29,35 @@ func metaLeader(t *testing.T, f *natstest.Fabric) int {
 // streamLeader returns the index of the node leading stream's Raft group.
 func streamLeader(t *testing.T, f *natstest.Fabric, stream string) int {
 	t.Helper()
+	acc := f.Trust().AdminAccount()
 	var leader int
 	natstest.WaitFor(t, 10*time.Second, func() error {
 		for i, n := range f.Nodes() {
-			if s := n.Server(); s != nil && s.JetStreamIsStreamLeader("$G", stream) {
+			if s := n.Server(); s != nil && s.JetStreamIsStreamLeader(acc, stream) {
 				leader = i
 				return nil
-			}
-			if s := n.Server(); s != nil {
-				if acc := f.Trust().AdminAccount(); s.JetStreamIsStreamLeader(acc, stream) {
-					leader = i
-					return nil
-				}
 			}
 		}
 		return errors.New("no stream leader")
 	})
 	return leader
+}
+
+// waitHealthy waits until every running node reports every stream and
+// consumer it hosts as current: only then can the fabric lose another
+// node without losing a quorum somewhere.
+func waitHealthy(t *testing.T, f *natstest.Fabric) {
+	t.Helper()
+	natstest.WaitFor(t, 30*time.Second, func() error {
+		for _, n := range f.Nodes() {
+			if s := n.Server(); s != nil {
+				if h := s.Healthz(nil); h.Status != "ok" {
+					return fmt.Errorf("%s: %s %s", n.Name(), h.Status, h.Error)
+				}
+			}
+		}
+		return nil
+	})
 }
 
 // Losing one node of three, right before or in the middle of an Apply,
@@ -89,7 +101,11 @@ func TestApplySurvivesNodeLoss(t *testing.T) {
 	if cc := consumerConfig(t, js, "shipment-jobs", QueueConsumer); cc.AckWait != 2*time.Minute {
 		t.Errorf("lease %s", cc.AckWait)
 	}
+	began = time.Now()
 	f.Restart(victim)
+	// A node that is back but still catching up is not a replica yet:
+	// losing another one now would be losing two.
+	waitHealthy(t, f)
 
 	// In the middle: start applying four new groups (96 consumers) and
 	// kill the node leading the orders stream while it runs.
@@ -98,8 +114,10 @@ func TestApplySurvivesNodeLoss(t *testing.T) {
 		g := fmt.Sprintf("replay-%d", i)
 		more.Groups[g] = GroupSpec{Name: g, Topic: "orders"}
 	}
+	t.Logf("restart and catch-up took %s", time.Since(began))
 	victim = streamLeader(t, f, "orders")
 	done := make(chan error, 1)
+	began = time.Now()
 	var got []Change
 	go func() {
 		var err error
@@ -111,6 +129,7 @@ func TestApplySurvivesNodeLoss(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("apply while node %d died: %v", victim, err)
 	}
+	t.Logf("apply losing the stream leader midway took %s", time.Since(began))
 	created := 0
 	for _, c := range got {
 		if c.Kind == KindGroup && c.Action != ActionUnchanged {
@@ -120,6 +139,18 @@ func TestApplySurvivesNodeLoss(t *testing.T) {
 	if created != 4 {
 		t.Errorf("want 4 groups created, got %v", got)
 	}
+	// A new R3 topic is created on the surviving quorum too: the server
+	// places the third replica on the down node, which catches up when
+	// it is back.
+	pay := DefaultTopicSpec("payments")
+	if ch, err := r.ApplyTopic(ctx, pay, ApplyOptions{}); err != nil || ch.Action != ActionCreate {
+		t.Fatalf("new R3 topic with a node down: %v %v", ch, err)
+	}
+	if sc := streamConfig(t, js, "payments"); sc.Replicas != 3 {
+		t.Errorf("payments replicas %d", sc.Replicas)
+	}
+	more.Topics["payments"] = pay
+
 	// And the result is complete: a further apply has nothing to do.
 	again, err := r.Apply(ctx, more, ApplyOptions{})
 	if err != nil {

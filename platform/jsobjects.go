@@ -188,6 +188,9 @@ func (r *Reconciler) createStream(cfg jetstream.StreamConfig) func(context.Conte
 					return nil
 				}
 			}
+			if hasCode(err, jsErrNoPeers) {
+				return fmt.Errorf("%w (replicas %d needs %d JetStream servers in the cluster)", err, cfg.Replicas, cfg.Replicas)
+			}
 			return err
 		})
 	}
@@ -236,6 +239,9 @@ func (r *Reconciler) deleteConsumer(stream, name string) func(context.Context) e
 		})
 	}
 }
+
+// jsErrNoPeers is "no suitable peers for placement".
+const jsErrNoPeers jetstream.ErrorCode = 10005
 
 // hasCode reports whether err carries a JetStream API error with code.
 func hasCode(err error, code jetstream.ErrorCode) bool {

@@ -69,6 +69,7 @@ func TestValidateKey(t *testing.T) {
 // the partition PartitionOf names, the same for every event of a key, in
 // publish order per key.
 func TestSameKeySamePartition(t *testing.T) {
+	t.Parallel()
 	f := natstest.RunFabric(t, 3)
 	r, _ := newTestReconciler(t, f)
 	ctx := testCtx(t, 60*time.Second)
@@ -122,12 +123,8 @@ func TestSameKeySamePartition(t *testing.T) {
 		if n == 0 {
 			continue
 		}
-		batch, err := c.Fetch(n, jetstream.FetchMaxWait(5*time.Second))
-		if err != nil {
-			t.Fatal(err)
-		}
 		got := 0
-		for m := range batch.Messages() {
+		for _, m := range fetchAll(t, c, n) {
 			got++
 			key, mp, ok := KeyOf("orders", m.Subject())
 			if !ok || mp != p {
@@ -148,9 +145,6 @@ func TestSameKeySamePartition(t *testing.T) {
 			}
 			lastRound[key] = round
 		}
-		if err := batch.Error(); err != nil {
-			t.Fatal(err)
-		}
 		if got != n {
 			t.Fatalf("partition %d: fetched %d of %d", p, got, n)
 		}
@@ -166,4 +160,28 @@ func TestSameKeySamePartition(t *testing.T) {
 	if len(used) != spec.Partitions {
 		t.Errorf("500 keys used %d of %d partitions", len(used), spec.Partitions)
 	}
+}
+
+// fetchAll fetches n messages from c. A consumer that was just created
+// may not take pull requests yet (no responders): retry that.
+func fetchAll(t *testing.T, c jetstream.Consumer, n int, opts ...jetstream.FetchOpt) []jetstream.Msg {
+	t.Helper()
+	var out []jetstream.Msg
+	natstest.WaitFor(t, 10*time.Second, func() error {
+		batch, err := c.Fetch(n-len(out), append([]jetstream.FetchOpt{jetstream.FetchMaxWait(5 * time.Second)}, opts...)...)
+		if err != nil {
+			return err
+		}
+		for m := range batch.Messages() {
+			out = append(out, m)
+		}
+		if err := batch.Error(); err != nil {
+			return err
+		}
+		if len(out) < n {
+			return fmt.Errorf("fetched %d of %d", len(out), n)
+		}
+		return nil
+	})
+	return out
 }

@@ -16,6 +16,7 @@ import (
 // The HarborCart catalog is created as specified, and applying it again
 // changes nothing and sends no create/update/delete request.
 func TestApplyCreatesThenIsIdempotent(t *testing.T) {
+	t.Parallel()
 	f := natstest.RunFabric(t, 3)
 	r, rec := newTestReconciler(t, f)
 	js := f.JetStream()
@@ -132,6 +133,7 @@ func TestApplyCreatesThenIsIdempotent(t *testing.T) {
 // A partition change is refused with ErrConflict, and nothing in its
 // catalog is applied, not even the valid changes beside it.
 func TestApplyRefusesPartitionChange(t *testing.T) {
+	t.Parallel()
 	f := natstest.RunFabric(t, 3)
 	r, rec := newTestReconciler(t, f)
 	js := f.JetStream()
@@ -190,6 +192,7 @@ func TestApplyRefusesPartitionChange(t *testing.T) {
 // Lowering replicas below 3 needs AllowReducedReplicas; with it the
 // stream and its group consumers follow.
 func TestApplyReducedReplicas(t *testing.T) {
+	t.Parallel()
 	f := natstest.RunFabric(t, 3)
 	r, _ := newTestReconciler(t, f)
 	js := f.JetStream()
@@ -307,6 +310,7 @@ func TestApplyRejectsBadSpecs(t *testing.T) {
 // Names taken by the other kind, by a stream the platform does not
 // manage, or groups of missing topics are refused.
 func TestApplyRefusesForeignAndMissing(t *testing.T) {
+	t.Parallel()
 	f := natstest.RunFabric(t, 3)
 	r, _ := newTestReconciler(t, f)
 	js := f.JetStream()
@@ -334,6 +338,13 @@ func TestApplyRefusesForeignAndMissing(t *testing.T) {
 	// A new stream whose subjects a foreign stream already takes.
 	if _, err := r.ApplyTopic(ctx, DefaultTopicSpec("legacy.eu"), ApplyOptions{}); !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), `overlap those of stream "legacy"`) {
 		t.Errorf("overlapping subjects: %v", err)
+	}
+	// More replicas than servers fails at once, saying so.
+	big := DefaultTopicSpec("big")
+	big.Replicas = 5
+	began := time.Now()
+	if _, err := r.ApplyTopic(ctx, big, ApplyOptions{}); err == nil || !strings.Contains(err.Error(), "replicas 5 needs 5 JetStream servers") || time.Since(began) > 15*time.Second {
+		t.Errorf("R5 on 3 servers: %v after %s", err, time.Since(began))
 	}
 	if _, err := r.ApplyGroup(ctx, GroupSpec{Name: "g", Topic: "nope"}, ApplyOptions{}); !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), `groups.g.topic: no topic "nope" exists`) {
 		t.Errorf("group of missing topic: %v", err)

@@ -15,14 +15,23 @@ import (
 // cluster is electing a leader, a peer is down or restarting, or an earlier
 // change is still converging. They are retried; every other API error is
 // returned at once.
+//
+// 10005 "no suitable peers for placement" is in between: the server places
+// replicas on offline peers too, so it usually means the cluster has fewer
+// servers than the replicas asked for, but a cluster that just formed
+// returns it until the meta leader has heard from every peer. It is retried
+// for noPeersRetryFor only.
 var transientCodes = map[jetstream.ErrorCode]bool{
-	10005: true, // no suitable peers for placement (a peer is offline)
-	10008: true, // JetStream system temporarily unavailable (no meta leader)
-	10009: true, // cluster can not handle request (leader change)
-	10023: true, // insufficient resources (consumer peers offline)
-	10202: true, // cluster member change is in progress
-	10226: true, // stream reconfiguration already in progress
+	jsErrNoPeers: true,
+	10008:        true, // JetStream system temporarily unavailable (no meta leader)
+	10009:        true, // cluster can not handle request (leader change)
+	10023:        true, // insufficient resources (consumer peers offline)
+	10202:        true, // cluster member change is in progress
+	10226:        true, // stream reconfiguration already in progress
 }
+
+// noPeersRetryFor bounds retrying "no suitable peers for placement".
+const noPeersRetryFor = 5 * time.Second
 
 // transient reports whether err is worth retrying: a request timeout, no
 // responders (the stream or meta leader is moving), a reconnecting client,
@@ -46,7 +55,8 @@ func transient(err error) bool {
 // ctx ends. Each attempt gets its own AttemptTimeout; between attempts it
 // backs off exponentially (50ms doubling to 2s) with full jitter.
 func (r *Reconciler) do(ctx context.Context, what string, op func(ctx context.Context) error) error {
-	deadline := time.Now().Add(r.opts.RetryFor)
+	start := time.Now()
+	deadline := start.Add(r.opts.RetryFor)
 	backoff := 50 * time.Millisecond
 	for attempt := 1; ; attempt++ {
 		actx, cancel := context.WithTimeout(ctx, r.opts.AttemptTimeout)
@@ -58,7 +68,7 @@ func (r *Reconciler) do(ctx context.Context, what string, op func(ctx context.Co
 		if ctx.Err() != nil {
 			return fmt.Errorf("platform: %s: %w (last error: %v)", what, ctx.Err(), err)
 		}
-		if !transient(err) {
+		if !transient(err) || (hasCode(err, jsErrNoPeers) && time.Since(start) > noPeersRetryFor) {
 			return fmt.Errorf("platform: %s: %w", what, err)
 		}
 		if time.Now().After(deadline) {
