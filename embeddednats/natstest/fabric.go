@@ -162,7 +162,7 @@ func (f *Fabric) Kill(i int) {
 }
 
 // Restart starts node i again (same name, ports and store) and waits until
-// the fabric is ready.
+// the fabric is ready and node i has caught up (see WaitHealthy).
 func (f *Fabric) Restart(i int) {
 	f.t.Helper()
 	if err := f.Node(i).Launch(); err != nil {
@@ -173,6 +173,24 @@ func (f *Fabric) Restart(i int) {
 	if err := f.WaitReady(ctx); err != nil {
 		f.t.Fatalf("natstest: restart node %d: %v", i, err)
 	}
+	f.WaitHealthy(i)
+}
+
+// WaitHealthy waits until node i reports healthy: its JetStream meta,
+// streams and consumers are current (nats-server's /healthz). Killing
+// another node before this can leave assets without quorum.
+func (f *Fabric) WaitHealthy(i int) {
+	f.t.Helper()
+	WaitFor(f.t, 60*time.Second, func() error {
+		s := f.Node(i).Server()
+		if s == nil {
+			return fmt.Errorf("node %d is not running", i)
+		}
+		if h := s.Healthz(nil); h.Status != "ok" {
+			return fmt.Errorf("node %d: %s %s", i, h.Status, h.Error)
+		}
+		return nil
+	})
 }
 
 // Isolate cuts node i off from its peers: its route connections are closed
