@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/go-viper/mapstructure/v2"
+
+	"github.com/msgplatform/platform/internal/units"
 )
 
 // This file turns the merged settings (nested maps of YAML values and
@@ -97,7 +99,7 @@ func toDuration(data any) (any, error) {
 func toSize(data any) (any, error) {
 	const want = "a size in bytes, such as 10GiB, 500MB or 1048576"
 	if s, ok := data.(string); ok {
-		n, err := parseSize(s)
+		n, err := units.ParseSize(s)
 		if err != nil {
 			return nil, &valueError{want: want, got: data}
 		}
@@ -184,50 +186,6 @@ func toList(data any) (any, error) {
 		return nil, &valueError{want: "a list", got: data}
 	}
 	return []any{data}, nil
-}
-
-// parseSize parses a byte count: a number with an optional unit, decimal
-// (B, KB, MB, GB, TB, PB) or binary (KiB, MiB, GiB, TiB, PiB), case
-// insensitive, e.g. 10GiB, 1.5 GB, 1048576.
-func parseSize(s string) (int64, error) {
-	s = strings.TrimSpace(s)
-	i := 0
-	if i < len(s) && (s[i] == '-' || s[i] == '+') {
-		i++
-	}
-	for i < len(s) && (s[i] >= '0' && s[i] <= '9' || s[i] == '.') {
-		i++
-	}
-	num, unit := s[:i], strings.ToLower(strings.TrimSpace(s[i:]))
-	mult, ok := sizeUnits[unit]
-	if !ok {
-		return 0, fmt.Errorf("unknown size unit %q", s[i:])
-	}
-	if !strings.Contains(num, ".") {
-		n, err := strconv.ParseInt(num, 10, 64)
-		if err != nil {
-			return 0, err
-		}
-		if n > math.MaxInt64/mult || n < math.MinInt64/mult {
-			return 0, errors.New("size out of range")
-		}
-		return n * mult, nil
-	}
-	f, err := strconv.ParseFloat(num, 64)
-	if err != nil {
-		return 0, err
-	}
-	f *= float64(mult)
-	if f != math.Trunc(f) || math.Abs(f) >= 1<<63 {
-		return 0, errors.New("size must be a whole number of bytes")
-	}
-	return int64(f), nil
-}
-
-var sizeUnits = map[string]int64{
-	"": 1, "b": 1,
-	"kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12, "pb": 1e15,
-	"kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40, "pib": 1 << 50,
 }
 
 // describeValue names a configuration value in an error message.

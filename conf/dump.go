@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/spf13/viper"
+
+	"github.com/msgplatform/platform/internal/units"
 )
 
 // String renders c as YAML under the keys of the configuration file,
@@ -35,7 +37,7 @@ func (c *Config) String() string {
 func settingsOf(v reflect.Value) any {
 	switch {
 	case v.Type() == durationType:
-		return formatDuration(time.Duration(v.Int()))
+		return units.ShortDuration(time.Duration(v.Int()))
 	case v.Kind() == reflect.Int64:
 		return formatSize(v.Int())
 	}
@@ -80,31 +82,11 @@ func settingsOf(v reflect.Value) any {
 	return v.Interface()
 }
 
-// formatDuration writes d without trailing zero units: 72h, 2m, 1h30m.
-func formatDuration(d time.Duration) string {
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = strings.TrimSuffix(s, "0s")
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
-	}
-	return s
-}
-
 // formatSize writes n in the largest binary unit that divides it (10GiB),
 // or as a plain number.
 func formatSize(n int64) any {
-	if n == 0 {
-		return int64(0)
-	}
-	for _, u := range []struct {
-		name string
-		size int64
-	}{{"PiB", 1 << 50}, {"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
-		if n%u.size == 0 {
-			return strconv.FormatInt(n/u.size, 10) + u.name
-		}
+	if s := units.ExactSize(n); n != 0 && s != strconv.FormatInt(n, 10) {
+		return s
 	}
 	return n
 }

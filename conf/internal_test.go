@@ -6,36 +6,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
-	"time"
 )
-
-func TestParseSize(t *testing.T) {
-	for in, want := range map[string]int64{
-		"0": 0, "1048576": 1 << 20, "10GiB": 10 << 30, "10 GiB": 10 << 30, "10gib": 10 << 30,
-		"500MB": 500e6, "1.5KiB": 1536, "2TB": 2e12, "1PiB": 1 << 50, "7B": 7, "-1": -1,
-	} {
-		got, err := parseSize(in)
-		if err != nil || got != want {
-			t.Errorf("parseSize(%q) = %d, %v; want %d", in, got, err, want)
-		}
-	}
-	for _, in := range []string{"", "GiB", "10G", "10 gigs", "1.3B", "9999999PiB", "1..5KiB", "0x10"} {
-		if got, err := parseSize(in); err == nil {
-			t.Errorf("parseSize(%q) = %d, want an error", in, got)
-		}
-	}
-}
-
-func TestFormatDuration(t *testing.T) {
-	for d, want := range map[time.Duration]string{
-		72 * time.Hour: "72h", 2 * time.Minute: "2m", 90 * time.Minute: "1h30m",
-		90 * time.Second: "1m30s", 0: "0s", 100 * time.Millisecond: "100ms",
-	} {
-		if got := formatDuration(d); got != want {
-			t.Errorf("formatDuration(%v) = %q, want %q", d, got, want)
-		}
-	}
-}
 
 // The decode hook parses every int64 as a byte count (10GiB). This guards
 // that assumption: a new int64 field that is not a byte count must get its

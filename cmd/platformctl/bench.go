@@ -13,8 +13,8 @@ import (
 
 	"github.com/msgplatform/platform/embeddednats"
 	"github.com/msgplatform/platform/internal/bench"
-	"github.com/msgplatform/platform/internal/capacity"
 	"github.com/msgplatform/platform/internal/control"
+	"github.com/msgplatform/platform/internal/units"
 	"github.com/msgplatform/platform/platform"
 )
 
@@ -29,9 +29,9 @@ func newBenchCmd(g *globalOptions) *cobra.Command {
 
 type benchPublishOptions struct {
 	count, window, runs, partitions, replicas, keys int
-	size                                           string
-	topic                                          string
-	keep, inProcess                                bool
+	size                                            string
+	topic                                           string
+	keep, inProcess                                 bool
 }
 
 func newBenchPublishCmd(g *globalOptions) *cobra.Command {
@@ -49,7 +49,7 @@ starts two temporary 3-node fabrics itself, one with sync_always on and one
 with it off, and prints both and their ratio.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			size, err := capacity.ParseSize(o.size)
+			size, err := units.ParseSize(o.size)
 			if err != nil {
 				return usageError{fmt.Errorf("--size: %w", err)}
 			}

@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/msgplatform/platform/internal/control"
+	"github.com/msgplatform/platform/internal/units"
 	"github.com/msgplatform/platform/platform"
 )
 
@@ -65,7 +66,7 @@ func newQueueListCmd(g *globalOptions) *cobra.Command {
 			fmt.Fprintln(tw, "QUEUE\tLEASE\tMAX ATTEMPTS\tREPLICAS\tJOBS\tBYTES\tLEADER\tOWNER")
 			for _, q := range queues {
 				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%s\t%s\t%s\n", q.Spec.Name, q.Spec.Lease, q.Spec.MaxAttempts,
-					replicaHealth(q.Stream.Cluster, q.Spec.Replicas), q.Stream.Messages, humanBytes(q.Stream.Bytes),
+					replicaHealth(q.Stream.Cluster, q.Spec.Replicas), q.Stream.Messages, units.HumanSize(q.Stream.Bytes),
 					orDash(q.Stream.Cluster.Leader), orDash(q.Spec.Owner))
 			}
 			return tw.Flush()

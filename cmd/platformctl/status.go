@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/msgplatform/platform/internal/control"
+	"github.com/msgplatform/platform/internal/units"
 )
 
 func newStatusCmd(g *globalOptions) *cobra.Command {
@@ -80,7 +81,7 @@ func writeStatus(w io.Writer, st control.Status) error {
 		if lag == "" {
 			lag = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d/%d\t%s\t%s\t%d\t%s\n", s.Name, kind, s.Replicas, s.Current(), s.Replicas, leader, lag, s.Messages, humanBytes(s.Bytes))
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d/%d\t%s\t%s\t%d\t%s\n", s.Name, kind, s.Replicas, s.Current(), s.Replicas, leader, lag, s.Messages, units.HumanSize(s.Bytes))
 	}
 	return tw.Flush()
 }
@@ -93,17 +94,4 @@ func writeJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
-}
-
-func humanBytes(b uint64) string {
-	const unit = 1024
-	if b < unit {
-		return fmt.Sprintf("%d B", b)
-	}
-	div, exp := uint64(unit), 0
-	for n := b / unit; n >= unit; n /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(b)/float64(div), "KMGTPE"[exp])
 }

@@ -9,8 +9,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/msgplatform/platform/internal/capacity"
 	"github.com/msgplatform/platform/internal/control"
+	"github.com/msgplatform/platform/internal/units"
 	"github.com/msgplatform/platform/platform"
 )
 
@@ -39,7 +39,7 @@ lowering replicas below 3 needs --allow-reduced-replicas.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			spec.Name = args[0]
 			if maxBytes != "" {
-				n, err := capacity.ParseSize(maxBytes)
+				n, err := units.ParseSize(maxBytes)
 				if err != nil {
 					return usageError{fmt.Errorf("--max-bytes: %w", err)}
 				}
@@ -108,7 +108,7 @@ func newTopicListCmd(g *globalOptions) *cobra.Command {
 			for _, t := range topics {
 				fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", t.Spec.Name, t.Spec.Partitions,
 					replicaHealth(t.Stream.Cluster, t.Spec.Replicas), retention(t.Spec.Retention), t.Stream.Messages,
-					humanBytes(t.Stream.Bytes), orDash(t.Stream.Cluster.Leader), orDash(t.Spec.Owner), orDash(t.Spec.Residency))
+					units.HumanSize(t.Stream.Bytes), orDash(t.Stream.Cluster.Leader), orDash(t.Spec.Owner), orDash(t.Spec.Residency))
 			}
 			return tw.Flush()
 		},
@@ -148,7 +148,7 @@ func writeTopicStatus(w io.Writer, st platform.TopicStatus) error {
 	fmt.Fprintf(w, "  retention:   %s\n", retention(s.Retention))
 	fmt.Fprintf(w, "  owner:       %s\n", orDash(s.Owner))
 	fmt.Fprintf(w, "  residency:   %s\n", orDash(s.Residency))
-	fmt.Fprintf(w, "  messages:    %d (%s), seq %d..%d\n\n", st.Stream.Messages, humanBytes(st.Stream.Bytes), st.Stream.FirstSeq, st.Stream.LastSeq)
+	fmt.Fprintf(w, "  messages:    %d (%s), seq %d..%d\n\n", st.Stream.Messages, units.HumanSize(st.Stream.Bytes), st.Stream.FirstSeq, st.Stream.LastSeq)
 
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "PARTITION\tMESSAGES\t")
@@ -205,7 +205,7 @@ func retention(r platform.Retention) string {
 		parts = append(parts, r.MaxAge.String())
 	}
 	if r.MaxBytes > 0 {
-		parts = append(parts, humanBytes(uint64(r.MaxBytes)))
+		parts = append(parts, units.HumanSize(uint64(r.MaxBytes)))
 	}
 	if len(parts) == 0 {
 		return "unbounded"

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/msgplatform/platform/internal/units"
 )
 
 // Errors returned by this package; match them with errors.Is.
@@ -279,14 +281,14 @@ func Compute(in Inputs) Plan {
 			in.Partitions, in.Partitions, f.ConsumersAvgPerGroup))
 	}
 
-	outage := fmt.Sprintf("Outage of %s at average: %s GiB, %s events, ", shortDur(in.Outage),
+	outage := fmt.Sprintf("Outage of %s at average: %s GiB, %s events, ", units.ShortDuration(in.Outage),
 		fixed(f.OutageBytes/gib, 2), num(f.OutageEvents))
 	if in.Outage <= in.Retention {
-		outage += "inside the " + shortDur(in.Retention) + " retention"
+		outage += "inside the " + units.ShortDuration(in.Retention) + " retention"
 	} else {
-		outage += "beyond the " + shortDur(in.Retention) + " retention"
+		outage += "beyond the " + units.ShortDuration(in.Retention) + " retention"
 		p.Warnings = append(p.Warnings, fmt.Sprintf("a %s outage exceeds the %s retention; the oldest unread events are deleted before consumers return",
-			shortDur(in.Outage), shortDur(in.Retention)))
+			units.ShortDuration(in.Outage), units.ShortDuration(in.Retention)))
 	}
 	outage += fmt.Sprintf("; draining at %s/s against %s/s arriving ", num(in.DrainRate), num(in.Rate))
 	if f.DrainSeconds != nil {
@@ -301,44 +303,14 @@ func Compute(in Inputs) Plan {
 }
 
 // ParseSize parses a byte count: a number with an optional unit, with or
-// without a space: 1024, 1KiB, 1 KiB, 1KB (1,000), 10MiB, 1MB, 1GiB, 1GB.
-// Units are case-insensitive; KB, MB, GB and TB are decimal, KiB, MiB, GiB
-// and TiB binary. A fractional number is accepted when the result is a
-// whole number of bytes (1.5KiB).
+// without a space: 1024, 1KiB, 1 KiB, 1KB (1,000), 10MiB, 1MB, 1GiB, 1GB
+// (see units.ParseSize). Errors are *SizeError.
 func ParseSize(s string) (int64, error) {
-	bad := func(reason string) (int64, error) { return 0, &SizeError{Input: s, Reason: reason} }
-	t := strings.TrimSpace(s)
-	i := strings.IndexFunc(t, func(r rune) bool { return (r < '0' || r > '9') && r != '.' })
-	if i < 0 {
-		i = len(t)
-	}
-	number, unit := t[:i], strings.TrimSpace(t[i:])
-	if number == "" {
-		return bad("no number")
-	}
-	mult, ok := sizeUnits[strings.ToLower(unit)]
-	if !ok {
-		return bad("unknown unit " + strconv.Quote(unit))
-	}
-	if !strings.Contains(number, ".") {
-		n, err := strconv.ParseInt(number, 10, 64)
-		if err != nil || n > math.MaxInt64/mult {
-			return bad("value out of range")
-		}
-		return n * mult, nil
-	}
-	v, err := strconv.ParseFloat(number, 64)
+	n, err := units.ParseSize(s)
 	if err != nil {
-		return bad("malformed number")
+		return 0, &SizeError{Input: s, Reason: strings.TrimPrefix(err.Error(), units.ErrSize.Error()+": ")}
 	}
-	b := v * float64(mult)
-	if b >= math.MaxInt64 {
-		return bad("value out of range")
-	}
-	if b != math.Trunc(b) {
-		return bad("not a whole number of bytes")
-	}
-	return int64(b), nil
+	return n, nil
 }
 
 // SizeError is the error of [ParseSize]; it matches [ErrInvalidSize].
@@ -350,18 +322,10 @@ type SizeError struct {
 func (e *SizeError) Error() string { return "capacity: invalid size: " + e.Msg() }
 
 // Msg describes the problem without the package prefix, for a [Problem].
-func (e *SizeError) Msg() string {
-	return fmt.Sprintf("%s in %q; want a byte count such as 1024, 1KiB, 1 KiB, 1KB or 10MiB", e.Reason, e.Input)
-}
+func (e *SizeError) Msg() string { return e.Reason }
 
 // Is reports whether target is [ErrInvalidSize].
 func (e *SizeError) Is(target error) bool { return target == ErrInvalidSize }
-
-var sizeUnits = map[string]int64{
-	"": 1, "b": 1,
-	"kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12,
-	"kib": kib, "mib": mib, "gib": gib, "tib": tib,
-}
 
 // ceilDiv returns the whole number of units of per needed to cover total,
 // tolerating float noise (20,000 ÷ 2,000 is 10, not 11).
@@ -381,18 +345,6 @@ func sizeLabel(n int64) string {
 		}
 	}
 	return num(float64(n)) + " B"
-}
-
-// shortDur prints a duration without zero trailing units: 30m, 72h, 1h30m.
-func shortDur(d time.Duration) string {
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = strings.TrimSuffix(s, "0s")
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
-	}
-	return s
 }
 
 // fixed prints v with dec decimals and thousands separators: 4,882.81.
