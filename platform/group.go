@@ -18,6 +18,10 @@ const (
 	groupAckWait       = 30 * time.Second
 	groupMaxAckPending = 1000
 	groupPinnedTTL     = 2 * time.Minute
+	// groupMaxDeliver is the attempts per event (the runtime's
+	// MaxAttempts): after it the broker stops redelivering and emits the
+	// MAX_DELIVERIES advisory the DLQRouter turns into a DLQ entry.
+	groupMaxDeliver = 5
 )
 
 // groupConsumerConfig is the durable consumer holding group's position on
@@ -34,6 +38,7 @@ func groupConsumerConfig(g GroupSpec, p int) jetstream.ConsumerConfig {
 		AckPolicy:      jetstream.AckExplicitPolicy,
 		AckWait:        groupAckWait,
 		MaxAckPending:  groupMaxAckPending,
+		MaxDeliver:     groupMaxDeliver,
 		PriorityPolicy: jetstream.PriorityPolicyPinned,
 		PriorityGroups: []string{g.Name},
 		PinnedTTL:      groupPinnedTTL,

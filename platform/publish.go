@@ -51,6 +51,10 @@ type PublishAck struct {
 type PublisherOptions struct {
 	// AckTimeout bounds the wait for the stream's ack (default 5s).
 	AckTimeout time.Duration
+	// Retries is how many times a publish whose ack timed out is sent
+	// again, with the same event id (the stream drops a stored repeat),
+	// before the outcome is reported unknown (default 0).
+	Retries int
 }
 
 // PublishStats counts publishes by outcome.
@@ -93,9 +97,20 @@ func (p *Publisher) Publish(ctx context.Context, ev Event) (PublishAck, error) {
 	for k, v := range ev.Headers {
 		msg.Header[k] = append([]string(nil), v...)
 	}
-	ctx, cancel := context.WithTimeout(ctx, p.opts.AckTimeout)
-	defer cancel()
-	ack, err := p.js.PublishMsg(ctx, msg, jetstream.WithMsgID(ev.ID))
+	InjectTrace(ctx, msg.Header)
+	var (
+		ack *jetstream.PubAck
+		err error
+	)
+	for attempt := 0; ; attempt++ {
+		actx, cancel := context.WithTimeout(ctx, p.opts.AckTimeout)
+		ack, err = p.js.PublishMsg(actx, msg, jetstream.WithMsgID(ev.ID))
+		cancel()
+		timedOut := errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)
+		if err == nil || !timedOut || attempt >= p.opts.Retries || ctx.Err() != nil {
+			break
+		}
+	}
 	if err == nil {
 		if ack.Duplicate {
 			p.dup.Add(1)

@@ -1,0 +1,192 @@
+package platform
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Handler handles one event. A nil error acknowledges it. Any other error
+// is transient (retried with backoff, then dead-lettered) unless it wraps
+// Permanent or DecodeError (dead-lettered at once). A panic is a
+// transient error. ctx carries the producer's trace (traceparent) and is
+// cancelled when the member loses the partition or closes.
+type Handler func(ctx context.Context, msg *Message) error
+
+// Message is one delivery of an event to a handler.
+type Message struct {
+	// Subject is the stored subject (<topic>.<partition>.<key> for
+	// topics, <queue>.<...> for queues).
+	Subject string
+	// Key and Partition are the event's key and partition (topics only).
+	Key       string
+	Partition int
+	Data      []byte
+	Header    nats.Header
+	// Seq is the event's stream sequence, stable across redeliveries.
+	Seq uint64
+	// Attempt is this delivery's number as the broker counts it (1 for
+	// the first).
+	Attempt int
+	// Published is the broker's append time.
+	Published time.Time
+
+	fence uint64
+	raw   jetstream.Msg
+}
+
+// Fence returns the fencing token of the delivery: the assignment
+// generation at which this member took the partition over. It increases
+// with every change of owner, so a store that records the highest fence
+// seen per partition (or per key) and rejects writes carrying a lower
+// one never accepts a write from a member that has lost the partition.
+// Zero for queue jobs.
+func (m *Message) Fence() uint64 { return m.fence }
+
+// InProgress renews the delivery's lease (the consumer's AckWait). The
+// runtime renews it on its own while the handler runs; queue workers stop
+// renewing at the queue's MaxLease.
+func (m *Message) InProgress() error { return m.raw.InProgress() }
+
+func newMessage(raw jetstream.Msg, meta *jetstream.MsgMetadata, fence uint64) *Message {
+	return &Message{
+		Subject: raw.Subject(), Data: raw.Data(), Header: raw.Headers(),
+		Seq: meta.Sequence.Stream, Attempt: int(meta.NumDelivered), Published: meta.Timestamp,
+		fence: fence, raw: raw,
+	}
+}
+
+// outcome is how a delivery was settled.
+type outcome int
+
+const (
+	outcomeAcked  outcome = iota
+	outcomeRetry          // NakWithDelay: will come back
+	outcomeDead           // copied to the DLQ, then terminated
+	outcomeFenced         // not settled: the consumer lost the right to
+)
+
+// settler turns a handler's result into ack, delayed nak or dead letter,
+// for one consumer of one topic or queue.
+type settler struct {
+	js          jetstream.JetStream
+	object      string // topic or queue name
+	stream      string
+	consumer    string
+	group       string // group or queue name (metrics, DLQ entry)
+	policy      RetryPolicy
+	maxAttempts int
+	budget      *budget
+	metrics     *ConsumerMetrics
+	partition   string // metrics label ("" for queues)
+
+	mu        sync.Mutex
+	firstFail map[uint64]time.Time // by stream seq, this process's view
+}
+
+func newSettler(js jetstream.JetStream, object, consumer, group string, policy RetryPolicy, maxDeliver int, b *budget, m *ConsumerMetrics, partition string) *settler {
+	attempts := policy.MaxAttempts
+	if maxDeliver > 0 {
+		attempts = maxDeliver // the broker's count wins
+	}
+	return &settler{
+		js: js, object: object, stream: StreamName(object), consumer: consumer, group: group,
+		policy: policy, maxAttempts: attempts, budget: b, metrics: m, partition: partition,
+		firstFail: map[uint64]time.Time{},
+	}
+}
+
+// settle acts on herr for msg. fenced is checked right before anything is
+// sent to the broker: a consumer that lost the partition settles nothing.
+func (s *settler) settle(ctx context.Context, msg *Message, herr error, fenced func() bool) outcome {
+	if fenced() {
+		return outcomeFenced
+	}
+	if herr == nil {
+		s.forget(msg.Seq)
+		if err := msg.raw.Ack(); err != nil {
+			return outcomeRetry // the lease expires and it comes back
+		}
+		s.metrics.processed(s.group, s.partition)
+		return outcomeAcked
+	}
+	class := ClassOf(herr)
+	now := time.Now()
+	s.mu.Lock()
+	first, ok := s.firstFail[msg.Seq]
+	if !ok {
+		first = now
+		s.firstFail[msg.Seq] = now
+	}
+	s.mu.Unlock()
+	if class == ClassTransient && msg.Attempt < s.maxAttempts {
+		delay := s.policy.Backoff(msg.Attempt)
+		if !s.budget.take() {
+			delay = s.policy.Ceiling(len(s.policy.Delays))
+			s.metrics.budgetExhausted(s.group)
+		}
+		s.metrics.retried(s.group, s.partition, class)
+		_ = msg.raw.NakWithDelay(delay)
+		return outcomeRetry
+	}
+	reason := herr.Error()
+	if class == ClassTransient {
+		reason = fmt.Sprintf("gave up after %d attempts: %s", msg.Attempt, reason)
+	}
+	d := deadLetter{
+		object: s.object, stream: s.stream, seq: msg.Seq, subject: msg.Subject,
+		consumer: s.consumer, group: s.group, payload: msg.Data, headers: msg.Header,
+		reason: reason, class: class, attempts: uint64(msg.Attempt), published: msg.Published,
+		first: first, last: now,
+	}
+	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if fenced() {
+		return outcomeFenced
+	}
+	if err := writeDLQ(dctx, s.js, d); err != nil {
+		// Not copied, so not terminated: retry the dead-lettering later.
+		// If the broker gives up first, the router copies it.
+		s.metrics.dlqFailed(s.group)
+		_ = msg.raw.NakWithDelay(s.policy.Ceiling(len(s.policy.Delays)))
+		return outcomeRetry
+	}
+	s.forget(msg.Seq)
+	s.metrics.deadLettered(s.group, s.partition, class)
+	_ = msg.raw.TermWithReason(truncate("platform: dead-lettered ("+string(class)+"): "+reason, 200))
+	return outcomeDead
+}
+
+func (s *settler) forget(seq uint64) {
+	s.mu.Lock()
+	delete(s.firstFail, seq)
+	s.mu.Unlock()
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
+}
+
+// callHandler runs h, turning a panic into a transient error.
+func callHandler(ctx context.Context, h Handler, m *Message) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("platform: handler panic: %v", r)
+		}
+	}()
+	return h(ctx, m)
+}
+
+// isFetchIdle reports whether a fetch error only means "nothing came".
+func isFetchIdle(err error) bool {
+	return err == nil || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) ||
+		errors.Is(err, nats.ErrTimeout) || errors.Is(err, jetstream.ErrNoMessages)
+}

@@ -1,0 +1,272 @@
+package platform
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// partitionRunner consumes one partition for its owning member. Events of
+// one key run one at a time, in stream order; different keys run
+// concurrently (bounded by the member's MaxConcurrency).
+//
+// Failing key policy: PARK THE KEY. A transient failure naks the event
+// with a delay (the broker redelivers it and counts the attempt) and parks
+// its key: later events of that key wait in the runner (their lease kept
+// alive with InProgress) until the parked event succeeds or is
+// dead-lettered; every other key proceeds. A parked key holds at most
+// MaxBuffered events of its partition in memory: beyond that the
+// partition stops fetching (back-pressure, not loss).
+type partitionRunner struct {
+	m     *Member
+	p     int
+	fence uint64
+	cons  jetstream.Consumer
+	set   *settler
+
+	fetchCtx    context.Context // cancelled to stop fetching
+	stopFetch   context.CancelFunc
+	handlerCtx  context.Context // cancelled when handlers must stop
+	stopHandler context.CancelFunc
+
+	mu       sync.Mutex
+	lanes    map[string]*lane
+	buffered int
+	stopping bool
+	space    chan struct{}
+
+	released atomic.Bool // fenced: settle nothing more
+	wg       sync.WaitGroup
+	loopDone chan struct{}
+}
+
+// lane is the events of one key held by the runner.
+type lane struct {
+	current jetstream.Msg   // running, nil if none
+	parked  uint64          // stream seq of a nak'd event awaited back, 0 if none
+	queue   []jetstream.Msg // waiting, in stream order
+}
+
+func newPartitionRunner(m *Member, p int, fence uint64, c jetstream.Consumer) *partitionRunner {
+	info := c.CachedInfo()
+	r := &partitionRunner{
+		m: m, p: p, fence: fence, cons: c,
+		set: newSettler(m.js, m.topic.Name, info.Name, m.cfg.Group, m.cfg.Retry, info.Config.MaxDeliver,
+			m.budget, m.cfg.Metrics, itoa(p)),
+		lanes: map[string]*lane{}, space: make(chan struct{}, 1), loopDone: make(chan struct{}),
+	}
+	r.fetchCtx, r.stopFetch = context.WithCancel(context.Background())
+	r.handlerCtx, r.stopHandler = context.WithCancel(context.Background())
+	return r
+}
+
+func (r *partitionRunner) fenced() bool { return r.released.Load() || !r.m.leaseValid() }
+
+func (r *partitionRunner) run() {
+	defer close(r.loopDone)
+	ackWait := r.cons.CachedInfo().Config.AckWait
+	if ackWait <= 0 {
+		ackWait = 30 * time.Second
+	}
+	go r.keepAlive(ackWait / 3)
+	for r.fetchCtx.Err() == nil {
+		if r.fenced() {
+			// The member could not renew its membership: another member
+			// may own the partition now, so do not pull (and take the pin).
+			sleepCtx(r.fetchCtx, 100*time.Millisecond)
+			continue
+		}
+		r.mu.Lock()
+		n := min(r.m.cfg.MaxBuffered-r.buffered, 100)
+		r.mu.Unlock()
+		if n <= 0 {
+			select {
+			case <-r.space:
+			case <-r.fetchCtx.Done():
+			case <-time.After(time.Second):
+			}
+			continue
+		}
+		fctx, cancel := context.WithTimeout(r.fetchCtx, time.Second)
+		batch, err := r.cons.Fetch(n, jetstream.FetchContext(fctx), jetstream.FetchPriorityGroup(r.m.cfg.Group))
+		if err != nil {
+			cancel()
+			r.m.log.Debug("platform: fetch", "partition", r.p, "err", err)
+			sleepCtx(r.fetchCtx, 100*time.Millisecond)
+			continue
+		}
+		for msg := range batch.Messages() {
+			r.dispatch(msg)
+		}
+		cancel()
+		if err := batch.Error(); !isFetchIdle(err) {
+			r.m.log.Debug("platform: fetch", "partition", r.p, "err", err)
+			sleepCtx(r.fetchCtx, 100*time.Millisecond)
+		}
+	}
+}
+
+// keepAlive renews the lease of every event the runner holds.
+func (r *partitionRunner) keepAlive(every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-r.handlerCtx.Done():
+			return
+		case <-t.C:
+		}
+		if r.fenced() {
+			continue
+		}
+		r.mu.Lock()
+		var held []jetstream.Msg
+		for _, l := range r.lanes {
+			if l.current != nil {
+				held = append(held, l.current)
+			}
+			held = append(held, l.queue...)
+		}
+		r.mu.Unlock()
+		for _, m := range held {
+			_ = m.InProgress()
+		}
+	}
+}
+
+func (r *partitionRunner) dispatch(msg jetstream.Msg) {
+	meta, err := msg.Metadata()
+	if err != nil {
+		return
+	}
+	seq := meta.Sequence.Stream
+	key, _, ok := KeyOf(r.m.topic.Name, msg.Subject())
+	if !ok {
+		key = msg.Subject()
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	l := r.lanes[key]
+	if l == nil {
+		l = &lane{}
+		r.lanes[key] = l
+	}
+	switch {
+	case l.parked == seq:
+		l.parked = 0
+		r.buffered++
+		r.start(l, key, msg, meta)
+	case l.current != nil && seqOf(l.current) == seq:
+		// A redelivery of the running event (its lease lapsed): the
+		// running handler settles it.
+	case replaceQueued(l, seq, msg):
+	case l.current != nil || l.parked != 0 || len(l.queue) > 0 || r.stopping:
+		r.buffered++
+		l.queue = append(l.queue, msg)
+	default:
+		r.buffered++
+		r.start(l, key, msg, meta)
+	}
+}
+
+func seqOf(m jetstream.Msg) uint64 {
+	meta, err := m.Metadata()
+	if err != nil {
+		return 0
+	}
+	return meta.Sequence.Stream
+}
+
+func replaceQueued(l *lane, seq uint64, msg jetstream.Msg) bool {
+	for i, q := range l.queue {
+		if seqOf(q) == seq {
+			l.queue[i] = msg
+			return true
+		}
+	}
+	return false
+}
+
+// start runs msg's handler. r.mu is held.
+func (r *partitionRunner) start(l *lane, key string, msg jetstream.Msg, meta *jetstream.MsgMetadata) {
+	l.current = msg
+	r.wg.Add(1)
+	go r.handle(l, key, msg, meta)
+}
+
+func (r *partitionRunner) handle(l *lane, key string, raw jetstream.Msg, meta *jetstream.MsgMetadata) {
+	defer r.wg.Done()
+	m := newMessage(raw, meta, r.fence)
+	m.Key, m.Partition = key, r.p
+	res := outcomeFenced
+	select {
+	case r.m.sem <- struct{}{}:
+		ctx, span := startConsumeSpan(r.handlerCtx, m, r.m.cfg.Group)
+		start := time.Now()
+		herr := callHandler(ctx, r.m.handler, m)
+		span.end(herr)
+		r.m.cfg.Metrics.handled(r.m.cfg.Group, itoa(r.p), time.Since(start))
+		<-r.m.sem
+		res = r.set.settle(r.handlerCtx, m, herr, r.fenced)
+	case <-r.handlerCtx.Done():
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	l.current = nil
+	r.buffered--
+	if res == outcomeRetry {
+		l.parked = m.Seq
+	}
+	if res != outcomeFenced && l.parked == 0 && len(l.queue) > 0 && !r.stopping {
+		next := l.queue[0]
+		l.queue = l.queue[1:]
+		if nm, err := next.Metadata(); err == nil {
+			r.start(l, key, next, nm)
+		} else {
+			r.buffered--
+		}
+	}
+	if l.current == nil && l.parked == 0 && len(l.queue) == 0 {
+		delete(r.lanes, key)
+	}
+	select {
+	case r.space <- struct{}{}:
+	default:
+	}
+}
+
+// release stops fetching, lets running handlers finish and settle within
+// drain, then fences the runner: nothing it still holds is settled (the
+// next owner's reset delivers it again).
+func (r *partitionRunner) release(drain time.Duration) {
+	r.mu.Lock()
+	r.stopping = true
+	r.mu.Unlock()
+	r.stopFetch()
+	<-r.loopDone
+	done := make(chan struct{})
+	go func() { r.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(max(drain, 0)):
+	}
+	r.released.Store(true)
+	r.stopHandler()
+}
+
+// abandon stops the runner as a crash would: nothing more is settled.
+func (r *partitionRunner) abandon() {
+	r.released.Store(true)
+	r.stopFetch()
+	r.stopHandler()
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}

@@ -1,0 +1,302 @@
+package platform
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Dead-letter streams. Every topic and queue <name> (stream S =
+// StreamName(name)) has two streams next to it, created by the Reconciler:
+//
+//   - S_dlq, subjects $DLQ.S.>: one entry per dead-lettered event, on
+//     subject DLQSubject(S, consumer, seq) = $DLQ.S.<consumer>.<seq>.
+//     The subjects cannot collide with any topic or queue: object names
+//     start with [a-z0-9], never '$', and S has no '.', so $DLQ.orders.>
+//     and $DLQ.orders_eu.> are disjoint. The stream keeps at most one
+//     message per subject and refuses a second one (DiscardNewPerSubject):
+//     an event is dead-lettered once per consumer, whatever the duplicate
+//     window, and the Nats-Msg-Id dlq:S:<consumer>:<seq> dedupes within
+//     it too. (The id names the consumer as well as the seq: two groups of
+//     one topic may each dead-letter the same event.)
+//   - S_dlq_events: the broker's MAX_DELIVERIES and MSG_TERMINATED
+//     advisories about S's consumers, captured so that the DLQRouter can
+//     dead-letter an event whose consumer died on its last attempt, even
+//     if no router was running at that moment.
+//
+// Both keep DefaultDLQRetention (14 days) and record the object's owner
+// in their metadata (platform.owner).
+const (
+	DefaultDLQRetention = 14 * 24 * time.Hour
+	kindDLQ             = "dlq"
+	kindDLQEvents       = "dlq_events"
+	dlqDuplicateWindow  = 10 * time.Minute
+	mdDLQOf             = "platform.dlq_of"
+)
+
+// DLQ entry headers. An entry's payload and its other headers are the
+// original event's, unchanged.
+const (
+	HeaderDLQReason       = "Platform-Dlq-Reason"
+	HeaderDLQClass        = "Platform-Dlq-Class"
+	HeaderDLQAttempts     = "Platform-Dlq-Attempts" // NumDelivered as the broker counted it
+	HeaderDLQStream       = "Platform-Dlq-Stream"
+	HeaderDLQSeq          = "Platform-Dlq-Seq"
+	HeaderDLQSubject      = "Platform-Dlq-Subject"
+	HeaderDLQConsumer     = "Platform-Dlq-Consumer"
+	HeaderDLQGroup        = "Platform-Dlq-Group" // group or queue name
+	HeaderDLQTenant       = "Platform-Dlq-Tenant"
+	HeaderDLQFirstFailure = "Platform-Dlq-First-Failure" // RFC 3339 nanoseconds
+	HeaderDLQLastFailure  = "Platform-Dlq-Last-Failure"
+	HeaderDLQPublished    = "Platform-Dlq-Published" // broker append time of the original
+	// HeaderTenant is the header carrying the tenant of an event, copied
+	// into HeaderDLQTenant.
+	HeaderTenant = "Platform-Tenant"
+)
+
+// DLQStream is the dead-letter stream of a topic or queue.
+func DLQStream(name string) string { return StreamName(name) + "_dlq" }
+
+// DLQEventsStream is the advisory capture stream of a topic or queue.
+func DLQEventsStream(name string) string { return StreamName(name) + "_dlq_events" }
+
+// DLQSubject is the subject of the DLQ entry for the event at seq of
+// stream, dead-lettered by consumer.
+func DLQSubject(stream, consumer string, seq uint64) string {
+	return "$DLQ." + stream + "." + consumer + "." + strconv.FormatUint(seq, 10)
+}
+
+func dlqMsgID(stream, consumer string, seq uint64) string {
+	return "dlq:" + stream + ":" + consumer + ":" + strconv.FormatUint(seq, 10)
+}
+
+func dlqStreamConfig(name, owner string, replicas int) jetstream.StreamConfig {
+	s := StreamName(name)
+	md := map[string]string{mdKind: kindDLQ, mdDLQOf: name}
+	setIf(md, mdOwner, owner)
+	return jetstream.StreamConfig{
+		Name:                 DLQStream(name),
+		Description:          "platform dead letters of " + name,
+		Subjects:             []string{"$DLQ." + s + ".>"},
+		Retention:            jetstream.LimitsPolicy,
+		Storage:              jetstream.FileStorage,
+		Replicas:             replicas,
+		MaxAge:               DefaultDLQRetention,
+		MaxBytes:             -1,
+		MaxMsgsPerSubject:    1,
+		Discard:              jetstream.DiscardNew,
+		DiscardNewPerSubject: true,
+		AllowDirect:          true,
+		Duplicates:           dlqDuplicateWindow,
+		Metadata:             md,
+	}
+}
+
+func dlqEventsStreamConfig(name, owner string, replicas int) jetstream.StreamConfig {
+	s := StreamName(name)
+	md := map[string]string{mdKind: kindDLQEvents, mdDLQOf: name}
+	setIf(md, mdOwner, owner)
+	return jetstream.StreamConfig{
+		Name:        DLQEventsStream(name),
+		Description: "platform delivery advisories of " + name,
+		Subjects: []string{
+			"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES." + s + ".*",
+			"$JS.EVENT.ADVISORY.CONSUMER.MSG_TERMINATED." + s + ".*",
+		},
+		Retention:   jetstream.LimitsPolicy,
+		Storage:     jetstream.FileStorage,
+		Replicas:    replicas,
+		MaxAge:      DefaultDLQRetention,
+		MaxBytes:    -1,
+		Discard:     jetstream.DiscardOld,
+		AllowDirect: true,
+		Duplicates:  duplicateWindow,
+		Metadata:    md,
+	}
+}
+
+// planDLQ adds the creation or update of the DLQ and advisory streams of
+// a topic or queue to its plan item.
+func (p *plan) planDLQ(ctx context.Context, it *planItem, name, owner string, replicas int) {
+	for _, want := range []jetstream.StreamConfig{dlqStreamConfig(name, owner, replicas), dlqEventsStreamConfig(name, owner, replicas)} {
+		info, err := p.stream(ctx, want.Name)
+		if err != nil {
+			p.failRead(err)
+			return
+		}
+		switch {
+		case info == nil:
+			it.change.Details = append(it.change.Details, fmt.Sprintf("%s: create stream %s (%s, retention %s)", kindOfConfig(want), want.Name, want.Subjects[0], want.MaxAge))
+			it.steps = append(it.steps, p.r.createStream(want))
+		case kindOf(&info.Config) != kindOf(&want):
+			p.conflict("dlq."+name, "stream %q exists and is not the platform's %s stream of %s; rename or delete it", want.Name, kindOf(&want), name)
+			continue
+		default:
+			if d := diffStream(&info.Config, want); len(d) > 0 {
+				for _, l := range d {
+					it.change.Details = append(it.change.Details, want.Name+": "+l)
+				}
+				n := mergeStream(&info.Config, want)
+				n.MaxMsgsPerSubject, n.DiscardNewPerSubject = want.MaxMsgsPerSubject, want.DiscardNewPerSubject
+				it.steps = append(it.steps, p.r.updateStream(n))
+			}
+		}
+		if len(it.steps) > 0 && it.change.Action == "" {
+			it.change.Action = ActionUpdate
+		}
+	}
+}
+
+func kindOfConfig(c jetstream.StreamConfig) string { return c.Metadata[mdKind] }
+
+// DLQEntry is a dead-lettered event as read back from a DLQ stream.
+type DLQEntry struct {
+	// Seq is the entry's sequence in the DLQ stream; Time its append time.
+	Seq  uint64
+	Time time.Time
+	// Payload and Headers are the original event's (Headers also holds
+	// the Platform-Dlq-* fields below).
+	Payload  []byte
+	Headers  nats.Header
+	Reason   string
+	Class    ErrorClass
+	Attempts int
+	// Stream, StreamSeq and Subject locate the original event.
+	Stream    string
+	StreamSeq uint64
+	Subject   string
+	Consumer  string
+	Group     string
+	Tenant    string
+	// FirstFailure and LastFailure are the consumer's clock; Published is
+	// the broker's append time of the original event.
+	FirstFailure, LastFailure, Published time.Time
+}
+
+// ParseDLQEntry reads an entry from a raw DLQ stream message.
+func ParseDLQEntry(m *jetstream.RawStreamMsg) DLQEntry {
+	h := m.Header
+	e := DLQEntry{
+		Seq: m.Sequence, Time: m.Time, Payload: m.Data, Headers: h,
+		Reason: h.Get(HeaderDLQReason), Class: ErrorClass(h.Get(HeaderDLQClass)),
+		Stream: h.Get(HeaderDLQStream), Subject: h.Get(HeaderDLQSubject),
+		Consumer: h.Get(HeaderDLQConsumer), Group: h.Get(HeaderDLQGroup), Tenant: h.Get(HeaderDLQTenant),
+	}
+	e.Attempts, _ = strconv.Atoi(h.Get(HeaderDLQAttempts))
+	e.StreamSeq, _ = strconv.ParseUint(h.Get(HeaderDLQSeq), 10, 64)
+	e.FirstFailure, _ = time.Parse(time.RFC3339Nano, h.Get(HeaderDLQFirstFailure))
+	e.LastFailure, _ = time.Parse(time.RFC3339Nano, h.Get(HeaderDLQLastFailure))
+	e.Published, _ = time.Parse(time.RFC3339Nano, h.Get(HeaderDLQPublished))
+	return e
+}
+
+// deadLetter is what the runtime and the router know about one failure.
+type deadLetter struct {
+	object      string // topic or queue name
+	stream      string
+	seq         uint64
+	subject     string
+	consumer    string
+	group       string
+	payload     []byte
+	headers     nats.Header
+	reason      string
+	class       ErrorClass
+	attempts    uint64
+	published   time.Time // broker append time of the original
+	first, last time.Time
+}
+
+// writeDLQ stores the entry once. It returns nil if the entry is stored
+// now or was stored before (by this runtime, another member or the
+// router).
+func writeDLQ(ctx context.Context, js jetstream.JetStream, d deadLetter) error {
+	h := nats.Header{}
+	for k, v := range d.headers {
+		if strings.HasPrefix(k, "Nats-") || strings.HasPrefix(k, "Platform-Dlq-") {
+			continue // broker bookkeeping (Nats-Msg-Id would dedupe the entry away)
+		}
+		h[k] = append([]string(nil), v...)
+	}
+	if id := d.headers.Get(nats.MsgIdHdr); id != "" {
+		h.Set("Platform-Event-Id", id)
+	}
+	if d.first.IsZero() {
+		d.first = d.last
+	}
+	h.Set(HeaderDLQReason, d.reason)
+	h.Set(HeaderDLQClass, string(d.class))
+	h.Set(HeaderDLQAttempts, strconv.FormatUint(d.attempts, 10))
+	h.Set(HeaderDLQStream, d.stream)
+	h.Set(HeaderDLQSeq, strconv.FormatUint(d.seq, 10))
+	h.Set(HeaderDLQSubject, d.subject)
+	h.Set(HeaderDLQConsumer, d.consumer)
+	h.Set(HeaderDLQGroup, d.group)
+	if t := d.headers.Get(HeaderTenant); t != "" {
+		h.Set(HeaderDLQTenant, t)
+	}
+	h.Set(HeaderDLQFirstFailure, d.first.UTC().Format(time.RFC3339Nano))
+	h.Set(HeaderDLQLastFailure, d.last.UTC().Format(time.RFC3339Nano))
+	if !d.published.IsZero() {
+		h.Set(HeaderDLQPublished, d.published.UTC().Format(time.RFC3339Nano))
+	}
+	subj := DLQSubject(d.stream, d.consumer, d.seq)
+	msg := &nats.Msg{Subject: subj, Header: h, Data: d.payload}
+	_, err := js.PublishMsg(ctx, msg, jetstream.WithMsgID(dlqMsgID(d.stream, d.consumer, d.seq)))
+	if err == nil {
+		return nil
+	}
+	// Refused because an entry already holds the subject: dead-lettered
+	// before (DiscardNewPerSubject). Anything else is a real failure.
+	if exists, gerr := dlqEntryExists(ctx, js, d.object, subj); gerr == nil && exists {
+		return nil
+	}
+	return fmt.Errorf("platform: dead-letter %s seq %d to %s: %w", d.stream, d.seq, DLQStream(d.object), err)
+}
+
+// dlqEntryExists reports whether the DLQ of object has an entry on subj.
+func dlqEntryExists(ctx context.Context, js jetstream.JetStream, object, subj string) (bool, error) {
+	s, err := js.Stream(ctx, DLQStream(object))
+	if err != nil {
+		return false, err
+	}
+	_, err = s.GetLastMsgForSubject(ctx, subj)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, jetstream.ErrMsgNotFound):
+		return false, nil
+	}
+	return false, err
+}
+
+// ReadDLQ returns every entry of the DLQ of a topic or queue, oldest
+// first (for tests, tools and the redrive layer's preview).
+func ReadDLQ(ctx context.Context, js jetstream.JetStream, name string) ([]DLQEntry, error) {
+	s, err := js.Stream(ctx, DLQStream(name))
+	if err != nil {
+		return nil, fmt.Errorf("platform: DLQ of %s: %w", name, err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("platform: DLQ of %s: %w", name, err)
+	}
+	var out []DLQEntry
+	for seq := info.State.FirstSeq; seq > 0 && seq <= info.State.LastSeq; seq++ {
+		m, err := s.GetMsg(ctx, seq)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("platform: DLQ of %s seq %d: %w", name, seq, err)
+		}
+		out = append(out, ParseDLQEntry(m))
+	}
+	return out, nil
+}

@@ -1,0 +1,191 @@
+package platform
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// DLQRouterConsumer is the durable consumer of a DLQ events stream that
+// DLQ routers share (competing: each advisory is handled by one of them).
+const DLQRouterConsumer = "dlq-router"
+
+// DLQRouter turns the captured MAX_DELIVERIES and MSG_TERMINATED
+// advisories of topics and queues into DLQ entries. MAX_DELIVERIES means
+// the broker stopped delivering an event whose last attempt never
+// reported (its consumer died during it): the router copies the event by
+// sequence into the DLQ with class max_deliveries and, for a queue,
+// deletes it from the work-queue stream. MSG_TERMINATED for an event that
+// has no DLQ entry yet (a client terminated it without copying it) gets an
+// entry with class terminated (with an empty payload if a work queue
+// already deleted it). Entries already written (by the runtime before it
+// terminated, or by another router) are left alone: one entry per event
+// and consumer.
+//
+// Members and Workers run a router for their own object unless told not
+// to; a daemon can run one for every object.
+type DLQRouter struct {
+	js      jetstream.JetStream
+	objects []string
+	log     *slog.Logger
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	once   sync.Once
+}
+
+// NewDLQRouter returns a router for the named topics and queues.
+func NewDLQRouter(js jetstream.JetStream, objects []string, log *slog.Logger) *DLQRouter {
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return &DLQRouter{js: js, objects: objects, log: log}
+}
+
+// Start binds to every object's events stream (it must exist: apply the
+// topic or queue first) and starts routing.
+func (r *DLQRouter) Start(ctx context.Context) error {
+	var cons []jetstream.Consumer
+	for _, obj := range r.objects {
+		c, err := r.js.CreateOrUpdateConsumer(ctx, DLQEventsStream(obj), jetstream.ConsumerConfig{
+			Durable: DLQRouterConsumer, Description: "platform DLQ router of " + obj,
+			AckPolicy: jetstream.AckExplicitPolicy, AckWait: 30 * time.Second, DeliverPolicy: jetstream.DeliverAllPolicy,
+		})
+		if err != nil {
+			return fmt.Errorf("platform: DLQ router of %s: %w", obj, err)
+		}
+		cons = append(cons, c)
+	}
+	rctx, cancel := context.WithCancel(context.Background())
+	r.cancel = cancel
+	for i, c := range cons {
+		r.wg.Add(1)
+		go r.run(rctx, r.objects[i], c)
+	}
+	return nil
+}
+
+// Close stops routing. Idempotent.
+func (r *DLQRouter) Close(ctx context.Context) error {
+	r.once.Do(func() {
+		if r.cancel != nil {
+			r.cancel()
+		}
+	})
+	done := make(chan struct{})
+	go func() { r.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (r *DLQRouter) run(ctx context.Context, object string, c jetstream.Consumer) {
+	defer r.wg.Done()
+	for ctx.Err() == nil {
+		fctx, cancel := context.WithTimeout(ctx, time.Second)
+		batch, err := c.Fetch(50, jetstream.FetchContext(fctx))
+		if err != nil {
+			cancel()
+			sleepCtx(ctx, 200*time.Millisecond)
+			continue
+		}
+		for msg := range batch.Messages() {
+			if err := r.route(ctx, object, msg.Data()); err != nil {
+				r.log.Warn("platform: DLQ router", "object", object, "err", err)
+				_ = msg.NakWithDelay(time.Second)
+				continue
+			}
+			_ = msg.Ack()
+		}
+		cancel()
+	}
+}
+
+// deliveryAdvisory is the part of the MAX_DELIVERIES and MSG_TERMINATED
+// advisories the router uses.
+type deliveryAdvisory struct {
+	Type       string    `json:"type"`
+	Time       time.Time `json:"timestamp"`
+	Stream     string    `json:"stream"`
+	Consumer   string    `json:"consumer"`
+	StreamSeq  uint64    `json:"stream_seq"`
+	Deliveries uint64    `json:"deliveries"`
+	Reason     string    `json:"reason"`
+}
+
+const (
+	advisoryMaxDeliver = "io.nats.jetstream.advisory.v1.max_deliver"
+	advisoryTerminated = "io.nats.jetstream.advisory.v1.terminated"
+)
+
+func (r *DLQRouter) route(ctx context.Context, object string, data []byte) error {
+	var a deliveryAdvisory
+	if err := json.Unmarshal(data, &a); err != nil || a.StreamSeq == 0 {
+		return nil // not an advisory the router understands: skip it
+	}
+	if a.Type != advisoryMaxDeliver && a.Type != advisoryTerminated {
+		return nil
+	}
+	actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	subj := DLQSubject(a.Stream, a.Consumer, a.StreamSeq)
+	if ok, err := dlqEntryExists(actx, r.js, object, subj); err != nil {
+		return err
+	} else if ok {
+		return nil
+	}
+	s, err := r.js.Stream(actx, a.Stream)
+	if err != nil {
+		return err
+	}
+	d := deadLetter{
+		object: object, stream: a.Stream, seq: a.StreamSeq, consumer: a.Consumer, group: a.Consumer,
+		attempts: a.Deliveries, last: a.Time,
+	}
+	if c, err := r.js.Consumer(actx, a.Stream, a.Consumer); err == nil {
+		md := c.CachedInfo().Config.Metadata
+		if g := md[mdGroup]; g != "" {
+			d.group = g
+		} else if q := md[mdQueue]; q != "" {
+			d.group = q
+		}
+	}
+	if a.Type == advisoryMaxDeliver {
+		d.class = ClassMaxDeliveries
+		d.reason = "no outcome after " + strconv.FormatUint(a.Deliveries, 10) + " deliveries: the consumer stopped or crashed during its last attempt"
+	} else {
+		d.class = ClassTerminated
+		d.reason = "terminated without a DLQ copy: " + a.Reason
+	}
+	orig, err := s.GetMsg(actx, a.StreamSeq)
+	switch {
+	case err == nil:
+		d.subject, d.payload, d.headers, d.published = orig.Subject, orig.Data, orig.Header, orig.Time
+	case errors.Is(err, jetstream.ErrMsgNotFound):
+		d.reason += " (the event is no longer in the stream; payload lost)"
+	default:
+		return err
+	}
+	if err := writeDLQ(actx, r.js, d); err != nil {
+		return err
+	}
+	// A work queue keeps an event its consumer gave up on: remove it now
+	// that it is in the DLQ.
+	if kindOf(&s.CachedInfo().Config) == kindQueue && err == nil && orig != nil {
+		if derr := s.DeleteMsg(actx, a.StreamSeq); derr != nil && !errors.Is(derr, jetstream.ErrMsgNotFound) {
+			r.log.Warn("platform: DLQ router: delete dead-lettered job", "stream", a.Stream, "seq", a.StreamSeq, "err", derr)
+		}
+	}
+	return nil
+}

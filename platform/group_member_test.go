@@ -1,0 +1,323 @@
+package platform
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/msgplatform/platform/embeddednats/natstest"
+)
+
+// applyGroup applies a topic with the given partitions and a group on it.
+func applyGroup(t *testing.T, js jetstream.JetStream, topic string, partitions int, groups ...string) {
+	t.Helper()
+	spec := DefaultTopicSpec(topic)
+	spec.Partitions = partitions
+	spec.Owner = "checkout"
+	cat := Catalog{Topics: map[string]TopicSpec{topic: spec}, Groups: map[string]GroupSpec{}}
+	for _, g := range groups {
+		cat.Groups[g] = GroupSpec{Name: g, Topic: topic}
+	}
+	if _, err := NewReconciler(js, ReconcilerOptions{}).Apply(testCtx(t, 60*time.Second), cat, ApplyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func fastMember(group, id string) MemberConfig {
+	return MemberConfig{
+		Group: group, ID: id, Heartbeat: 100 * time.Millisecond, TTL: 1200 * time.Millisecond,
+		DrainTimeout: 2 * time.Second,
+		Retry:        RetryPolicy{Delays: []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond, 800 * time.Millisecond}, MaxAttempts: 5},
+	}
+}
+
+func startMember(t *testing.T, js jetstream.JetStream, cfg MemberConfig, h Handler) *Member {
+	t.Helper()
+	m, err := NewMember(js, cfg, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Start(testCtx(t, 30*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Close(context.Background()) })
+	return m
+}
+
+// settled waits until every member's partitions match the assignment and
+// together cover all partitions exactly once (or none, for idle ones).
+func settled(members []*Member, partitions int) error {
+	seen := map[int]string{}
+	for _, m := range members {
+		for _, p := range m.Partitions() {
+			if o, dup := seen[p]; dup {
+				return fmt.Errorf("partition %d held by %s and %s", p, o, m.ID())
+			}
+			seen[p] = m.ID()
+		}
+	}
+	if len(seen) != partitions {
+		return fmt.Errorf("%d of %d partitions held", len(seen), partitions)
+	}
+	return nil
+}
+
+// 12 members share 24 partitions 2 each; 13 more joining take only what
+// they need (sticky): 24 members hold 1 each, the 25th none.
+func TestGroupSpreadsEvenlyAndSticky(t *testing.T) {
+	t.Parallel()
+	f := natstest.RunFabric(t, 3)
+	js := f.JetStream()
+	applyGroup(t, js, "orders", 24, "email-notifier")
+	noop := func(context.Context, *Message) error { return nil }
+	var members []*Member
+	for i := range 12 {
+		members = append(members, startMember(t, js, fastMember("email-notifier", fmt.Sprintf("m%02d", i)), noop))
+	}
+	natstest.WaitFor(t, 30*time.Second, func() error {
+		if err := settled(members, 24); err != nil {
+			return err
+		}
+		for _, m := range members {
+			if n := len(m.Partitions()); n != 2 {
+				return fmt.Errorf("%s holds %d partitions, want 2", m.ID(), n)
+			}
+		}
+		return nil
+	})
+	before := map[string][]int{}
+	for _, m := range members {
+		before[m.ID()] = m.Partitions()
+	}
+	for i := 12; i < 25; i++ {
+		members = append(members, startMember(t, js, fastMember("email-notifier", fmt.Sprintf("m%02d", i)), noop))
+	}
+	natstest.WaitFor(t, 30*time.Second, func() error {
+		if err := settled(members, 24); err != nil {
+			return err
+		}
+		idle := 0
+		for _, m := range members {
+			switch n := len(m.Partitions()); n {
+			case 0:
+				idle++
+			case 1:
+			default:
+				return fmt.Errorf("%s holds %d partitions", m.ID(), n)
+			}
+		}
+		if idle != 1 {
+			return fmt.Errorf("%d idle members, want 1", idle)
+		}
+		return nil
+	})
+	for _, m := range members[:12] {
+		for _, p := range m.Partitions() {
+			if !slices.Contains(before[m.ID()], p) {
+				t.Errorf("%s moved: had %v, now holds %d (only orphaned or surplus partitions may move)", m.ID(), before[m.ID()], p)
+			}
+		}
+	}
+}
+
+// fencedStore is a handler's database: it records an effect once per
+// event (an inbox) and refuses writes carrying a fence lower than the
+// highest seen for the partition. It checks per-key order: the first
+// effect of event n of a key comes after that of event n-1.
+type fencedStore struct {
+	mu        sync.Mutex
+	fence     map[int]uint64
+	done      map[string]int // key -> highest n applied
+	applied   int
+	stale     int
+	repeats   int
+	orderErrs []string
+}
+
+func newFencedStore() *fencedStore {
+	return &fencedStore{fence: map[int]uint64{}, done: map[string]int{}}
+}
+
+func (s *fencedStore) apply(m *Message) error {
+	n, _ := strconv.Atoi(string(m.Data))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if m.Fence() < s.fence[m.Partition] {
+		s.stale++
+		return Permanent(errors.New("stale fence"))
+	}
+	s.fence[m.Partition] = m.Fence()
+	switch d := s.done[m.Key]; {
+	case n <= d:
+		s.repeats++
+	case n == d+1:
+		s.done[m.Key] = n
+		s.applied++
+	default:
+		s.orderErrs = append(s.orderErrs, fmt.Sprintf("%s: event %d before %d", m.Key, n, d+1))
+	}
+	return nil
+}
+
+// A member killed in the middle of handling: its partitions move to the
+// others, nothing is lost, per-key order holds, and the dead member's
+// late write is refused by its fence.
+func TestGroupMemberKilledMidHandling(t *testing.T) {
+	t.Parallel()
+	f := natstest.RunFabric(t, 3)
+	js := f.JetStream()
+	applyGroup(t, js, "orders", 6, "fraud-monitor")
+	store := newFencedStore()
+	handler := func(ctx context.Context, m *Message) error {
+		time.Sleep(2 * time.Millisecond)
+		return store.apply(m)
+	}
+	// The victim blocks in its handler once it has handled a few events.
+	block, entered := make(chan struct{}), make(chan struct{}, 1)
+	var victimCount int
+	var vmu sync.Mutex
+	victimHandler := func(ctx context.Context, m *Message) error {
+		vmu.Lock()
+		victimCount++
+		c := victimCount
+		vmu.Unlock()
+		if c == 20 {
+			entered <- struct{}{}
+			<-block
+		}
+		return handler(ctx, m)
+	}
+	victimConn := f.Conn()
+	vjs, _ := jetstream.New(victimConn)
+	victim := startMember(t, vjs, fastMember("fraud-monitor", "a-victim"), victimHandler)
+	var others []*Member
+	for _, id := range []string{"b", "c"} {
+		others = append(others, startMember(t, f.JetStream(), fastMember("fraud-monitor", id), handler))
+	}
+	all := append([]*Member{victim}, others...)
+	natstest.WaitFor(t, 20*time.Second, func() error { return settled(all, 6) })
+
+	pub := NewPublisher(js, PublisherOptions{})
+	ctx := testCtx(t, 60*time.Second)
+	const keys, perKey = 30, 10
+	for n := 1; n <= perKey; n++ {
+		for k := range keys {
+			if _, err := pub.Publish(ctx, Event{ID: fmt.Sprintf("k%d-%d", k, n), Topic: "orders", Key: fmt.Sprintf("order:%d", k), Payload: []byte(strconv.Itoa(n))}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	select {
+	case <-entered:
+	case <-time.After(20 * time.Second):
+		t.Fatal("victim never handled 20 events")
+	}
+	victim.crash()
+	victimConn.Close()
+	natstest.WaitFor(t, 30*time.Second, func() error {
+		if err := settled(others, 6); err != nil {
+			return err
+		}
+		store.mu.Lock()
+		defer store.mu.Unlock()
+		if store.applied != keys*perKey {
+			return fmt.Errorf("%d of %d events applied", store.applied, keys*perKey)
+		}
+		return nil
+	})
+	close(block) // the dead member's handler finishes late
+	natstest.WaitFor(t, 5*time.Second, func() error {
+		store.mu.Lock()
+		defer store.mu.Unlock()
+		if store.stale == 0 {
+			return errors.New("the late write of the dead member was not refused")
+		}
+		return nil
+	})
+	store.mu.Lock()
+	defer store.mu.Unlock()
+	if len(store.orderErrs) > 0 {
+		t.Fatalf("per-key order broken: %v", store.orderErrs)
+	}
+	t.Logf("applied %d, repeats caught by the inbox %d, stale writes fenced %d", store.applied, store.repeats, store.stale)
+}
+
+// A member that stalls (cannot renew its membership) loses its partition:
+// it stops pulling, the new owner's pin and reset take over, and its late
+// result is never acknowledged.
+func TestGroupStaleMemberCannotAck(t *testing.T) {
+	t.Parallel()
+	f := natstest.RunFabric(t, 3)
+	js := f.JetStream()
+	applyGroup(t, js, "orders", 1, "sales-analytics")
+	block := make(chan struct{})
+	entered := make(chan uint64, 1)
+	staleMetrics, freshMetrics := NewConsumerMetrics(), NewConsumerMetrics()
+	acfg := fastMember("sales-analytics", "a")
+	acfg.Metrics = staleMetrics
+	a := startMember(t, js, acfg, func(ctx context.Context, m *Message) error {
+		entered <- m.Fence()
+		<-block
+		return nil
+	})
+	natstest.WaitFor(t, 10*time.Second, func() error { return settled([]*Member{a}, 1) })
+	pub := NewPublisher(js, PublisherOptions{})
+	if _, err := pub.Publish(testCtx(t, 10*time.Second), Event{ID: "e1", Topic: "orders", Key: "order:1", Payload: []byte("1")}); err != nil {
+		t.Fatal(err)
+	}
+	fenceA := <-entered
+	a.paused.Store(true) // a stalls: no more heartbeats
+
+	handledByB := make(chan uint64, 4)
+	bcfg := fastMember("sales-analytics", "b")
+	bcfg.Metrics = freshMetrics
+	b := startMember(t, js, bcfg, func(ctx context.Context, m *Message) error {
+		handledByB <- m.Fence()
+		return nil
+	})
+	var fenceB uint64
+	select {
+	case fenceB = <-handledByB:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the new owner never got the event")
+	}
+	if fenceB <= fenceA {
+		t.Fatalf("fence of the new owner %d is not above the stale one's %d", fenceB, fenceA)
+	}
+	// NATS's part: the partition is pinned to b, so a pull by any other
+	// client gets nothing.
+	c, err := js.Consumer(testCtx(t, 5*time.Second), "orders", PartitionConsumer("sales-analytics", 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pub.Publish(testCtx(t, 10*time.Second), Event{ID: "e2", Topic: "orders", Key: "order:2", Payload: []byte("1")}); err != nil {
+		t.Fatal(err)
+	}
+	batch, err := c.Fetch(1, jetstream.FetchMaxWait(500*time.Millisecond), jetstream.FetchPriorityGroup("sales-analytics"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for m := range batch.Messages() {
+		t.Fatalf("an unpinned client pulled %s", m.Subject())
+	}
+	// The platform's part: a's handler returns, and a acks nothing.
+	close(block)
+	time.Sleep(500 * time.Millisecond)
+	if n := counterSum(t, staleMetrics, "platform_consumer_processed_total"); n != 0 {
+		t.Fatalf("the stale member acknowledged %v events", n)
+	}
+	natstest.WaitFor(t, 10*time.Second, func() error {
+		if n := counterSum(t, freshMetrics, "platform_consumer_processed_total"); n != 2 {
+			return fmt.Errorf("new owner acked %v events, want 2", n)
+		}
+		return nil
+	})
+	_ = b
+}

@@ -1,0 +1,239 @@
+package platform
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// WorkersConfig configures the workers of a queue.
+type WorkersConfig struct {
+	Queue string
+	// Concurrency is the number of jobs run at once (default 8).
+	Concurrency int
+	// MaxLease bounds how long a job's lease is renewed while its handler
+	// runs (default 10 leases). Past it the handler's ctx is cancelled and
+	// renewals stop, so the job comes back to another worker after one
+	// more lease.
+	MaxLease time.Duration
+	Retry    RetryPolicy
+	Metrics  *ConsumerMetrics
+	Logger   *slog.Logger
+	// NoDLQRouter: do not run a DLQRouter for the queue.
+	NoDLQRouter bool
+}
+
+// Workers compete for the jobs of a queue through its one durable
+// consumer, QueueConsumer: the broker delivers each job to one worker at a
+// time under a lease (the consumer's AckWait, the queue's Lease). While a
+// handler runs, its lease is renewed (InProgress) every third of the
+// lease, up to MaxLease. A worker that crashes stops renewing, so its job
+// comes back after at most one lease. A worker that closes gracefully
+// gives its unfinished jobs back at once (Nak). NATS has no notion of a
+// pull consumer's connection owning its deliveries, so a dropped
+// connection cannot bring a job back sooner than its lease.
+//
+// Failures follow the retry policy; the attempts are the consumer's
+// MaxDeliver (the queue's MaxAttempts). A dead-lettered job is copied to
+// the queue's DLQ before it is terminated (AckTerm deletes it from the
+// work-queue stream).
+type Workers struct {
+	js      jetstream.JetStream
+	cfg     WorkersConfig
+	handler Handler
+	log     *slog.Logger
+	budget  *budget
+
+	cons     jetstream.Consumer
+	set      *settler
+	lease    time.Duration
+	sem      chan struct{}
+	cancel   context.CancelFunc
+	jobCtx   context.Context
+	stopJobs context.CancelFunc
+	loopDone chan struct{}
+	wg       sync.WaitGroup
+	router   *DLQRouter
+	crashed  atomic.Bool
+	once     sync.Once
+}
+
+// NewWorkers returns workers for cfg.Queue running handler per job.
+func NewWorkers(js jetstream.JetStream, cfg WorkersConfig, handler Handler) (*Workers, error) {
+	if cfg.Concurrency <= 0 {
+		cfg.Concurrency = 8
+	}
+	cfg.Retry = cfg.Retry.withDefaults()
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	var errs []error
+	if !objectNameRE.MatchString(cfg.Queue) {
+		errs = append(errs, fmt.Errorf("queue: must be a queue name, got %q", cfg.Queue))
+	}
+	if handler == nil {
+		errs = append(errs, errors.New("handler: required"))
+	}
+	if cfg.MaxLease < 0 {
+		errs = append(errs, fmt.Errorf("max_lease: must be >= 0, got %s", cfg.MaxLease))
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("%w: workers: %w", ErrInvalidSpec, errors.Join(errs...))
+	}
+	return &Workers{js: js, cfg: cfg, handler: handler, log: cfg.Logger.With("queue", cfg.Queue),
+		budget: newBudget(cfg.Retry.Budget), sem: make(chan struct{}, cfg.Concurrency), loopDone: make(chan struct{})}, nil
+}
+
+// Start binds to the queue's consumer and starts claiming jobs.
+func (w *Workers) Start(ctx context.Context) error {
+	c, err := w.js.Consumer(ctx, StreamName(w.cfg.Queue), QueueConsumer)
+	if err != nil {
+		return fmt.Errorf("platform: workers of %s: %w", w.cfg.Queue, err)
+	}
+	info := c.CachedInfo()
+	w.cons, w.lease = c, info.Config.AckWait
+	if w.cfg.MaxLease == 0 {
+		w.cfg.MaxLease = 10 * w.lease
+	}
+	w.set = newSettler(w.js, w.cfg.Queue, QueueConsumer, w.cfg.Queue, w.cfg.Retry, info.Config.MaxDeliver, w.budget, w.cfg.Metrics, "")
+	if !w.cfg.NoDLQRouter {
+		w.router = NewDLQRouter(w.js, []string{w.cfg.Queue}, w.log)
+		if err := w.router.Start(ctx); err != nil {
+			return err
+		}
+	}
+	var rctx context.Context
+	rctx, w.cancel = context.WithCancel(context.Background())
+	w.jobCtx, w.stopJobs = context.WithCancel(context.Background())
+	if w.cfg.Metrics != nil {
+		w.cfg.Metrics.addWorkers(w)
+	}
+	go w.run(rctx)
+	return nil
+}
+
+func (w *Workers) run(ctx context.Context) {
+	defer close(w.loopDone)
+	for ctx.Err() == nil {
+		// Claim only as many jobs as there are free slots: a claimed job's
+		// lease is running.
+		select {
+		case w.sem <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
+		fctx, cancel := context.WithTimeout(ctx, time.Second)
+		batch, err := w.cons.Fetch(1, jetstream.FetchContext(fctx))
+		if err != nil {
+			cancel()
+			<-w.sem
+			sleepCtx(ctx, 100*time.Millisecond)
+			continue
+		}
+		got := false
+		for msg := range batch.Messages() {
+			got = true
+			w.wg.Add(1)
+			go w.job(msg)
+		}
+		cancel()
+		if !got {
+			<-w.sem
+		}
+	}
+}
+
+func (w *Workers) job(raw jetstream.Msg) {
+	defer w.wg.Done()
+	defer func() { <-w.sem }()
+	meta, err := raw.Metadata()
+	if err != nil {
+		return
+	}
+	m := newMessage(raw, meta, 0)
+	ctx, cancel := context.WithTimeout(w.jobCtx, w.cfg.MaxLease)
+	defer cancel()
+	go w.renew(ctx, raw)
+	ctx, span := startConsumeSpan(ctx, m, w.cfg.Queue)
+	start := time.Now()
+	herr := callHandler(ctx, w.handler, m)
+	span.end(herr)
+	w.cfg.Metrics.handled(w.cfg.Queue, "", time.Since(start))
+	cancel()
+	if w.crashed.Load() {
+		return
+	}
+	if w.jobCtx.Err() != nil && herr != nil {
+		_ = raw.Nak() // closing: give it back now
+		return
+	}
+	w.set.settle(context.Background(), m, herr, w.crashed.Load)
+}
+
+// renew keeps the job's lease while ctx lives (at most MaxLease).
+func (w *Workers) renew(ctx context.Context, raw jetstream.Msg) {
+	t := time.NewTicker(max(w.lease/3, 10*time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if w.crashed.Load() {
+				return
+			}
+			_ = raw.InProgress()
+		}
+	}
+}
+
+// Close stops claiming jobs, cancels running handlers after ctx ends (a
+// handler that fails then is given back at once) and waits for them.
+// Idempotent.
+func (w *Workers) Close(ctx context.Context) error {
+	w.once.Do(func() {
+		if w.cancel == nil {
+			return
+		}
+		w.cancel()
+		<-w.loopDone
+		done := make(chan struct{})
+		go func() { w.wg.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-ctx.Done():
+			w.stopJobs()
+			<-done
+		}
+		w.stopJobs()
+		if w.router != nil {
+			_ = w.router.Close(ctx)
+		}
+		if w.cfg.Metrics != nil {
+			w.cfg.Metrics.removeWorkers(w)
+		}
+	})
+	return nil
+}
+
+// crash stops the workers as a crash would: no ack, no nak, no renewal.
+func (w *Workers) crash() {
+	w.crashed.Store(true)
+	w.once.Do(func() {
+		w.cancel()
+		w.stopJobs()
+		if w.router != nil {
+			_ = w.router.Close(context.Background())
+		}
+		if w.cfg.Metrics != nil {
+			w.cfg.Metrics.removeWorkers(w)
+		}
+	})
+}
