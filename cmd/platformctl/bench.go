@@ -23,7 +23,7 @@ func newBenchCmd(g *globalOptions) *cobra.Command {
 		Use:   "bench",
 		Short: "Benchmarks; each reports figures as 'name: value unit', one per line",
 	}
-	cmd.AddCommand(newBenchPublishCmd(g))
+	cmd.AddCommand(newBenchPublishCmd(g), newBenchOutboxCmd(g), newBenchInboxCmd(g))
 	return cmd
 }
 

@@ -45,6 +45,7 @@ func newRootCmd() *cobra.Command {
 		newQueueCmd(g),
 		newGroupCmd(g),
 		newBenchCmd(g),
+		newOutboxCmd(g),
 	)
 	return root
 }

@@ -1,0 +1,141 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go"
+	"github.com/spf13/cobra"
+
+	"github.com/msgplatform/platform/outboxrelay"
+	"github.com/msgplatform/platform/outboxrelay/pgoutbox"
+)
+
+func newOutboxCmd(g *globalOptions) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "outbox",
+		Short: "Transactional outbox: run a relay for a PostgreSQL outbox, show its backlog",
+	}
+	cmd.AddCommand(newOutboxRelayCmd(g), newOutboxStatusCmd())
+	return cmd
+}
+
+type outboxRelayOptions struct {
+	dsn, name, topicMap string
+	leaseTTL            time.Duration
+	retention           time.Duration
+	batch               int
+}
+
+func newOutboxRelayCmd(g *globalOptions) *cobra.Command {
+	o := outboxRelayOptions{}
+	cmd := &cobra.Command{
+		Use:   "relay",
+		Short: "Publish a PostgreSQL outbox's events to their topics until interrupted",
+		Long: `Runs an outbox relay against the service database --dsn (migrating the
+outboxrelay schema if needed) and the platform at --server with --creds. Any
+number of relays may run for one outbox: one holds the lease and publishes,
+the others stand by and take over within --lease-ttl of its death.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.dsn == "" {
+				return usageError{fmt.Errorf("--dsn is required")}
+			}
+			cfg := outboxrelay.DefaultConfig(o.name)
+			cfg.LeaseTTL, cfg.Retention, cfg.BatchSize = o.leaseTTL, o.retention, o.batch
+			tm, err := parseTopicMap(o.topicMap)
+			if err != nil {
+				return usageError{err}
+			}
+			cfg.TopicMap = tm
+			cfg.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
+			if err := cfg.Validate(); err != nil {
+				return usageError{err}
+			}
+			ctx := cmd.Context()
+			pool, err := pgxpool.New(ctx, o.dsn)
+			if err != nil {
+				return fmt.Errorf("--dsn: %w", err)
+			}
+			defer pool.Close()
+			if err := pgoutbox.Migrate(ctx, pool); err != nil {
+				return err
+			}
+			// Reconnect forever; fail publishes at once while disconnected
+			// instead of buffering them (the relay retries them).
+			nc, err := nats.Connect(g.server, nats.UserCredentials(g.credsPath()), nats.Name("platformctl-outbox-relay"),
+				nats.MaxReconnects(-1), nats.ReconnectBufSize(-1), nats.Timeout(5*time.Second))
+			if err != nil {
+				return fmt.Errorf("connect to %s with %s: %w", g.server, g.credsPath(), err)
+			}
+			defer nc.Close()
+			r, err := outboxrelay.New(cfg, pgoutbox.New(pool), nc)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "outbox relay %s (holder %s) running; Ctrl-C to stop\n", cfg.Name, cfg.Holder)
+			return r.Run(ctx)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.dsn, "dsn", "", "PostgreSQL DSN of the service database holding the outbox (required)")
+	f.StringVar(&o.name, "name", "default", "outbox name (lease key and metrics label)")
+	f.StringVar(&o.topicMap, "topic-map", "", "map event topics to platform topics: from=to,from2=to2")
+	f.DurationVar(&o.leaseTTL, "lease-ttl", 4*time.Second, "a standby takes over after this long without a renewal")
+	f.DurationVar(&o.retention, "retention", 24*time.Hour, "keep sent events this long")
+	f.IntVar(&o.batch, "batch", 1000, "events read per round")
+	return cmd
+}
+
+func newOutboxStatusCmd() *cobra.Command {
+	var dsn string
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Backlog of a PostgreSQL outbox: unsent events and the oldest one's age",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if dsn == "" {
+				return usageError{fmt.Errorf("--dsn is required")}
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), 10*time.Second)
+			defer cancel()
+			pool, err := pgxpool.New(ctx, dsn)
+			if err != nil {
+				return fmt.Errorf("--dsn: %w", err)
+			}
+			defer pool.Close()
+			st, err := pgoutbox.New(pool).Stats(ctx)
+			if err != nil {
+				return err
+			}
+			age := time.Duration(0)
+			if !st.OldestUnsent.IsZero() {
+				age = time.Since(st.OldestUnsent)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "outbox.unsent: %d events\noutbox.oldest_unsent_age: %.3f s\n", st.Unsent, age.Seconds())
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&dsn, "dsn", "", "PostgreSQL DSN of the service database (required)")
+	return cmd
+}
+
+// parseTopicMap parses "from=to,from2=to2".
+func parseTopicMap(s string) (map[string]string, error) {
+	if s == "" {
+		return nil, nil
+	}
+	m := map[string]string{}
+	for _, pair := range strings.Split(s, ",") {
+		from, to, ok := strings.Cut(strings.TrimSpace(pair), "=")
+		if !ok || from == "" || to == "" {
+			return nil, fmt.Errorf("--topic-map: want from=to pairs separated by commas, got %q", pair)
+		}
+		m[from] = to
+	}
+	return m, nil
+}

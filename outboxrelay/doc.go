@@ -1,0 +1,39 @@
+// Package outboxrelay is the transactional outbox: a service enqueues an
+// event in the same transaction (or Pebble batch) as its business write,
+// and a Relay publishes it to its platform topic.
+//
+// Guarantee: at-least-once publication of every committed event, in commit
+// order per (topic, key), with Nats-Msg-Id = event id. A crash between
+// publish and mark-sent yields a republish with the same Nats-Msg-Id,
+// dropped by the stream within its duplicate window (2 min on platform
+// topics) and by the consumers' inboxes (platform.Inbox) after it. An
+// event whose transaction rolls back is never published.
+//
+// Invariants:
+//   - Per-key order. The store returns unsent records in Seq order and
+//     never shows a record while a lower Seq of its key may still commit
+//     (pgoutbox: a per-key advisory lock taken before the identity value is
+//     drawn; pebbleoutbox: records above the lowest uncommitted Seq are
+//     held back). The relay publishes in waves: the next record of a key is
+//     sent only after the previous one is acked, and a failed key stops for
+//     the round, so a retry never overtakes an earlier event. Different
+//     keys are published in parallel (async, up to MaxInFlight).
+//   - One active relay per outbox. The lease is a JetStream KV key per
+//     outbox updated by revision CAS; the acquiring revision is the fencing
+//     token, recorded in the store (Fence) and required by MarkSent, so a
+//     deposed relay cannot mark anything. A standby takes over after
+//     LeaseTTL without a renewal (a few seconds); a holder stops publishing
+//     after LeaseTTL/2 without one. A deposed relay's in-flight publishes
+//     are repeats of unmarked events: deduplicated like any republish.
+//   - The broker never blocks the service: Enqueue touches only the
+//     database. While the broker is down the relay backs off (exponential,
+//     full jitter) and resumes by itself.
+//   - Sent records are pruned after Config.Retention in small batches.
+//
+// Metrics (Config.Registerer): outboxrelay_oldest_unsent_age_seconds,
+// outboxrelay_backlog_events, outboxrelay_publishes_total{outcome=ok|
+// duplicate|error|unknown}, outboxrelay_leader.
+//
+// Backends: outboxrelay/pgoutbox (PostgreSQL via pgx, migrations embedded)
+// and outboxrelay/pebbleoutbox (Pebble, the embedded default).
+package outboxrelay

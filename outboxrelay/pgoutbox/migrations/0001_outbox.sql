@@ -1,0 +1,28 @@
+-- The outbox of one service database. Events are appended by the
+-- service's own transactions (Enqueue) and marked sent by the relay.
+CREATE SCHEMA IF NOT EXISTS outboxrelay;
+
+CREATE TABLE IF NOT EXISTS outboxrelay.events (
+    seq        bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    event_id   text        NOT NULL,
+    topic      text        NOT NULL,
+    key        text        NOT NULL,
+    headers    jsonb,
+    payload    bytea       NOT NULL,
+    created_at timestamptz NOT NULL,
+    sent_at    timestamptz
+);
+
+-- An event id is enqueued once (while its row is retained).
+CREATE UNIQUE INDEX IF NOT EXISTS events_event_id ON outboxrelay.events (event_id);
+-- The relay reads unsent rows in seq order: a small partial index.
+CREATE INDEX IF NOT EXISTS events_unsent ON outboxrelay.events (seq) WHERE sent_at IS NULL;
+-- Pruning finds sent rows by age.
+CREATE INDEX IF NOT EXISTS events_sent ON outboxrelay.events (sent_at) WHERE sent_at IS NOT NULL;
+
+-- The fencing token of the relay holding each outbox's lease. MarkSent is
+-- conditioned on it.
+CREATE TABLE IF NOT EXISTS outboxrelay.lease (
+    outbox text   PRIMARY KEY,
+    token  bigint NOT NULL
+);

@@ -1,0 +1,202 @@
+package pgoutbox
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/msgplatform/platform/outboxrelay"
+)
+
+// lockClass is the first key of the two-key advisory locks Enqueue takes
+// per (topic, key); the two-key space never collides with one-key locks.
+const lockClass = 0x0b0c
+
+// leaseRow names the outbox's row in outboxrelay.lease (one outbox per
+// database).
+const leaseRow = "default"
+
+// enqueueSQL takes a transaction-scoped advisory lock on the event's
+// (topic, key) before the identity value is drawn, so two transactions
+// enqueueing one key are serialised: the second draws its seq after the
+// first has committed or rolled back. Hence, per key, seq order is commit
+// order and no lower seq of a key can appear after a higher one is
+// visible. One round trip.
+const enqueueSQL = `WITH l AS (SELECT pg_advisory_xact_lock($7, hashtext($2 || '.' || $3)))
+INSERT INTO outboxrelay.events (event_id, topic, key, headers, payload, created_at)
+SELECT $1, $2, $3, $4::jsonb, $5, $6 FROM l`
+
+func enqueueArgs(ev *outboxrelay.Event) ([]any, error) {
+	if err := ev.Validate(); err != nil {
+		return nil, err
+	}
+	if ev.CreatedAt.IsZero() {
+		ev.CreatedAt = time.Now()
+	}
+	var headers *string
+	if len(ev.Headers) > 0 {
+		b, err := json.Marshal(ev.Headers)
+		if err != nil {
+			return nil, fmt.Errorf("%w: event %s: headers: %w", outboxrelay.ErrInvalidEvent, ev.ID, err)
+		}
+		s := string(b)
+		headers = &s
+	}
+	payload := ev.Payload
+	if payload == nil {
+		payload = []byte{}
+	}
+	return []any{ev.ID, ev.Topic, ev.Key, headers, payload, ev.CreatedAt, int32(lockClass)}, nil
+}
+
+// Enqueue appends ev to the outbox in the caller's transaction tx: the
+// event exists if and only if tx commits. ev.CreatedAt is set when zero.
+// It fails with outboxrelay.ErrInvalidEvent (nothing written) for an event
+// without id, topic or a valid key, and with a unique violation if the id
+// is already in the outbox.
+func Enqueue(ctx context.Context, tx pgx.Tx, ev outboxrelay.Event) error {
+	args, err := enqueueArgs(&ev)
+	if err != nil {
+		return err
+	}
+	if _, err := tx.Exec(ctx, enqueueSQL, args...); err != nil {
+		return fmt.Errorf("pgoutbox: enqueue %s: %w", ev.ID, err)
+	}
+	return nil
+}
+
+// EnqueueSQL is Enqueue for a database/sql transaction (e.g. opened with
+// the pgx stdlib driver).
+func EnqueueSQL(ctx context.Context, tx *sql.Tx, ev outboxrelay.Event) error {
+	args, err := enqueueArgs(&ev)
+	if err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, enqueueSQL, args...); err != nil {
+		return fmt.Errorf("pgoutbox: enqueue %s: %w", ev.ID, err)
+	}
+	return nil
+}
+
+// Store is the PostgreSQL outbox the relay reads, in schema outboxrelay.
+type Store struct {
+	pool *pgxpool.Pool
+}
+
+var _ outboxrelay.Store = (*Store)(nil)
+
+// New returns the store over pool. Call Migrate first.
+func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
+
+// Unsent implements outboxrelay.Store.
+func (s *Store) Unsent(ctx context.Context, limit int) ([]outboxrelay.Record, error) {
+	rows, err := s.pool.Query(ctx, `SELECT seq, event_id, topic, key, headers, payload, created_at
+FROM outboxrelay.events WHERE sent_at IS NULL ORDER BY seq LIMIT $1`, limit)
+	if err != nil {
+		return nil, fmt.Errorf("pgoutbox: unsent: %w", err)
+	}
+	defer rows.Close()
+	var out []outboxrelay.Record
+	for rows.Next() {
+		var rec outboxrelay.Record
+		var headers []byte
+		if err := rows.Scan(&rec.Seq, &rec.ID, &rec.Topic, &rec.Key, &headers, &rec.Payload, &rec.CreatedAt); err != nil {
+			return nil, fmt.Errorf("pgoutbox: unsent: %w", err)
+		}
+		if len(headers) > 0 {
+			if err := json.Unmarshal(headers, &rec.Headers); err != nil {
+				return nil, fmt.Errorf("pgoutbox: event %s: headers: %w", rec.ID, err)
+			}
+		}
+		out = append(out, rec)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("pgoutbox: unsent: %w", err)
+	}
+	return out, nil
+}
+
+// Fence implements outboxrelay.Store: the token is stored in
+// outboxrelay.lease unless a newer one is there.
+func (s *Store) Fence(ctx context.Context, token uint64) error {
+	var got int64
+	err := s.pool.QueryRow(ctx, `INSERT INTO outboxrelay.lease (outbox, token) VALUES ($1, $2)
+ON CONFLICT (outbox) DO UPDATE SET token = EXCLUDED.token WHERE outboxrelay.lease.token <= EXCLUDED.token
+RETURNING token`, leaseRow, int64(token)).Scan(&got)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("%w: token %d is older than the recorded one", outboxrelay.ErrFenced, token)
+	}
+	if err != nil {
+		return fmt.Errorf("pgoutbox: fence: %w", err)
+	}
+	return nil
+}
+
+// MarkSent implements outboxrelay.Store. The update holds a share lock on
+// the lease row, so a newer relay's Fence waits for it and every later
+// mark by the old relay marks nothing.
+func (s *Store) MarkSent(ctx context.Context, token uint64, seqs []uint64) error {
+	if len(seqs) == 0 {
+		return nil
+	}
+	ids := make([]int64, len(seqs))
+	for i, v := range seqs {
+		ids[i] = int64(v)
+	}
+	var fenced bool
+	err := s.pool.QueryRow(ctx, `WITH lease AS (
+  SELECT token FROM outboxrelay.lease WHERE outbox = $1 FOR SHARE
+), upd AS (
+  UPDATE outboxrelay.events SET sent_at = now()
+  WHERE seq = ANY($3) AND sent_at IS NULL AND EXISTS (SELECT 1 FROM lease WHERE token = $2)
+  RETURNING 1
+)
+SELECT NOT EXISTS (SELECT 1 FROM lease WHERE token = $2)`, leaseRow, int64(token), ids).Scan(&fenced)
+	if err != nil {
+		return fmt.Errorf("pgoutbox: mark sent: %w", err)
+	}
+	if fenced {
+		return fmt.Errorf("%w: token %d is no longer current", outboxrelay.ErrFenced, token)
+	}
+	return nil
+}
+
+// Prune implements outboxrelay.Store: one short statement per batch.
+func (s *Store) Prune(ctx context.Context, before time.Time, limit int) (int, error) {
+	tag, err := s.pool.Exec(ctx, `DELETE FROM outboxrelay.events WHERE seq IN (
+  SELECT seq FROM outboxrelay.events WHERE sent_at IS NOT NULL AND sent_at < $1 ORDER BY sent_at LIMIT $2)`, before, limit)
+	if err != nil {
+		return 0, fmt.Errorf("pgoutbox: prune: %w", err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+// Stats implements outboxrelay.Store.
+func (s *Store) Stats(ctx context.Context) (outboxrelay.Stats, error) {
+	var st outboxrelay.Stats
+	var oldest *time.Time
+	err := s.pool.QueryRow(ctx, `SELECT
+  (SELECT count(*) FROM outboxrelay.events WHERE sent_at IS NULL),
+  (SELECT created_at FROM outboxrelay.events WHERE sent_at IS NULL ORDER BY seq LIMIT 1)`).Scan(&st.Unsent, &oldest)
+	if err != nil {
+		return st, fmt.Errorf("pgoutbox: stats: %w", err)
+	}
+	if oldest != nil {
+		st.OldestUnsent = *oldest
+	}
+	return st, nil
+}
+
+// IsUniqueViolation reports whether err is an Enqueue of an event id
+// already in the outbox.
+func IsUniqueViolation(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "23505"
+}
