@@ -11,6 +11,7 @@ import (
 	"github.com/msgplatform/platform/embeddednats"
 	"github.com/msgplatform/platform/internal/validate"
 	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/tenancy"
 )
 
 // Modes of platformd.
@@ -42,6 +43,9 @@ type Config struct {
 	// Catalog is the declared topics, queues and groups: the top-level
 	// keys topics:, queues: and groups:, each a map keyed by name.
 	Catalog platform.Catalog `mapstructure:",squash"`
+	// Tenants are created at start if they do not exist (tenants:, a map
+	// keyed by name, e.g. tenants.harbor-retail.quota.publish_rate).
+	Tenants map[string]tenancy.Spec `mapstructure:"tenants"`
 }
 
 // HTTPConfig is the HTTP listener for /healthz, /readyz and /metrics.
@@ -139,6 +143,12 @@ func (c *Config) EnsureDefaults() {
 			c.Catalog.Groups[k] = g
 		}
 	}
+	for k, t := range c.Tenants {
+		if t.Name == "" {
+			t.Name = k
+			c.Tenants[k] = t
+		}
+	}
 }
 
 // Durability returns the durability of the active mode: fabric.durability
@@ -177,6 +187,13 @@ func (c *Config) validateInto(p *validate.Problems) {
 		}
 	}
 	p.Merge("", c.Catalog.Validate())
+	for _, k := range sortedKeys(c.Tenants) {
+		t := c.Tenants[k]
+		if t.Name != k {
+			p.Addf("tenants."+k+".name", "must equal its key %q, got %q", k, t.Name)
+		}
+		p.Merge("tenants."+k, t.Validate())
+	}
 	c.validatePlacement(p)
 	c.validatePorts(p)
 }

@@ -31,7 +31,11 @@ func TestInt64FieldsAreByteCounts(t *testing.T) {
 		}
 	}
 	walk(reflect.TypeFor[Config](), "")
-	want := []string{"node.max_memory", "node.max_store", "topics.*.retention.max_bytes"}
+	want := []string{"node.max_memory", "node.max_store",
+		"tenants.*.quota.max_payload", "tenants.*.quota.publish_bytes_rate",
+		"tenants.*.quota.storage.r1.disk", "tenants.*.quota.storage.r1.memory",
+		"tenants.*.quota.storage.r3.disk", "tenants.*.quota.storage.r3.memory",
+		"topics.*.retention.max_bytes"}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("int64 fields %v, want exactly the byte counts %v", got, want)
 	}

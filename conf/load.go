@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/viper"
 
 	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/tenancy"
 )
 
 // Flags Load reads from LoadOptions.Flags when they were set on the command
@@ -27,7 +28,7 @@ const (
 const keyDelim = "::"
 
 // catalogSections are the top-level keys holding declared objects.
-var catalogSections = []string{"topics", "queues", "groups"}
+var catalogSections = []string{"topics", "queues", "groups", "tenants"}
 
 // LoadOptions says where Load reads the configuration from.
 type LoadOptions struct {
@@ -122,6 +123,7 @@ func decode(raw map[string]any, ps *problems) *Config {
 	cfg.Catalog.Groups = decodeEntries(raw, "groups", ps, func(name string) platform.GroupSpec {
 		return platform.GroupSpec{Name: name}
 	})
+	cfg.Tenants = decodeEntries(raw, "tenants", ps, tenancy.DefaultSpec)
 	return &cfg
 }
 

@@ -14,6 +14,9 @@ var (
 	// ErrInvalidConfig wraps every configuration problem found by Validate.
 	ErrInvalidConfig = errors.New("embeddednats: invalid config")
 
+	// ErrPortInUse is returned by Start when a configured port is taken.
+	ErrPortInUse = errors.New("embeddednats: port in use")
+
 	// ErrNoTrust is returned when the trust directory holds no operator
 	// material and creating it was not allowed.
 	ErrNoTrust = errors.New("embeddednats: no trust material")

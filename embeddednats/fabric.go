@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go"
 )
@@ -125,8 +126,57 @@ func (f *Fabric) Start(ctx context.Context) error {
 	return f.WaitReady(ctx)
 }
 
-// WaitReady waits until every running node is ready.
+// WaitReady waits until every running node is ready and, when all nodes
+// run, until the meta leader knows every one of them as a current peer (a
+// stream placed before that fails with "no suitable peers").
 func (f *Fabric) WaitReady(ctx context.Context) error {
+	if err := f.waitNodesReady(ctx); err != nil {
+		return err
+	}
+	return f.waitMetaPeers(ctx)
+}
+
+func (f *Fabric) waitMetaPeers(ctx context.Context) error {
+	if len(f.nodes) < 2 {
+		return nil
+	}
+	for _, n := range f.nodes {
+		if n.Server() == nil {
+			return nil // a node is down on purpose
+		}
+	}
+	tick := time.NewTicker(25 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		current := 0
+		for _, n := range f.nodes {
+			s := n.Server()
+			if s == nil {
+				continue
+			}
+			jsz, err := s.Jsz(nil)
+			if err != nil || jsz.Meta == nil || jsz.Meta.Leader != s.Name() {
+				continue
+			}
+			current = 1
+			for _, r := range jsz.Meta.Replicas {
+				if r.Current && !r.Offline {
+					current++
+				}
+			}
+		}
+		if current == len(f.nodes) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w: meta leader sees %d of %d nodes current", ErrNotReady, current, len(f.nodes))
+		case <-tick.C:
+		}
+	}
+}
+
+func (f *Fabric) waitNodesReady(ctx context.Context) error {
 	var wg sync.WaitGroup
 	errs := make([]error, len(f.nodes))
 	for i, n := range f.nodes {

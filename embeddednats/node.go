@@ -98,7 +98,7 @@ func probePorts(opts *server.Options) error {
 		}
 		l, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
 		if err != nil {
-			return fmt.Errorf("%s port %d on %s is not available: %w", what, port, host, err)
+			return fmt.Errorf("%w: %s port %d on %s is not available: %v", ErrPortInUse, what, port, host, err)
 		}
 		return l.Close()
 	}

@@ -1,6 +1,8 @@
 package embeddednats
 
 import (
+	"crypto/hkdf"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -80,6 +82,9 @@ func LoadTrust(dir string) (*Trust, error) {
 	}
 	if err := t.check(); err != nil {
 		return nil, fmt.Errorf("embeddednats: %s: %w", filepath.Join(dir, trustFile), err)
+	}
+	if err := t.ensureSystemSigningKey(); err != nil {
+		return nil, err
 	}
 	return &t, nil
 }
@@ -164,7 +169,51 @@ func NewTrust() (*Trust, error) {
 	if t.AdminUserSeed, t.AdminUserJWT, err = newUser("admin", admSK, admPub); err != nil {
 		return nil, err
 	}
+	if err := t.ensureSystemSigningKey(); err != nil {
+		return nil, err
+	}
 	return &t, t.check()
+}
+
+// ensureSystemSigningKey makes the system user usable under
+// StrictSigningKeyUsage, which refuses users signed by an account's
+// identity key: the system account gets a signing key derived from its
+// seed (so every node holding the same trust.json derives the same key)
+// and the system user is issued by it. Trust files written before this
+// are upgraded in memory at load.
+func (t *Trust) ensureSystemSigningKey() error {
+	raw, err := hkdf.Key(sha256.New, []byte(t.SystemAccountSeed), nil, "msgplatform system account signing key v1", 32)
+	if err != nil {
+		return fmt.Errorf("embeddednats: derive system signing key: %w", err)
+	}
+	seed, err := nkeys.EncodeSeed(nkeys.PrefixByteAccount, raw)
+	if err != nil {
+		return fmt.Errorf("embeddednats: system signing key: %w", err)
+	}
+	sk, err := nkeys.FromSeed(seed)
+	if err != nil {
+		return fmt.Errorf("embeddednats: system signing key: %w", err)
+	}
+	skPub, _ := sk.PublicKey()
+	sc, err := jwt.DecodeAccountClaims(t.SystemAccountJWT)
+	if err != nil {
+		return fmt.Errorf("embeddednats: system_account_jwt: %w", err)
+	}
+	if uc, err := jwt.DecodeUserClaims(t.SystemUserJWT); err == nil && sc.SigningKeys.Contains(skPub) && uc.Issuer == skPub {
+		return nil
+	}
+	if !sc.SigningKeys.Contains(skPub) {
+		opSK, err := t.OperatorSigningKey()
+		if err != nil {
+			return fmt.Errorf("embeddednats: operator signing key: %w", err)
+		}
+		sc.SigningKeys.Add(skPub)
+		if t.SystemAccountJWT, err = sc.Encode(opSK); err != nil {
+			return fmt.Errorf("embeddednats: encode system account: %w", err)
+		}
+	}
+	t.SystemUserSeed, t.SystemUserJWT, err = newUser("sys", sk, sc.Subject)
+	return err
 }
 
 func newKey(create func() (nkeys.KeyPair, error)) (nkeys.KeyPair, string, error) {

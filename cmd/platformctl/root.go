@@ -45,6 +45,7 @@ func newRootCmd() *cobra.Command {
 		newQueueCmd(g),
 		newGroupCmd(g),
 		newBenchCmd(g),
+		newTenantCmd(g), newUserCmd(g), newUsageCmd(g), newAuditCmd(g),
 		newOutboxCmd(g),
 	)
 	return root

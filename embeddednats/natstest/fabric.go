@@ -2,6 +2,7 @@ package natstest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"strconv"
@@ -65,9 +66,25 @@ func RunFabric(t testing.TB, n int, opts ...Option) *Fabric {
 	if err != nil {
 		t.Fatalf("natstest: trust: %v", err)
 	}
+	// Free ports are picked by listening and closing, so a test running in
+	// parallel can take one before the node binds it: try again with fresh
+	// ports when that happens.
+	for attempt := 1; ; attempt++ {
+		f, err := startFabric(t, cfg, trust, n)
+		if err == nil {
+			return f
+		}
+		if !errors.Is(err, embeddednats.ErrPortInUse) || attempt == 3 {
+			t.Fatalf("natstest: start fabric: %v", err)
+		}
+		t.Logf("natstest: %v; retrying with other ports", err)
+	}
+}
+
+func startFabric(t testing.TB, cfg embeddednats.FabricConfig, trust *embeddednats.Trust, n int) (*Fabric, error) {
 	configs, err := cfg.NodeConfigs()
 	if err != nil {
-		t.Fatalf("natstest: node configs: %v", err)
+		return nil, err
 	}
 	f := &Fabric{t: t, net: newRouteNet()}
 	if n > 1 {
@@ -78,7 +95,8 @@ func RunFabric(t testing.TB, n int, opts ...Option) *Fabric {
 			target := net.JoinHostPort(configs[i].Cluster.Host, strconv.Itoa(configs[i].Cluster.Port))
 			addr, err := f.net.listen(t, i, target)
 			if err != nil {
-				t.Fatalf("natstest: route proxy: %v", err)
+				f.net.close()
+				return nil, fmt.Errorf("route proxy: %w", err)
 			}
 			proxyAddrs[i] = addr
 		}
@@ -94,22 +112,24 @@ func RunFabric(t testing.TB, n int, opts ...Option) *Fabric {
 	}
 	fab, err := embeddednats.NewFabricNodes(cfg, configs, trust)
 	if err != nil {
-		t.Fatalf("natstest: fabric: %v", err)
+		f.net.close()
+		return nil, err
 	}
 	f.Fabric = fab
 	f.net.idToNode = f.nodeByServerID
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := fab.Start(ctx); err != nil {
+		f.net.close()
+		return nil, err
+	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		_ = fab.Close(ctx)
 		f.net.close()
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	if err := fab.Start(ctx); err != nil {
-		t.Fatalf("natstest: start fabric: %v", err)
-	}
-	return f
+	return f, nil
 }
 
 func (f *Fabric) nodeByServerID(id string) int {

@@ -43,6 +43,7 @@ func (d *Daemon) serveControl() (micro.Service, error) {
 			return d.rec.ApplyGroup(ctx, r.Spec, r.Options)
 		})},
 	}
+	eps = append(eps, d.tenancyEndpoints()...)
 	for i := range eps {
 		h, name := eps[i].Handle, eps[i].Name
 		eps[i].Handle = func(ctx context.Context, body []byte) (any, error) {

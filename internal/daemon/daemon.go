@@ -21,6 +21,7 @@ import (
 	"github.com/msgplatform/platform/embeddednats"
 	"github.com/msgplatform/platform/internal/metrics"
 	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/tenancy"
 )
 
 // Daemon is a running platformd.
@@ -33,10 +34,11 @@ type Daemon struct {
 	fabric *embeddednats.Fabric // nil in node mode
 	region embeddednats.Region
 
-	nc  *nats.Conn
-	js  jetstream.JetStream
-	rec *platform.Reconciler
-	svc micro.Service
+	nc      *nats.Conn
+	js      jetstream.JetStream
+	rec     *platform.Reconciler
+	svc     micro.Service
+	tenants *tenancy.Manager
 
 	reg      *prometheus.Registry
 	own      *ownMetrics
@@ -112,6 +114,9 @@ func (d *Daemon) Start(ctx context.Context) (err error) {
 	d.reg.MustRegister(metrics.NewNATSCollector(d.metricSource))
 
 	if err := d.reconcile(ctx); err != nil {
+		return err
+	}
+	if err := d.startTenancy(ctx); err != nil {
 		return err
 	}
 	if d.cfg.Control.Enabled {
@@ -199,6 +204,7 @@ func (d *Daemon) Close(ctx context.Context) error {
 	if d.svc != nil {
 		errs = append(errs, d.svc.Stop())
 	}
+	errs = append(errs, d.stopTenancy(ctx))
 	if d.nc != nil {
 		d.nc.Close()
 	}

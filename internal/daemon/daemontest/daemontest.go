@@ -2,11 +2,13 @@ package daemontest
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/msgplatform/platform/conf"
+	"github.com/msgplatform/platform/embeddednats"
 	"github.com/msgplatform/platform/internal/daemon"
 	"github.com/msgplatform/platform/platform"
 )
@@ -30,7 +32,6 @@ func Start(t testing.TB, nodes int) *Daemon {
 	t.Helper()
 	cfg := conf.DefaultConfig()
 	cfg.Mode = conf.ModeFabric
-	cfg.DataDir = t.TempDir()
 	cfg.Fabric.Nodes = nodes
 	cfg.Fabric.Port = -1
 	cfg.Fabric.ClusterPort = -1
@@ -47,20 +48,31 @@ func Start(t testing.TB, nodes int) *Daemon {
 		Queues: map[string]platform.QueueSpec{"shipment-jobs": jobs},
 		Groups: map[string]platform.GroupSpec{"email-notifier": {Name: "email-notifier", Topic: "orders"}},
 	}
-	cfg.EnsureDefaults()
-	d, err := daemon.New(&cfg, nil)
-	if err != nil {
-		t.Fatalf("daemontest: new daemon: %v", err)
+	// Free ports are picked by listening and closing; a test running in
+	// parallel can take one first: try again with fresh ports then.
+	for attempt := 1; ; attempt++ {
+		c := cfg
+		c.DataDir = t.TempDir()
+		c.EnsureDefaults()
+		d, err := daemon.New(&c, nil)
+		if err != nil {
+			t.Fatalf("daemontest: new daemon: %v", err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+		err = d.Start(ctx)
+		cancel()
+		if err != nil {
+			if errors.Is(err, embeddednats.ErrPortInUse) && attempt < 3 {
+				t.Logf("daemontest: %v; retrying with other ports", err)
+				continue
+			}
+			t.Fatalf("daemontest: start daemon: %v", err)
+		}
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+			defer cancel()
+			_ = d.Close(ctx)
+		})
+		return &Daemon{Daemon: d, Config: &c}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	if err := d.Start(ctx); err != nil {
-		t.Fatalf("daemontest: start daemon: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-		defer cancel()
-		_ = d.Close(ctx)
-	})
-	return &Daemon{Daemon: d, Config: &cfg}
 }

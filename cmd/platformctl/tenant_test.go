@@ -1,0 +1,103 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/msgplatform/platform/internal/control"
+	"github.com/msgplatform/platform/internal/daemon/daemontest"
+	"github.com/msgplatform/platform/tenancy"
+)
+
+func TestCLITenants(t *testing.T) {
+	d := daemontest.Start(t, 3)
+	out := mustCLI(t, d, "tenant", "create", "harbor-retail", "--publish-rate", "5000", "--policy", "throttle", "--r3-disk", "20GiB")
+	if !strings.Contains(out, `"publish_rate": 5000`) || !strings.Contains(out, `"state": "active"`) {
+		t.Fatalf("create:\n%s", out)
+	}
+	mustCLI(t, d, "tenant", "topic", "harbor-retail", "orders", "--partitions", "2")
+	mustCLI(t, d, "tenant", "group", "harbor-retail", "email-notifier", "--topic", "orders")
+	creds := filepath.Join(t.TempDir(), "producer.creds")
+	out = mustCLI(t, d, "user", "add", "harbor-retail", "producer", "--pub", "orders", "--out", creds)
+	if !strings.Contains(out, "_INBOX_producer") {
+		t.Fatalf("user add:\n%s", out)
+	}
+	if st, err := os.Stat(creds); err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("creds file: %v %v", st, err)
+	}
+	nc, err := nats.Connect(d.URL(), nats.UserCredentials(creds), nats.CustomInboxPrefix(tenancy.InboxPrefix("producer")))
+	if err != nil {
+		t.Fatalf("connect with the written creds: %v", err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := js.Publish(ctx, "orders.k1", []byte("x")); err != nil {
+		t.Fatalf("publish: %v", err)
+	}
+
+	out = mustCLI(t, d, "tenant", "update", "harbor-retail", "--publish-rate", "100", "--policy", "reject")
+	if !strings.Contains(out, `"publish_rate": 100`) || !strings.Contains(out, `"disk": 21474836480`) {
+		t.Fatalf("update lost other quota fields:\n%s", out)
+	}
+	if out = mustCLI(t, d, "tenant", "suspend", "harbor-retail"); !strings.Contains(out, "suspended") {
+		t.Fatalf("suspend: %s", out)
+	}
+	if out = mustCLI(t, d, "tenant", "resume", "harbor-retail"); !strings.Contains(out, "active") {
+		t.Fatalf("resume: %s", out)
+	}
+	if out = mustCLI(t, d, "tenant", "list"); !strings.Contains(out, "harbor-retail") || !strings.Contains(out, "100/s") {
+		t.Fatalf("list:\n%s", out)
+	}
+	if out = mustCLI(t, d, "user", "list", "harbor-retail"); !strings.Contains(out, "producer") {
+		t.Fatalf("user list:\n%s", out)
+	}
+	if out = mustCLI(t, d, "usage", "harbor-retail"); !strings.Contains(out, "harbor-retail") {
+		t.Fatalf("usage:\n%s", out)
+	}
+	out = mustCLI(t, d, "audit", "--tenant", "harbor-retail")
+	for _, a := range []string{"tenant.create", "tenant.update", "tenant.suspend", "tenant.resume", "user.add", "topic.apply"} {
+		if !strings.Contains(out, a) {
+			t.Errorf("audit lacks %s:\n%s", a, out)
+		}
+	}
+
+	// Bad input: clear errors, nothing changes.
+	for _, c := range []struct {
+		args []string
+		kind error
+	}{
+		{[]string{"tenant", "show", "nobody"}, control.ErrNotFound},
+		{[]string{"tenant", "update", "nobody", "--publish-rate", "5"}, control.ErrNotFound},
+		{[]string{"user", "add", "nobody", "u", "--pub", "orders", "--out", filepath.Join(t.TempDir(), "u.creds")}, control.ErrNotFound},
+		{[]string{"user", "add", "harbor-retail", "u", "--pub", "payments", "--out", filepath.Join(t.TempDir(), "u.creds")}, control.ErrNotFound},
+		{[]string{"tenant", "delete", "harbor-retail"}, control.ErrConflict},
+		{[]string{"tenant", "create", "Bad_Name"}, nil},
+		{[]string{"tenant", "create", "x", "--publish-rate", "-3"}, nil},
+		{[]string{"tenant", "create", "x", "--r1-disk", "lots"}, nil},
+		{[]string{"tenant", "create", "x", "--policy", "drop"}, nil},
+	} {
+		_, err := runCLI(t, d, c.args...)
+		var ue usageError
+		switch {
+		case err == nil:
+			t.Errorf("%v: no error", c.args)
+		case c.kind == nil && !errors.As(err, &ue):
+			t.Errorf("%v: %v, want a usage error", c.args, err)
+		case c.kind != nil && !errors.Is(err, c.kind):
+			t.Errorf("%v: %v, want %v", c.args, err, c.kind)
+		}
+	}
+	if out = mustCLI(t, d, "tenant", "list"); strings.Count(out, "\n") != 2 {
+		t.Fatalf("bad input created something:\n%s", out)
+	}
+}

@@ -1,0 +1,66 @@
+package main
+
+import (
+	"fmt"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/msgplatform/platform/tenancy"
+)
+
+func newUsageCmd(g *globalOptions) *cobra.Command {
+	return &cobra.Command{
+		Use:   "usage [TENANT]",
+		Short: "Per-tenant usage: events and bytes in and out, storage against quota, connections, throttled and rejected publishes",
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var req tenancy.NameRequest
+			if len(args) == 1 {
+				if err := tenancy.ValidateName("tenant", args[0]); err != nil {
+					return usageError{err}
+				}
+				req.Name = args[0]
+			}
+			var us []tenancy.Usage
+			if err := g.call(cmd.Context(), tenancy.SubjUsage, req, &us); err != nil {
+				return err
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "TENANT\tSTATE\tEVENTS IN\tBYTES IN\tMSGS OUT\tBYTES OUT\tTHROTTLED\tREJECTED\tAUTH DENIED\tCONNECTIONS\tR1 DISK\tR3 DISK")
+			for _, u := range us {
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%s\t%d\t%d\t%d\t%d/%s\t%s\t%s\n", u.Tenant, u.State, u.MsgsIn, size(int64(u.BytesIn)),
+					u.MsgsOut, size(u.BytesOut), u.Throttled, u.Rejected, u.Denied, u.Connections, limit(int64(u.ConnQuota), false),
+					tier(u.Storage["R1"]), tier(u.Storage["R3"]))
+			}
+			return tw.Flush()
+		},
+	}
+}
+
+func size(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%dB", n)
+	}
+	f, u := float64(n), 0
+	for f >= unit && u < 4 {
+		f /= unit
+		u++
+	}
+	return fmt.Sprintf("%.1f%s", f, []string{"B", "KiB", "MiB", "GiB", "TiB"}[u])
+}
+
+func limit(n int64, bytes bool) string {
+	if n < 0 {
+		return "unlimited"
+	}
+	if bytes {
+		return size(n)
+	}
+	return fmt.Sprint(n)
+}
+
+func tier(t tenancy.TierUsage) string {
+	return size(int64(t.Disk)) + "/" + limit(t.DiskQuota, true)
+}

@@ -1,0 +1,119 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/msgplatform/platform/embeddednats"
+	"github.com/msgplatform/platform/tenancy"
+)
+
+func newUserCmd(g *globalOptions) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "user",
+		Short: "Tenant users: credentials with publish/read permissions on named topics, queues and groups",
+	}
+	cmd.AddCommand(newUserAddCmd(g), newUserListCmd(g), newUserRevokeCmd(g))
+	return cmd
+}
+
+func newUserAddCmd(g *globalOptions) *cobra.Command {
+	var spec tenancy.UserSpec
+	var out string
+	var force bool
+	cmd := &cobra.Command{
+		Use:   "add TENANT NAME --pub NAMES --sub NAMES --out FILE",
+		Short: "Add a user and write its .creds file (0600), usable by the nats CLI and nats.go",
+		Long: `Adds user NAME to TENANT. --pub names topics and queues it may publish to
+(through the platform's ingest, under the tenant's publish-rate quota); --sub
+names topics, queues and groups it may read. Nothing else is allowed. Clients
+must use the inbox prefix _INBOX_<NAME> (nats --inbox-prefix, or
+nats.CustomInboxPrefix) so that no user can read another's replies.`,
+		Args: exactArgs(2, "TENANT NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			spec.Name = args[1]
+			for _, n := range []struct{ what, v string }{{"tenant", args[0]}, {"user", args[1]}} {
+				if err := tenancy.ValidateName(n.what, n.v); err != nil {
+					return usageError{err}
+				}
+			}
+			if out == "" {
+				return usageError{errors.New("--out FILE is required: where to write the credentials")}
+			}
+			if _, err := os.Stat(out); err == nil && !force {
+				return usageError{fmt.Errorf("--out %s exists; pass --force to overwrite it", out)}
+			} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return err
+			}
+			var uc tenancy.UserCreds
+			if err := g.call(cmd.Context(), tenancy.SubjUserAdd, tenancy.UserRequest{Actor: actor(), Tenant: args[0], User: spec}, &uc); err != nil {
+				return err
+			}
+			if err := embeddednats.WriteFileAtomic(out, uc.Creds, 0o600); err != nil {
+				return err
+			}
+			_, err := fmt.Fprintf(cmd.OutOrStdout(), "user %s of %s: created (%s), credentials in %s; use inbox prefix %s\n",
+				spec.Name, args[0], uc.User.PublicKey, out, tenancy.InboxPrefix(spec.Name))
+			return err
+		},
+	}
+	cmd.Flags().StringSliceVar(&spec.Pub, "pub", nil, "topics and queues the user may publish to")
+	cmd.Flags().StringSliceVar(&spec.Sub, "sub", nil, "topics, queues and groups the user may read")
+	cmd.Flags().StringVar(&out, "out", "", "file to write the .creds to (mode 0600)")
+	cmd.Flags().BoolVar(&force, "force", false, "overwrite --out if it exists")
+	return cmd
+}
+
+func newUserListCmd(g *globalOptions) *cobra.Command {
+	return &cobra.Command{
+		Use:   "list TENANT",
+		Short: "List a tenant's users",
+		Args:  exactArgs(1, "TENANT"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := tenancy.ValidateName("tenant", args[0]); err != nil {
+				return usageError{err}
+			}
+			var us []tenancy.User
+			if err := g.call(cmd.Context(), tenancy.SubjUserList, tenancy.NameRequest{Name: args[0]}, &us); err != nil {
+				return err
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "USER\tPUB\tSUB\tSTATE\tPUBLIC KEY")
+			for _, u := range us {
+				state := "active"
+				if u.Revoked != nil {
+					state = "revoked " + u.Revoked.Format("2006-01-02T15:04:05Z")
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", u.Name, orDash(strings.Join(u.Pub, ",")), orDash(strings.Join(u.Sub, ",")), state, u.PublicKey)
+			}
+			return tw.Flush()
+		},
+	}
+}
+
+func newUserRevokeCmd(g *globalOptions) *cobra.Command {
+	return &cobra.Command{
+		Use:   "revoke TENANT NAME",
+		Short: "Revoke a user: its connections are dropped and it cannot connect again",
+		Args:  exactArgs(2, "TENANT NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			for _, n := range []struct{ what, v string }{{"tenant", args[0]}, {"user", args[1]}} {
+				if err := tenancy.ValidateName(n.what, n.v); err != nil {
+					return usageError{err}
+				}
+			}
+			var u tenancy.User
+			if err := g.call(cmd.Context(), tenancy.SubjUserRevoke, tenancy.RevokeRequest{Actor: actor(), Tenant: args[0], User: args[1]}, &u); err != nil {
+				return err
+			}
+			_, err := fmt.Fprintf(cmd.OutOrStdout(), "user %s of %s: revoked\n", u.Name, args[0])
+			return err
+		},
+	}
+}

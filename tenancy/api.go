@@ -1,0 +1,70 @@
+package tenancy
+
+import "github.com/msgplatform/platform/platform"
+
+// Control API subjects (relative to the control prefix platform.v1).
+const (
+	SubjTenantCreate  = "tenant.create"
+	SubjTenantList    = "tenant.list"
+	SubjTenantShow    = "tenant.show"
+	SubjTenantUpdate  = "tenant.update"
+	SubjTenantSuspend = "tenant.suspend"
+	SubjTenantResume  = "tenant.resume"
+	SubjTenantDelete  = "tenant.delete"
+	SubjTenantTopic   = "tenant.topic.apply"
+	SubjTenantQueue   = "tenant.queue.apply"
+	SubjTenantGroup   = "tenant.group.apply"
+	SubjUserAdd       = "user.add"
+	SubjUserList      = "user.list"
+	SubjUserRevoke    = "user.revoke"
+	SubjUsage         = "usage"
+	SubjAudit         = "audit"
+)
+
+// Requests of the control API. Actor is who asks (platformctl sends the
+// operating-system user); every caller holds the platform admin
+// credentials, so it is recorded as given.
+type (
+	CreateRequest struct {
+		Actor string `json:"actor"`
+		Spec  Spec   `json:"spec"`
+	}
+	UpdateRequest struct {
+		Actor string `json:"actor"`
+		Name  string `json:"name"`
+		Quota Quota  `json:"quota"`
+	}
+	NameRequest struct {
+		Actor string `json:"actor,omitempty"`
+		Name  string `json:"name"`
+		Purge bool   `json:"purge,omitempty"`
+	}
+	TopicRequest struct {
+		Actor   string                `json:"actor"`
+		Tenant  string                `json:"tenant"`
+		Spec    platform.TopicSpec    `json:"spec"`
+		Options platform.ApplyOptions `json:"options"`
+	}
+	QueueRequest struct {
+		Actor   string                `json:"actor"`
+		Tenant  string                `json:"tenant"`
+		Spec    platform.QueueSpec    `json:"spec"`
+		Options platform.ApplyOptions `json:"options"`
+	}
+	GroupRequest struct {
+		Actor   string                `json:"actor"`
+		Tenant  string                `json:"tenant"`
+		Spec    platform.GroupSpec    `json:"spec"`
+		Options platform.ApplyOptions `json:"options"`
+	}
+	UserRequest struct {
+		Actor  string   `json:"actor"`
+		Tenant string   `json:"tenant"`
+		User   UserSpec `json:"user"`
+	}
+	RevokeRequest struct {
+		Actor  string `json:"actor"`
+		Tenant string `json:"tenant"`
+		User   string `json:"user"`
+	}
+)

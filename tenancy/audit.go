@@ -1,0 +1,184 @@
+package tenancy
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/jwt/v2"
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// AuditStream is the replicated stream (PLATFORM account) every audit
+// record is appended to, under AuditSubject.<tenant>.<action>.
+const (
+	AuditStream  = "platform-audit"
+	AuditSubject = "platform.audit"
+)
+
+// Audit actions besides the admin operations (tenant.create, user.add...).
+const (
+	ActionQuotaHit   = "quota.hit"
+	ActionAuthDenied = "auth.denied"
+)
+
+// Record is one audit entry.
+type Record struct {
+	Seq    uint64    `json:"seq,omitempty"`
+	Time   time.Time `json:"time"`
+	Actor  string    `json:"actor"`
+	Action string    `json:"action"`
+	Tenant string    `json:"tenant,omitempty"`
+	Target string    `json:"target,omitempty"`
+	Before any       `json:"before,omitempty"`
+	After  any       `json:"after,omitempty"`
+	Detail string    `json:"detail,omitempty"`
+}
+
+// AuditFilter selects records.
+type AuditFilter struct {
+	Tenant string `json:"tenant,omitempty"`
+	// Limit keeps the last Limit records (default 100).
+	Limit int `json:"limit,omitempty"`
+}
+
+func openAudit(ctx context.Context, js jetstream.JetStream, replicas int) error {
+	_, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:        AuditStream,
+		Description: "platform audit log: admin changes, quota hits, authorization denials",
+		Subjects:    []string{AuditSubject + ".>"},
+		Storage:     jetstream.FileStorage,
+		Replicas:    replicas,
+		MaxAge:      400 * 24 * time.Hour,
+		Discard:     jetstream.DiscardOld,
+	})
+	if err != nil {
+		return fmt.Errorf("tenancy: audit stream: %w", err)
+	}
+	return nil
+}
+
+// appendAudit writes r and waits for the stream's ack.
+func (m *Manager) appendAudit(ctx context.Context, r Record) error {
+	if r.Time.IsZero() {
+		r.Time = time.Now().UTC()
+	}
+	tenant := r.Tenant
+	if tenant == "" {
+		tenant = "_"
+	}
+	b, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	m.auditMu.Lock()
+	if !m.auditReady { // created with the first record
+		if err := openAudit(ctx, m.js, m.cfg.Replicas); err != nil {
+			m.auditMu.Unlock()
+			m.log.Error("tenancy: audit stream", "err", err)
+			return err
+		}
+		m.auditReady = true
+	}
+	m.auditMu.Unlock()
+	if _, err := m.js.Publish(ctx, AuditSubject+"."+tenant+"."+r.Action, b); err != nil {
+		m.log.Error("tenancy: audit append failed", "action", r.Action, "tenant", r.Tenant, "err", err)
+		return fmt.Errorf("tenancy: audit: %w", err)
+	}
+	return nil
+}
+
+// auditAsync appends r without making the caller wait (quota hits and
+// denials happen on hot paths).
+func (m *Manager) auditAsync(r Record) {
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = m.appendAudit(ctx, r)
+	}()
+}
+
+// Audit returns the last f.Limit records, oldest first, of one tenant or
+// of all.
+func (m *Manager) Audit(ctx context.Context, f AuditFilter) ([]Record, error) {
+	if f.Tenant != "" {
+		if err := ValidateName("tenant", f.Tenant); err != nil {
+			return nil, err
+		}
+	}
+	if f.Limit <= 0 {
+		f.Limit = 100
+	}
+	filter := AuditSubject + ".>"
+	if f.Tenant != "" {
+		filter = AuditSubject + "." + f.Tenant + ".>"
+	}
+	c, err := m.js.OrderedConsumer(ctx, AuditStream, jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}})
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("tenancy: read audit: %w", err)
+	}
+	var out []Record
+	for {
+		batch, err := c.FetchNoWait(500)
+		if err != nil {
+			return nil, fmt.Errorf("tenancy: read audit: %w", err)
+		}
+		n := 0
+		var pending uint64
+		for msg := range batch.Messages() {
+			n++
+			var r Record
+			if json.Unmarshal(msg.Data(), &r) != nil {
+				continue
+			}
+			md, _ := msg.Metadata()
+			if md != nil {
+				r.Seq, pending = md.Sequence.Stream, md.NumPending
+			}
+			out = append(out, r)
+			if len(out) > f.Limit {
+				out = out[1:]
+			}
+		}
+		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) {
+			return nil, fmt.Errorf("tenancy: read audit: %w", err)
+		}
+		if n == 0 || pending == 0 {
+			return out, nil
+		}
+	}
+}
+
+// watchDenials records every refused connection of a tenant user (bad
+// or revoked credentials, suspended tenant, connection quota) from the
+// servers' auth error events.
+func (m *Manager) watchDenials() (*nats.Subscription, error) {
+	return m.sys.Subscribe("$SYS.SERVER.*.CLIENT.AUTH.ERR", func(msg *nats.Msg) {
+		var ev server.DisconnectEventMsg
+		if json.Unmarshal(msg.Data, &ev) != nil || ev.Client.Jwt == "" {
+			return
+		}
+		uc, err := jwt.DecodeUserClaims(ev.Client.Jwt)
+		if err != nil {
+			return
+		}
+		acc := uc.IssuerAccount
+		if acc == "" {
+			acc = uc.Issuer
+		}
+		tenant := m.tenantOfAccount(acc)
+		if tenant == "" {
+			return
+		}
+		m.stats(tenant).Denied.Add(1)
+		m.auditAsync(Record{Actor: "nats-server", Action: ActionAuthDenied, Tenant: tenant, Target: uc.Name,
+			Detail: fmt.Sprintf("connection of user %s (%s) from %s refused: %s", uc.Name, uc.Subject, ev.Client.Host, ev.Reason)})
+	})
+}

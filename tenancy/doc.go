@@ -1,0 +1,111 @@
+// Package tenancy makes tenants of the platform: each tenant is a NATS
+// account of its own, with users, permissions derived from the topics,
+// queues and groups they name, quotas (the server-enforced ones from the
+// account JWT, and a publish-rate quota the platform enforces), a
+// reversible suspension, usage figures and an audit log.
+//
+// # Accounts, keys and the registry
+//
+// A tenant's account JWT is signed by the operator's signing key (never its
+// identity key; the operator is StrictSigningKeyUsage) and pushed to every
+// node on $SYS.REQ.CLAIMS.UPDATE as the system user; every node's full
+// resolver replies and stores it, and any refusal is an error. The account
+// gets its own signing key, which signs its users; the identity key is
+// discarded after creation. The registry of tenants (spec, quota, state,
+// account key, users, objects, revocations) is the JetStream KV bucket
+// platform-tenants in the PLATFORM account, replicated like the platform's
+// streams (R3 on three nodes), written with compare-and-set on the
+// revision. The signing seed is stored sealed (AES-256-GCM under a key
+// derived from trust.json, bound to the account key). Start pushes every
+// tenant's JWT again, so a node that was down during a change catches up.
+// Order of every change: validate, push the JWT, then write the registry;
+// a failed push changes nothing, a failed write pushes the old JWT back.
+//
+// # Quotas
+//
+// Connections, payload size, and per replica tier (R1, R3) memory and disk
+// storage, streams, consumers and max ack pending are account JWT limits:
+// nats-server enforces them, and a change is pushed and applies to live
+// connections. The publish rate is not a NATS limit (nats-server issues
+// 4891, 346), so every tenant publish passes the platform's ingest.
+//
+// # The ingest: identity and publish rate
+//
+// Inside a tenant's account, topic NAME is stored in the stream of
+// StoredName(NAME) ("stored.NAME", stream "stored_NAME"); queues likewise.
+// Users may publish only to NAME.<key> (topics) and NAME.> (queues) and
+// never to stored.>; no stream listens on NAME.*. The only subscriber there
+// is the ingest: a platform-operated user of the tenant's account (one per
+// daemon, in queue group platform-ingest). For each event it
+//
+//  1. applies the tenant's token buckets (events/s and bytes/s; burst 1/20
+//     of a second). Policy reject: over the quota the publisher gets, on
+//     its reply subject, a JetStream-shaped error {"code":429,
+//     "err_code":10429} (jetstream.Publish returns a *jetstream.APIError
+//     with Code 429; nats req prints it). Policy throttle: the event waits
+//     in a bounded queue (half a second of quota, at least 64) until the
+//     bucket allows it, so its ack is delayed and a publisher with bounded
+//     in-flight publishes slows to the quota; an event that finds the queue
+//     full is refused like reject. Nothing is buffered without bound.
+//  2. removes every Platform-Tenant header the client sent (any case) and
+//     sets Platform-Tenant to the tenant's name;
+//  3. republishes to stored.<subject> with the original reply subject and
+//     headers (Nats-Msg-Id included), so the stream's ack or error goes
+//     straight back to the publisher: nats pub, nats req, nats.go
+//     jetstream.Publish/PublishAsync and platform.Publisher all work.
+//
+// Identity comes from the principal: an event can only reach a tenant's
+// ingest by being published by a connection that authenticated as a user
+// of that tenant's account (accounts share no subjects; tenant accounts
+// have no imports or exports). The stream holding it lives in that
+// account, so the account is the identity, and the stamped
+// Platform-Tenant header carries it for consumers and the platform's
+// services (DLQ, redrive, audit); a header supplied by a client never
+// survives.
+//
+// Cluster-wide: in fabric mode one daemon runs every node and one ingest
+// per tenant, whatever node the publishers use, so the quota holds in
+// total. Rate changes apply to the next event.
+//
+// # Users and permissions
+//
+// A user's JWT allows exactly: publishing to the topics and queues given
+// with --pub; for --sub topics, JetStream API calls on that topic's stream
+// only (info, consumers, direct get, acks); for a queue, pulling and acking
+// its "workers" consumer; for a group, its partition consumers; and
+// subscribing to its own inbox prefix _INBOX_<user> only (so one user
+// cannot read another's replies or pulled events). Credentials are written
+// 0600 in the jwt.FormatUserConfig format the nats CLI and nats.go read.
+//
+// # Suspend, revoke, delete
+//
+// Revoke adds the user's key to the account's revocations and pushes it:
+// the servers close its connections at once and refuse it afterwards.
+// Suspend revokes every user issued until now ("*") and sets the
+// connection limit to 0, and stops the ingest; streams, users and quota are
+// kept. Resume removes both. Delete refuses while the tenant has topics or
+// queues unless purge, which deletes them first; the account is left in
+// the resolvers fully revoked with no connections allowed.
+//
+// # Audit and usage
+//
+// Every change (actor, action, before, after, time), publish-rate hits
+// (at most one record per tenant per 10 s) and refused connections of
+// tenant users ($SYS.SERVER.*.CLIENT.AUTH.ERR: revoked, suspended, over
+// the connection limit) are appended to the replicated stream
+// platform-audit. Per-subject permission violations are refused by the
+// server (the client gets the error) but are not events nats-server
+// publishes, so they are not in the audit log. Usage combines the ingest
+// counters (this daemon's, since it started), the servers' account
+// statistics and JetStream account info; Collector exports them labelled
+// by tenant.
+//
+// # Not guaranteed (yet)
+//
+// In node mode (one daemon per host) each daemon runs an ingest per tenant
+// in one queue group, and NATS prefers the local member, so a tenant
+// publishing through every node could get up to N times its rate quota;
+// one elected ingest per tenant (a KV lease) is the planned fix. The actor
+// of a change is what the admin caller says (all admins share the admin
+// credentials).
+package tenancy

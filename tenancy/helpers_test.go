@@ -1,0 +1,100 @@
+package tenancy_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/msgplatform/platform/embeddednats/natstest"
+	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/tenancy"
+)
+
+type env struct {
+	t   *testing.T
+	f   *natstest.Fabric
+	m   *tenancy.Manager
+	dir string
+}
+
+func start(t *testing.T, nodes int) *env {
+	t.Helper()
+	f := natstest.RunFabric(t, nodes, natstest.WithSyncAlways(false))
+	m, err := tenancy.NewManager(f.Conn(), f.Trust(), tenancy.Config{URL: f.ClientURLs(), Servers: nodes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := m.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Close(context.Background()) })
+	return &env{t: t, f: f, m: m, dir: t.TempDir()}
+}
+
+func ctx(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return c
+}
+
+// tenant creates a tenant with topic orders (2 partitions), group
+// email-notifier and queue shipment-jobs.
+func (e *env) tenant(name string, q tenancy.Quota) {
+	e.t.Helper()
+	c := ctx(e.t)
+	if _, err := e.m.Create(c, "test", tenancy.Spec{Name: name, Quota: q}); err != nil {
+		e.t.Fatalf("create %s: %v", name, err)
+	}
+	orders := platform.DefaultTopicSpec("orders")
+	orders.Partitions = 2
+	if _, err := e.m.ApplyTopic(c, "test", name, orders, platform.ApplyOptions{}); err != nil {
+		e.t.Fatalf("topic: %v", err)
+	}
+	if _, err := e.m.ApplyQueue(c, "test", name, platform.DefaultQueueSpec("shipment-jobs"), platform.ApplyOptions{}); err != nil {
+		e.t.Fatalf("queue: %v", err)
+	}
+	if _, err := e.m.ApplyGroup(c, "test", name, platform.GroupSpec{Name: "email-notifier", Topic: "orders"}, platform.ApplyOptions{}); err != nil {
+		e.t.Fatalf("group: %v", err)
+	}
+}
+
+// user adds a user and writes its creds; returns the creds path.
+func (e *env) user(tenant, name string, pub, sub []string) string {
+	e.t.Helper()
+	uc, err := e.m.AddUser(ctx(e.t), "test", tenant, tenancy.UserSpec{Name: name, Pub: pub, Sub: sub})
+	if err != nil {
+		e.t.Fatalf("user add %s/%s: %v", tenant, name, err)
+	}
+	p := filepath.Join(e.dir, tenant+"-"+name+".creds")
+	if err := os.WriteFile(p, uc.Creds, 0o600); err != nil {
+		e.t.Fatal(err)
+	}
+	return p
+}
+
+// connect connects with creds to node i (or any node for -1).
+func (e *env) connect(creds, user string, node int, opts ...nats.Option) (*nats.Conn, error) {
+	url := e.f.ClientURLs()
+	if node >= 0 {
+		url = e.f.Node(node).ClientURL()
+	}
+	all := append([]nats.Option{nats.UserCredentials(creds), nats.CustomInboxPrefix(tenancy.InboxPrefix(user)),
+		nats.NoReconnect(), nats.Timeout(3 * time.Second)}, opts...)
+	return nats.Connect(url, all...)
+}
+
+func (e *env) mustConnect(creds, user string, node int, opts ...nats.Option) *nats.Conn {
+	e.t.Helper()
+	nc, err := e.connect(creds, user, node, opts...)
+	if err != nil {
+		e.t.Fatalf("connect %s: %v", user, err)
+	}
+	e.t.Cleanup(nc.Close)
+	return nc
+}

@@ -1,0 +1,316 @@
+package tenancy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/nats-io/jwt/v2"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nkeys"
+
+	"github.com/msgplatform/platform/embeddednats"
+	"github.com/msgplatform/platform/internal/validate"
+	"github.com/msgplatform/platform/platform"
+)
+
+// Config configures a Manager.
+type Config struct {
+	// URL is the client URL(s) of the cluster, comma-separated.
+	URL string
+	// Servers is how many nodes answer an account JWT update (the
+	// cluster size).
+	Servers int
+	// Replicas of the registry bucket, the audit stream and tenants'
+	// topics and queues by default (min(3, cluster size)).
+	Replicas int
+	// PushTimeout bounds the wait for the nodes' replies to an account
+	// update (default 2s).
+	PushTimeout time.Duration
+	Logger      *slog.Logger
+}
+
+// EnsureDefaults fills zero fields.
+func (c *Config) EnsureDefaults() {
+	if c.Servers <= 0 {
+		c.Servers = 1
+	}
+	if c.Replicas <= 0 {
+		c.Replicas = min(3, c.Servers)
+	}
+	if c.PushTimeout <= 0 {
+		c.PushTimeout = 2 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+}
+
+// Validate reports every problem.
+func (c Config) Validate() error {
+	var p validate.Problems
+	if c.URL == "" {
+		p.Addf("url", "must be set")
+	}
+	if c.Replicas > c.Servers {
+		p.Addf("replicas", "must be <= servers (%d), got %d", c.Servers, c.Replicas)
+	}
+	return p.Err(ErrInvalid)
+}
+
+// Manager creates and changes tenants, their users and objects, and runs
+// the ingest of every active tenant. One per daemon.
+type Manager struct {
+	cfg      Config
+	log      *slog.Logger
+	trust    *embeddednats.Trust
+	opSigner nkeys.KeyPair
+	seal     *sealer
+
+	js  jetstream.JetStream // PLATFORM account
+	sys *nats.Conn          // SYS account
+	reg *registry
+	den *nats.Subscription
+
+	mu       sync.Mutex // serialises changes made through this manager
+	rts      map[string]*runtime
+	accounts map[string]string // account public key -> tenant name
+	counters map[string]*Stats
+	closed   bool
+
+	auditMu    sync.Mutex
+	auditReady bool
+}
+
+// runtime is what runs for one active tenant: a platform-operated user
+// connection in the tenant's account, its JetStream context and
+// reconciler, and the ingest.
+type runtime struct {
+	nc  *nats.Conn
+	js  jetstream.JetStream
+	rec *platform.Reconciler
+	in  *ingest
+}
+
+// NewManager builds a manager over nc (a PLATFORM admin connection).
+func NewManager(nc *nats.Conn, trust *embeddednats.Trust, cfg Config) (*Manager, error) {
+	cfg.EnsureDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	op, err := trust.OperatorSigningKey()
+	if err != nil {
+		return nil, fmt.Errorf("tenancy: operator signing key: %w", err)
+	}
+	s, err := newSealer(trust.OperatorSigningSeed)
+	if err != nil {
+		return nil, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	return &Manager{cfg: cfg, log: cfg.Logger, trust: trust, opSigner: op, seal: s, js: js,
+		rts: map[string]*runtime{}, accounts: map[string]string{}, counters: map[string]*Stats{}}, nil
+}
+
+// Start opens the registry and the audit stream, pushes every tenant's
+// account JWT again (a node that missed an update is brought up to date),
+// and starts the ingest of every active tenant.
+func (m *Manager) Start(ctx context.Context) error {
+	var err error
+	m.sys, err = embeddednats.ConnectSystem(m.trust, m.cfg.URL, nats.Name("platform-tenancy"), nats.MaxReconnects(-1), nats.ReconnectWait(250*time.Millisecond))
+	if err != nil {
+		return fmt.Errorf("tenancy: system connection: %w", err)
+	}
+	// The cluster may still be electing leaders (several daemons starting
+	// at once): retry each JetStream call with a bounded attempt.
+	m.reg = &registry{js: m.js, replicas: m.cfg.Replicas}
+	var ts []*Tenant
+	if err := retry(ctx, func(actx context.Context) (err error) {
+		ts, err = m.reg.list(actx)
+		return err
+	}); err != nil {
+		return err
+	}
+	if m.den, err = m.watchDenials(); err != nil {
+		return fmt.Errorf("tenancy: watch auth errors: %w", err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, t := range ts {
+		m.accounts[t.Account] = t.Name
+		tok, err := m.accountJWT(t)
+		if err != nil {
+			return err
+		}
+		if err := m.push(ctx, tok); err != nil {
+			return fmt.Errorf("tenancy: tenant %s: %w", t.Name, err)
+		}
+		if t.State == StateActive {
+			if err := m.startRuntime(ctx, t); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Close stops every tenant's ingest and closes the connections. It is
+// idempotent.
+func (m *Manager) Close(ctx context.Context) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil
+	}
+	m.closed = true
+	for name := range m.rts {
+		m.stopRuntime(name)
+	}
+	if m.den != nil {
+		_ = m.den.Unsubscribe()
+	}
+	if m.sys != nil {
+		m.sys.Close()
+	}
+	return nil
+}
+
+func (m *Manager) stats(tenant string) *Stats {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.statsLocked(tenant)
+}
+
+func (m *Manager) statsLocked(tenant string) *Stats {
+	s := m.counters[tenant]
+	if s == nil {
+		s = &Stats{}
+		m.counters[tenant] = s
+	}
+	return s
+}
+
+func (m *Manager) tenantOfAccount(acc string) string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.accounts[acc]
+}
+
+// startRuntime connects a platform user to t's account (unrestricted, not
+// listed among t's users), waits for JetStream there, and starts the
+// ingest for t's topics and queues. Callers hold m.mu.
+func (m *Manager) startRuntime(ctx context.Context, t *Tenant) error {
+	if m.rts[t.Name] != nil {
+		return nil
+	}
+	token, seed, _, err := m.userJWT(t, "platform", jwt.Permissions{})
+	if err != nil {
+		return err
+	}
+	nc, err := nats.Connect(m.cfg.URL, nats.UserJWTAndSeed(token, string(seed)), nats.Name("platform-tenant-"+t.Name),
+		nats.MaxReconnects(-1), nats.ReconnectWait(250*time.Millisecond))
+	if err != nil {
+		return fmt.Errorf("tenancy: connect to tenant %s: %w", t.Name, err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return err
+	}
+	// JetStream is enabled for a new account once its JWT is loaded;
+	// wait for it so the first topic create does not race it.
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		actx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		_, err = js.AccountInfo(actx)
+		cancel()
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			nc.Close()
+			return fmt.Errorf("tenancy: tenant %s: JetStream not available in its account: %w", t.Name, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	rt := &runtime{nc: nc, js: js,
+		rec: platform.NewReconciler(js, platform.ReconcilerOptions{DefaultReplicas: m.cfg.Replicas, Logger: m.log})}
+	name := t.Name
+	rt.in = newIngest(t.Name, nc, t.Quota, m.statsLocked(t.Name), func(detail string) {
+		m.auditAsync(Record{Actor: "platform-ingest", Action: ActionQuotaHit, Tenant: name, Detail: detail})
+	})
+	for topic := range t.Topics {
+		if err := rt.in.subscribe(topic + ".*"); err != nil {
+			rt.close()
+			return err
+		}
+	}
+	for q := range t.Queues {
+		if err := rt.in.subscribe(q + ".>"); err != nil {
+			rt.close()
+			return err
+		}
+	}
+	m.rts[t.Name] = rt
+	return nil
+}
+
+func (m *Manager) stopRuntime(name string) {
+	if rt := m.rts[name]; rt != nil {
+		rt.close()
+		delete(m.rts, name)
+	}
+}
+
+func (rt *runtime) close() {
+	rt.in.close()
+	rt.nc.Close()
+}
+
+// runtimeOf returns the runtime of an active tenant. Callers hold m.mu.
+func (m *Manager) runtimeOf(t *Tenant) (*runtime, error) {
+	if t.State != StateActive {
+		return nil, fmt.Errorf("%w: tenant %s is %s; resume it first", ErrConflict, t.Name, t.State)
+	}
+	rt := m.rts[t.Name]
+	if rt == nil {
+		return nil, fmt.Errorf("tenancy: tenant %s is not running on this daemon", t.Name)
+	}
+	return rt, nil
+}
+
+// retry calls fn with a 5 s attempt timeout until it succeeds or ctx ends.
+func retry(ctx context.Context, fn func(ctx context.Context) error) error {
+	backoff := 250 * time.Millisecond
+	for {
+		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := fn(actx)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (last error: %v)", ctx.Err(), err)
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 2*time.Second)
+	}
+}
+
+func (m *Manager) check() error {
+	if m.closed {
+		return ErrClosed
+	}
+	if m.reg == nil {
+		return errors.New("tenancy: manager not started")
+	}
+	return nil
+}

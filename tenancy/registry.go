@@ -1,0 +1,178 @@
+package tenancy
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// RegistryBucket is the replicated KV bucket (PLATFORM account) holding
+// one record per tenant, keyed by name.
+const RegistryBucket = "platform-tenants"
+
+// registry reads and writes tenant records with optimistic concurrency:
+// every write names the revision it read, so two daemons changing one
+// tenant at once cannot lose either change silently.
+// The bucket is created with the first tenant, so an installation without
+// tenants has no tenancy streams.
+type registry struct {
+	js       jetstream.JetStream
+	replicas int
+	mu       sync.Mutex
+	kv       jetstream.KeyValue
+}
+
+// bind returns the bucket, creating it if create; nil if it does not
+// exist and !create.
+func (r *registry) bind(ctx context.Context, create bool) (jetstream.KeyValue, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.kv != nil {
+		return r.kv, nil
+	}
+	kv, err := r.js.KeyValue(ctx, RegistryBucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		if !create {
+			return nil, nil
+		}
+		kv, err = r.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+			Bucket:      RegistryBucket,
+			Description: "platform tenants (tenancy registry)",
+			History:     10,
+			Replicas:    r.replicas,
+			Storage:     jetstream.FileStorage,
+		})
+	}
+	if err != nil {
+		return nil, fmt.Errorf("tenancy: registry bucket: %w", err)
+	}
+	// Reads must see the last write (a change reads the revision it then
+	// writes against): serve them from the stream leader, not from any
+	// replica through direct get.
+	info, err := r.js.Stream(ctx, "KV_"+RegistryBucket)
+	if err != nil {
+		return nil, fmt.Errorf("tenancy: registry bucket: %w", err)
+	}
+	if cfg := info.CachedInfo().Config; cfg.AllowDirect {
+		cfg.AllowDirect = false
+		if _, err := r.js.UpdateStream(ctx, cfg); err != nil {
+			return nil, fmt.Errorf("tenancy: registry bucket: leader reads: %w", err)
+		}
+		if kv, err = r.js.KeyValue(ctx, RegistryBucket); err != nil {
+			return nil, fmt.Errorf("tenancy: registry bucket: %w", err)
+		}
+	}
+	r.kv = kv
+	return kv, nil
+}
+
+func (r *registry) get(ctx context.Context, name string) (*Tenant, error) {
+	kv, err := r.bind(ctx, false)
+	if err != nil {
+		return nil, err
+	}
+	if kv == nil {
+		return nil, fmt.Errorf("%w: no tenant %q (platformctl tenant list shows them)", ErrNotFound, name)
+	}
+	e, err := kv.Get(ctx, name)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, fmt.Errorf("%w: no tenant %q (platformctl tenant list shows them)", ErrNotFound, name)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("tenancy: read tenant %s: %w", name, err)
+	}
+	var t Tenant
+	if err := json.Unmarshal(e.Value(), &t); err != nil {
+		return nil, fmt.Errorf("tenancy: tenant %s: damaged record: %w", name, err)
+	}
+	t.revision = e.Revision()
+	return &t, nil
+}
+
+func (r *registry) list(ctx context.Context) ([]*Tenant, error) {
+	kv, err := r.bind(ctx, false)
+	if err != nil || kv == nil {
+		return nil, err
+	}
+	keys, err := kv.ListKeys(ctx)
+	if errors.Is(err, jetstream.ErrNoKeysFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("tenancy: list tenants: %w", err)
+	}
+	var names []string
+	for k := range keys.Keys() {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	out := make([]*Tenant, 0, len(names))
+	for _, n := range names {
+		t, err := r.get(ctx, n)
+		if errors.Is(err, ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, t)
+	}
+	return out, nil
+}
+
+func (r *registry) create(ctx context.Context, t *Tenant) error {
+	b, err := json.Marshal(t)
+	if err != nil {
+		return err
+	}
+	kv, err := r.bind(ctx, true)
+	if err != nil {
+		return err
+	}
+	rev, err := kv.Create(ctx, t.Name, b)
+	if errors.Is(err, jetstream.ErrKeyExists) {
+		return fmt.Errorf("%w: tenant %q exists", ErrConflict, t.Name)
+	}
+	if err != nil {
+		return fmt.Errorf("tenancy: save tenant %s: %w", t.Name, err)
+	}
+	t.revision = rev
+	return nil
+}
+
+func (r *registry) update(ctx context.Context, t *Tenant) error {
+	b, err := json.Marshal(t)
+	if err != nil {
+		return err
+	}
+	kv, err := r.bind(ctx, true)
+	if err != nil {
+		return err
+	}
+	rev, err := kv.Update(ctx, t.Name, b, t.revision)
+	if err != nil {
+		var apiErr *jetstream.APIError
+		if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence {
+			return fmt.Errorf("%w: tenant %s was changed concurrently; run the command again", ErrConflict, t.Name)
+		}
+		return fmt.Errorf("tenancy: save tenant %s: %w", t.Name, err)
+	}
+	t.revision = rev
+	return nil
+}
+
+func (r *registry) delete(ctx context.Context, t *Tenant) error {
+	kv, err := r.bind(ctx, true)
+	if err != nil {
+		return err
+	}
+	if err := kv.Delete(ctx, t.Name, jetstream.LastRevision(t.revision)); err != nil {
+		return fmt.Errorf("tenancy: delete tenant %s: %w", t.Name, err)
+	}
+	return nil
+}

@@ -1,0 +1,213 @@
+package tenancy
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// TierUsage is JetStream use of one replica tier against its quota.
+type TierUsage struct {
+	Memory      uint64 `json:"memory"`
+	Disk        uint64 `json:"disk"`
+	Streams     int    `json:"streams"`
+	Consumers   int    `json:"consumers"`
+	MemoryQuota int64  `json:"memory_quota"`
+	DiskQuota   int64  `json:"disk_quota"`
+}
+
+// Usage is what a tenant uses. Publish counters are this daemon's (since
+// it started); the rest comes from the servers.
+type Usage struct {
+	Tenant      string               `json:"tenant"`
+	State       State                `json:"state"`
+	MsgsIn      uint64               `json:"msgs_in"`
+	BytesIn     uint64               `json:"bytes_in"`
+	MsgsOut     int64                `json:"msgs_out"`
+	BytesOut    int64                `json:"bytes_out"`
+	Throttled   uint64               `json:"throttled"`
+	Rejected    uint64               `json:"rejected"`
+	Denied      uint64               `json:"auth_denied"`
+	Connections int                  `json:"connections"`
+	ConnQuota   int                  `json:"connections_quota"`
+	PublishRate int                  `json:"publish_rate_quota"`
+	Storage     map[string]TierUsage `json:"storage"`
+}
+
+// Usage reports one tenant (name) or all (name "").
+func (m *Manager) Usage(ctx context.Context, name string) ([]Usage, error) {
+	var ts []Tenant
+	if name != "" {
+		t, err := m.Get(ctx, name)
+		if err != nil {
+			return nil, err
+		}
+		ts = []Tenant{t}
+	} else {
+		var err error
+		if ts, err = m.List(ctx); err != nil {
+			return nil, err
+		}
+	}
+	stat := m.accountStats(ctx, ts)
+	out := make([]Usage, 0, len(ts))
+	for _, t := range ts {
+		st := m.stats(t.Name)
+		u := Usage{Tenant: t.Name, State: t.State, ConnQuota: t.Quota.Connections, PublishRate: t.Quota.PublishRate,
+			MsgsIn: st.Accepted.Load(), BytesIn: st.AcceptedBytes.Load(), Throttled: st.Throttled.Load(),
+			Rejected: st.Rejected.Load(), Denied: st.Denied.Load(), Storage: map[string]TierUsage{}}
+		if s, ok := stat[t.Account]; ok {
+			u.Connections, u.MsgsOut, u.BytesOut = s.Conns, s.Sent.Msgs, s.Sent.Bytes
+		}
+		m.mu.Lock()
+		rt := m.rts[t.Name]
+		m.mu.Unlock()
+		if rt != nil {
+			u.Connections = max(0, u.Connections-1) // the platform's own
+			actx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			ai, err := rt.js.AccountInfo(actx)
+			cancel()
+			if err == nil {
+				for tier, q := range map[string]Tier{"R1": t.Quota.Storage.R1, "R3": t.Quota.Storage.R3} {
+					tu := TierUsage{MemoryQuota: q.Memory, DiskQuota: q.Disk}
+					if ti, ok := ai.Tiers[tier]; ok {
+						tu.Memory, tu.Disk, tu.Streams, tu.Consumers = ti.Memory, ti.Store, ti.Streams, ti.Consumers
+					}
+					u.Storage[tier] = tu
+				}
+			}
+		}
+		out = append(out, u)
+	}
+	return out, nil
+}
+
+// accountStats asks every server for the tenants' account statistics and
+// sums them.
+func (m *Manager) accountStats(ctx context.Context, ts []Tenant) map[string]*server.AccountStat {
+	out := map[string]*server.AccountStat{}
+	if len(ts) == 0 || m.sys == nil {
+		return out
+	}
+	req := server.AccountStatzOptions{IncludeUnused: true}
+	for _, t := range ts {
+		req.Accounts = append(req.Accounts, t.Account)
+	}
+	body, _ := json.Marshal(req)
+	inbox := m.sys.NewRespInbox()
+	sub, err := m.sys.SubscribeSync(inbox)
+	if err != nil {
+		return out
+	}
+	defer sub.Unsubscribe()
+	if err := m.sys.PublishRequest("$SYS.REQ.ACCOUNT.PING.STATZ", inbox, body); err != nil {
+		return out
+	}
+	ctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer cancel()
+	for range m.cfg.Servers {
+		msg, err := sub.NextMsgWithContext(ctx)
+		if err != nil {
+			break
+		}
+		var r struct {
+			Data *server.AccountStatz `json:"data"`
+		}
+		if json.Unmarshal(msg.Data, &r) != nil || r.Data == nil {
+			continue
+		}
+		for _, a := range r.Data.Accounts {
+			s := out[a.Account]
+			if s == nil {
+				s = &server.AccountStat{Account: a.Account}
+				out[a.Account] = s
+			}
+			s.Conns += a.Conns
+			s.Sent.Msgs += a.Sent.Msgs - routed(a.Sent.Routes)
+			s.Sent.Bytes += a.Sent.Bytes - routedBytes(a.Sent.Routes)
+		}
+	}
+	return out
+}
+
+func routed(m *server.MsgBytes) int64 {
+	if m == nil {
+		return 0
+	}
+	return m.Msgs
+}
+
+func routedBytes(m *server.MsgBytes) int64 {
+	if m == nil {
+		return 0
+	}
+	return m.Bytes
+}
+
+// Collector exports the usage of every tenant as Prometheus metrics
+// labelled by tenant.
+func (m *Manager) Collector() prometheus.Collector { return &collector{m: m} }
+
+type collector struct{ m *Manager }
+
+var (
+	descIn        = prometheus.NewDesc("platform_tenant_publish_events_total", "Events accepted by the ingest, by tenant.", []string{"tenant"}, nil)
+	descInBytes   = prometheus.NewDesc("platform_tenant_publish_bytes_total", "Payload bytes accepted by the ingest, by tenant.", []string{"tenant"}, nil)
+	descThrottled = prometheus.NewDesc("platform_tenant_publish_throttled_total", "Events delayed by the publish-rate quota, by tenant.", []string{"tenant"}, nil)
+	descRejected  = prometheus.NewDesc("platform_tenant_publish_rejected_total", "Events refused by the publish-rate quota, by tenant.", []string{"tenant"}, nil)
+	descDenied    = prometheus.NewDesc("platform_tenant_auth_denied_total", "Connections of the tenant's users refused by the servers.", []string{"tenant"}, nil)
+	descOut       = prometheus.NewDesc("platform_tenant_delivered_events", "Messages delivered to the tenant's connections (server counters).", []string{"tenant"}, nil)
+	descConns     = prometheus.NewDesc("platform_tenant_connections", "Live client connections of the tenant.", []string{"tenant"}, nil)
+	descStorage   = prometheus.NewDesc("platform_tenant_storage_bytes", "JetStream storage used, by tenant, tier and kind.", []string{"tenant", "tier", "kind"}, nil)
+	descQuota     = prometheus.NewDesc("platform_tenant_storage_quota_bytes", "JetStream storage quota, by tenant, tier and kind (-1 unlimited).", []string{"tenant", "tier", "kind"}, nil)
+	descSuspended = prometheus.NewDesc("platform_tenant_suspended", "1 when the tenant is suspended.", []string{"tenant"}, nil)
+)
+
+func (c *collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descIn, descInBytes, descThrottled, descRejected, descDenied, descOut, descConns, descStorage, descQuota, descSuspended} {
+		ch <- d
+	}
+}
+
+func (c *collector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	us, err := c.m.Usage(ctx, "")
+	if err != nil {
+		return
+	}
+	for _, u := range us {
+		counter := func(d *prometheus.Desc, v float64) {
+			ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, u.Tenant)
+		}
+		counter(descIn, float64(u.MsgsIn))
+		counter(descInBytes, float64(u.BytesIn))
+		counter(descThrottled, float64(u.Throttled))
+		counter(descRejected, float64(u.Rejected))
+		counter(descDenied, float64(u.Denied))
+		ch <- prometheus.MustNewConstMetric(descOut, prometheus.GaugeValue, float64(u.MsgsOut), u.Tenant)
+		ch <- prometheus.MustNewConstMetric(descConns, prometheus.GaugeValue, float64(u.Connections), u.Tenant)
+		susp := 0.0
+		if u.State == StateSuspended {
+			susp = 1
+		}
+		ch <- prometheus.MustNewConstMetric(descSuspended, prometheus.GaugeValue, susp, u.Tenant)
+		for tier, tu := range u.Storage {
+			ch <- prometheus.MustNewConstMetric(descStorage, prometheus.GaugeValue, float64(tu.Memory), u.Tenant, tier, "memory")
+			ch <- prometheus.MustNewConstMetric(descStorage, prometheus.GaugeValue, float64(tu.Disk), u.Tenant, tier, "disk")
+			ch <- prometheus.MustNewConstMetric(descQuota, prometheus.GaugeValue, float64(tu.MemoryQuota), u.Tenant, tier, "memory")
+			ch <- prometheus.MustNewConstMetric(descQuota, prometheus.GaugeValue, float64(tu.DiskQuota), u.Tenant, tier, "disk")
+		}
+	}
+}
+
+var _ prometheus.Collector = (*collector)(nil)
+
+// String renders a usage line for logs.
+func (u Usage) String() string {
+	return fmt.Sprintf("%s in=%d out=%d conns=%d throttled=%d rejected=%d", u.Tenant, u.MsgsIn, u.MsgsOut, u.Connections, u.Throttled, u.Rejected)
+}
