@@ -3,6 +3,7 @@ package tenancy
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/nats-io/jwt/v2"
 
@@ -50,6 +51,14 @@ func permissions(t *Tenant, u UserSpec) (jwt.Permissions, error) {
 		}
 	}
 	for _, n := range u.Sub {
+		if strings.Contains(n, "/") { // a topic another tenant shares
+			sh, ok := importOf(t, n)
+			if !ok {
+				return jwt.Permissions{}, fmt.Errorf("%w: --sub %s: no topic shared with tenant %s as %q (platformctl tenant shares lists them)", ErrNotFound, n, t.Name, n)
+			}
+			sub = append(sub, SharedSubject(sh.From, sh.Topic))
+			continue
+		}
 		switch {
 		case t.Topics[n] > 0:
 			s := StreamName(n)

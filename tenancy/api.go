@@ -17,6 +17,8 @@ const (
 	SubjUserAdd       = "user.add"
 	SubjUserList      = "user.list"
 	SubjUserRevoke    = "user.revoke"
+	SubjTenantShare   = "tenant.share"
+	SubjTenantShares  = "tenant.shares"
 	SubjUsage         = "usage"
 	SubjAudit         = "audit"
 )

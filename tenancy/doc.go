@@ -56,16 +56,41 @@
 //
 // Identity comes from the principal: an event can only reach a tenant's
 // ingest by being published by a connection that authenticated as a user
-// of that tenant's account (accounts share no subjects; tenant accounts
-// have no imports or exports). The stream holding it lives in that
+// of that tenant's account (accounts share no subjects; a tenant account
+// has no imports or exports but the shares below, which carry stored
+// events from owner to reader and never reach an ingest). The stream holding it lives in that
 // account, so the account is the identity, and the stamped
 // Platform-Tenant header carries it for consumers and the platform's
 // services (DLQ, redrive, audit); a header supplied by a client never
 // survives.
 //
-// Cluster-wide: in fabric mode one daemon runs every node and one ingest
-// per tenant, whatever node the publishers use, so the quota holds in
-// total. Rate changes apply to the next event.
+// Cluster-wide: exactly one ingest per tenant is active in the cluster,
+// whatever node the publishers use and however many daemons run, so the
+// quota holds in total. Each manager (one per daemon) runs a standby
+// runtime for every active tenant; the holder of the tenant's lease in
+// the KV bucket platform-ingest-leases (PLATFORM account, replicated) is
+// the only one subscribed. The holder renews it every LeaseInterval (1s)
+// with compare-and-set on the revision it wrote, and stops subscribing
+// when a renewal fails with a wrong revision or has not succeeded for
+// LeaseTTL-LeaseInterval; a standby takes the lease over (CAS) once it
+// has seen the same revision for LeaseTTL (3s, measured on its own clock,
+// so host clocks need not agree). A manager that closes, suspends or
+// deletes a tenant releases the lease and a standby takes over at its next
+// heartbeat (about 1s); a crashed one is replaced within about 4s.
+// Publishes during a handover get no responders (jetstream.Publish
+// returns an error the publisher retries). The heartbeat also applies
+// changes made through other daemons (new tenants, topics, quotas,
+// suspensions). Rate changes apply to the next event.
+//
+// # Sharing between tenants
+//
+// A topic is shared only by an explicit, platform-managed private stream
+// export (the owner's stored.TOPIC.*, token required) and import (an
+// activation token naming the reader's account, signed by the owner's
+// signing key) under shared.OWNER.TOPIC.*; see share.go. Shares are
+// recorded in both tenants' registry records and in the audit stream, and
+// listed by `platformctl tenant shares`. Live events only; nothing else
+// of the owner's account is exported.
 //
 // # Users and permissions
 //
@@ -102,10 +127,11 @@
 //
 // # Not guaranteed (yet)
 //
-// In node mode (one daemon per host) each daemon runs an ingest per tenant
-// in one queue group, and NATS prefers the local member, so a tenant
-// publishing through every node could get up to N times its rate quota;
-// one elected ingest per tenant (a KV lease) is the planned fix. The actor
+// A lease holder cut off from the KV leader keeps its ingest up to
+// LeaseTTL-LeaseInterval after its last renewal; a standby cannot take
+// over before LeaseTTL, but a long GC pause or a wildly different clock
+// rate could still overlap two ingests briefly (no fencing token on the
+// republish). The actor
 // of a change is what the admin caller says (all admins share the admin
 // credentials).
 package tenancy

@@ -2,6 +2,7 @@ package tenancy
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -44,18 +45,24 @@ type ingest struct {
 	stats  *Stats
 	onHit  func(detail string)
 
-	mu       sync.Mutex
-	subs     map[string]*nats.Subscription
-	policy   Policy
-	msgs     *rate.Limiter
-	bytes    *rate.Limiter
-	maxQueue atomic.Int64
-	desc     string
+	mu        sync.Mutex
+	subjects  map[string]bool // taken when active
+	active    bool            // this manager holds the tenant's lease
+	subs      map[string]*nats.Subscription
+	quota     Quota
+	unlimited atomic.Bool // no rate quota: forward in the callback
+	policy    Policy
+	msgs      *rate.Limiter
+	bytes     *rate.Limiter
+	maxQueue  atomic.Int64
+	desc      string
+	refusals  map[string][]byte // why -> encoded 429 error
 
 	queue   chan *nats.Msg
 	done    chan struct{}
 	wg      sync.WaitGroup
 	lastHit atomic.Int64
+	stamp   []string // the Platform-Tenant header value, shared
 }
 
 const queueCap = 1 << 14
@@ -63,7 +70,8 @@ const queueCap = 1 << 14
 func newIngest(tenant string, nc *nats.Conn, q Quota, stats *Stats, onHit func(string)) *ingest {
 	in := &ingest{
 		tenant: tenant, nc: nc, stats: stats, onHit: onHit,
-		subs:  map[string]*nats.Subscription{},
+		subs: map[string]*nats.Subscription{}, subjects: map[string]bool{},
+		stamp: []string{tenant},
 		msgs:  rate.NewLimiter(rate.Inf, 0),
 		bytes: rate.NewLimiter(rate.Inf, 0),
 		queue: make(chan *nats.Msg, queueCap),
@@ -79,7 +87,12 @@ func newIngest(tenant string, nc *nats.Conn, q Quota, stats *Stats, onHit func(s
 func (in *ingest) setQuota(q Quota) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
+	if in.quota == q && in.desc != "" {
+		return
+	}
+	in.quota = q
 	in.policy = q.Policy
+	in.unlimited.Store(q.PublishRate <= 0 && q.PublishBytesRate <= 0)
 	now := time.Now()
 	if q.PublishRate > 0 {
 		in.msgs.SetLimitAt(now, rate.Limit(q.PublishRate))
@@ -95,13 +108,23 @@ func (in *ingest) setQuota(q Quota) {
 	}
 	// At most half a second of quota waits for the throttle.
 	in.maxQueue.Store(int64(min(queueCap, max(64, q.PublishRate/2))))
+	in.refusals = map[string][]byte{}
 	in.desc = fmt.Sprintf("%d events/s, %d bytes/s (0: unlimited), policy %s", q.PublishRate, q.PublishBytesRate, q.Policy)
 }
 
-// subscribe starts taking publishes to subject (e.g. "orders.*").
+// subscribe adds subject (e.g. "orders.*") to what the ingest takes; it
+// subscribes at once if the ingest is active.
 func (in *ingest) subscribe(subject string) error {
 	in.mu.Lock()
 	defer in.mu.Unlock()
+	in.subjects[subject] = true
+	if !in.active {
+		return nil
+	}
+	return in.subscribeLocked(subject)
+}
+
+func (in *ingest) subscribeLocked(subject string) error {
 	if _, ok := in.subs[subject]; ok {
 		return nil
 	}
@@ -114,7 +137,44 @@ func (in *ingest) subscribe(subject string) error {
 	return in.nc.Flush()
 }
 
+// setActive subscribes to every subject (the manager holds the tenant's
+// lease) or unsubscribes from all (a standby, or a lost lease). Events
+// already in the throttle queue are still forwarded.
+func (in *ingest) setActive(on bool) error {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if !on && !in.active {
+		return nil
+	}
+	in.active = on
+	if !on {
+		for subj, s := range in.subs {
+			_ = s.Unsubscribe()
+			delete(in.subs, subj)
+		}
+		return nil
+	}
+	var errs []error
+	for subj := range in.subjects {
+		if err := in.subscribeLocked(subj); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// isActive reports whether the ingest takes publishes.
+func (in *ingest) isActive() bool {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.active
+}
+
 func (in *ingest) handle(m *nats.Msg) {
+	if in.unlimited.Load() {
+		in.forward(m)
+		return
+	}
 	in.mu.Lock()
 	policy := in.policy
 	in.mu.Unlock()
@@ -166,21 +226,27 @@ func (in *ingest) worker() {
 	}
 }
 
+// forward rewrites m in place (it is not used after) and republishes it:
+// no copy of the payload or the headers per event.
 func (in *ingest) forward(m *nats.Msg) {
-	out := &nats.Msg{Subject: StoredName(m.Subject), Reply: m.Reply, Data: m.Data, Header: nats.Header{}}
-	for k, v := range m.Header {
-		if strings.EqualFold(k, HeaderTenant) {
-			continue // a client cannot choose its tenant
-		}
-		out.Header[k] = v
+	subject, n := m.Subject, len(m.Data)
+	if m.Header == nil {
+		m.Header = nats.Header{}
 	}
-	out.Header.Set(HeaderTenant, in.tenant)
-	if err := in.nc.PublishMsg(out); err != nil {
+	for k := range m.Header {
+		if strings.EqualFold(k, HeaderTenant) {
+			delete(m.Header, k) // a client cannot choose its tenant
+		}
+	}
+	m.Header[HeaderTenant] = in.stamp
+	m.Subject = storedPrefix + "." + subject
+	if err := in.nc.PublishMsg(m); err != nil {
+		m.Subject = subject
 		in.refuse(m, "platform ingest could not forward: "+err.Error())
 		return
 	}
 	in.stats.Accepted.Add(1)
-	in.stats.AcceptedBytes.Add(uint64(len(m.Data)))
+	in.stats.AcceptedBytes.Add(uint64(n))
 }
 
 // apiError is the shape of a JetStream API error, so jetstream.Publish
@@ -193,23 +259,32 @@ type apiError struct {
 	} `json:"error"`
 }
 
+// refuse answers m with the 429 error. The error bodies are encoded once
+// per quota change, so refusing a flood costs one publish per event.
 func (in *ingest) refuse(m *nats.Msg, why string) {
 	in.stats.Rejected.Add(1)
 	in.mu.Lock()
-	desc := in.desc
-	in.mu.Unlock()
-	detail := fmt.Sprintf("tenant %s: %s (quota %s)", in.tenant, why, desc)
-	if m.Reply != "" {
+	body, ok := in.refusals[why]
+	if !ok {
 		var e apiError
-		e.Error.Code, e.Error.ErrCode, e.Error.Description = 429, ErrCodeRateLimited, detail
-		b, _ := json.Marshal(e)
-		_ = in.nc.Publish(m.Reply, b)
+		e.Error.Code, e.Error.ErrCode = 429, ErrCodeRateLimited
+		e.Error.Description = fmt.Sprintf("tenant %s: %s (quota %s)", in.tenant, why, in.desc)
+		body, _ = json.Marshal(e)
+		if len(in.refusals) < 8 {
+			in.refusals[why] = body
+		}
+	}
+	in.mu.Unlock()
+	if m.Reply != "" {
+		_ = in.nc.Publish(m.Reply, body)
 	}
 	// One audit record per tenant per 10 s at most.
 	now := time.Now().UnixNano()
 	last := in.lastHit.Load()
 	if now-last > int64(10*time.Second) && in.lastHit.CompareAndSwap(last, now) && in.onHit != nil {
-		in.onHit(detail)
+		var e apiError
+		_ = json.Unmarshal(body, &e)
+		in.onHit(e.Error.Description)
 	}
 }
 

@@ -32,7 +32,13 @@ type Config struct {
 	// PushTimeout bounds the wait for the nodes' replies to an account
 	// update (default 2s).
 	PushTimeout time.Duration
-	Logger      *slog.Logger
+	// LeaseTTL is how long a tenant's ingest lease lives without renewal
+	// before a standby manager takes it over (default 3s); LeaseInterval
+	// is the heartbeat that renews leases and syncs with the registry
+	// (default 1s, at most a third of LeaseTTL).
+	LeaseTTL      time.Duration
+	LeaseInterval time.Duration
+	Logger        *slog.Logger
 }
 
 // EnsureDefaults fills zero fields.
@@ -45,6 +51,12 @@ func (c *Config) EnsureDefaults() {
 	}
 	if c.PushTimeout <= 0 {
 		c.PushTimeout = 2 * time.Second
+	}
+	if c.LeaseTTL <= 0 {
+		c.LeaseTTL = 3 * time.Second
+	}
+	if c.LeaseInterval <= 0 {
+		c.LeaseInterval = min(time.Second, c.LeaseTTL/3)
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -59,6 +71,9 @@ func (c Config) Validate() error {
 	}
 	if c.Replicas > c.Servers {
 		p.Addf("replicas", "must be <= servers (%d), got %d", c.Servers, c.Replicas)
+	}
+	if c.LeaseInterval*3 > c.LeaseTTL {
+		p.Addf("lease_interval", "must be at most a third of lease_ttl (%s), got %s", c.LeaseTTL, c.LeaseInterval)
 	}
 	return p.Err(ErrInvalid)
 }
@@ -85,6 +100,10 @@ type Manager struct {
 
 	auditMu    sync.Mutex
 	auditReady bool
+
+	lease *leases
+	stop  chan struct{} // ends the heartbeat
+	beat  sync.WaitGroup
 }
 
 // runtime is what runs for one active tenant: a platform-operated user
@@ -116,7 +135,8 @@ func NewManager(nc *nats.Conn, trust *embeddednats.Trust, cfg Config) (*Manager,
 		return nil, err
 	}
 	return &Manager{cfg: cfg, log: cfg.Logger, trust: trust, opSigner: op, seal: s, js: js,
-		rts: map[string]*runtime{}, accounts: map[string]string{}, counters: map[string]*Stats{}}, nil
+		rts: map[string]*runtime{}, accounts: map[string]string{}, counters: map[string]*Stats{},
+		lease: newLeases(cfg.LeaseTTL, cfg.LeaseInterval), stop: make(chan struct{})}, nil
 }
 
 // Start opens the registry and the audit stream, pushes every tenant's
@@ -158,6 +178,11 @@ func (m *Manager) Start(ctx context.Context) error {
 			}
 		}
 	}
+	m.beat.Add(1)
+	go func() {
+		defer m.beat.Done()
+		m.heartbeat(m.stop)
+	}()
 	return nil
 }
 
@@ -165,11 +190,16 @@ func (m *Manager) Start(ctx context.Context) error {
 // idempotent.
 func (m *Manager) Close(ctx context.Context) error {
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	if m.closed {
+		m.mu.Unlock()
 		return nil
 	}
 	m.closed = true
+	close(m.stop)
+	m.mu.Unlock()
+	m.beat.Wait()
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	for name := range m.rts {
 		m.stopRuntime(name)
 	}
@@ -247,26 +277,40 @@ func (m *Manager) startRuntime(ctx context.Context, t *Tenant) error {
 		m.auditAsync(Record{Actor: "platform-ingest", Action: ActionQuotaHit, Tenant: name, Detail: detail})
 	})
 	for topic := range t.Topics {
-		if err := rt.in.subscribe(topic + ".*"); err != nil {
-			rt.close()
-			return err
-		}
+		_ = rt.in.subscribe(topic + ".*")
 	}
 	for q := range t.Queues {
-		if err := rt.in.subscribe(q + ".>"); err != nil {
-			rt.close()
-			return err
-		}
+		_ = rt.in.subscribe(q + ".>")
 	}
 	m.rts[t.Name] = rt
+	// Take the tenant's ingest lease now if nobody holds it (one daemon,
+	// or the first to start): publishes are taken at once. Otherwise this
+	// manager stands by and the heartbeat takes over when the holder
+	// stops renewing.
+	m.elect(ctx, t.Name, rt)
 	return nil
 }
 
+// stopRuntime stops a tenant's ingest and releases its lease, so a
+// standby takes over at its next heartbeat. Callers hold m.mu.
 func (m *Manager) stopRuntime(name string) {
 	if rt := m.rts[name]; rt != nil {
+		_ = rt.in.setActive(false)
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		m.release(ctx, name)
+		cancel()
 		rt.close()
 		delete(m.rts, name)
 	}
+}
+
+// Leading reports whether this manager's ingest takes tenant's publishes
+// (it holds the tenant's lease).
+func (m *Manager) Leading(tenant string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	rt := m.rts[tenant]
+	return rt != nil && rt.in.isActive()
 }
 
 func (rt *runtime) close() {

@@ -175,6 +175,10 @@ type Tenant struct {
 	Queues map[string]bool   `json:"queues,omitempty"`
 	Groups map[string]string `json:"groups,omitempty"` // group -> topic
 	Users  map[string]User   `json:"users,omitempty"`
+	// Exports are the tenant's topics shared with other tenants (topic ->
+	// reader tenants); Imports the topics other tenants share with it.
+	Exports map[string][]string `json:"exports,omitempty"`
+	Imports []Share             `json:"imports,omitempty"`
 	// Revoked maps a user public key to the time it was revoked (kept
 	// in the account JWT after the user is gone).
 	Revoked   map[string]int64 `json:"revoked,omitempty"`

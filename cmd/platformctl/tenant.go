@@ -25,7 +25,8 @@ func newTenantCmd(g *globalOptions) *cobra.Command {
 	cmd.AddCommand(newTenantCreateCmd(g), newTenantListCmd(g), newTenantShowCmd(g), newTenantUpdateCmd(g),
 		newTenantStateCmd(g, "suspend", tenancy.SubjTenantSuspend, "Drop and refuse every connection of the tenant; data and configuration are kept"),
 		newTenantStateCmd(g, "resume", tenancy.SubjTenantResume, "Let a suspended tenant's users connect again"),
-		newTenantDeleteCmd(g), newTenantTopicCmd(g), newTenantQueueCmd(g), newTenantGroupCmd(g))
+		newTenantDeleteCmd(g), newTenantTopicCmd(g), newTenantQueueCmd(g), newTenantGroupCmd(g),
+		newTenantShareCmd(g), newTenantSharesCmd(g))
 	return cmd
 }
 

@@ -64,8 +64,25 @@ func TestCLITenants(t *testing.T) {
 	if out = mustCLI(t, d, "usage", "harbor-retail"); !strings.Contains(out, "harbor-retail") {
 		t.Fatalf("usage:\n%s", out)
 	}
+	// Sharing: grant, list, revoke.
+	mustCLI(t, d, "tenant", "create", "meridian")
+	if out = mustCLI(t, d, "tenant", "share", "orders", "--from", "harbor-retail", "--to", "meridian"); !strings.Contains(out, "shared.harbor-retail.orders.*") {
+		t.Fatalf("share:\n%s", out)
+	}
+	if out = mustCLI(t, d, "tenant", "shares"); !strings.Contains(out, "harbor-retail  orders") || !strings.Contains(out, "meridian") {
+		t.Fatalf("shares:\n%s", out)
+	}
+	mustCLI(t, d, "user", "add", "meridian", "reader", "--sub", "harbor-retail/orders", "--out", filepath.Join(t.TempDir(), "r.creds"))
+	mustCLI(t, d, "tenant", "share", "orders", "--from", "harbor-retail", "--to", "meridian", "--revoke")
+	if out = mustCLI(t, d, "tenant", "shares", "meridian"); strings.Count(out, "\n") != 1 {
+		t.Fatalf("shares after revoke:\n%s", out)
+	}
+	if _, err := runCLI(t, d, "tenant", "share", "payments", "--from", "harbor-retail", "--to", "meridian"); !errors.Is(err, control.ErrNotFound) {
+		t.Errorf("share of an unknown topic: %v", err)
+	}
+
 	out = mustCLI(t, d, "audit", "--tenant", "harbor-retail")
-	for _, a := range []string{"tenant.create", "tenant.update", "tenant.suspend", "tenant.resume", "user.add", "topic.apply"} {
+	for _, a := range []string{"tenant.create", "tenant.update", "tenant.suspend", "tenant.resume", "user.add", "topic.apply", "share.grant", "share.revoke"} {
 		if !strings.Contains(out, a) {
 			t.Errorf("audit lacks %s:\n%s", a, out)
 		}
@@ -97,7 +114,7 @@ func TestCLITenants(t *testing.T) {
 			t.Errorf("%v: %v, want %v", c.args, err, c.kind)
 		}
 	}
-	if out = mustCLI(t, d, "tenant", "list"); strings.Count(out, "\n") != 2 {
+	if out = mustCLI(t, d, "tenant", "list"); strings.Count(out, "\n") != 3 {
 		t.Fatalf("bad input created something:\n%s", out)
 	}
 }

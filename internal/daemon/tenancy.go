@@ -124,6 +124,12 @@ func (d *Daemon) tenancyEndpoints() []control.Endpoint {
 		ep("user_revoke", tenancy.SubjUserRevoke, func(ctx context.Context, r tenancy.RevokeRequest) (tenancy.User, error) {
 			return m.RevokeUser(ctx, r.Actor, r.Tenant, r.User)
 		}),
+		ep("tenant_share", tenancy.SubjTenantShare, func(ctx context.Context, r tenancy.ShareRequest) (tenancy.Share, error) {
+			return m.ShareTopic(ctx, r.Actor, r)
+		}),
+		ep("tenant_shares", tenancy.SubjTenantShares, func(ctx context.Context, r tenancy.NameRequest) ([]tenancy.Share, error) {
+			return m.Shares(ctx, r.Name)
+		}),
 		ep("usage", tenancy.SubjUsage, func(ctx context.Context, r tenancy.NameRequest) ([]tenancy.Usage, error) {
 			return m.Usage(ctx, r.Name)
 		}),

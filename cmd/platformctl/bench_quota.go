@@ -1,0 +1,558 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/spf13/cobra"
+
+	"github.com/msgplatform/platform/embeddednats"
+	"github.com/msgplatform/platform/internal/bench"
+	"github.com/msgplatform/platform/internal/control"
+	"github.com/msgplatform/platform/internal/units"
+	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/tenancy"
+)
+
+type benchQuotaOptions struct {
+	quota, conns, bRate  int
+	flood                float64
+	duration, warmup     time.Duration
+	size                 string
+	count, window, runs  int
+	partitions, replicas int
+	policy               string
+	syncAlways           bool
+	inProcess            bool
+}
+
+func newBenchQuotaCmd(g *globalOptions) *cobra.Command {
+	o := benchQuotaOptions{}
+	cmd := &cobra.Command{
+		Use:   "quota",
+		Short: "Publish-rate quota: a flooding tenant held to its quota, a neighbour's p99, the ingest's cost against raw publish",
+		Long: `Creates three tenants, each with a topic "orders", and in one run measures:
+
+  1. raw: bench publish (async, --window in flight) of --count events to a
+     platform topic, and the same through the ingest by an unthrottled
+     tenant (C): bench.quota.unthrottled_over_raw (goal >= 0.85);
+  2. tenant B alone, publishing synchronously at --b-rate: its ack p99;
+  3. tenant A, capped at --quota events/s, flooding at --flood x quota from
+     --conns connections spread over the nodes, while B publishes as in 2:
+     bench.quota.a_achieved_over_quota (goal 0.95-1.05) and
+     bench.quota.b_p99_flooded_over_alone (goal <= 1.5).
+
+With --in-process it starts a temporary 3-node fabric and a tenancy
+manager (what platformd runs); otherwise it uses the platform at --server
+and deletes its tenants (bench-quota-a|b|c) afterwards. Figures go to
+stdout as 'name: value unit', progress to stderr.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			size, err := units.ParseSize(o.size)
+			if err != nil {
+				return usageError{fmt.Errorf("--size: %w", err)}
+			}
+			if err := o.validate(); err != nil {
+				return usageError{err}
+			}
+			var tgt quotaTarget
+			if o.inProcess {
+				tgt, err = newInProcessQuotaTarget(cmd.Context(), o)
+			} else {
+				tgt, err = newRemoteQuotaTarget(g)
+			}
+			if err != nil {
+				return err
+			}
+			defer tgt.close()
+			lines, err := runBenchQuota(cmd.Context(), tgt, o, int(size), cmd.ErrOrStderr())
+			printLines(cmd.OutOrStdout(), lines)
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&o.quota, "quota", 2000, "tenant A's publish-rate quota, events/s")
+	f.Float64Var(&o.flood, "flood", 10, "tenant A offers this multiple of its quota")
+	f.IntVar(&o.conns, "conns", 6, "tenant A's connections (spread over the nodes)")
+	f.IntVar(&o.bRate, "b-rate", 200, "tenant B's publish rate, events/s")
+	f.DurationVar(&o.duration, "duration", 5*time.Second, "measured time of each rate phase")
+	f.DurationVar(&o.warmup, "warmup", time.Second, "time before measuring A's rate")
+	f.StringVar(&o.size, "size", "1KiB", "payload size")
+	f.IntVar(&o.count, "count", 30000, "events of the raw and unthrottled throughput runs")
+	f.IntVar(&o.runs, "runs", 3, "interleaved raw and unthrottled runs; figures are medians")
+	f.IntVar(&o.window, "window", 512, "publishes in flight in the throughput runs")
+	f.IntVar(&o.partitions, "partitions", 3, "partitions of the bench topics")
+	f.IntVar(&o.replicas, "replicas", 3, "replicas of the bench topics")
+	f.StringVar(&o.policy, "policy", string(tenancy.PolicyThrottle), "tenant A's policy over the quota: throttle or reject")
+	f.BoolVar(&o.syncAlways, "sync-always", false, "with --in-process: fsync every write")
+	f.BoolVar(&o.inProcess, "in-process", false, "start a temporary 3-node fabric and tenancy manager instead of using --server")
+	return cmd
+}
+
+func (o benchQuotaOptions) validate() error {
+	var errs []error
+	if o.quota < 1 {
+		errs = append(errs, fmt.Errorf("--quota: must be >= 1, got %d", o.quota))
+	}
+	if o.flood < 1 {
+		errs = append(errs, fmt.Errorf("--flood: must be >= 1, got %g", o.flood))
+	}
+	if o.conns < 1 || o.bRate < 1 || o.count < 1 || o.runs < 1 || o.window < 1 || o.partitions < 1 || o.replicas < 1 {
+		errs = append(errs, errors.New("--conns, --b-rate, --count, --runs, --window, --partitions and --replicas must be >= 1"))
+	}
+	if o.duration < 500*time.Millisecond || o.warmup < 0 {
+		errs = append(errs, fmt.Errorf("--duration: must be >= 500ms (got %s), --warmup >= 0 (got %s)", o.duration, o.warmup))
+	}
+	if p := tenancy.Policy(o.policy); p != tenancy.PolicyThrottle && p != tenancy.PolicyReject {
+		errs = append(errs, fmt.Errorf("--policy: throttle or reject, got %q", o.policy))
+	}
+	return errors.Join(errs...)
+}
+
+// quotaTarget is where the benchmark runs: a temporary fabric with a
+// tenancy manager, or the platform at --server.
+type quotaTarget interface {
+	// tenant creates a tenant with topic orders and a user "producer"
+	// that may publish to it, and returns the user's creds.
+	tenant(ctx context.Context, name string, q tenancy.Quota, topic platform.TopicSpec) ([]byte, error)
+	// applyRaw creates a platform (not tenant) topic.
+	applyRaw(ctx context.Context, spec platform.TopicSpec) error
+	admin() *nats.Conn
+	urls() []string
+	close()
+}
+
+func runBenchQuota(ctx context.Context, tgt quotaTarget, o benchQuotaOptions, size int, progress io.Writer) ([]string, error) {
+	logf := func(format string, a ...any) { fmt.Fprintf(progress, "bench quota: "+format+"\n", a...) }
+	spec := platform.DefaultTopicSpec("orders")
+	spec.Partitions, spec.Replicas = o.partitions, o.replicas
+	spec.Retention = platform.Retention{MaxAge: time.Hour}
+	spec.Owner = "platformctl-bench"
+
+	qa := tenancy.DefaultQuota()
+	qa.PublishRate, qa.Policy = o.quota, tenancy.Policy(o.policy)
+	qa.MaxPayload = int64(max(size, 1<<20))
+	qb := tenancy.DefaultQuota()
+	qb.MaxPayload = qa.MaxPayload
+	creds := map[string][]byte{}
+	for name, q := range map[string]tenancy.Quota{"bench-quota-a": qa, "bench-quota-b": qb, "bench-quota-c": qb} {
+		c, err := tgt.tenant(ctx, name, q, spec)
+		if err != nil {
+			return nil, fmt.Errorf("tenant %s: %w", name, err)
+		}
+		creds[name] = c
+	}
+	dir, err := os.MkdirTemp("", "platformctl-bench-quota-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	connect := func(tenant string, url string) (*nats.Conn, error) {
+		p := filepath.Join(dir, tenant+".creds")
+		if err := os.WriteFile(p, creds[tenant], 0o600); err != nil {
+			return nil, err
+		}
+		return nats.Connect(url, nats.UserCredentials(p), nats.CustomInboxPrefix(tenancy.InboxPrefix("producer")),
+			nats.Name("platformctl-bench-"+tenant), nats.Timeout(5*time.Second))
+	}
+	var conns []*nats.Conn
+	defer func() {
+		for _, nc := range conns {
+			nc.Close()
+		}
+	}()
+	urls := tgt.urls()
+	open := func(tenant string, i int) (*nats.Conn, error) {
+		nc, err := connect(tenant, urls[i%len(urls)])
+		if err == nil {
+			conns = append(conns, nc)
+		}
+		return nc, err
+	}
+
+	// 1. Throughput: raw publish and an unthrottled tenant through the
+	// ingest, on the same fabric.
+	popts := bench.PublishOptions{Count: o.count, Size: size, Window: o.window, Runs: 1, Progress: progress,
+		Subject: func(i int) string { return fmt.Sprintf("orders.key-%d", i%1024) }}
+	raw := spec
+	raw.Name = "bench-quota-raw"
+	if err := tgt.applyRaw(ctx, raw); err != nil {
+		return nil, fmt.Errorf("raw topic: %w", err)
+	}
+	defer func() {
+		dctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if js, err := jetstream.New(tgt.admin()); err == nil {
+			_ = js.DeleteStream(dctx, platform.StreamName(raw.Name))
+		}
+	}()
+	rawJS, err := jetstream.New(tgt.admin(), jetstream.WithPublishAsyncMaxPending(max(o.window*2, 256)))
+	if err != nil {
+		return nil, err
+	}
+	rawOpts := popts
+	rawOpts.Subject = func(i int) string { return platform.TopicSubject(raw.Name, fmt.Sprintf("key-%d", i%1024)) }
+	cc, err := open("bench-quota-c", 0)
+	if err != nil {
+		return nil, err
+	}
+	cjs, err := jetstream.New(cc, jetstream.WithPublishAsyncMaxPending(max(o.window*2, 256)))
+	if err != nil {
+		return nil, err
+	}
+	// Interleaved runs, medians: neither side gets the cold fabric.
+	var raws, uns []bench.Result
+	for r := range o.runs {
+		logf("run %d/%d: raw publish, then the unthrottled tenant through the ingest, %d events each", r+1, o.runs, o.count)
+		res, _, err := bench.Publish(ctx, rawJS, rawOpts)
+		if err != nil {
+			return nil, fmt.Errorf("raw publish: %w", err)
+		}
+		raws = append(raws, res)
+		if res, _, err = bench.Publish(ctx, cjs, popts); err != nil {
+			return nil, fmt.Errorf("unthrottled tenant: %w", err)
+		}
+		uns = append(uns, res)
+	}
+	rawRes, unRes := bench.Median(raws), bench.Median(uns)
+
+	payload := make([]byte, size)
+	_, _ = rand.Read(payload)
+
+	// 2. B alone.
+	bc, err := open("bench-quota-b", 1)
+	if err != nil {
+		return nil, err
+	}
+	bjs, err := jetstream.New(bc)
+	if err != nil {
+		return nil, err
+	}
+	logf("tenant B alone at %d/s for %s", o.bRate, o.duration)
+	bAlone, err := paced(ctx, bjs, o.bRate, o.duration, payload)
+	if err != nil {
+		return nil, fmt.Errorf("tenant B alone: %w", err)
+	}
+
+	// 3. A floods, B publishes.
+	var ajs []jetstream.JetStream
+	for i := range o.conns {
+		nc, err := open("bench-quota-a", i)
+		if err != nil {
+			return nil, err
+		}
+		js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(256))
+		if err != nil {
+			return nil, err
+		}
+		ajs = append(ajs, js)
+	}
+	logf("tenant A floods at %.0f/s (quota %d/s, %s) over %d connections while B publishes, %s + %s warmup",
+		o.flood*float64(o.quota), o.quota, o.policy, o.conns, o.duration, o.warmup)
+	var fl floodResult
+	var bFlooded latencies
+	var bErr error
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		fl = flood(ctx, ajs, o.flood*float64(o.quota), o.warmup, o.duration, payload)
+	}()
+	time.Sleep(o.warmup)
+	bFlooded, bErr = paced(ctx, bjs, o.bRate, o.duration, payload)
+	wg.Wait()
+	if bErr != nil {
+		return nil, fmt.Errorf("tenant B while A floods: %w", bErr)
+	}
+
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	ratio := func(a, b float64) float64 {
+		if b == 0 {
+			return 0
+		}
+		return a / b
+	}
+	achieved := float64(fl.acked) / o.duration.Seconds()
+	lines := []string{
+		fmt.Sprintf("bench.quota.quota: %d msg/s", o.quota),
+		fmt.Sprintf("bench.quota.a_offered: %.0f msg/s", float64(fl.offered)/(o.duration+o.warmup).Seconds()),
+		fmt.Sprintf("bench.quota.a_achieved: %.0f msg/s", achieved),
+		fmt.Sprintf("bench.quota.a_refused: %d msgs", fl.refused),
+		fmt.Sprintf("bench.quota.a_stalled: %d msgs", fl.stalled),
+		fmt.Sprintf("bench.quota.a_achieved_over_quota: %.3f x", achieved/float64(o.quota)),
+		fmt.Sprintf("bench.quota.b_rate: %.0f msg/s", bFlooded.rate),
+		fmt.Sprintf("bench.quota.b_p50_alone: %.3f ms", ms(bAlone.p50)),
+		fmt.Sprintf("bench.quota.b_p99_alone: %.3f ms", ms(bAlone.p99)),
+		fmt.Sprintf("bench.quota.b_p50_flooded: %.3f ms", ms(bFlooded.p50)),
+		fmt.Sprintf("bench.quota.b_p99_flooded: %.3f ms", ms(bFlooded.p99)),
+		fmt.Sprintf("bench.quota.b_p99_flooded_over_alone: %.3f x", ratio(ms(bFlooded.p99), ms(bAlone.p99))),
+		fmt.Sprintf("bench.quota.b_errors: %d msgs", bAlone.errors+bFlooded.errors),
+		fmt.Sprintf("bench.quota.raw_msgs_per_sec: %.0f msg/s", rawRes.MsgsPerS),
+		fmt.Sprintf("bench.quota.raw_ack_p99: %.3f ms", ms(rawRes.P99)),
+		fmt.Sprintf("bench.quota.unthrottled_msgs_per_sec: %.0f msg/s", unRes.MsgsPerS),
+		fmt.Sprintf("bench.quota.unthrottled_ack_p99: %.3f ms", ms(unRes.P99)),
+		fmt.Sprintf("bench.quota.unthrottled_over_raw: %.3f x", ratio(unRes.MsgsPerS, rawRes.MsgsPerS)),
+	}
+	return lines, nil
+}
+
+type latencies struct {
+	p50, p99 time.Duration
+	rate     float64
+	errors   int
+}
+
+// paced publishes synchronously at rate events/s for d and returns the
+// ack latencies.
+func paced(ctx context.Context, js jetstream.JetStream, rate int, d time.Duration, payload []byte) (latencies, error) {
+	interval := time.Second / time.Duration(rate)
+	start := time.Now()
+	var lat []time.Duration
+	errs := 0
+	for i := 0; ; i++ {
+		next := start.Add(time.Duration(i) * interval)
+		if next.Sub(start) >= d {
+			break
+		}
+		if w := time.Until(next); w > 0 {
+			time.Sleep(w)
+		}
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		t0 := time.Now()
+		_, err := js.Publish(pctx, fmt.Sprintf("orders.b-%d", i%64), payload)
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return latencies{}, ctx.Err()
+			}
+			errs++
+			continue
+		}
+		lat = append(lat, time.Since(t0))
+	}
+	if len(lat) == 0 {
+		return latencies{}, fmt.Errorf("no publish succeeded (%d errors)", errs)
+	}
+	slices.Sort(lat)
+	return latencies{p50: bench.Percentile(lat, 0.5), p99: bench.Percentile(lat, 0.99),
+		rate: float64(len(lat)) / time.Since(start).Seconds(), errors: errs}, nil
+}
+
+type floodResult struct {
+	offered, acked, refused, stalled int64
+}
+
+// flood offers rate events/s spread over the connections for warmup+d
+// and counts the acks that arrive within the measured d.
+func flood(ctx context.Context, jss []jetstream.JetStream, rate float64, warmup, d time.Duration, payload []byte) floodResult {
+	var offered, acked, refused, stalled atomic.Int64
+	start := time.Now()
+	from, until := start.Add(warmup), start.Add(warmup+d)
+	perConn := rate / float64(len(jss))
+	const tick = 10 * time.Millisecond
+	var wg sync.WaitGroup
+	for ci, js := range jss {
+		futs := make(chan jetstream.PubAckFuture, 1<<16)
+		wg.Add(2)
+		go func() { // collects acks in order
+			defer wg.Done()
+			for f := range futs {
+				select {
+				case <-f.Ok():
+					if now := time.Now(); now.After(from) && now.Before(until) {
+						acked.Add(1)
+					}
+				case err := <-f.Err():
+					var apiErr *jetstream.APIError
+					if errors.As(err, &apiErr) && apiErr.Code == 429 {
+						refused.Add(1)
+					}
+				case <-time.After(10 * time.Second):
+				}
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			defer close(futs)
+			sent := 0.0
+			for n := 0; ; n++ {
+				now := time.Now()
+				if !now.Before(until) || ctx.Err() != nil {
+					return
+				}
+				due := perConn * now.Sub(start).Seconds()
+				for ; sent < due; sent++ {
+					offered.Add(1)
+					f, err := js.PublishAsync(fmt.Sprintf("orders.a-%d-%d", ci, n%64), payload)
+					if err != nil {
+						stalled.Add(1) // the publisher was slowed down (acks delayed)
+						continue
+					}
+					futs <- f
+				}
+				time.Sleep(tick)
+			}
+		}()
+	}
+	wg.Wait()
+	return floodResult{offered: offered.Load(), acked: acked.Load(), refused: refused.Load(), stalled: stalled.Load()}
+}
+
+// inProcessQuotaTarget is a temporary 3-node fabric with a tenancy
+// manager: what platformd runs.
+type inProcessQuotaTarget struct {
+	dir string
+	f   *embeddednats.Fabric
+	nc  *nats.Conn
+	m   *tenancy.Manager
+}
+
+func newInProcessQuotaTarget(ctx context.Context, o benchQuotaOptions) (_ *inProcessQuotaTarget, err error) {
+	t := &inProcessQuotaTarget{}
+	defer func() {
+		if err != nil {
+			t.close()
+		}
+	}()
+	if t.dir, err = os.MkdirTemp("", "platformctl-bench-quota-"); err != nil {
+		return nil, err
+	}
+	trust, err := embeddednats.NewTrust()
+	if err != nil {
+		return nil, err
+	}
+	cfg := embeddednats.DefaultFabricConfig()
+	cfg.Port, cfg.ClusterPort, cfg.DataDir = -1, -1, t.dir
+	cfg.Durability.SyncAlways = o.syncAlways
+	cfg.LameDuck = 200 * time.Millisecond
+	if t.f, err = embeddednats.NewFabric(cfg, trust); err != nil {
+		return nil, err
+	}
+	sctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if err = t.f.Start(sctx); err != nil {
+		return nil, err
+	}
+	if t.nc, err = t.f.Connect(nats.MaxReconnects(-1)); err != nil {
+		return nil, err
+	}
+	n := len(t.f.Nodes())
+	if t.m, err = tenancy.NewManager(t.nc, trust, tenancy.Config{URL: t.f.ClientURLs(), Servers: n, Replicas: min(3, n)}); err != nil {
+		return nil, err
+	}
+	if err = t.m.Start(sctx); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+func (t *inProcessQuotaTarget) tenant(ctx context.Context, name string, q tenancy.Quota, topic platform.TopicSpec) ([]byte, error) {
+	if _, err := t.m.Create(ctx, "platformctl-bench", tenancy.Spec{Name: name, Quota: q}); err != nil {
+		return nil, err
+	}
+	if _, err := t.m.ApplyTopic(ctx, "platformctl-bench", name, topic, platform.ApplyOptions{AllowReducedReplicas: true}); err != nil {
+		return nil, err
+	}
+	uc, err := t.m.AddUser(ctx, "platformctl-bench", name, tenancy.UserSpec{Name: "producer", Pub: []string{topic.Name}})
+	return uc.Creds, err
+}
+
+func (t *inProcessQuotaTarget) applyRaw(ctx context.Context, spec platform.TopicSpec) error {
+	js, err := jetstream.New(t.nc)
+	if err != nil {
+		return err
+	}
+	_, err = platform.NewReconciler(js, platform.ReconcilerOptions{DefaultReplicas: 3}).ApplyTopic(ctx, spec, platform.ApplyOptions{AllowReducedReplicas: true})
+	return err
+}
+
+func (t *inProcessQuotaTarget) admin() *nats.Conn { return t.nc }
+
+func (t *inProcessQuotaTarget) urls() []string {
+	var out []string
+	for _, n := range t.f.Nodes() {
+		out = append(out, n.ClientURL())
+	}
+	return out
+}
+
+func (t *inProcessQuotaTarget) close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if t.m != nil {
+		_ = t.m.Close(ctx)
+	}
+	if t.nc != nil {
+		t.nc.Close()
+	}
+	if t.f != nil {
+		_ = t.f.Close(ctx)
+	}
+	if t.dir != "" {
+		_ = os.RemoveAll(t.dir)
+	}
+}
+
+// remoteQuotaTarget is the platform at --server, through its control
+// API; the bench tenants are deleted (with their data) at the end.
+type remoteQuotaTarget struct {
+	g       *globalOptions
+	nc      *nats.Conn
+	created []string
+}
+
+func newRemoteQuotaTarget(g *globalOptions) (*remoteQuotaTarget, error) {
+	nc, err := g.connect()
+	if err != nil {
+		return nil, err
+	}
+	return &remoteQuotaTarget{g: g, nc: nc}, nil
+}
+
+func (t *remoteQuotaTarget) tenant(ctx context.Context, name string, q tenancy.Quota, topic platform.TopicSpec) ([]byte, error) {
+	call := func(subject string, req, resp any) error {
+		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		return control.Call(cctx, t.nc, subject, req, resp)
+	}
+	if err := call(tenancy.SubjTenantCreate, tenancy.CreateRequest{Actor: actor(), Spec: tenancy.Spec{Name: name, Quota: q}}, nil); err != nil {
+		return nil, fmt.Errorf("%w (a previous run left it? platformctl tenant delete %s --purge)", err, name)
+	}
+	t.created = append(t.created, name)
+	if err := call(tenancy.SubjTenantTopic, tenancy.TopicRequest{Actor: actor(), Tenant: name, Spec: topic,
+		Options: platform.ApplyOptions{AllowReducedReplicas: true}}, nil); err != nil {
+		return nil, err
+	}
+	var uc tenancy.UserCreds
+	err := call(tenancy.SubjUserAdd, tenancy.UserRequest{Actor: actor(), Tenant: name, User: tenancy.UserSpec{Name: "producer", Pub: []string{topic.Name}}}, &uc)
+	return uc.Creds, err
+}
+
+func (t *remoteQuotaTarget) applyRaw(ctx context.Context, spec platform.TopicSpec) error {
+	return control.Call(ctx, t.nc, control.SubjTopicApply, control.ApplyTopicRequest{Spec: spec, Options: platform.ApplyOptions{AllowReducedReplicas: true}}, nil)
+}
+
+func (t *remoteQuotaTarget) admin() *nats.Conn { return t.nc }
+
+func (t *remoteQuotaTarget) urls() []string { return strings.Split(t.g.server, ",") }
+
+func (t *remoteQuotaTarget) close() {
+	for _, name := range t.created {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		_ = control.Call(ctx, t.nc, tenancy.SubjTenantDelete, tenancy.NameRequest{Actor: actor(), Name: name, Purge: true}, nil)
+		cancel()
+	}
+	t.nc.Close()
+}

@@ -1,0 +1,46 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// bench quota --in-process prints one 'name: value unit' line per figure,
+// the three ratios included.
+func TestBenchQuotaOutputFormat(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a 3-node fabric")
+	}
+	root := newRootCmd()
+	var out, progress bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&progress)
+	root.SetArgs([]string{"bench", "quota", "--in-process", "--quota", "200", "--b-rate", "50", "--conns", "3",
+		"--duration", "1s", "--warmup", "300ms", "--count", "1000", "--runs", "1", "--window", "64", "--size", "128"})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := root.ExecuteContext(ctx); err != nil {
+		t.Fatalf("bench quota: %v\n%s", err, progress.String())
+	}
+	line := regexp.MustCompile(`^bench\.quota\.[a-z0-9_]+: -?[0-9]+(\.[0-9]+)? (msg/s|msgs|ms|x)$`)
+	names := map[string]bool{}
+	for _, l := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		if !line.MatchString(l) {
+			t.Errorf("malformed line %q", l)
+		}
+		names[strings.SplitN(l, ":", 2)[0]] = true
+	}
+	for _, want := range []string{"bench.quota.a_achieved_over_quota", "bench.quota.b_p99_flooded_over_alone", "bench.quota.unthrottled_over_raw",
+		"bench.quota.a_achieved", "bench.quota.b_p99_alone", "bench.quota.b_p99_flooded", "bench.quota.raw_msgs_per_sec", "bench.quota.unthrottled_msgs_per_sec"} {
+		if !names[want] {
+			t.Errorf("no %s in:\n%s", want, out.String())
+		}
+	}
+	if !strings.Contains(progress.String(), "bench quota:") {
+		t.Errorf("no progress on stderr")
+	}
+}

@@ -1,0 +1,76 @@
+package main
+
+import (
+	"fmt"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/msgplatform/platform/tenancy"
+)
+
+func newTenantShareCmd(g *globalOptions) *cobra.Command {
+	var from, to string
+	var revoke bool
+	cmd := &cobra.Command{
+		Use:   "share TOPIC --from OWNER --to READER [--revoke]",
+		Short: "Let another tenant read a topic (a private stream export/import), or stop it with --revoke",
+		Long: `Shares topic TOPIC of tenant OWNER with tenant READER: READER's account
+imports OWNER's events (stamped Platform-Tenant: OWNER) live on
+shared.OWNER.TOPIC.<key>; give its users --sub OWNER/TOPIC. No other
+tenant can read it. --revoke stops it at once. Both changes are audited.`,
+		Args: exactArgs(1, "TOPIC"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			for flag, v := range map[string]string{"--from": from, "--to": to} {
+				if err := tenancy.ValidateName("tenant", v); err != nil {
+					return usageError{fmt.Errorf("%s: %w", flag, err)}
+				}
+			}
+			var sh tenancy.Share
+			req := tenancy.ShareRequest{Actor: actor(), From: from, To: to, Topic: args[0], Revoke: revoke}
+			if err := g.call(cmd.Context(), tenancy.SubjTenantShare, req, &sh); err != nil {
+				return err
+			}
+			if revoke {
+				_, err := fmt.Fprintf(cmd.OutOrStdout(), "topic %s of %s: no longer shared with %s\n", sh.Topic, sh.From, sh.To)
+				return err
+			}
+			_, err := fmt.Fprintf(cmd.OutOrStdout(), "topic %s of %s: shared with %s on %s (users: --sub %s/%s)\n",
+				sh.Topic, sh.From, sh.To, tenancy.SharedSubject(sh.From, sh.Topic), sh.From, sh.Topic)
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&from, "from", "", "owner tenant of the topic")
+	f.StringVar(&to, "to", "", "tenant that may read it")
+	f.BoolVar(&revoke, "revoke", false, "stop sharing")
+	return cmd
+}
+
+func newTenantSharesCmd(g *globalOptions) *cobra.Command {
+	return &cobra.Command{
+		Use:   "shares [TENANT]",
+		Short: "List topics shared between tenants (of TENANT, as owner or reader, or all)",
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var req tenancy.NameRequest
+			if len(args) == 1 {
+				if err := tenancy.ValidateName("tenant", args[0]); err != nil {
+					return usageError{err}
+				}
+				req.Name = args[0]
+			}
+			var ls []tenancy.Share
+			if err := g.call(cmd.Context(), tenancy.SubjTenantShares, req, &ls); err != nil {
+				return err
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "OWNER\tTOPIC\tREADER\tSUBJECT\tSINCE")
+			for _, s := range ls {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", s.From, s.Topic, s.To, tenancy.SharedSubject(s.From, s.Topic), s.Created.Format(time.RFC3339))
+			}
+			return tw.Flush()
+		},
+	}
+}

@@ -1,0 +1,115 @@
+package tenancy_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/msgplatform/platform/embeddednats/natstest"
+	"github.com/msgplatform/platform/tenancy"
+)
+
+// flood publishes from one connection per node for d and counts acks and
+// 429s.
+func (e *env) flood(creds, user string, d time.Duration) (acked, limited int64) {
+	var a, l atomic.Int64
+	var wg sync.WaitGroup
+	stop := time.Now().Add(d)
+	for i := range e.f.Nodes() {
+		nc := e.mustConnect(creds, user, i)
+		js, _ := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(256))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var futs []jetstream.PubAckFuture
+			for time.Now().Before(stop) {
+				f, err := js.PublishAsync("orders.k", []byte("x"))
+				if err != nil {
+					continue
+				}
+				futs = append(futs, f)
+			}
+			for _, f := range futs {
+				select {
+				case <-f.Ok():
+					a.Add(1)
+				case err := <-f.Err():
+					var apiErr *jetstream.APIError
+					if errors.As(err, &apiErr) && apiErr.Code == 429 {
+						l.Add(1)
+					}
+				case <-time.After(5 * time.Second):
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return a.Load(), l.Load()
+}
+
+// Two managers (as two daemons in node mode) on one 3-node fabric: one
+// ingest per tenant is active, so a flood through every node gets the
+// quota in total; when the leader's manager closes, the other takes over
+// within a few seconds.
+func TestOneIngestPerTenantAcrossManagers(t *testing.T) {
+	e := start(t, 3)
+	m2, err := tenancy.NewManager(e.f.Conn(), e.f.Trust(), tenancy.Config{URL: e.f.ClientURLs(), Servers: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m2.Start(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m2.Close(context.Background()) })
+
+	q := tenancy.DefaultQuota()
+	q.PublishRate, q.Policy = 300, tenancy.PolicyReject
+	e.tenant("harbor-retail", q)
+	creds := e.user("harbor-retail", "producer", []string{"orders"}, nil)
+	if !e.m.Leading("harbor-retail") {
+		t.Fatalf("the creating manager does not lead the tenant's ingest")
+	}
+	// m2 picks the tenant up from the registry and stands by.
+	time.Sleep(2500 * time.Millisecond)
+	if m2.Leading("harbor-retail") {
+		t.Fatalf("both managers lead the tenant's ingest")
+	}
+
+	acked, limited := e.flood(creds, "producer", 2*time.Second)
+	rate := float64(acked) / 2
+	t.Logf("two managers, quota 300/s, flood over 3 nodes: %d acked (%.0f/s), %d refused", acked, rate, limited)
+	if rate > 300*1.15 || rate < 300*0.8 || limited == 0 {
+		t.Errorf("achieved %.0f/s with quota 300/s over two managers", rate)
+	}
+
+	// The leader's manager closes: m2 takes over.
+	closed := time.Now()
+	if err := e.m.Close(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	natstest.WaitFor(t, 6*time.Second, func() error {
+		if !m2.Leading("harbor-retail") {
+			return fmt.Errorf("m2 does not lead yet")
+		}
+		return nil
+	})
+	t.Logf("takeover after %s", time.Since(closed).Round(time.Millisecond))
+	nc := e.mustConnect(creds, "producer", 0)
+	js, _ := jetstream.New(nc)
+	natstest.WaitFor(t, 5*time.Second, func() error {
+		c, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_, err := js.Publish(c, "orders.after-takeover", []byte("x"))
+		return err
+	})
+	acked, _ = e.flood(creds, "producer", time.Second)
+	if r := float64(acked); r > 300*1.2 || r < 300*0.7 {
+		t.Errorf("after takeover: %.0f/s with quota 300/s", r)
+	}
+}

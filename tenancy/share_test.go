@@ -1,0 +1,115 @@
+package tenancy_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/msgplatform/platform/tenancy"
+)
+
+// A topic shared from harbor-retail to meridian is readable by meridian
+// only, carries the owner's stamp, stops on revoke; nothing else of the
+// owner becomes readable; the share is listed and audited.
+func TestShareTopic(t *testing.T) {
+	e := start(t, 3)
+	e.tenant("harbor-retail", tenancy.DefaultQuota())
+	e.tenant("meridian", tenancy.DefaultQuota())
+	e.tenant("acme", tenancy.DefaultQuota())
+	prod := e.user("harbor-retail", "producer", []string{"orders"}, nil)
+
+	var a attempts
+	// Nothing shared yet: no reader can name it.
+	a.try(t, "user of meridian on unshared harbor-retail/orders", errOf(e.m.AddUser(ctx(t), "test", "meridian", tenancy.UserSpec{Name: "early", Sub: []string{"harbor-retail/orders"}})))
+	sh, err := e.m.ShareTopic(ctx(t), "test", tenancy.ShareRequest{From: "harbor-retail", To: "meridian", Topic: "orders"})
+	if err != nil {
+		t.Fatalf("share: %v", err)
+	}
+	if _, err := e.m.ShareTopic(ctx(t), "test", tenancy.ShareRequest{From: "harbor-retail", To: "meridian", Topic: "orders"}); !errors.Is(err, tenancy.ErrConflict) {
+		t.Errorf("second share: %v, want ErrConflict", err)
+	}
+	for name, r := range map[string]tenancy.ShareRequest{
+		"queue":   {From: "harbor-retail", To: "meridian", Topic: "shipment-jobs"},
+		"self":    {From: "meridian", To: "meridian", Topic: "orders"},
+		"unknown": {From: "harbor-retail", To: "nobody", Topic: "orders"},
+	} {
+		if _, err := e.m.ShareTopic(ctx(t), "test", r); err == nil {
+			t.Errorf("share %s succeeded", name)
+		}
+	}
+	if ls, err := e.m.Shares(ctx(t), ""); err != nil || len(ls) != 1 || ls[0] != sh {
+		t.Fatalf("shares = %+v, %v", ls, err)
+	}
+
+	reader := e.user("meridian", "reader", nil, []string{"harbor-retail/orders"})
+	a.try(t, "acme user on harbor-retail/orders", errOf(e.m.AddUser(ctx(t), "test", "acme", tenancy.UserSpec{Name: "x", Sub: []string{"harbor-retail/orders"}})))
+	a.try(t, "meridian user on unshared harbor-retail/shipment-jobs", errOf(e.m.AddUser(ctx(t), "test", "meridian", tenancy.UserSpec{Name: "y", Sub: []string{"harbor-retail/shipment-jobs"}})))
+	acme := e.user("acme", "snoop", []string{"orders"}, []string{"orders"})
+
+	rc := e.mustConnect(reader, "reader", 0)
+	sub, err := rc.SubscribeSync(tenancy.SharedSubject("harbor-retail", "orders"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	denied := make(chan error, 4)
+	ac := e.mustConnect(acme, "snoop", 0, nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { denied <- err }))
+	asub, _ := ac.SubscribeSync("shared.>")
+	_ = ac.Flush()
+	select {
+	case err := <-denied:
+		t.Logf("acme subscribing to shared.>: %v", err)
+		a.try(t, "acme subscribe shared.>", err)
+	case <-time.After(time.Second):
+		a.try(t, "acme subscribe shared.>", nil)
+	}
+	_ = rc.Flush()
+
+	pc := e.mustConnect(prod, "producer", 0)
+	pjs, _ := jetstream.New(pc)
+	m := nats.NewMsg("orders.k1")
+	m.Header.Set(tenancy.HeaderTenant, "meridian") // spoof: must be overwritten
+	m.Data = []byte("shared-1")
+	if _, err := pjs.PublishMsg(ctx(t), m); err != nil {
+		t.Fatal(err)
+	}
+	got, err := sub.NextMsg(3 * time.Second)
+	if err != nil {
+		t.Fatalf("meridian did not receive the shared event: %v", err)
+	}
+	if string(got.Data) != "shared-1" || got.Header.Get(tenancy.HeaderTenant) != "harbor-retail" {
+		t.Fatalf("got %q with tenant %q", got.Data, got.Header.Get(tenancy.HeaderTenant))
+	}
+	if _, err := asub.NextMsg(300 * time.Millisecond); err == nil {
+		a.try(t, "acme received a shared event", nil)
+	}
+
+	if _, err := e.m.ShareTopic(ctx(t), "test", tenancy.ShareRequest{From: "harbor-retail", To: "meridian", Topic: "orders", Revoke: true}); err != nil {
+		t.Fatalf("revoke: %v", err)
+	}
+	if _, err := pjs.Publish(ctx(t), "orders.k2", []byte("after-revoke")); err != nil {
+		t.Fatal(err)
+	}
+	if msg, err := sub.NextMsg(700 * time.Millisecond); err == nil {
+		a.try(t, "meridian read after revoke: "+string(msg.Data), nil)
+	}
+	if ls, _ := e.m.Shares(ctx(t), "meridian"); len(ls) != 0 {
+		t.Errorf("shares after revoke: %+v", ls)
+	}
+	recs, err := e.m.Audit(ctx(t), tenancy.AuditFilter{Tenant: "meridian"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, r := range recs {
+		if r.Action == "share.grant" || r.Action == "share.revoke" {
+			n++
+		}
+	}
+	if n != 2 {
+		t.Errorf("audit of meridian has %d share records, want 2", n)
+	}
+	t.Logf("forbidden attempts: %d, succeeded: %d", a.tried, a.succeeded)
+}
