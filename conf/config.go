@@ -68,6 +68,9 @@ type ReconcileConfig struct {
 	// AllowReducedReplicas lets reconcile lower a topic's or queue's
 	// replicas below platform.DefaultReplicas (3).
 	AllowReducedReplicas bool `mapstructure:"allow_reduced_replicas"`
+	// AllowCleanupChange lets reconcile switch an existing topic between
+	// cleanup delete and compact (it changes what history is kept).
+	AllowCleanupChange bool `mapstructure:"allow_cleanup_change"`
 }
 
 // DefaultConfig returns the development configuration: a 3-node fabric of

@@ -27,6 +27,9 @@ const (
 	mdTopic       = "platform.topic"
 	mdPartition   = "platform.partition"
 	mdQueue       = "platform.queue"
+	mdCleanup     = "platform.cleanup"
+	mdTombstone   = "platform.tombstone_retention"
+	mdReview      = "platform.review"
 
 	kindTopic = "topic"
 	kindQueue = "queue"
@@ -41,6 +44,11 @@ func topicMetadata(t TopicSpec) map[string]string {
 	setIf(md, mdKey, t.Key)
 	setIf(md, mdOwner, t.Owner)
 	setIf(md, mdResidency, t.Residency)
+	setIf(md, mdReview, t.Review)
+	if t.Compacted() {
+		md[mdCleanup] = CleanupCompact
+		md[mdTombstone] = t.tombstoneRetention().String()
+	}
 	return md
 }
 
@@ -108,7 +116,7 @@ func topicFromStream(cfg *jetstream.StreamConfig) (TopicSpec, error) {
 	if err != nil || n < 1 {
 		return TopicSpec{}, fmt.Errorf("platform: stream %q: metadata %s is %q, not a partition count", cfg.Name, mdPartitions, cfg.Metadata[mdPartitions])
 	}
-	return TopicSpec{
+	t := TopicSpec{
 		Name:       objectName(cfg),
 		Partitions: n,
 		Replicas:   cfg.Replicas,
@@ -116,7 +124,15 @@ func topicFromStream(cfg *jetstream.StreamConfig) (TopicSpec, error) {
 		Key:        cfg.Metadata[mdKey],
 		Residency:  cfg.Metadata[mdResidency],
 		Owner:      cfg.Metadata[mdOwner],
-	}, nil
+		Review:     cfg.Metadata[mdReview],
+	}
+	if cfg.Metadata[mdCleanup] == CleanupCompact {
+		t.Cleanup = CleanupCompact
+		if d, err := time.ParseDuration(cfg.Metadata[mdTombstone]); err == nil {
+			t.TombstoneRetention = d
+		}
+	}
+	return t, nil
 }
 
 // queueFromStream reads a queue spec back from its stream.

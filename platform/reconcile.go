@@ -63,6 +63,11 @@ type ApplyOptions struct {
 	// allow_reduced_replicas: true). Without it such a change is an
 	// ErrConflict: fewer copies survive fewer node losses.
 	AllowReducedReplicas bool `json:"allow_reduced_replicas,omitempty"`
+	// AllowCleanupChange permits switching an existing topic between
+	// cleanup delete and compact (flag --allow-cleanup-change, config
+	// allow_cleanup_change: true). Without it such a change is an
+	// ErrConflict: it changes what history the topic keeps.
+	AllowCleanupChange bool `json:"allow_cleanup_change,omitempty"`
 	// DryRun plans and checks every change but applies none.
 	DryRun bool `json:"dry_run,omitempty"`
 }

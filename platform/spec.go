@@ -47,7 +47,34 @@ type TopicSpec struct {
 	Residency string `mapstructure:"residency" json:"residency,omitempty"`
 	// Owner is the team answerable for the topic and its DLQ.
 	Owner string `mapstructure:"owner" json:"owner,omitempty"`
+	// Cleanup is what the topic keeps: CleanupDelete ("delete", the
+	// default, "" means it) keeps every event until retention removes
+	// it; CleanupCompact ("compact") keeps only the latest event per key
+	// (see compact.go): a current-state topic, not a full history.
+	Cleanup string `mapstructure:"cleanup" json:"cleanup,omitempty"`
+	// TombstoneRetention is how long a compacted topic keeps a tombstone
+	// (an event with header Platform-Tombstone: true) before the key is
+	// gone altogether. Compacted topics only; 0 means
+	// DefaultTombstoneRetention.
+	TombstoneRetention time.Duration `mapstructure:"tombstone_retention" json:"tombstone_retention,omitempty"`
+	// Review is ReviewRequired ("required") when moving a group's position
+	// on the topic (group reset, replay) must be approved by a second
+	// person, e.g. payment topics; "" otherwise.
+	Review string `mapstructure:"review" json:"review,omitempty"`
 }
+
+// Topic cleanup policies and review values.
+const (
+	CleanupDelete  = "delete"
+	CleanupCompact = "compact"
+	ReviewRequired = "required"
+	// DefaultTombstoneRetention is how long a compacted topic keeps a
+	// tombstone unless its spec says otherwise.
+	DefaultTombstoneRetention = 24 * time.Hour
+)
+
+// Compacted reports whether the topic keeps only the latest event per key.
+func (t TopicSpec) Compacted() bool { return t.Cleanup == CleanupCompact }
 
 // QueueSpec declares a work queue: competing workers claim jobs under a
 // lease; a job not acknowledged within the lease comes back.
@@ -99,8 +126,24 @@ func (t TopicSpec) validateInto(p *validate.Problems) {
 	if t.Retention.MaxBytes < 0 {
 		p.Addf("retention.max_bytes", "must be >= 0, got %d", t.Retention.MaxBytes)
 	}
-	if t.Retention.MaxAge == 0 && t.Retention.MaxBytes == 0 {
-		p.Addf("retention", "set max_age and/or max_bytes: a topic is a retained log, not an unbounded one")
+	switch t.Cleanup {
+	case "", CleanupDelete, CleanupCompact:
+	default:
+		p.Addf("cleanup", "must be %q (keep every event until retention removes it) or %q (keep the latest event per key), got %q", CleanupDelete, CleanupCompact, t.Cleanup)
+	}
+	// A compacted topic is bounded by its number of keys; a delete topic
+	// only by its retention.
+	if t.Retention.MaxAge == 0 && t.Retention.MaxBytes == 0 && !t.Compacted() {
+		p.Addf("retention", "set max_age and/or max_bytes: a topic is a retained log, not an unbounded one (or declare cleanup: compact to keep the latest event per key)")
+	}
+	if t.TombstoneRetention < 0 || (t.TombstoneRetention > 0 && t.TombstoneRetention < time.Second) {
+		p.Addf("tombstone_retention", "must be 0 (default %s) or at least 1s, got %s", DefaultTombstoneRetention, t.TombstoneRetention)
+	}
+	if t.TombstoneRetention > 0 && !t.Compacted() {
+		p.Addf("tombstone_retention", "applies to compacted topics only (cleanup: compact)")
+	}
+	if t.Review != "" && t.Review != ReviewRequired {
+		p.Addf("review", "must be %q or empty, got %q", ReviewRequired, t.Review)
 	}
 	if t.Residency != "" && !groupNameRE.MatchString(t.Residency) {
 		p.Addf("residency", "must be a region name such as eu, got %q", t.Residency)

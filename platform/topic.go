@@ -18,7 +18,7 @@ func topicStreamConfig(t TopicSpec) jetstream.StreamConfig {
 	if maxBytes == 0 {
 		maxBytes = -1
 	}
-	return jetstream.StreamConfig{
+	cfg := jetstream.StreamConfig{
 		Name:        StreamName(t.Name),
 		Description: "platform topic " + t.Name,
 		Subjects:    []string{t.Name + ".*"},
@@ -36,6 +36,46 @@ func topicStreamConfig(t TopicSpec) jetstream.StreamConfig {
 		Duplicates:  duplicateWindow,
 		Metadata:    topicMetadata(t),
 	}
+	if t.Compacted() {
+		// Keep the latest event per stored subject <topic>.<p>.<key>;
+		// tombstones carry a Nats-TTL header (see compact.go), which the
+		// stream honours only with AllowMsgTTL.
+		cfg.MaxMsgsPerSubject = 1
+		cfg.AllowMsgTTL = true
+	}
+	return cfg
+}
+
+// cleanupOf is the topic's cleanup policy with "" read as delete.
+func cleanupOf(t TopicSpec) string {
+	if t.Cleanup == "" {
+		return CleanupDelete
+	}
+	return t.Cleanup
+}
+
+// diffCompaction returns the differences of the stream fields compaction
+// manages (diffStream does not compare them).
+func diffCompaction(cur *jetstream.StreamConfig, want jetstream.StreamConfig) []string {
+	var d diffs
+	d.cmp("stream.max_msgs_per_subject", normLimit(cur.MaxMsgsPerSubject), normLimit(want.MaxMsgsPerSubject))
+	if want.AllowMsgTTL {
+		d.cmp("stream.allow_msg_ttl", cur.AllowMsgTTL, want.AllowMsgTTL)
+	}
+	return d
+}
+
+// mergeTopicStream is mergeStream plus the compaction fields. AllowMsgTTL
+// is never turned off (the server refuses that), so a topic switched
+// back from compact to delete keeps it.
+func mergeTopicStream(cur *jetstream.StreamConfig, want jetstream.StreamConfig) jetstream.StreamConfig {
+	n := mergeStream(cur, want)
+	n.MaxMsgsPerSubject = want.MaxMsgsPerSubject
+	if n.MaxMsgsPerSubject == 0 {
+		n.MaxMsgsPerSubject = -1
+	}
+	n.AllowMsgTTL = cur.AllowMsgTTL || want.AllowMsgTTL
+	return n
 }
 
 func (p *plan) planTopic(ctx context.Context, t TopicSpec) {
@@ -69,14 +109,17 @@ func (p *plan) planTopic(ctx context.Context, t TopicSpec) {
 			cur.Partitions, t.Partitions, t.Name, t.Partitions)
 	}
 	p.checkReplicas(key, "topic", cur.Replicas, t.Replicas)
+	if from, to := cleanupOf(cur), cleanupOf(t); from != to && !p.o.AllowCleanupChange {
+		p.conflict(key+".cleanup", "changing %s -> %s changes what history the topic keeps (compact keeps only the latest event per key and deletes older events at once; delete keeps every event until retention); if that is intended, apply with --allow-cleanup-change (allow_cleanup_change: true)", from, to)
+	}
 	if info.Config.Storage != want.Storage || info.Config.Retention != want.Retention {
 		p.conflict(key, "stream %q has %s storage and %s retention, which cannot be changed in place (want %s, %s); recreate the topic",
 			want.Name, info.Config.Storage, info.Config.Retention, want.Storage, want.Retention)
 	}
-	if d := diffStream(&info.Config, want); len(d) > 0 {
+	if d := append(diffStream(&info.Config, want), diffCompaction(&info.Config, want)...); len(d) > 0 {
 		it.change.Action = ActionUpdate
 		it.change.Details = d
-		it.steps = append(it.steps, p.r.updateStream(mergeStream(&info.Config, want)))
+		it.steps = append(it.steps, p.r.updateStream(mergeTopicStream(&info.Config, want)))
 	}
 	p.planDLQ(ctx, it, t.Name, t.Owner, t.Replicas)
 	p.add(it)
@@ -93,7 +136,10 @@ func topicCreateDetails(t TopicSpec) []string {
 	if t.Retention.MaxBytes > 0 {
 		d = append(d, fmt.Sprintf("retention.max_bytes: %d", t.Retention.MaxBytes))
 	}
-	for _, kv := range [][2]string{{"key", t.Key}, {"owner", t.Owner}, {"residency", t.Residency}} {
+	if t.Compacted() {
+		d = append(d, fmt.Sprintf("cleanup: compact (latest event per key; tombstones kept %s; not a full history)", t.tombstoneRetention()))
+	}
+	for _, kv := range [][2]string{{"key", t.Key}, {"owner", t.Owner}, {"residency", t.Residency}, {"review", t.Review}} {
 		if kv[1] != "" {
 			d = append(d, kv[0]+": "+kv[1])
 		}

@@ -12,7 +12,7 @@ func newGroupCmd(g *globalOptions) *cobra.Command {
 		Use:   "group",
 		Short: "Consumer groups: named durable subscriptions with their own position",
 	}
-	cmd.AddCommand(newGroupCreateCmd(g))
+	cmd.AddCommand(newGroupCreateCmd(g), newGroupResetCmd(g))
 	return cmd
 }
 

@@ -63,6 +63,10 @@ lowering replicas below 3 needs --allow-reduced-replicas.`,
 	f.StringVar(&spec.Key, "key", "", "what the partition key is, e.g. order:<orderId>")
 	f.StringVar(&spec.Owner, "owner", "", "team answerable for the topic and its DLQ")
 	f.StringVar(&spec.Residency, "residency", "", "region the topic's data must never leave")
+	f.StringVar(&spec.Cleanup, "cleanup", "", "delete (keep every event until retention) or compact (keep the latest event per key; not a full history)")
+	f.DurationVar(&spec.TombstoneRetention, "tombstone-retention", 0, "compacted topics: keep a tombstone this long (0: 24h)")
+	f.StringVar(&spec.Review, "review", "", "required: moving a group's position (group reset) needs an approved request")
+	f.BoolVar(&opts.AllowCleanupChange, "allow-cleanup-change", false, "permit switching an existing topic between delete and compact")
 	addApplyFlags(cmd, &opts)
 	return cmd
 }

@@ -12,7 +12,12 @@ const (
 	SubjQueueList     = "queue.list"
 	SubjQueueDescribe = "queue.describe"
 	SubjGroupApply    = "group.apply"
+	SubjGroupReset    = "group.reset"
 )
+
+// GroupResetRequest moves a group's position on every partition (see
+// platform.Reconciler.ResetGroup); the reply is a platform.GroupReset.
+type GroupResetRequest = platform.GroupResetRequest
 
 // ApplyTopicRequest creates or updates a topic.
 type ApplyTopicRequest struct {

@@ -44,6 +44,7 @@ func (d *Daemon) serveControl() (micro.Service, error) {
 		})},
 	}
 	eps = append(eps, d.tenancyEndpoints()...)
+	eps = append(eps, d.groupEndpoints()...)
 	for i := range eps {
 		h, name := eps[i].Handle, eps[i].Name
 		eps[i].Handle = func(ctx context.Context, body []byte) (any, error) {

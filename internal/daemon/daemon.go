@@ -148,7 +148,7 @@ func (d *Daemon) startNodes(ctx context.Context) error {
 // (e.g. while a peer is still joining) until ctx ends. A conflict or an
 // invalid spec is returned at once: those need a person.
 func (d *Daemon) reconcile(ctx context.Context) error {
-	opts := platform.ApplyOptions{AllowReducedReplicas: d.cfg.Reconcile.AllowReducedReplicas}
+	opts := platform.ApplyOptions{AllowReducedReplicas: d.cfg.Reconcile.AllowReducedReplicas, AllowCleanupChange: d.cfg.Reconcile.AllowCleanupChange}
 	backoff := 250 * time.Millisecond
 	for {
 		changes, err := d.rec.Apply(ctx, d.cfg.Catalog, opts)

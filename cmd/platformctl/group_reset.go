@@ -1,0 +1,130 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/msgplatform/platform/internal/control"
+	"github.com/msgplatform/platform/platform"
+)
+
+func newGroupResetCmd(g *globalOptions) *cobra.Command {
+	var (
+		req    platform.GroupResetRequest
+		toTime string
+		output string
+	)
+	cmd := &cobra.Command{
+		Use:   "reset GROUP --to-time T|--to-start|--to-end [--dry-run]",
+		Short: "Move a group's position on every partition (replay by time); other groups are untouched",
+		Long: `Moves the group GROUP to the first event at or after a time (--to-time, RFC 3339
+such as 2026-03-01T12:00:00Z, or a duration ago such as 2h), to the oldest
+event still stored (--to-start), or past every stored event (--to-end), on
+every partition of its topic. Events from the new position are processed
+again (at-least-once: the group's inbox catches repeats). --dry-run prints,
+per partition, the current and new positions and the events to process, and
+an estimated drain time: events / (consume rate - arrival rate), measured
+over --rate-window unless --consume-rate / --arrival-rate are given.
+
+A topic marked review: required refuses a reset without an approved request
+(--approval); the redrive approval mechanism that issues them has not landed
+yet, so such resets are refused today (a dry run still works).`,
+		Args: exactArgs(1, "GROUP"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			req.Group = args[0]
+			if toTime != "" {
+				t, err := parseResetTime(toTime, time.Now())
+				if err != nil {
+					return usageError{err}
+				}
+				req.ToTime = &t
+			}
+			if err := req.Validate(); err != nil {
+				return usageError{err}
+			}
+			if err := g.extendTimeout(req.RateWindow); err != nil {
+				return err
+			}
+			var out platform.GroupReset
+			if err := g.call(cmd.Context(), control.SubjGroupReset, req, &out); err != nil {
+				return err
+			}
+			if output == "json" {
+				return writeJSON(cmd.OutOrStdout(), out)
+			}
+			return writeGroupReset(cmd.OutOrStdout(), out)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&req.Topic, "topic", "", "the group's topic (default: found from the group)")
+	f.StringVar(&toTime, "to-time", "", "first event at or after this time (RFC 3339, or a duration ago such as 2h)")
+	f.BoolVar(&req.ToStart, "to-start", false, "the oldest event still stored")
+	f.BoolVar(&req.ToEnd, "to-end", false, "past every stored event (skip the backlog)")
+	f.BoolVar(&req.DryRun, "dry-run", false, "print the positions and events to process; change nothing")
+	f.StringVar(&req.ApprovalID, "approval", "", "approved request id (topics marked review: required)")
+	f.Float64Var(&req.ConsumeRate, "consume-rate", 0, "events/s the group processes (0: measure)")
+	f.Float64Var(&req.ArrivalRate, "arrival-rate", 0, "events/s arriving on the topic (0: measure)")
+	f.DurationVar(&req.RateWindow, "rate-window", 3*time.Second, "how long to measure the rates (0: do not)")
+	addOutputFlag(cmd, &output)
+	return cmd
+}
+
+// extendTimeout adds the rate sampling window to --timeout.
+func (g *globalOptions) extendTimeout(window time.Duration) error {
+	d, err := g.requestTimeout()
+	if err != nil {
+		return err
+	}
+	g.timeout = (d + window).String()
+	return nil
+}
+
+// parseResetTime reads RFC 3339 or a duration before now.
+func parseResetTime(s string, now time.Time) (time.Time, error) {
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return t, nil
+	}
+	if d, err := time.ParseDuration(strings.TrimPrefix(s, "-")); err == nil && d > 0 {
+		return now.Add(-d), nil
+	}
+	return time.Time{}, fmt.Errorf("--to-time: want RFC 3339 (2026-03-01T12:00:00Z) or a duration ago (2h), got %q", s)
+}
+
+func writeGroupReset(w io.Writer, r platform.GroupReset) error {
+	verb := "reset"
+	if r.DryRun {
+		verb = "dry run: would reset"
+	}
+	fmt.Fprintf(w, "%s group %s on topic %s to %s\n", verb, r.Group, r.Topic, r.Target)
+	if r.ReviewRequired {
+		fmt.Fprintln(w, "  topic is marked review: required: applying needs an approved request")
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "PARTITION\tCONSUMER\tCURRENT SEQ\tPENDING\tNEW SEQ\tTO PROCESS\t")
+	for _, p := range r.Partitions {
+		fmt.Fprintf(tw, "%d\t%s\t%d\t%d\t%d\t%d\t\n", p.Partition, p.Consumer, p.CurrentSeq, p.Pending, p.NewSeq, p.ToProcess)
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "events: %d pending before, %d to process after\n", r.Pending, r.ToProcess)
+	how := "given"
+	if r.RatesMeasured {
+		how = "measured"
+	}
+	switch {
+	case r.ConsumeRate == 0 && r.ArrivalRate == 0:
+		fmt.Fprintln(w, "drain: no rates (pass --consume-rate and --arrival-rate, or --rate-window)")
+	case r.Drains:
+		fmt.Fprintf(w, "drain: %d events at %.0f/s consumed against %.0f/s arriving (%s) ≈ %s\n", r.ToProcess, r.ConsumeRate, r.ArrivalRate, how, r.DrainTime.Round(time.Second))
+	default:
+		fmt.Fprintf(w, "drain: never: %.0f/s consumed against %.0f/s arriving (%s)\n", r.ConsumeRate, r.ArrivalRate, how)
+	}
+	if r.Note != "" {
+		fmt.Fprintf(w, "note: %s\n", r.Note)
+	}
+	return nil
+}
