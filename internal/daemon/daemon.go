@@ -123,6 +123,9 @@ func (d *Daemon) Start(ctx context.Context) (err error) {
 		if d.svc, err = d.serveControl(); err != nil {
 			return err
 		}
+		if err := d.waitControlReachable(ctx); err != nil {
+			return err
+		}
 	}
 	return d.startHTTP()
 }
