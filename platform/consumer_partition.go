@@ -2,6 +2,7 @@ package platform
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -72,6 +73,7 @@ func (r *partitionRunner) run() {
 		ackWait = 30 * time.Second
 	}
 	go r.keepAlive(ackWait / 3)
+	idle := 0 // consecutive fetches that got nothing
 	for r.fetchCtx.Err() == nil {
 		if r.fenced() {
 			// The member could not renew its membership: another member
@@ -98,7 +100,9 @@ func (r *partitionRunner) run() {
 			sleepCtx(r.fetchCtx, 100*time.Millisecond)
 			continue
 		}
+		got := 0
 		for msg := range batch.Messages() {
+			got++
 			r.dispatch(msg)
 		}
 		cancel()
@@ -106,7 +110,61 @@ func (r *partitionRunner) run() {
 			r.m.log.Debug("platform: fetch", "partition", r.p, "err", err)
 			sleepCtx(r.fetchCtx, 100*time.Millisecond)
 		}
+		if idle = idle + 1; got > 0 {
+			idle = 0
+		}
+		if idle >= stalledFetches {
+			idle = 0
+			r.unstick()
+		}
 	}
+}
+
+// stalledFetches is how many empty fetches in a row make the runner check
+// that the partition is not pinned to a pull request nobody serves.
+const stalledFetches = 3
+
+// unstick takes the partition over again when the broker holds events for
+// it that the runner neither holds nor receives: the pin went to a stale
+// pull request. Measured on nats-server 2.15.2 (R3, many handovers at
+// once): a pull request of the previous owner still waiting at the server
+// when the new owner unpins can take the pin (and a batch of events,
+// delivered to an inbox nobody reads); every pull of the new owner then
+// waits until PinnedTTL (2 min) and the stranded events until AckWait. It
+// unpins and resets the consumer to its ack floor, as acquire does, so the
+// stranded events come again in stream order before anything newer. Only
+// when the runner holds nothing (no running, queued or parked event), so
+// no backoff is cut short and no delivery count restarted under a retry.
+func (r *partitionRunner) unstick() {
+	r.mu.Lock()
+	holds := len(r.lanes) > 0
+	r.mu.Unlock()
+	if holds || r.fenced() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.fetchCtx, 5*time.Second)
+	defer cancel()
+	info, err := r.cons.Info(ctx)
+	if err != nil || (info.NumPending == 0 && info.NumAckPending == 0) {
+		return
+	}
+	stream := StreamName(r.m.topic.Name)
+	s, err := r.m.js.Stream(ctx, stream)
+	if err != nil {
+		return
+	}
+	if err := s.UnpinConsumer(ctx, info.Name, r.m.cfg.Group); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		r.m.log.Debug("platform: unpin stalled partition", "partition", r.p, "err", err)
+	}
+	if r.fenced() {
+		return
+	}
+	if _, err := r.m.js.ResetConsumer(ctx, stream, info.Name); err != nil {
+		r.m.log.Warn("platform: reset stalled partition", "partition", r.p, "err", err)
+		return
+	}
+	r.m.log.Warn("platform: partition stalled behind a stale pin; unpinned and reset to its ack floor",
+		"partition", r.p, "pending", info.NumPending, "ack_pending", info.NumAckPending)
 }
 
 // keepAlive renews the lease of every event the runner holds.

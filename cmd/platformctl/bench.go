@@ -24,6 +24,7 @@ func newBenchCmd(g *globalOptions) *cobra.Command {
 		Short: "Benchmarks; each reports figures as 'name: value unit', one per line",
 	}
 	cmd.AddCommand(newBenchPublishCmd(g), newBenchOutboxCmd(g), newBenchInboxCmd(g))
+	cmd.AddCommand(newBenchGroupCmd(g))
 	cmd.AddCommand(newBenchQuotaCmd(g))
 	return cmd
 }
