@@ -21,6 +21,10 @@ const (
 	ModeFabric = "fabric"
 	// ModeNode runs one node (Node) of a multi-host cluster.
 	ModeNode = "node"
+	// ModeRegions runs several regions in one process (regions:), each
+	// its own cluster and JetStream domain, linked by leafnodes; for
+	// development of multi-region features (conf/dev-regions.yaml).
+	ModeRegions = "regions"
 )
 
 // DefaultDataDir is the data directory unless data_dir says otherwise.
@@ -35,11 +39,13 @@ type Config struct {
 	// node.store_dir say otherwise, the node stores (<data_dir>/<node name>).
 	DataDir string `mapstructure:"data_dir"`
 	// Fabric is used in mode fabric, Node in mode node.
-	Fabric    embeddednats.FabricConfig `mapstructure:"fabric"`
-	Node      embeddednats.Config       `mapstructure:"node"`
-	HTTP      HTTPConfig                `mapstructure:"http"`
-	Control   ControlConfig             `mapstructure:"control"`
-	Reconcile ReconcileConfig           `mapstructure:"reconcile"`
+	Fabric embeddednats.FabricConfig `mapstructure:"fabric"`
+	Node   embeddednats.Config       `mapstructure:"node"`
+	// Regions is used in mode regions.
+	Regions   embeddednats.RegionsConfig `mapstructure:"regions"`
+	HTTP      HTTPConfig                 `mapstructure:"http"`
+	Control   ControlConfig              `mapstructure:"control"`
+	Reconcile ReconcileConfig            `mapstructure:"reconcile"`
 	// Catalog is the declared topics, queues and groups: the top-level
 	// keys topics:, queues: and groups:, each a map keyed by name.
 	Catalog platform.Catalog `mapstructure:",squash"`
@@ -125,6 +131,23 @@ func (c *Config) EnsureDefaults() {
 	}
 	c.Fabric.EnsureDefaults()
 	c.Node.EnsureDefaults()
+	if len(c.Regions.Fabrics) == 0 {
+		c.Regions.Fabrics = nil // "fabrics: []" and no key read the same
+	}
+	if len(c.Regions.Deny) == 0 {
+		c.Regions.Deny = nil
+	}
+	if len(c.Node.Leaf.Remotes) == 0 {
+		c.Node.Leaf.Remotes = nil
+	}
+	for i := range c.Regions.Fabrics {
+		f := &c.Regions.Fabrics[i]
+		f.Region.EnsureDefaults()
+		if f.DataDir == "" {
+			f.DataDir = filepath.Join(c.DataDir, f.Region.Name)
+		}
+		f.EnsureDefaults()
+	}
 	if c.Node.StoreDir == "" && c.Node.Name != "" {
 		c.Node.StoreDir = filepath.Join(c.DataDir, c.Node.Name)
 	}
@@ -160,6 +183,9 @@ func (c *Config) Durability() embeddednats.Durability {
 	if c.Mode == ModeNode {
 		return c.Node.Durability
 	}
+	if c.Mode == ModeRegions && len(c.Regions.Fabrics) > 0 {
+		return c.Regions.Fabrics[0].Durability
+	}
 	return c.Fabric.Durability
 }
 
@@ -178,7 +204,11 @@ func (c *Config) validateInto(p *validate.Problems) {
 		p.Merge("fabric", c.Fabric.Validate())
 	case ModeNode:
 		p.Merge("node", c.Node.Validate())
+	case ModeRegions:
+		p.Merge("regions", c.Regions.Validate())
 	default:
+		// (mode regions, for development of multi-region features, is
+		// left out of the message: it is not a deployment mode.)
 		p.Addf("mode", "must be %s or %s, got %q", ModeFabric, ModeNode, c.Mode)
 	}
 	if c.DataDir == "" {

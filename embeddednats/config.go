@@ -83,6 +83,8 @@ type Config struct {
 	// Tags are placement tags (lower-case).
 	Tags       []string   `mapstructure:"tags"`
 	Durability Durability `mapstructure:"durability"`
+	// Leaf links this node to other regions (leaf.go).
+	Leaf Leaf `mapstructure:"leaf"`
 	// LameDuck is how long Close spreads client disconnects over.
 	LameDuck time.Duration `mapstructure:"lame_duck"`
 	// ReadyTimeout bounds Start's wait for readiness.
@@ -189,6 +191,7 @@ func (c *Config) validateInto(p *validate.Problems) {
 		}
 	}
 	validateDurability(p, "durability", c.Durability)
+	validateLeaf(p, "leaf", c.Leaf)
 	if c.LameDuck < 0 {
 		p.Addf("lame_duck", "must be >= 0, got %s", c.LameDuck)
 	}

@@ -21,9 +21,10 @@ type Node struct {
 	cfg   Config
 	trust *Trust
 
-	mu     sync.Mutex
-	srv    *server.Server
-	closed bool
+	mu      sync.Mutex
+	srv     *server.Server
+	closed  bool
+	leafGen int // generation of the link creds (leaf.go)
 }
 
 // NewNode validates cfg and prepares a node. Nothing listens until Start.
@@ -138,6 +139,9 @@ func (n *Node) serverOptions() (*server.Options, error) {
 	opts.NoSigs = true
 	opts.NoLog = !c.Log
 	opts.MaxPayload = 8 << 20
+	if err := n.leafOptions(opts, n.leafGen); err != nil {
+		return nil, err
+	}
 	if c.Clustered() {
 		opts.Cluster.Name = c.Region.Cluster
 		opts.Cluster.Host = c.Cluster.Host

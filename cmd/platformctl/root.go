@@ -47,6 +47,7 @@ func newRootCmd() *cobra.Command {
 		newBenchCmd(g),
 		newTenantCmd(g), newUserCmd(g), newUsageCmd(g), newAuditCmd(g),
 		newOutboxCmd(g),
+		newRegionCmd(g), newResidencyCmd(g),
 	)
 	return root
 }

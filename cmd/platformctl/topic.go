@@ -135,7 +135,11 @@ func newTopicDescribeCmd(g *globalOptions) *cobra.Command {
 			if output == "json" {
 				return writeJSON(cmd.OutOrStdout(), st)
 			}
-			return writeTopicStatus(cmd.OutOrStdout(), st)
+			if err := writeTopicStatus(cmd.OutOrStdout(), st); err != nil {
+				return err
+			}
+			writeTopicMirrors(cmd, g, args[0])
+			return nil
 		},
 	}
 	addOutputFlag(cmd, &output)

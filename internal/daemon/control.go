@@ -22,7 +22,7 @@ func (d *Daemon) serveControl() (micro.Service, error) {
 			return d.Status(ctx)
 		})},
 		{Name: "topic_apply", Subject: control.SubjTopicApply, Handle: control.JSON(func(ctx context.Context, r control.ApplyTopicRequest) (platform.Change, error) {
-			return d.rec.ApplyTopic(ctx, r.Spec, r.Options)
+			return d.applyTopic(ctx, r.Spec, r.Options)
 		})},
 		{Name: "topic_list", Subject: control.SubjTopicList, Handle: control.JSON(func(ctx context.Context, _ struct{}) ([]platform.TopicInfo, error) {
 			return d.rec.ListTopics(ctx)
@@ -45,6 +45,7 @@ func (d *Daemon) serveControl() (micro.Service, error) {
 	}
 	eps = append(eps, d.tenancyEndpoints()...)
 	eps = append(eps, d.groupEndpoints()...)
+	eps = append(eps, d.regionEndpoints()...)
 	for i := range eps {
 		h, name := eps[i].Handle, eps[i].Name
 		eps[i].Handle = func(ctx context.Context, body []byte) (any, error) {

@@ -33,6 +33,8 @@ type Daemon struct {
 	nodes  []*embeddednats.Node
 	fabric *embeddednats.Fabric // nil in node mode
 	region embeddednats.Region
+	// regions is set in mode regions (regions.go).
+	regions *regionsState
 
 	nc      *nats.Conn
 	js      jetstream.JetStream
@@ -77,7 +79,7 @@ func (d *Daemon) Start(ctx context.Context) (err error) {
 	// could never join the others (they must share trust.json, made once
 	// with `platformd init`).
 	trustDir := filepath.Join(d.cfg.DataDir, "trust")
-	if d.cfg.Mode == conf.ModeFabric {
+	if d.cfg.Mode == conf.ModeFabric || d.cfg.Mode == conf.ModeRegions {
 		d.trust, err = embeddednats.LoadOrCreateTrust(trustDir)
 	} else {
 		d.trust, err = embeddednats.LoadTrust(trustDir)
@@ -131,6 +133,9 @@ func (d *Daemon) Start(ctx context.Context) (err error) {
 }
 
 func (d *Daemon) startNodes(ctx context.Context) error {
+	if d.cfg.Mode == conf.ModeRegions {
+		return d.startRegions(ctx)
+	}
 	if d.cfg.Mode == conf.ModeFabric {
 		f, err := embeddednats.NewFabric(d.cfg.Fabric, d.trust)
 		if err != nil {
@@ -211,9 +216,10 @@ func (d *Daemon) Close(ctx context.Context) error {
 	if d.nc != nil {
 		d.nc.Close()
 	}
+	errs = append(errs, d.closeRegions(ctx))
 	if d.fabric != nil {
 		errs = append(errs, d.fabric.Close(ctx))
-	} else {
+	} else if d.regions == nil {
 		for _, n := range d.nodes {
 			errs = append(errs, n.Close(ctx))
 		}

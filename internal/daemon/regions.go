@@ -1,0 +1,264 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/msgplatform/platform/conf"
+	"github.com/msgplatform/platform/embeddednats"
+	"github.com/msgplatform/platform/internal/control"
+	"github.com/msgplatform/platform/platform"
+)
+
+// regionsState is the daemon in mode regions: every region of
+// conf.regions runs in this process; the first (home) serves the control
+// API, the catalog's non-resident objects and /metrics. Each region is
+// reached on its own admin connection, never through the link.
+type regionsState struct {
+	all  *embeddednats.Regions
+	conn []*nats.Conn
+	list platform.Regions
+	recs map[string]*platform.Reconciler
+
+	mu       sync.Mutex
+	resident map[string]platform.TopicSpec // resident topics known, by name
+}
+
+// startRegions starts every region, links them with the residency deny
+// list of the declared catalog, applies the declared topics resident in a
+// non-home region there (taking them and their groups out of the catalog
+// the home reconciler applies) and registers the mirror lag metrics.
+func (d *Daemon) startRegions(ctx context.Context) error {
+	rc := d.cfg.Regions
+	var topics []platform.TopicSpec
+	for _, t := range d.cfg.Catalog.Topics {
+		topics = append(topics, t)
+	}
+	rc.Deny = append(append([]string(nil), rc.Deny...), platform.LinkDeny(topics)...)
+	all, err := embeddednats.NewRegions(rc, d.trust)
+	if err != nil {
+		return err
+	}
+	rs := &regionsState{all: all, recs: map[string]*platform.Reconciler{}, resident: map[string]platform.TopicSpec{}}
+	d.regions = rs
+	if err := all.Start(ctx); err != nil {
+		return err
+	}
+	for _, t := range topics {
+		if t.Residency != "" {
+			rs.resident[t.Name] = t
+		}
+	}
+	for _, f := range all.Fabrics() {
+		nc, err := f.Connect(nats.Name("platformd-"+f.Config().Region.Name), nats.MaxReconnects(-1), nats.ReconnectWait(250*time.Millisecond))
+		if err != nil {
+			return fmt.Errorf("daemon: connect to region %s: %w", f.Config().Region.Name, err)
+		}
+		rs.conn = append(rs.conn, nc)
+		js, err := jetstream.New(nc)
+		if err != nil {
+			return err
+		}
+		r := f.Config().Region
+		rs.list = append(rs.list, platform.Region{Name: r.Name, Domain: r.Domain, JS: js})
+		rs.recs[r.Name] = platform.NewReconciler(js, platform.ReconcilerOptions{DefaultReplicas: f.Config().Durability.Replicas, Logger: d.log})
+	}
+	home := all.Fabrics()[0]
+	d.nodes, d.region = home.Nodes(), home.Config().Region
+
+	// Objects of a region other than home are applied there; the home
+	// reconciler gets the rest of the catalog.
+	cat := d.cfg.Catalog
+	cat.Topics, cat.Groups = maps.Clone(cat.Topics), maps.Clone(cat.Groups)
+	opts := platform.ApplyOptions{AllowReducedReplicas: d.cfg.Reconcile.AllowReducedReplicas, AllowCleanupChange: d.cfg.Reconcile.AllowCleanupChange}
+	for name, t := range d.cfg.Catalog.Topics {
+		where := platform.TopicRegion(t, d.region.Name)
+		if where == d.region.Name {
+			continue
+		}
+		rec := rs.recs[where]
+		if rec == nil {
+			return fmt.Errorf("%w: topics.%s.residency: no region %q in regions.fabrics", conf.ErrInvalid, name, where)
+		}
+		part := platform.Catalog{Topics: map[string]platform.TopicSpec{name: t}, Groups: map[string]platform.GroupSpec{}}
+		delete(cat.Topics, name)
+		for gn, g := range d.cfg.Catalog.Groups {
+			if g.Topic == name {
+				part.Groups[gn] = g
+				delete(cat.Groups, gn)
+			}
+		}
+		if _, err := rec.Apply(ctx, part, opts); err != nil {
+			return fmt.Errorf("daemon: reconcile topic %s in region %s: %w", name, where, err)
+		}
+	}
+	d.cfg.Catalog = cat
+	d.reg.MustRegister(platform.NewMirrorCollector(func() platform.Regions { return rs.list }))
+	return nil
+}
+
+// applyTopic is the control API's topic apply: in mode regions a topic is
+// created in its residency region (home without one), and a topic newly
+// known to be resident goes on the link's deny list before it is created,
+// so none of its events can cross in the meantime.
+func (d *Daemon) applyTopic(ctx context.Context, spec platform.TopicSpec, o platform.ApplyOptions) (platform.Change, error) {
+	rs := d.regions
+	if rs == nil {
+		return d.rec.ApplyTopic(ctx, spec, o)
+	}
+	where := platform.TopicRegion(spec, d.region.Name)
+	rec := rs.recs[where]
+	if rec == nil {
+		return platform.Change{}, fmt.Errorf("%w: residency %q is not a region of this installation (regions: %s)", platform.ErrInvalidSpec, where, strings.Join(rs.all.Names(), ", "))
+	}
+	// A topic of that name elsewhere would be a second primary.
+	for _, r := range rs.list {
+		if r.Name == where {
+			continue
+		}
+		if s, err := r.JS.Stream(ctx, platform.StreamName(spec.Name)); err == nil {
+			md := s.CachedInfo().Config.Metadata
+			if s.CachedInfo().Config.Mirror == nil && md["platform.mirror_of"] == "" {
+				return platform.Change{}, fmt.Errorf("%w: topic %s already lives in region %s; it cannot also be created in %s", platform.ErrConflict, spec.Name, r.Name, where)
+			}
+		}
+	}
+	if spec.Residency != "" && !o.DryRun {
+		if err := d.addResident(ctx, spec); err != nil {
+			return platform.Change{}, err
+		}
+	}
+	return rec.ApplyTopic(ctx, spec, o)
+}
+
+// addResident puts a resident topic on the link's deny list (a link
+// reconnect, see embeddednats.Node.SetLeafDeny) unless it is there.
+func (d *Daemon) addResident(ctx context.Context, spec platform.TopicSpec) error {
+	rs := d.regions
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if cur, ok := rs.resident[spec.Name]; ok && cur.Residency == spec.Residency {
+		return nil
+	}
+	rs.resident[spec.Name] = spec
+	var topics []platform.TopicSpec
+	for _, t := range rs.resident {
+		topics = append(topics, t)
+	}
+	deny := append(append([]string(nil), d.cfg.Regions.Deny...), platform.LinkDeny(topics)...)
+	if err := rs.all.SetDeny(ctx, deny); err != nil {
+		return fmt.Errorf("daemon: update the region link for resident topic %s: %w", spec.Name, err)
+	}
+	return nil
+}
+
+func (d *Daemon) closeRegions(ctx context.Context) error {
+	rs := d.regions
+	if rs == nil {
+		return nil
+	}
+	for _, nc := range rs.conn {
+		nc.Close()
+	}
+	return rs.all.Close(ctx)
+}
+
+// regionEndpoints are the control API's region and residency operations
+// (answered with a clear error outside mode regions).
+func (d *Daemon) regionEndpoints() []control.Endpoint {
+	need := func() (*regionsState, error) {
+		if d.regions == nil {
+			return nil, fmt.Errorf("%w: platformd runs one region (mode %s); regions need mode regions (see conf/dev-regions.yaml)", control.ErrInvalid, d.cfg.Mode)
+		}
+		return d.regions, nil
+	}
+	return []control.Endpoint{
+		{Name: "region_list", Subject: platform.SubjRegionList, Handle: control.JSON(func(ctx context.Context, _ struct{}) ([]platform.RegionInfo, error) {
+			rs, err := need()
+			if err != nil {
+				return nil, err
+			}
+			out := []platform.RegionInfo{}
+			for i, r := range rs.list {
+				ri := platform.RegionInfo{Name: r.Name, Domain: r.Domain, Home: i == 0}
+				n := 0
+				l := r.JS.StreamNames(ctx)
+				for range l.Name() {
+					n++
+				}
+				if err := l.Err(); err != nil && !errors.Is(err, jetstream.ErrEndOfData) {
+					ri.Streams, ri.Error = -1, err.Error()
+				} else {
+					ri.Streams = n
+				}
+				out = append(out, ri)
+			}
+			return out, nil
+		})},
+		{Name: "region_mirror", Subject: platform.SubjRegionMirror, Handle: control.JSON(func(ctx context.Context, r platform.MirrorRequest) (platform.MirrorStatus, error) {
+			rs, err := need()
+			if err != nil {
+				return platform.MirrorStatus{}, err
+			}
+			st, err := rs.list.Mirror(ctx, r)
+			return st, residencyRefusal(err)
+		})},
+		{Name: "region_mirrors", Subject: platform.SubjRegionMirrors, Handle: control.JSON(func(ctx context.Context, _ struct{}) ([]platform.MirrorStatus, error) {
+			rs, err := need()
+			if err != nil {
+				return nil, err
+			}
+			ms, err := rs.list.Mirrors(ctx)
+			if ms == nil {
+				ms = []platform.MirrorStatus{}
+			}
+			return ms, err
+		})},
+		{Name: "region_topic_mirrors", Subject: platform.SubjRegionTopicMirrors, Handle: control.JSON(func(ctx context.Context, r control.NameRequest) ([]platform.MirrorStatus, error) {
+			out := []platform.MirrorStatus{}
+			if d.regions == nil {
+				return out, nil
+			}
+			ms, err := d.regions.list.Mirrors(ctx)
+			for _, m := range ms {
+				if m.Topic == r.Name {
+					out = append(out, m)
+				}
+			}
+			sort.Slice(out, func(i, j int) bool { return out[i].To < out[j].To })
+			return out, err
+		})},
+		{Name: "residency_report", Subject: platform.SubjResidencyReport, Handle: control.JSON(func(ctx context.Context, _ struct{}) (platform.ResidencyReport, error) {
+			rs, err := need()
+			if err != nil {
+				return platform.ResidencyReport{}, err
+			}
+			return rs.list.Report(ctx)
+		})},
+		{Name: "residency_check", Subject: platform.SubjResidencyCheck, Handle: control.JSON(func(ctx context.Context, r platform.StreamCheckRequest) (struct{}, error) {
+			rs, err := need()
+			if err != nil {
+				return struct{}{}, err
+			}
+			return struct{}{}, residencyRefusal(rs.list.CheckStream(ctx, r.Region, r.Config))
+		})},
+	}
+}
+
+// residencyRefusal classifies a residency refusal as a conflict (409) and
+// keeps its message.
+func residencyRefusal(err error) error {
+	if errors.Is(err, platform.ErrResidency) {
+		return refused{err}
+	}
+	return err
+}

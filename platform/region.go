@@ -1,0 +1,41 @@
+package platform
+
+import "github.com/nats-io/nats.go/jetstream"
+
+// Control API subjects of the regional features (relative to the control
+// API prefix, platform.v1), served by platformd in mode regions.
+const (
+	SubjRegionMirror       = "region.mirror"        // MirrorRequest -> MirrorStatus
+	SubjRegionMirrors      = "region.mirrors"       // {} -> []MirrorStatus
+	SubjRegionList         = "region.list"          // {} -> []RegionInfo
+	SubjResidencyReport    = "residency.report"     // {} -> ResidencyReport
+	SubjResidencyCheck     = "residency.check"      // StreamCheckRequest -> {}
+	SubjRegionTopicMirrors = "region.topic_mirrors" // {"name"} -> []MirrorStatus
+)
+
+// RegionInfo is one region as `platformctl region list` shows it.
+type RegionInfo struct {
+	Name   string `json:"name"`
+	Domain string `json:"domain"`
+	Home   bool   `json:"home,omitempty"`
+	// Streams is how many streams the region holds (-1: unreachable).
+	Streams int    `json:"streams"`
+	Error   string `json:"error,omitempty"`
+}
+
+// StreamCheckRequest asks whether a stream configuration may be created in
+// Region under the residency policy (the control API's answer to a
+// hand-written mirror or source).
+type StreamCheckRequest struct {
+	Region string                 `json:"region"`
+	Config jetstream.StreamConfig `json:"config"`
+}
+
+// TopicRegion is the region a topic is created in: its residency, or home
+// for a topic without one.
+func TopicRegion(t TopicSpec, home string) string {
+	if t.Residency != "" {
+		return t.Residency
+	}
+	return home
+}

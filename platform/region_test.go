@@ -1,0 +1,226 @@
+package platform
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/msgplatform/platform/embeddednats/natstest"
+)
+
+// twoRegions starts eu and us (one node each) linked by a leafnode whose
+// deny list is the residency policy of the given topics, creates the
+// topics in eu and returns the platform's view of both regions.
+func twoRegions(t *testing.T, topics ...TopicSpec) (*natstest.Regions, Regions) {
+	t.Helper()
+	rr := natstest.RunRegions(t, 1, LinkDeny(topics), "eu", "us")
+	rs := Regions{
+		{Name: "eu", Domain: "eu", JS: rr.JetStream("eu")},
+		{Name: "us", Domain: "us", JS: rr.JetStream("us")},
+	}
+	rec := NewReconciler(rs[0].JS, ReconcilerOptions{DefaultReplicas: 1})
+	for _, tp := range topics {
+		if _, err := rec.ApplyTopic(testCtx(t, 30*time.Second), tp, ApplyOptions{AllowReducedReplicas: true}); err != nil {
+			t.Fatalf("apply %s: %v", tp.Name, err)
+		}
+	}
+	return rr, rs
+}
+
+func regionTopic(name, residency string) TopicSpec {
+	t := DefaultTopicSpec(name)
+	t.Partitions, t.Replicas, t.Residency = 2, 1, residency
+	return t
+}
+
+// TestResidencyEveryRouteRefused tries every route a resident event could
+// take from eu to us and counts the attempts: none may succeed, and each
+// platform refusal names the topic and its region.
+func TestResidencyEveryRouteRefused(t *testing.T) {
+	rr, rs := twoRegions(t, regionTopic("orders.eu", "eu"), regionTopic("orders", ""))
+	ctx := testCtx(t, 60*time.Second)
+	euNC, usNC := rr.Conn("eu"), rr.Conn("us")
+
+	// Core subscribers in us on everything the topic or its DLQ could use.
+	var leaked, crossed atomic.Int64
+	for _, subj := range []string{"orders.eu.>", "$DLQ.orders_eu.>", "orders.*"} {
+		sub, err := usNC.Subscribe(subj, func(m *nats.Msg) {
+			if strings.HasPrefix(m.Subject, "orders.eu.") || strings.HasPrefix(m.Subject, "$DLQ.") {
+				leaked.Add(1)
+			} else {
+				crossed.Add(1)
+			}
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = sub.Unsubscribe() })
+	}
+	_ = usNC.Flush()
+	time.Sleep(300 * time.Millisecond) // interest propagates over the link
+	euJS := rs[0].JS
+	for i := range 20 {
+		if _, err := euJS.Publish(ctx, "orders.eu.k"+string(rune('a'+i)), []byte("resident")); err != nil {
+			t.Fatal(err)
+		}
+		if err := euNC.Publish("$DLQ.orders_eu.g.1", []byte("resident dlq")); err != nil {
+			t.Fatal(err)
+		}
+		if err := euNC.Publish("orders.k", []byte("not resident")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_ = euNC.Flush()
+
+	attempts, succeeded := 0, 0
+	refused := func(route string, err error) {
+		t.Helper()
+		attempts++
+		if err == nil {
+			succeeded++
+			t.Errorf("%s: not refused", route)
+			return
+		}
+		t.Logf("%s: refused: %v", route, err)
+	}
+	// 1-3. Through the platform: mirror, mirror of the DLQ, source.
+	_, err := rs.Mirror(ctx, MirrorRequest{Topic: "orders.eu", To: "us"})
+	if !errors.Is(err, ErrResidency) || !strings.Contains(err.Error(), "resident in eu") {
+		t.Errorf("mirror: want ErrResidency naming eu, got %v", err)
+	}
+	refused("platform mirror", err)
+	for _, src := range []string{DLQStream("orders.eu"), DLQEventsStream("orders.eu")} {
+		err = rs.CheckStream(ctx, "us", jetstream.StreamConfig{Name: "x", Mirror: &jetstream.StreamSource{Name: src, Domain: "eu"}})
+		if !errors.Is(err, ErrResidency) {
+			t.Errorf("mirror of %s: want ErrResidency, got %v", src, err)
+		}
+		refused("platform mirror of "+src, err)
+	}
+	err = rs.CheckStream(ctx, "us", jetstream.StreamConfig{Name: "x", Subjects: []string{"x.>"}, Sources: []*jetstream.StreamSource{{Name: "orders_eu", Domain: "eu"}}})
+	if !errors.Is(err, ErrResidency) {
+		t.Errorf("source: want ErrResidency, got %v", err)
+	}
+	refused("platform source", err)
+
+	// 4. Directly through the JetStream API in us, as the nats CLI would
+	// (nats stream add --mirror orders_eu --mirror-domain eu): the stream
+	// is created (us's own API cannot know eu's policy), but the link
+	// refuses the consumer it needs, so it never receives an event; the
+	// residency report flags it.
+	usJS := rs[1].JS
+	hand, err := usJS.CreateStream(ctx, jetstream.StreamConfig{Name: "stolen", Mirror: &jetstream.StreamSource{Name: "orders_eu", Domain: "eu"}})
+	if err != nil {
+		t.Fatalf("hand-made mirror: %v", err)
+	}
+	// 5. A direct get of eu's stream from us (nats stream get --js-domain eu).
+	euFromUS, err := jetstream.NewWithDomain(usNC, "eu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	_, err = getOverLink(gctx, usNC, "eu", "orders_eu")
+	cancel()
+	refused("direct get from us", err)
+	// 6. A consumer on eu's stream from us (nats consumer add --js-domain eu).
+	gctx, cancel = context.WithTimeout(ctx, 2*time.Second)
+	_, err = euFromUS.CreateOrUpdateConsumer(gctx, "orders_eu", jetstream.ConsumerConfig{Durable: "peek"})
+	cancel()
+	refused("consumer from us", err)
+
+	time.Sleep(2 * time.Second)
+	hi, err := hand.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	attempts++
+	if hi.State.Msgs != 0 {
+		succeeded++
+		t.Errorf("hand-made mirror in us holds %d resident events", hi.State.Msgs)
+	}
+	t.Logf("hand-made mirror: created, %d msgs, mirror error %v", hi.State.Msgs, hi.Mirror.Error)
+
+	attempts++
+	if n := leaked.Load(); n != 0 {
+		succeeded++
+		t.Errorf("core subscribers in us received %d resident messages", n)
+	}
+	if crossed.Load() == 0 {
+		t.Errorf("the link carries nothing at all: the non-resident control messages did not reach us")
+	}
+	t.Logf("%d routes tried, %d succeeded", attempts, succeeded)
+
+	rep, err := rs.Report(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, v := range rep.Violations {
+		if strings.Contains(v, "stolen") && strings.Contains(v, "orders.eu") {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("report does not flag the hand-made mirror: %+v", rep)
+	}
+}
+
+// TestMirrorNonResident mirrors a non-resident topic from eu to us and
+// reads its lag down to zero; the mirror keeps the origin's sequences.
+func TestMirrorNonResident(t *testing.T) {
+	_, rs := twoRegions(t, regionTopic("orders", ""))
+	ctx := testCtx(t, 60*time.Second)
+	for i := range 50 {
+		if _, err := rs[0].JS.Publish(ctx, "orders.k"+string(rune('a'+i%26)), []byte("e")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st, err := rs.Mirror(ctx, MirrorRequest{Topic: "orders", To: "us"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !st.Created || st.From != "eu" {
+		t.Errorf("status %+v", st)
+	}
+	natstest.WaitFor(t, 20*time.Second, func() error {
+		st, err = rs.MirrorStatus(ctx, "orders", "us")
+		if err != nil {
+			return err
+		}
+		if st.LagMessages != 0 || st.LastSeq != 50 {
+			return errors.New("lag " + st.Stream)
+		}
+		return nil
+	})
+	if st.LagSeconds != 0 || st.OriginLastSeq != 50 {
+		t.Errorf("caught-up status %+v", st)
+	}
+	if _, err := rs.Mirror(ctx, MirrorRequest{Topic: "orders", To: "us"}); err != nil {
+		t.Errorf("mirror again (idempotent): %v", err)
+	}
+	rep, err := rs.Report(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Topics) != 1 || len(rep.Topics[0].Copies) != 1 || rep.Topics[0].Copies[0].Region != "us" || len(rep.Violations) != 0 {
+		t.Errorf("report %+v", rep)
+	}
+}
+
+// getOverLink sends a direct get for stream's first event to domain's API
+// from nc, as `nats stream get --js-domain` does.
+func getOverLink(ctx context.Context, nc *nats.Conn, domain, stream string) (*nats.Msg, error) {
+	m, err := nc.RequestWithContext(ctx, "$JS."+domain+".API.DIRECT.GET."+stream, []byte(`{"seq":1}`))
+	if err != nil {
+		return nil, err
+	}
+	if m.Header.Get("Status") != "" {
+		return nil, errors.New("status " + m.Header.Get("Status") + " " + m.Header.Get("Description"))
+	}
+	return m, nil
+}
