@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -55,6 +56,22 @@ type PublisherOptions struct {
 	// again, with the same event id (the stream drops a stored repeat),
 	// before the outcome is reported unknown (default 0).
 	Retries int
+	// Validator, if set, checks every event before it is sent (opt-in
+	// schema validation, e.g. a schema.Validator bound to some topics).
+	// A refused event is not sent and Publish returns an error wrapping
+	// ErrInvalidEvent; an accepted one is stamped with
+	// SchemaVersionHeader when the returned version is > 0.
+	Validator Validator
+}
+
+// SchemaVersionHeader carries the schema version an event was validated
+// against, so a consumer can choose its decoder (schema.VersionOf).
+const SchemaVersionHeader = "Platform-Schema-Version"
+
+// Validator validates an event before it is published and returns the
+// schema version it conforms to (0: the topic is not validated).
+type Validator interface {
+	Validate(topic string, ev *Event) (version int, err error)
 }
 
 // PublishStats counts publishes by outcome.
@@ -92,10 +109,21 @@ func (p *Publisher) Publish(ctx context.Context, ev Event) (PublishAck, error) {
 	if err := ValidateKey(ev.Key); err != nil {
 		return PublishAck{}, fmt.Errorf("%w: %w", ErrInvalidEvent, err)
 	}
+	version := 0
+	if p.opts.Validator != nil {
+		v, err := p.opts.Validator.Validate(ev.Topic, &ev)
+		if err != nil {
+			return PublishAck{}, fmt.Errorf("%w: event %s on %s: %w", ErrInvalidEvent, ev.ID, ev.Topic, err)
+		}
+		version = v
+	}
 	subject := TopicSubject(ev.Topic, ev.Key)
 	msg := &nats.Msg{Subject: subject, Data: ev.Payload, Header: nats.Header{}}
 	for k, v := range ev.Headers {
 		msg.Header[k] = append([]string(nil), v...)
+	}
+	if version > 0 {
+		msg.Header.Set(SchemaVersionHeader, strconv.Itoa(version))
 	}
 	InjectTrace(ctx, msg.Header)
 	var (

@@ -5,6 +5,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -16,6 +21,7 @@ import (
 	"github.com/msgplatform/platform/internal/control"
 	"github.com/msgplatform/platform/internal/units"
 	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/schema"
 )
 
 func newBenchCmd(g *globalOptions) *cobra.Command {
@@ -33,7 +39,7 @@ type benchPublishOptions struct {
 	count, window, runs, partitions, replicas, keys int
 	size                                            string
 	topic                                           string
-	keep, inProcess                                 bool
+	keep, inProcess, validate                       bool
 }
 
 func newBenchPublishCmd(g *globalOptions) *cobra.Command {
@@ -64,6 +70,9 @@ with it off, and prints both and their ratio.`,
 				return usageError{err}
 			}
 			out := cmd.OutOrStdout()
+			if o.validate {
+				return benchValidateCmd(cmd.Context(), out, g, o, popts)
+			}
 			if o.inProcess {
 				return benchInProcess(cmd.Context(), out, o, popts)
 			}
@@ -95,6 +104,7 @@ with it off, and prints both and their ratio.`,
 	f.StringVar(&o.topic, "topic", "bench-publish", "bench topic (created, and deleted afterwards unless --keep)")
 	f.BoolVar(&o.keep, "keep", false, "keep the bench topic")
 	f.BoolVar(&o.inProcess, "in-process", false, "start temporary fabrics (sync_always on and off) instead of using --server")
+	f.BoolVar(&o.validate, "validate", false, "publish JSON events through platform.Publisher with and without schema validation, same run, and print the ratio (with --in-process: one temporary fabric)")
 	return cmd
 }
 
@@ -162,10 +172,23 @@ func benchInProcess(ctx context.Context, out io.Writer, o benchPublishOptions, p
 	return nil
 }
 
-func benchFabric(ctx context.Context, dir string, sync bool, o benchPublishOptions, popts bench.PublishOptions) (bench.Result, error) {
+func benchFabric(ctx context.Context, dir string, sync bool, o benchPublishOptions, popts bench.PublishOptions) (res bench.Result, err error) {
+	err = withBenchFabric(ctx, dir, sync, func(nc *nats.Conn, rec *platform.Reconciler) error {
+		res, err = benchAgainst(ctx, nc, o, popts, func(ctx context.Context, spec platform.TopicSpec) error {
+			_, err := rec.ApplyTopic(ctx, spec, platform.ApplyOptions{AllowReducedReplicas: true})
+			return err
+		})
+		return err
+	})
+	return res, err
+}
+
+// withBenchFabric starts a temporary 3-node fabric in dir, runs fn on it
+// and stops it.
+func withBenchFabric(ctx context.Context, dir string, sync bool, fn func(*nats.Conn, *platform.Reconciler) error) error {
 	trust, err := embeddednats.NewTrust()
 	if err != nil {
-		return bench.Result{}, err
+		return err
 	}
 	cfg := embeddednats.DefaultFabricConfig()
 	cfg.Port, cfg.ClusterPort, cfg.DataDir = -1, -1, dir
@@ -173,12 +196,12 @@ func benchFabric(ctx context.Context, dir string, sync bool, o benchPublishOptio
 	cfg.LameDuck = 200 * time.Millisecond
 	f, err := embeddednats.NewFabric(cfg, trust)
 	if err != nil {
-		return bench.Result{}, err
+		return err
 	}
 	sctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	if err := f.Start(sctx); err != nil {
-		return bench.Result{}, err
+		return err
 	}
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -187,22 +210,184 @@ func benchFabric(ctx context.Context, dir string, sync bool, o benchPublishOptio
 	}()
 	nc, err := f.Connect()
 	if err != nil {
-		return bench.Result{}, err
+		return err
 	}
 	defer nc.Close()
 	js, err := jetstream.New(nc)
 	if err != nil {
-		return bench.Result{}, err
-	}
-	rec := platform.NewReconciler(js, platform.ReconcilerOptions{DefaultReplicas: 3})
-	return benchAgainst(ctx, nc, o, popts, func(ctx context.Context, spec platform.TopicSpec) error {
-		_, err := rec.ApplyTopic(ctx, spec, platform.ApplyOptions{AllowReducedReplicas: true})
 		return err
-	})
+	}
+	return fn(nc, platform.NewReconciler(js, platform.ReconcilerOptions{DefaultReplicas: 3}))
 }
 
 func printLines(w io.Writer, lines []string) {
 	for _, l := range lines {
 		fmt.Fprintln(w, l)
 	}
+}
+
+// benchValidateCmd runs the --validate benchmark against --server, or on
+// one temporary 3-node fabric with --in-process.
+func benchValidateCmd(ctx context.Context, out io.Writer, g *globalOptions, o benchPublishOptions, popts bench.PublishOptions) error {
+	if !o.inProcess {
+		nc, err := g.connect()
+		if err != nil {
+			return err
+		}
+		defer nc.Close()
+		return benchValidate(ctx, out, nc, o, popts, func(ctx context.Context, spec platform.TopicSpec) error {
+			return control.Call(ctx, nc, control.SubjTopicApply, control.ApplyTopicRequest{
+				Spec: spec, Options: platform.ApplyOptions{AllowReducedReplicas: true},
+			}, nil)
+		})
+	}
+	dir, err := os.MkdirTemp("", "platformctl-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	return withBenchFabric(ctx, dir, true, func(nc *nats.Conn, rec *platform.Reconciler) error {
+		return benchValidate(ctx, out, nc, o, popts, func(ctx context.Context, spec platform.TopicSpec) error {
+			_, err := rec.ApplyTopic(ctx, spec, platform.ApplyOptions{AllowReducedReplicas: true})
+			return err
+		})
+	})
+}
+
+// benchValidateSchema is the bench event type's schema (an OrderPlaced
+// with a padding field to reach --size).
+const benchValidateSchema = `{"type":"object","additionalProperties":false,
+ "required":["orderId","customerId","total","currency","items"],
+ "properties":{"orderId":{"type":"string"},"customerId":{"type":"string"},"total":{"type":"number","minimum":0},
+  "currency":{"enum":["EUR","USD"]},"pad":{"type":"string"},
+  "items":{"type":"array","items":{"type":"object","required":["sku","qty"],
+   "properties":{"sku":{"type":"string"},"qty":{"type":"integer","minimum":1},"price":{"type":"number"}}}}}}`
+
+// benchValidate publishes --count JSON events through platform.Publisher
+// (up to --window in flight) without and with a schema validator, in
+// alternating order, --runs times, on the same topic, and prints both
+// medians and their ratio.
+func benchValidate(ctx context.Context, out io.Writer, nc *nats.Conn, o benchPublishOptions, popts bench.PublishOptions, apply func(context.Context, platform.TopicSpec) error) error {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	spec := platform.DefaultTopicSpec(o.topic)
+	spec.Partitions, spec.Replicas = o.partitions, o.replicas
+	spec.Retention = platform.Retention{MaxAge: time.Hour}
+	spec.Owner = "platformctl-bench"
+	actx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := apply(actx, spec); err != nil {
+		return fmt.Errorf("create bench topic %s: %w", o.topic, err)
+	}
+	if !o.keep {
+		defer func() {
+			dctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_ = js.DeleteStream(dctx, platform.StreamName(o.topic))
+		}()
+	}
+	reg, err := schema.New(js, schema.Config{Replicas: o.replicas})
+	if err != nil {
+		return err
+	}
+	const eventType = "BenchOrderPlaced"
+	if _, err := reg.Register(actx, eventType, []byte(benchValidateSchema), schema.RegisterOptions{Mode: schema.ModeNone}); err != nil {
+		return fmt.Errorf("register bench schema: %w", err)
+	}
+	val := reg.NewValidator(map[string]string{o.topic: eventType})
+	if err := val.Start(actx); err != nil {
+		return err
+	}
+	defer val.Close()
+	payload := benchOrderPayload(popts.Size)
+	// The validation cost alone, one goroutine.
+	const probe = 2000
+	start := time.Now()
+	for i := 0; i < probe; i++ {
+		if _, err := val.Validate(o.topic, &platform.Event{Payload: payload}); err != nil {
+			return fmt.Errorf("bench payload does not validate: %w", err)
+		}
+	}
+	cost := time.Since(start) / probe
+	pubs := map[bool]*platform.Publisher{
+		false: platform.NewPublisher(js, platform.PublisherOptions{}),
+		true:  platform.NewPublisher(js, platform.PublisherOptions{Validator: val}),
+	}
+	rates := map[bool][]float64{}
+	for r := 0; r < o.runs; r++ {
+		order := []bool{false, true}
+		if r%2 == 1 {
+			order = []bool{true, false}
+		}
+		for _, validated := range order {
+			rate, err := publishThrough(ctx, pubs[validated], o, payload, fmt.Sprintf("r%d-%t", r, validated))
+			if err != nil {
+				return err
+			}
+			rates[validated] = append(rates[validated], rate)
+			if popts.Progress != nil {
+				fmt.Fprintf(popts.Progress, "run %d validated=%t: %.0f msgs/s\n", r+1, validated, rate)
+			}
+		}
+	}
+	plain, validated := medianOf(rates[false]), medianOf(rates[true])
+	fmt.Fprintf(out, "bench.publish.plain.msgs_per_s: %.0f msgs/s\n", plain)
+	fmt.Fprintf(out, "bench.publish.validated.msgs_per_s: %.0f msgs/s\n", validated)
+	fmt.Fprintf(out, "bench.publish.validate_cost: %.1f us/event\n", float64(cost.Nanoseconds())/1000)
+	fmt.Fprintf(out, "bench.publish.payload: %d bytes\n", len(payload))
+	if plain > 0 {
+		fmt.Fprintf(out, "bench.publish.validated_vs_plain_ratio: %.2f x (goal >= 0.90)\n", validated/plain)
+	}
+	return nil
+}
+
+// publishThrough publishes o.count events through pub with o.window
+// publishers in flight and returns the rate.
+func publishThrough(ctx context.Context, pub *platform.Publisher, o benchPublishOptions, payload []byte, tag string) (float64, error) {
+	var next atomic.Int64
+	var firstErr atomic.Value
+	var wg sync.WaitGroup
+	start := time.Now()
+	for w := 0; w < o.window; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= o.count || ctx.Err() != nil {
+					return
+				}
+				_, err := pub.Publish(ctx, platform.Event{ID: tag + "-" + strconv.Itoa(i), Topic: o.topic, Key: "key-" + strconv.Itoa(i%o.keys), Payload: payload})
+				if err != nil {
+					firstErr.CompareAndSwap(nil, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if err, _ := firstErr.Load().(error); err != nil {
+		return 0, err
+	}
+	return float64(o.count) / time.Since(start).Seconds(), nil
+}
+
+// benchOrderPayload is a valid bench event padded to about size bytes.
+func benchOrderPayload(size int) []byte {
+	base := `{"orderId":"o-00042","customerId":"c-7","total":129.5,"currency":"EUR","items":[{"sku":"sku-1","qty":2,"price":19.5},{"sku":"sku-2","qty":1,"price":90.5}],"pad":""}`
+	if pad := size - len(base); pad > 0 {
+		return []byte(base[:len(base)-2] + strings.Repeat("x", pad) + `"}`)
+	}
+	return []byte(base)
+}
+
+func medianOf(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	return s[len(s)/2]
 }

@@ -49,6 +49,7 @@ func newRootCmd() *cobra.Command {
 		newOutboxCmd(g),
 		newRegionCmd(g), newResidencyCmd(g),
 	)
+	root.AddCommand(newSchemaCmd(g))
 	return root
 }
 

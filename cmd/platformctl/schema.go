@@ -1,0 +1,254 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/msgplatform/platform/platform/schema"
+)
+
+func newSchemaCmd(g *globalOptions) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "schema",
+		Short: "Register, check, list and show JSON Schema versions per event type",
+		Long: `The schema registry keeps JSON Schema versions (1..n, immutable) per event
+type, and refuses a version that breaks the type's compatibility mode (none,
+backward, forward, full, or their _transitive forms; default backward),
+naming every rule it breaks.`,
+	}
+	cmd.AddCommand(newSchemaRegisterCmd(g), newSchemaCheckCmd(g), newSchemaListCmd(g), newSchemaShowCmd(g), newSchemaModeCmd(g))
+	return cmd
+}
+
+// readSchemaFile reads --file ("-" is stdin).
+func readSchemaFile(cmd *cobra.Command, path string) ([]byte, error) {
+	if path == "" {
+		return nil, usageError{errors.New("--file: the JSON Schema file is required (- for stdin)")}
+	}
+	var (
+		b   []byte
+		err error
+	)
+	if path == "-" {
+		b, err = io.ReadAll(cmd.InOrStdin())
+	} else {
+		b, err = os.ReadFile(path)
+	}
+	if err != nil {
+		return nil, usageError{fmt.Errorf("--file: %w", err)}
+	}
+	if len(strings.TrimSpace(string(b))) == 0 {
+		return nil, usageError{fmt.Errorf("--file %s: empty", path)}
+	}
+	var doc any
+	if err := json.Unmarshal(b, &doc); err != nil {
+		return nil, usageError{fmt.Errorf("--file %s: not JSON: %v", path, err)}
+	}
+	return b, nil
+}
+
+func parseModeFlag(m string) (schema.Mode, error) {
+	if m == "" {
+		return "", nil
+	}
+	mode := schema.Mode(m)
+	if err := mode.Validate(); err != nil {
+		return "", usageError{fmt.Errorf("--mode: %w", err)}
+	}
+	return mode, nil
+}
+
+func newSchemaRegisterCmd(g *globalOptions) *cobra.Command {
+	var file, mode string
+	cmd := &cobra.Command{
+		Use:   "register TYPE --file schema.json [--mode backward]",
+		Short: "Register the next version of TYPE's schema if it is compatible",
+		Long: `Registers the JSON Schema in --file as the next version of the event type
+TYPE. It is checked against the previous version (all previous versions
+under a _transitive mode); an incompatible schema is refused with every rule
+it breaks and nothing is written. --mode sets TYPE's mode in the same write
+(and the check runs under it). Registering a schema already registered
+returns its version.`,
+		Args: exactArgs(1, "TYPE"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			b, err := readSchemaFile(cmd, file)
+			if err != nil {
+				return err
+			}
+			m, err := parseModeFlag(mode)
+			if err != nil {
+				return err
+			}
+			if err := schema.ValidateSubject(args[0]); err != nil {
+				return usageError{err}
+			}
+			var r schema.Registered
+			if err := g.call(cmd.Context(), schema.SubjRegister, schema.RegisterRequest{Subject: args[0], Schema: b, Mode: m}, &r); err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if r.Existing {
+				fmt.Fprintf(out, "unchanged: %s v%d already has this schema (mode %s)\n", r.Subject, r.Version.Version, r.Mode)
+				return nil
+			}
+			fmt.Fprintf(out, "registered %s v%d (mode %s%s, fingerprint %s)\n", r.Subject, r.Version.Version, r.Mode, checkedAgainst(r.CheckedAgainst), r.Fingerprint)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&file, "file", "", "JSON Schema file (- for stdin)")
+	cmd.Flags().StringVar(&mode, "mode", "", "set TYPE's compatibility mode: none, backward, forward, full, backward_transitive, forward_transitive, full_transitive")
+	return cmd
+}
+
+func checkedAgainst(vs []int) string {
+	if len(vs) == 0 {
+		return ""
+	}
+	s := make([]string, len(vs))
+	for i, v := range vs {
+		s[i] = "v" + strconv.Itoa(v)
+	}
+	return "; checked against " + strings.Join(s, ", ")
+}
+
+// errIncompatible makes `schema check` exit 1 when the schema would be
+// refused (after printing why).
+var errIncompatible = errors.New("schema check: incompatible")
+
+func newSchemaCheckCmd(g *globalOptions) *cobra.Command {
+	var file, mode string
+	cmd := &cobra.Command{
+		Use:   "check TYPE --file schema.json [--mode MODE]",
+		Short: "Say whether a schema could be registered for TYPE, and which rules it breaks",
+		Long: `Checks the JSON Schema in --file against TYPE's versions under TYPE's mode
+(or --mode) without registering it. Exits 1 when it is incompatible, after
+listing every rule it breaks.`,
+		Args: exactArgs(1, "TYPE"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			b, err := readSchemaFile(cmd, file)
+			if err != nil {
+				return err
+			}
+			m, err := parseModeFlag(mode)
+			if err != nil {
+				return err
+			}
+			if err := schema.ValidateSubject(args[0]); err != nil {
+				return usageError{err}
+			}
+			var r schema.CheckResult
+			if err := g.call(cmd.Context(), schema.SubjCheck, schema.CheckRequest{Subject: args[0], Schema: b, Mode: m}, &r); err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			switch {
+			case r.Existing > 0:
+				fmt.Fprintf(out, "compatible: %s v%d already has this schema\n", r.Subject, r.Existing)
+			case r.Compatible:
+				fmt.Fprintf(out, "compatible: it would become %s v%d (mode %s%s)\n", r.Subject, r.Version, r.Mode, checkedAgainst(r.CheckedAgainst))
+			default:
+				fmt.Fprintf(out, "incompatible: %s v%d would be refused under mode %s%s:\n", r.Subject, r.Version, r.Mode, checkedAgainst(r.CheckedAgainst))
+				for _, v := range r.Violations {
+					fmt.Fprintf(out, "  - [%s] %s\n", v.Rule, v.Message)
+				}
+				return errIncompatible
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&file, "file", "", "JSON Schema file (- for stdin)")
+	cmd.Flags().StringVar(&mode, "mode", "", "check under this mode instead of TYPE's")
+	return cmd
+}
+
+func newSchemaListCmd(g *globalOptions) *cobra.Command {
+	return &cobra.Command{
+		Use:   "list",
+		Short: "List event types with their mode and latest version",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var list []schema.SubjectInfo
+			if err := g.call(cmd.Context(), schema.SubjList, nil, &list); err != nil {
+				return err
+			}
+			if len(list) == 0 {
+				fmt.Fprintln(cmd.OutOrStdout(), "no schemas registered (platformctl schema register TYPE --file schema.json)")
+				return nil
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "TYPE\tMODE\tLATEST")
+			for _, s := range list {
+				latest := "-"
+				if s.Latest > 0 {
+					latest = "v" + strconv.Itoa(s.Latest)
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\n", s.Subject, s.Mode, latest)
+			}
+			return tw.Flush()
+		},
+	}
+}
+
+func newSchemaShowCmd(g *globalOptions) *cobra.Command {
+	var version int
+	cmd := &cobra.Command{
+		Use:   "show TYPE [--version N]",
+		Short: "Show one version of TYPE's schema (default the latest)",
+		Args:  exactArgs(1, "TYPE"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if version < 0 {
+				return usageError{fmt.Errorf("--version: want a version >= 1, got %d", version)}
+			}
+			var r schema.ShowResponse
+			if err := g.call(cmd.Context(), schema.SubjShow, schema.ShowRequest{Subject: args[0], Version: version}, &r); err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			fmt.Fprintf(out, "Schema %s v%d of %d\n", r.Subject, r.Version.Version, len(r.Versions))
+			fmt.Fprintf(out, "  mode:        %s (v%d registered under %s)\n", r.Mode, r.Version.Version, r.Version.Mode)
+			fmt.Fprintf(out, "  registered:  %s\n", r.Version.Registered.Format("2006-01-02T15:04:05Z"))
+			fmt.Fprintf(out, "  fingerprint: %s\n", r.Version.Fingerprint)
+			fmt.Fprintf(out, "%s\n", indentJSON(r.Version.Schema))
+			return nil
+		},
+	}
+	cmd.Flags().IntVar(&version, "version", 0, "version to show (default the latest)")
+	return cmd
+}
+
+func newSchemaModeCmd(g *globalOptions) *cobra.Command {
+	return &cobra.Command{
+		Use:   "mode TYPE MODE",
+		Short: "Set TYPE's compatibility mode (applies to the next registration)",
+		Args:  exactArgs(2, "TYPE MODE"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			m, err := parseModeFlag(args[1])
+			if err != nil {
+				return err
+			}
+			var r schema.SubjectInfo
+			if err := g.call(cmd.Context(), schema.SubjMode, schema.ModeRequest{Subject: args[0], Mode: m}, &r); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: mode %s\n", r.Subject, r.Mode)
+			return nil
+		},
+	}
+}
+
+func indentJSON(raw []byte) string {
+	var b bytes.Buffer
+	if err := json.Indent(&b, raw, "", "  "); err != nil {
+		return string(raw)
+	}
+	return b.String()
+}
