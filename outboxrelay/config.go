@@ -24,17 +24,20 @@ type Config struct {
 	// to; topics not in the map are used as they are.
 	TopicMap map[string]string
 
-	// BatchSize is how many unsent records one round reads (default 1000).
+	// BatchSize is how many unsent records one read returns (default
+	// 1000); the next read starts while fewer than 2*BatchSize records
+	// are being published or marked.
 	BatchSize int
 	// MaxInFlight bounds async publishes awaiting an ack (default 1024).
 	MaxInFlight int
-	// AckTimeout bounds the wait for one round of acks (default 5s); a
+	// AckTimeout bounds the wait for one publish's ack (default 5s); a
 	// publish not acked in time counts as "unknown" and is retried.
 	AckTimeout time.Duration
 	// PollInterval is the pause when the outbox is empty (default 20ms).
 	PollInterval time.Duration
 	// BackoffMin and BackoffMax bound the exponential backoff, with full
-	// jitter, after a failed round (defaults 100ms, 5s).
+	// jitter, after a failed read, mark or fence, and per key after a
+	// failed publish (defaults 100ms, 5s).
 	BackoffMin, BackoffMax time.Duration
 
 	// LeaseBucket is the JetStream KV bucket holding the leases (default
@@ -70,8 +73,8 @@ type Config struct {
 
 // Faults are hooks that inject failures at the relay's critical steps.
 type Faults struct {
-	// AfterPublish runs after a round's acks arrived and before the
-	// records are marked sent. A non-nil error kills the relay right there,
+	// AfterPublish runs with each batch of acked records before it is
+	// marked sent. A non-nil error kills the relay right there,
 	// as a crash would: nothing is marked, the lease is not released (it
 	// expires), and Run returns an error wrapping ErrInjectedFault.
 	AfterPublish func(acked []Record) error

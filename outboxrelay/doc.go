@@ -14,10 +14,16 @@
 //     never shows a record while a lower Seq of its key may still commit
 //     (pgoutbox: a per-key advisory lock taken before the identity value is
 //     drawn; pebbleoutbox: records above the lowest uncommitted Seq are
-//     held back). The relay publishes in waves: the next record of a key is
-//     sent only after the previous one is acked, and a failed key stops for
-//     the round, so a retry never overtakes an earlier event. Different
-//     keys are published in parallel (async, up to MaxInFlight).
+//     held back). The relay pipelines reading, publishing and marking
+//     (pipeline.go): the next batch is read, excluding the records already
+//     in flight, and the acked ones are marked while others are being
+//     published. Only a key's oldest unacked record is ever published, so
+//     the next record of a key is sent only after the previous one is
+//     acked, and a failed one is retried (same Nats-Msg-Id) before anything
+//     behind it: a retry never overtakes an earlier event. Different keys
+//     are published in parallel (async, up to MaxInFlight); a key whose
+//     publish fails backs off on its own, so events that cannot be
+//     published (a topic with no stream) do not stall the other keys.
 //   - One active relay per outbox. The lease is a JetStream KV key per
 //     outbox updated by revision CAS; the acquiring revision is the fencing
 //     token, recorded in the store (Fence) and required by MarkSent, so a

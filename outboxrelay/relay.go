@@ -11,8 +11,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/msgplatform/platform/platform"
 )
 
 // Relay publishes an outbox's unsent events to their topics and marks them
@@ -36,6 +34,8 @@ type Relay struct {
 	lease   *lease
 	killed  bool
 	ready   chan struct{}
+	// acquired wakes the publish loop when the lease is acquired.
+	acquired chan struct{}
 }
 
 // New returns a relay for store publishing on nc. It does not touch the
@@ -65,6 +65,7 @@ func New(cfg Config, store Store, nc *nats.Conn) (*Relay, error) {
 		cfg: cfg, store: store, js: js, nc: nc, m: m,
 		log:   log.With("outbox", cfg.Name, "holder", cfg.Holder),
 		fatal: make(chan error, 1), done: make(chan struct{}), ready: make(chan struct{}),
+		acquired: make(chan struct{}, 1),
 	}, nil
 }
 
@@ -109,7 +110,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	}
 }
 
-// Close stops the relay, waiting within ctx for the round in flight, and
+// Close stops the relay, marking within ctx what was already acked, and
 // releases the lease so a standby takes over at once. Idempotent.
 func (r *Relay) Close(ctx context.Context) error {
 	r.mu.Lock()
@@ -195,6 +196,10 @@ func (r *Relay) leaseLoop(ctx context.Context, ready chan<- struct{}) {
 		if tok != last {
 			if tok != 0 {
 				r.log.Info("outboxrelay: lease acquired", "token", tok)
+				select {
+				case r.acquired <- struct{}{}:
+				default:
+				}
 			} else {
 				r.log.Info("outboxrelay: lease lost")
 			}
@@ -243,182 +248,45 @@ func (r *Relay) publishLoop(ctx context.Context, leaseReady <-chan struct{}) {
 	r.mu.Lock()
 	l := r.lease
 	r.mu.Unlock()
-	var fenced uint64
 	backoff := r.cfg.BackoffMin
-	fail := func(what string, err error) bool {
-		r.log.Warn("outboxrelay: "+what, "err", err, "backoff", backoff)
-		ok := sleep(ctx, jitter(backoff))
-		backoff = min(backoff*2, r.cfg.BackoffMax)
-		return ok
-	}
 	for ctx.Err() == nil {
 		tok := l.current()
 		if tok == 0 {
-			sleep(ctx, min(r.cfg.LeaseTTL/8, 250*time.Millisecond))
+			t := time.NewTimer(min(r.cfg.LeaseTTL/8, 250*time.Millisecond))
+			select {
+			case <-ctx.Done():
+			case <-r.acquired:
+			case <-t.C:
+			}
+			t.Stop()
 			continue
 		}
-		if tok != fenced {
-			if err := r.store.Fence(ctx, tok); err != nil {
-				if errors.Is(err, ErrFenced) {
-					l.drop()
-				}
-				if !fail("fence", err) {
-					return
-				}
-				continue
+		if err := r.store.Fence(ctx, tok); err != nil {
+			if errors.Is(err, ErrFenced) {
+				l.drop()
 			}
-			fenced = tok
-		}
-		recs, err := r.store.Unsent(ctx, r.cfg.BatchSize)
-		if err != nil {
-			if !fail("read unsent", err) {
-				return
-			}
-			continue
-		}
-		if len(recs) == 0 {
-			sleep(ctx, r.cfg.PollInterval)
-			continue
-		}
-		acked, pubErr := r.publish(ctx, l, tok, recs)
-		if len(acked) > 0 {
-			if h := r.cfg.Faults.AfterPublish; h != nil {
-				if err := h(acked); err != nil {
-					r.kill(fmt.Errorf("%w: after publish, before mark: %w", ErrInjectedFault, err))
-					return
-				}
-			}
-			seqs := make([]uint64, len(acked))
-			for i, rec := range acked {
-				seqs[i] = rec.Seq
-			}
-			if err := r.store.MarkSent(context.WithoutCancel(ctx), tok, seqs); err != nil {
-				if errors.Is(err, ErrFenced) {
-					l.drop()
-				}
-				if !fail("mark sent", err) {
-					return
-				}
-				continue
-			}
-		}
-		if pubErr != nil {
-			if !fail("publish", pubErr) {
-				return
-			}
+			r.log.Warn("outboxrelay: fence", "err", err, "backoff", backoff)
+			sleep(ctx, jitter(backoff))
+			backoff = min(backoff*2, r.cfg.BackoffMax)
 			continue
 		}
 		backoff = r.cfg.BackoffMin
+		err := r.runPipeline(ctx, l, tok)
+		switch {
+		case errors.Is(err, ErrInjectedFault):
+			return
+		case errors.Is(err, ErrFenced):
+			r.log.Warn("outboxrelay: fenced by a newer relay", "err", err)
+		case errors.Is(err, errLeaseLost):
+			r.log.Warn("outboxrelay: lease lapsed, publishing stopped")
+		}
 	}
 }
 
-// publish sends recs in waves: each wave publishes the oldest unpublished
-// record of every key at once (async) and waits for the acks, so a key's
-// next record is only sent once the previous one is stored. A key whose
-// publish fails stops for this round, so a retry can never overtake it.
-// It returns the acked records and the first failure.
-func (r *Relay) publish(ctx context.Context, l *lease, tok uint64, recs []Record) ([]Record, error) {
-	type queue struct{ recs []Record }
-	byKey := map[string]*queue{}
-	var queues []*queue
-	for _, rec := range recs {
-		k := rec.Topic + "\x00" + rec.Key
-		q := byKey[k]
-		if q == nil {
-			q = &queue{}
-			byKey[k] = q
-			queues = append(queues, q)
-		}
-		q.recs = append(q.recs, rec)
-	}
-	acked := make([]Record, 0, len(recs))
-	var firstErr error
-	for len(queues) > 0 {
-		if l.current() != tok {
-			return acked, errors.New("outboxrelay: lease no longer valid")
-		}
-		n := min(len(queues), r.cfg.MaxInFlight)
-		wave := queues[:n]
-		ok := r.publishWave(ctx, wave2recs(wave, func(q *queue) Record { return q.recs[0] }), func(i int, dup bool, err error) {
-			if err != nil {
-				wave[i].recs = nil // this key stops for the round
-				if firstErr == nil {
-					firstErr = err
-				}
-				return
-			}
-			acked = append(acked, wave[i].recs[0])
-			if r.cfg.OnAck != nil {
-				r.cfg.OnAck(wave[i].recs[0], dup)
-			}
-			wave[i].recs = wave[i].recs[1:]
-		})
-		if !ok {
-			return acked, ctx.Err()
-		}
-		next := queues[:0]
-		for _, q := range queues {
-			if len(q.recs) > 0 {
-				next = append(next, q)
-			}
-		}
-		queues = next
-	}
-	return acked, firstErr
-}
-
-func wave2recs[Q any](qs []Q, head func(Q) Record) []Record {
-	out := make([]Record, len(qs))
-	for i, q := range qs {
-		out[i] = head(q)
-	}
-	return out
-}
-
-// publishWave publishes recs async and reports each outcome to done. It
-// returns false if ctx ended.
-func (r *Relay) publishWave(ctx context.Context, recs []Record, done func(i int, dup bool, err error)) bool {
-	futs := make([]jetstream.PubAckFuture, len(recs))
-	for i, rec := range recs {
-		msg := &nats.Msg{
-			Subject: platform.TopicSubject(r.cfg.topicFor(rec.Topic), rec.Key),
-			Data:    rec.Payload,
-			Header:  nats.Header{},
-		}
-		for k, v := range rec.Headers {
-			msg.Header[k] = append([]string(nil), v...)
-		}
-		f, err := r.js.PublishMsgAsync(msg, jetstream.WithMsgID(rec.ID))
-		if err != nil {
-			r.m.count(classify(err))
-			done(i, false, fmt.Errorf("outboxrelay: publish %s (event %s): %w", msg.Subject, rec.ID, err))
-			continue
-		}
-		futs[i] = f
-	}
-	wctx, cancel := context.WithTimeout(ctx, r.cfg.AckTimeout)
-	defer cancel()
-	for i, f := range futs {
-		if f == nil {
-			continue
-		}
-		select {
-		case ack := <-f.Ok():
-			if ack.Duplicate {
-				r.m.count(OutcomeDuplicate)
-			} else {
-				r.m.count(OutcomeOK)
-			}
-			done(i, ack.Duplicate, nil)
-		case err := <-f.Err():
-			r.m.count(classify(err))
-			done(i, false, fmt.Errorf("outboxrelay: publish event %s: %w", recs[i].ID, err))
-		case <-wctx.Done():
-			r.m.count(OutcomeUnknown)
-			done(i, false, fmt.Errorf("outboxrelay: publish event %s: no ack within %s (outcome unknown, will retry with the same id)", recs[i].ID, r.cfg.AckTimeout))
-		}
-	}
-	return ctx.Err() == nil
+func (r *Relay) isKilled() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.killed
 }
 
 func classify(err error) string {

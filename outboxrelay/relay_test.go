@@ -101,3 +101,26 @@ func TestCrashAfterPublishBeforeMark(t *testing.T) {
 		})
 	}
 }
+
+// TestRelayMoreKeysThanInFlight: with many more keys than MaxInFlight and
+// reads larger than it, every event is published once, in per-key order,
+// over many refills of the publish window.
+func TestRelayMoreKeysThanInFlight(t *testing.T) {
+	f := natstest.RunFabric(t, 3)
+	js := f.JetStream()
+	b := pebbleBackend(t)
+	topic := "window"
+	createTopic(t, js, topic)
+	evs := events(topic, topic, 300, 3)
+	if err := b.enqueue(context.Background(), evs...); err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig("window")
+	cfg.BatchSize, cfg.MaxInFlight = 250, 16
+	r, _ := startRelay(t, f, cfg, b.store)
+	waitDrained(t, b.store, 30*time.Second)
+	checkDelivered(t, readStream(t, js, topic), evs, false)
+	if c := r.Counts(); c.OK != uint64(len(evs)) {
+		t.Errorf("counts %+v, want %d ok", c, len(evs))
+	}
+}

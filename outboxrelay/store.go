@@ -11,11 +11,13 @@ import (
 // Implementations: outboxrelay/pgoutbox (PostgreSQL), outboxrelay/pebbleoutbox
 // (Pebble, in-process). Both must pass outboxrelay/outboxtest.
 type Store interface {
-	// Unsent returns up to limit unsent records in Seq order. For every
-	// (topic, key), no record of that key with a lower Seq may become
-	// visible later: records are returned only once every lower record of
-	// their key has committed (or never will).
-	Unsent(ctx context.Context, limit int) ([]Record, error)
+	// Unsent returns up to limit unsent records in Seq order, leaving out
+	// those whose Seq is in skip (sorted ascending: the records the relay
+	// already holds, being published or marked). For every (topic, key),
+	// no record of that key with a lower Seq may become visible later:
+	// records are returned only once every lower record of their key has
+	// committed (or never will).
+	Unsent(ctx context.Context, limit int, skip []uint64) ([]Record, error)
 
 	// Fence records token as the current relay's lease token. It returns
 	// ErrFenced if a newer token is already recorded.

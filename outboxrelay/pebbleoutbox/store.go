@@ -146,7 +146,7 @@ func (s *Store) release(b *pebble.Batch) {
 // Unsent implements outboxrelay.Store. It returns only records below the
 // lowest seq of a batch not yet committed, so a record never becomes
 // visible behind a later one.
-func (s *Store) Unsent(ctx context.Context, limit int) ([]outboxrelay.Record, error) {
+func (s *Store) Unsent(ctx context.Context, limit int, skip []uint64) ([]outboxrelay.Record, error) {
 	s.mu.Lock()
 	low := s.next + 1
 	for _, seqs := range s.pending {
@@ -162,25 +162,39 @@ func (s *Store) Unsent(ctx context.Context, limit int) ([]outboxrelay.Record, er
 	}
 	defer it.Close()
 	var out []outboxrelay.Record
-	for ok := it.First(); ok && len(out) < limit; ok = it.Next() {
-		var rec outboxrelay.Record
-		rec.Seq = binary.BigEndian.Uint64(it.Key()[len(s.unsent):])
+	first := low // the lowest unsent seq, skipped or not
+	for ok := it.First(); ok && len(out) < limit; {
+		seq := binary.BigEndian.Uint64(it.Key()[len(s.unsent):])
+		first = min(first, seq)
+		for len(skip) > 0 && skip[0] < seq {
+			skip = skip[1:]
+		}
+		if len(skip) > 0 && skip[0] == seq {
+			// Seek past the run of consecutive skipped seqs (the relay's
+			// records in flight are mostly one run).
+			j := 0
+			for j+1 < len(skip) && skip[j+1] == skip[j]+1 {
+				j++
+			}
+			next := skip[j] + 1
+			skip = skip[j+1:]
+			ok = it.SeekGE(key(s.unsent, next))
+			continue
+		}
+		rec := outboxrelay.Record{Seq: seq}
 		if err := decode(it.Value(), &rec.Event); err != nil {
 			return nil, fmt.Errorf("pebbleoutbox: record %d: %w", rec.Seq, err)
 		}
 		out = append(out, rec)
+		ok = it.Next()
 	}
 	if err := it.Error(); err != nil {
 		return nil, fmt.Errorf("pebbleoutbox: unsent: %w", err)
 	}
-	// Everything in [from, low) below the first record found is sent:
-	// start the next scan there, past the deletion tombstones.
-	hint := low
-	if len(out) > 0 {
-		hint = out[0].Seq
-	}
+	// Everything in [from, first) is sent: start the next scan there,
+	// past the deletion tombstones.
 	s.mu.Lock()
-	s.scanFrom = max(s.scanFrom, hint)
+	s.scanFrom = max(s.scanFrom, first)
 	s.mu.Unlock()
 	return out, nil
 }
@@ -197,9 +211,11 @@ func (s *Store) Fence(_ context.Context, token uint64) error {
 	return nil
 }
 
-// MarkSent implements outboxrelay.Store: the records move from the unsent
-// to the sent keyspace in one batch. The batch is not synced: a mark lost
-// to a power cut only means a republish, deduplicated by Nats-Msg-Id.
+// MarkSent implements outboxrelay.Store: in one batch, each record's
+// unsent key is deleted and a sent key holding only the time it was sent
+// is written (Prune reads it; the payload is not copied, so marking costs
+// no read and little write). The batch is not synced: a mark lost to a
+// power cut only means a republish, deduplicated by Nats-Msg-Id.
 func (s *Store) MarkSent(_ context.Context, token uint64, seqs []uint64) error {
 	s.markMu.Lock()
 	defer s.markMu.Unlock()
@@ -211,20 +227,10 @@ func (s *Store) MarkSent(_ context.Context, token uint64, seqs []uint64) error {
 	var ts [8]byte
 	binary.BigEndian.PutUint64(ts[:], uint64(time.Now().UnixNano()))
 	for _, seq := range seqs {
-		k := key(s.unsent, seq)
-		v, closer, err := s.db.Get(k)
-		if errors.Is(err, pebble.ErrNotFound) {
-			continue
-		}
-		if err != nil {
+		if err := b.Set(key(s.sent, seq), ts[:], nil); err != nil {
 			return fmt.Errorf("pebbleoutbox: mark sent: %w", err)
 		}
-		err = b.Set(key(s.sent, seq), append(ts[:], v...), nil)
-		closer.Close()
-		if err != nil {
-			return fmt.Errorf("pebbleoutbox: mark sent: %w", err)
-		}
-		if err := b.Delete(k, nil); err != nil {
+		if err := b.Delete(key(s.unsent, seq), nil); err != nil {
 			return fmt.Errorf("pebbleoutbox: mark sent: %w", err)
 		}
 	}

@@ -95,10 +95,17 @@ var _ outboxrelay.Store = (*Store)(nil)
 // New returns the store over pool. Call Migrate first.
 func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
 
-// Unsent implements outboxrelay.Store.
-func (s *Store) Unsent(ctx context.Context, limit int) ([]outboxrelay.Record, error) {
+// Unsent implements outboxrelay.Store. The skip list is an array
+// parameter matched through a hashed subplan (NOT IN (SELECT unnest)), so
+// a long one costs one hash probe per row, not a scan of the list.
+func (s *Store) Unsent(ctx context.Context, limit int, skip []uint64) ([]outboxrelay.Record, error) {
+	ids := make([]int64, len(skip))
+	for i, v := range skip {
+		ids[i] = int64(v)
+	}
 	rows, err := s.pool.Query(ctx, `SELECT seq, event_id, topic, key, headers, payload, created_at
-FROM outboxrelay.events WHERE sent_at IS NULL ORDER BY seq LIMIT $1`, limit)
+FROM outboxrelay.events WHERE sent_at IS NULL AND seq NOT IN (SELECT unnest($2::bigint[]))
+ORDER BY seq LIMIT $1`, limit, ids)
 	if err != nil {
 		return nil, fmt.Errorf("pgoutbox: unsent: %w", err)
 	}

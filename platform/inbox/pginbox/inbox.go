@@ -2,6 +2,7 @@ package pginbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -56,13 +57,85 @@ func (i *Inbox) Process(ctx context.Context, msg platform.InboxMsg, effect func(
 	return outcome, nil
 }
 
+// errEffectFailed makes ProcessBatch's fast path roll back.
+var errEffectFailed = errors.New("pginbox: an effect failed")
+
 // ProcessBatch is Process for many messages in one transaction (one commit
-// for all): each effect runs in its own savepoint, so a failed effect
-// leaves neither its writes nor its row, and its message is not acked.
-// It returns each message's outcome (0 for a failed one) and the failures.
+// for all). The inbox rows of the whole batch are inserted first with one
+// statement (ON CONFLICT DO NOTHING RETURNING), and the effects run, in the
+// same transaction, only for the ids it returned: the repeats are skipped
+// without a round trip each. Messages of one event id in msgs are
+// processed once.
+//
+// A failed effect leaves neither its writes nor its row, and its message
+// is not acked: when an effect fails the transaction is rolled back and
+// the batch is run again with a savepoint per message (so the effects of
+// a batch holding a failure run twice; they are in the rolled-back
+// transaction the first time, so only effects outside the database would
+// notice). It returns each message's outcome (0 for a failed one) and the
+// failures.
 func (i *Inbox) ProcessBatch(ctx context.Context, msgs []platform.InboxMsg, effect func(tx pgx.Tx, msg platform.InboxMsg) error) ([]platform.InboxOutcome, []error, error) {
 	outcomes := make([]platform.InboxOutcome, len(msgs))
 	errs := make([]error, len(msgs))
+	ids := make([]string, len(msgs))
+	first := make(map[string]int, len(msgs))
+	batchIDs := make([]string, 0, len(msgs))
+	for n, msg := range msgs {
+		id, err := platform.EventIDOf(msg)
+		if err != nil {
+			errs[n] = err
+			continue
+		}
+		ids[n] = id
+		if _, ok := first[id]; !ok {
+			first[id] = n
+			batchIDs = append(batchIDs, id)
+		}
+	}
+	err := pgx.BeginFunc(ctx, i.pool, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, `INSERT INTO platform_inbox.processed (consumer, event_id)
+SELECT $1, unnest($2::text[]) ON CONFLICT DO NOTHING RETURNING event_id`, i.cfg.Consumer, batchIDs)
+		if err != nil {
+			return fmt.Errorf("pginbox: record batch: %w", err)
+		}
+		inserted, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return fmt.Errorf("pginbox: record batch: %w", err)
+		}
+		fresh := make(map[string]bool, len(inserted))
+		for _, id := range inserted {
+			fresh[id] = true
+		}
+		for n, msg := range msgs {
+			switch id := ids[n]; {
+			case id == "":
+			case first[id] != n || !fresh[id]:
+				outcomes[n] = platform.InboxDuplicate
+			default:
+				if err := effect(tx, msg); err != nil {
+					return errEffectFailed
+				}
+				outcomes[n] = platform.InboxProcessed
+			}
+		}
+		return nil
+	})
+	if errors.Is(err, errEffectFailed) {
+		return i.processBatchSavepoints(ctx, msgs, effect)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	i.ackBatch(msgs, ids, outcomes, errs)
+	return outcomes, errs, nil
+}
+
+// processBatchSavepoints is ProcessBatch with a savepoint per message, so
+// a failed effect is rolled back alone (about four round trips a message).
+func (i *Inbox) processBatchSavepoints(ctx context.Context, msgs []platform.InboxMsg, effect func(tx pgx.Tx, msg platform.InboxMsg) error) ([]platform.InboxOutcome, []error, error) {
+	outcomes := make([]platform.InboxOutcome, len(msgs))
+	errs := make([]error, len(msgs))
+	ids := make([]string, len(msgs))
 	err := pgx.BeginFunc(ctx, i.pool, func(tx pgx.Tx) error {
 		for n, msg := range msgs {
 			id, err := platform.EventIDOf(msg)
@@ -70,6 +143,7 @@ func (i *Inbox) ProcessBatch(ctx context.Context, msgs []platform.InboxMsg, effe
 				errs[n] = err
 				continue
 			}
+			ids[n] = id
 			err = pgx.BeginFunc(ctx, tx, func(sp pgx.Tx) error {
 				tag, err := sp.Exec(ctx, `INSERT INTO platform_inbox.processed (consumer, event_id) VALUES ($1, $2) ON CONFLICT DO NOTHING`, i.cfg.Consumer, id)
 				if err != nil {
@@ -91,14 +165,18 @@ func (i *Inbox) ProcessBatch(ctx context.Context, msgs []platform.InboxMsg, effe
 	if err != nil {
 		return nil, nil, err
 	}
+	i.ackBatch(msgs, ids, outcomes, errs)
+	return outcomes, errs, nil
+}
+
+func (i *Inbox) ackBatch(msgs []platform.InboxMsg, ids []string, outcomes []platform.InboxOutcome, errs []error) {
 	for n, msg := range msgs {
 		if outcomes[n] != 0 {
 			if err := msg.Ack(); err != nil {
-				errs[n] = &platform.InboxAckError{Err: err}
+				errs[n] = &platform.InboxAckError{EventID: ids[n], Err: err}
 			}
 		}
 	}
-	return outcomes, errs, nil
 }
 
 // IfNewer records version as entity's version and returns true if it is

@@ -1,0 +1,98 @@
+package pgoutbox_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/msgplatform/platform/internal/pgtest"
+	"github.com/msgplatform/platform/outboxrelay"
+	"github.com/msgplatform/platform/outboxrelay/pgoutbox"
+)
+
+func newStore(t *testing.T) (*pgxpool.Pool, *pgoutbox.Store) {
+	t.Helper()
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, pgtest.NewDatabase(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	if err := pgoutbox.Migrate(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	if err := pgoutbox.Migrate(ctx, pool); err != nil {
+		t.Fatalf("second Migrate (must be idempotent): %v", err)
+	}
+	return pool, pgoutbox.New(pool)
+}
+
+// TestConcurrentTransactionsOneKey: transaction A enqueues key k and stays
+// open; transaction B enqueueing k waits for A (the per-key advisory
+// lock), so nothing of k is visible while A is open and B's event gets a
+// higher seq than A's: per key, seq order is commit order. A transaction
+// on another key is not held up.
+func TestConcurrentTransactionsOneKey(t *testing.T) {
+	pool, store := newStore(t)
+	ctx := context.Background()
+	ev := func(id, key string) outboxrelay.Event {
+		return outboxrelay.Event{ID: id, Topic: "orders", Key: key, Payload: []byte(id)}
+	}
+	txA, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer txA.Rollback(ctx)
+	if err := pgoutbox.Enqueue(ctx, txA, ev("a", "k")); err != nil {
+		t.Fatal(err)
+	}
+	bDone := make(chan error, 1)
+	go func() {
+		bDone <- pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return pgoutbox.Enqueue(ctx, tx, ev("b", "k")) })
+	}()
+	// Another key goes through while A is open.
+	if err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return pgoutbox.Enqueue(ctx, tx, ev("c", "other")) }); err != nil {
+		t.Fatalf("other key: %v", err)
+	}
+	select {
+	case err := <-bDone:
+		t.Fatalf("B committed while A (same key) was open: %v", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	recs, err := store.Unsent(ctx, 10, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 1 || recs[0].ID != "c" {
+		t.Fatalf("visible while A is open: %+v, want only c", recs)
+	}
+	if err := txA.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-bDone; err != nil {
+		t.Fatalf("B: %v", err)
+	}
+	recs, err = store.Unsent(ctx, 10, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var order []string
+	var seqA, seqB uint64
+	for _, r := range recs {
+		if r.Key == "k" {
+			order = append(order, r.ID)
+		}
+		switch r.ID {
+		case "a":
+			seqA = r.Seq
+		case "b":
+			seqB = r.Seq
+		}
+	}
+	if len(order) != 2 || order[0] != "a" || order[1] != "b" || seqA >= seqB {
+		t.Fatalf("key k: %v (seq a %d, b %d), want a then b in seq order", order, seqA, seqB)
+	}
+}

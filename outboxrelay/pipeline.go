@@ -1,0 +1,467 @@
+package outboxrelay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/msgplatform/platform/platform"
+)
+
+// The relay's publishing pipeline, run for one lease term (one fencing
+// token). Three things overlap instead of running in turn:
+//
+//   - a reader fetches the next unsent records while earlier ones are being
+//     published, leaving out the records already in the pipeline (Store.Unsent's
+//     skip list);
+//   - the scheduler publishes async: the head of every key whose previous
+//     record was acked, up to MaxInFlight publishes awaiting an ack;
+//   - a marker marks the acked records sent, one batch while the next acks
+//     accumulate.
+//
+// Ordering: a key's records sit in the pipeline in Seq order (a read only
+// adds records above the ones of that key it already holds: the store
+// never shows a record while a lower Seq of its key may still commit, and
+// a record leaves the pipeline only once marked sent). Only a key's head
+// is ever published, and the head is dropped only once acked, so the next
+// record of a key is published after the previous one is stored, and a
+// failed head is retried (same Nats-Msg-Id) before anything behind it.
+//
+// A key whose publish fails waits for its own backoff (exponential, full
+// jitter) while the other keys go on; its records stay in the pipeline
+// ("parked") so reads skip them instead of returning them again. Parked
+// records do not count against the read window, so a backlog of events
+// that cannot be published (a topic that does not exist) does not starve
+// the healthy keys, up to maxParked of them.
+
+// pipeline is the state of one lease term; only run's goroutine touches it.
+type pipeline struct {
+	r   *Relay
+	l   *lease
+	tok uint64
+
+	inflight map[uint64]struct{} // read and not yet marked sent
+	keys     map[string]*keyState
+	ready    []*keyState // keys whose head can be published now
+	waiting  []*keyState // keys backing off after a failed publish
+	parked   int         // records of waiting keys
+	pending  int         // publishes awaiting an ack
+
+	reading     bool
+	nextRead    time.Time
+	readBackoff time.Duration
+
+	marking     bool
+	toMark      []Record
+	nextMark    time.Time
+	markBackoff time.Duration
+
+	lastWarn time.Time
+	failures int // publish failures since lastWarn
+}
+
+type keyState struct {
+	id      string
+	recs    []Record // unmarked, unacked records of the key in Seq order
+	busy    bool     // recs[0] is published, awaiting its ack
+	queued  bool     // in ready
+	backoff time.Duration
+	retryAt time.Time
+}
+
+type pubItem struct {
+	k        *keyState
+	rec      Record
+	fut      jetstream.PubAckFuture
+	deadline time.Time
+}
+
+type ackResult struct {
+	k   *keyState
+	rec Record
+	dup bool
+	err error
+	out string
+}
+
+type readResult struct {
+	recs []Record
+	err  error
+}
+
+type markResult struct {
+	recs   []Record
+	err    error
+	killed bool
+}
+
+// errLeaseLost ends a pipeline whose lease is no longer valid.
+var errLeaseLost = errors.New("outboxrelay: lease no longer valid")
+
+func (r *Relay) maxParked() int { return min(10*r.cfg.BatchSize, 100000) }
+
+// runPipeline publishes under token tok until ctx ends, the lease is lost,
+// the store fences the token (ErrFenced) or a fault kills the relay.
+func (r *Relay) runPipeline(ctx context.Context, l *lease, tok uint64) error {
+	p := &pipeline{
+		r: r, l: l, tok: tok,
+		inflight:    map[uint64]struct{}{},
+		keys:        map[string]*keyState{},
+		readBackoff: r.cfg.BackoffMin,
+		markBackoff: r.cfg.BackoffMin,
+	}
+	pctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var waiters sync.WaitGroup
+	acks := make(chan ackResult, r.cfg.MaxInFlight)
+	reads := make(chan readResult, 1)
+	marks := make(chan markResult, 1)
+	pubs := func(it pubItem) {
+		waiters.Add(1)
+		go func() { defer waiters.Done(); r.awaitAck(pctx, it, acks) }()
+	}
+
+	stop := func(cause error) error {
+		cancel()
+		waiters.Wait()
+		if p.reading {
+			<-reads
+		}
+		if p.marking {
+			if res := <-marks; res.killed {
+				return res.err
+			}
+			p.markDone(markResult{}) // the outcome does not matter any more
+		}
+		if r.isKilled() {
+			return cause
+		}
+		// Acks that arrived are marked, so a clean stop leaves few repeats.
+		for drained := false; !drained; {
+			select {
+			case a := <-acks:
+				p.acked(a)
+			default:
+				drained = true
+			}
+		}
+		if len(p.toMark) > 0 {
+			mctx, mcancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.AckTimeout)
+			res := r.mark(mctx, tok, p.toMark)
+			mcancel()
+			if res.killed {
+				return res.err
+			}
+			if res.err != nil && !errors.Is(res.err, ErrFenced) {
+				r.log.Warn("outboxrelay: mark sent on stop", "err", res.err)
+			}
+		}
+		return cause
+	}
+
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		if err := pctx.Err(); err != nil {
+			return stop(err)
+		}
+		if l.current() != tok {
+			return stop(errLeaseLost)
+		}
+		now := time.Now()
+		p.wake(now)
+		p.startRead(pctx, now, reads)
+		p.publish(now, pubs, acks)
+		p.startMark(pctx, now, marks)
+
+		timer.Reset(p.nextWake(now))
+		select {
+		case <-pctx.Done():
+		case <-timer.C:
+		case a := <-acks:
+			p.acked(a)
+			for more := true; more; { // take every ack already there
+				select {
+				case a := <-acks:
+					p.acked(a)
+				default:
+					more = false
+				}
+			}
+		case res := <-reads:
+			p.readDone(res)
+		case res := <-marks:
+			if res.killed {
+				cancel()
+				waiters.Wait()
+				if p.reading {
+					<-reads
+				}
+				return res.err
+			}
+			if errors.Is(res.err, ErrFenced) {
+				l.drop()
+				p.markDone(res)
+				return stop(res.err)
+			}
+			p.markDone(res)
+		}
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+	}
+}
+
+// nextWake is how long the scheduler may sleep with nothing arriving.
+func (p *pipeline) nextWake(now time.Time) time.Duration {
+	d := min(p.r.cfg.LeaseTTL/8, 250*time.Millisecond) // lease checks
+	if p.canRead() {
+		d = min(d, p.nextRead.Sub(now))
+	}
+	if !p.marking && len(p.toMark) > 0 {
+		d = min(d, p.nextMark.Sub(now))
+	}
+	for _, k := range p.waiting {
+		d = min(d, k.retryAt.Sub(now))
+	}
+	return max(d, time.Millisecond)
+}
+
+func (p *pipeline) canRead() bool {
+	active := len(p.inflight) - p.parked
+	return !p.reading && active < 2*p.r.cfg.BatchSize && p.parked < p.r.maxParked()
+}
+
+func (p *pipeline) startRead(ctx context.Context, now time.Time, reads chan<- readResult) {
+	if !p.canRead() || now.Before(p.nextRead) {
+		return
+	}
+	p.reading = true
+	skip := make([]uint64, 0, len(p.inflight))
+	for seq := range p.inflight {
+		skip = append(skip, seq)
+	}
+	slices.Sort(skip)
+	limit := p.r.cfg.BatchSize
+	go func() {
+		recs, err := p.r.store.Unsent(ctx, limit, skip)
+		reads <- readResult{recs: recs, err: err}
+	}()
+}
+
+func (p *pipeline) readDone(res readResult) {
+	p.reading = false
+	now := time.Now()
+	if res.err != nil {
+		if !errors.Is(res.err, context.Canceled) {
+			p.r.log.Warn("outboxrelay: read unsent", "err", res.err, "backoff", p.readBackoff)
+		}
+		p.nextRead = now.Add(jitter(p.readBackoff))
+		p.readBackoff = min(p.readBackoff*2, p.r.cfg.BackoffMax)
+		return
+	}
+	p.readBackoff = p.r.cfg.BackoffMin
+	if len(res.recs) < p.r.cfg.BatchSize {
+		// Caught up: poll again after PollInterval, stretched while many
+		// records are in the pipeline (a read costs in proportion to its
+		// skip list, and new events queue behind those anyway).
+		p.nextRead = now.Add(p.r.cfg.PollInterval * time.Duration(1+len(p.inflight)/p.r.cfg.BatchSize))
+	}
+	for _, rec := range res.recs {
+		if _, dup := p.inflight[rec.Seq]; dup {
+			continue
+		}
+		p.inflight[rec.Seq] = struct{}{}
+		id := rec.Topic + "\x00" + rec.Key
+		k := p.keys[id]
+		if k == nil {
+			k = &keyState{id: id, backoff: p.r.cfg.BackoffMin}
+			p.keys[id] = k
+		}
+		k.recs = append(k.recs, rec)
+		if !k.retryAt.IsZero() {
+			p.parked++
+			continue
+		}
+		if !k.busy && !k.queued {
+			k.queued = true
+			p.ready = append(p.ready, k)
+		}
+	}
+}
+
+// wake moves the keys whose backoff has passed back to ready.
+func (p *pipeline) wake(now time.Time) {
+	if len(p.waiting) == 0 {
+		return
+	}
+	still := p.waiting[:0]
+	for _, k := range p.waiting {
+		if now.Before(k.retryAt) {
+			still = append(still, k)
+			continue
+		}
+		k.retryAt = time.Time{}
+		p.parked -= len(k.recs)
+		k.queued = true
+		p.ready = append(p.ready, k)
+	}
+	clear(p.waiting[len(still):])
+	p.waiting = still
+}
+
+// publish sends the head of ready keys while fewer than MaxInFlight
+// publishes await their ack.
+func (p *pipeline) publish(now time.Time, pubs func(pubItem), acks chan<- ackResult) {
+	n := 0
+	for ; n < len(p.ready) && p.pending < p.r.cfg.MaxInFlight; n++ {
+		k := p.ready[n]
+		k.queued = false
+		if k.busy || len(k.recs) == 0 {
+			continue
+		}
+		rec := k.recs[0]
+		fut, err := p.r.publishAsync(rec)
+		k.busy = true
+		p.pending++
+		if err != nil {
+			acks <- ackResult{k: k, rec: rec, err: err, out: classify(err)}
+			continue
+		}
+		pubs(pubItem{k: k, rec: rec, fut: fut, deadline: now.Add(p.r.cfg.AckTimeout)})
+	}
+	rest := copy(p.ready, p.ready[n:])
+	clear(p.ready[rest:])
+	p.ready = p.ready[:rest]
+}
+
+// acked handles one publish outcome.
+func (p *pipeline) acked(a ackResult) {
+	p.pending--
+	k := a.k
+	k.busy = false
+	p.r.m.count(a.out)
+	if a.err != nil {
+		p.failures++
+		if now := time.Now(); now.Sub(p.lastWarn) >= 5*time.Second {
+			p.r.log.Warn("outboxrelay: publish failed, the key backs off", "err", a.err, "failures", p.failures, "key_backoff", k.backoff)
+			p.lastWarn, p.failures = now, 0
+		}
+		k.retryAt = time.Now().Add(jitter(k.backoff))
+		k.backoff = min(k.backoff*2, p.r.cfg.BackoffMax)
+		p.parked += len(k.recs)
+		p.waiting = append(p.waiting, k)
+		return
+	}
+	if p.r.cfg.OnAck != nil {
+		p.r.cfg.OnAck(a.rec, a.dup)
+	}
+	p.toMark = append(p.toMark, a.rec)
+	k.backoff = p.r.cfg.BackoffMin
+	k.recs[0] = Record{}
+	k.recs = k.recs[1:]
+	if len(k.recs) == 0 {
+		delete(p.keys, k.id)
+		return
+	}
+	if !k.queued {
+		k.queued = true
+		p.ready = append(p.ready, k)
+	}
+}
+
+func (p *pipeline) startMark(ctx context.Context, now time.Time, marks chan<- markResult) {
+	if p.marking || len(p.toMark) == 0 || now.Before(p.nextMark) {
+		return
+	}
+	p.marking = true
+	recs := p.toMark
+	p.toMark = nil
+	tok := p.tok
+	go func() { marks <- p.r.mark(context.WithoutCancel(ctx), tok, recs) }()
+}
+
+func (p *pipeline) markDone(res markResult) {
+	p.marking = false
+	if res.err != nil {
+		if !errors.Is(res.err, ErrFenced) {
+			p.r.log.Warn("outboxrelay: mark sent", "err", res.err, "backoff", p.markBackoff)
+		}
+		// Keep them in the pipeline (not republished) and mark them later.
+		p.toMark = append(res.recs, p.toMark...)
+		p.nextMark = time.Now().Add(jitter(p.markBackoff))
+		p.markBackoff = min(p.markBackoff*2, p.r.cfg.BackoffMax)
+		return
+	}
+	p.markBackoff = p.r.cfg.BackoffMin
+	for _, rec := range res.recs {
+		delete(p.inflight, rec.Seq)
+	}
+}
+
+// mark runs the AfterPublish fault hook, then marks recs sent.
+func (r *Relay) mark(ctx context.Context, tok uint64, recs []Record) markResult {
+	if h := r.cfg.Faults.AfterPublish; h != nil {
+		if err := h(recs); err != nil {
+			err = fmt.Errorf("%w: after publish, before mark: %w", ErrInjectedFault, err)
+			r.kill(err)
+			return markResult{recs: recs, err: err, killed: true}
+		}
+	}
+	seqs := make([]uint64, len(recs))
+	for i, rec := range recs {
+		seqs[i] = rec.Seq
+	}
+	mctx, cancel := context.WithTimeout(ctx, max(r.cfg.AckTimeout, 10*time.Second))
+	defer cancel()
+	return markResult{recs: recs, err: r.store.MarkSent(mctx, tok, seqs)}
+}
+
+func (r *Relay) publishAsync(rec Record) (jetstream.PubAckFuture, error) {
+	msg := &nats.Msg{
+		Subject: platform.TopicSubject(r.cfg.topicFor(rec.Topic), rec.Key),
+		Data:    rec.Payload,
+		Header:  make(nats.Header, len(rec.Headers)+1),
+	}
+	for k, v := range rec.Headers {
+		msg.Header[k] = append([]string(nil), v...)
+	}
+	f, err := r.js.PublishMsgAsync(msg, jetstream.WithMsgID(rec.ID))
+	if err != nil {
+		return nil, fmt.Errorf("outboxrelay: publish %s (event %s): %w", msg.Subject, rec.ID, err)
+	}
+	return f, nil
+}
+
+// awaitAck waits for one publish's outcome and reports it on acks (never
+// blocking: acks holds MaxInFlight, the bound on publishes awaiting an
+// ack). One goroutine per publish, so a slow ack delays only its own key.
+func (r *Relay) awaitAck(ctx context.Context, it pubItem, acks chan<- ackResult) {
+	t := time.NewTimer(time.Until(it.deadline))
+	defer t.Stop()
+	var res ackResult
+	select {
+	case ack := <-it.fut.Ok():
+		res = ackResult{dup: ack.Duplicate, out: OutcomeOK}
+		if ack.Duplicate {
+			res.out = OutcomeDuplicate
+		}
+	case err := <-it.fut.Err():
+		res = ackResult{err: fmt.Errorf("outboxrelay: publish event %s: %w", it.rec.ID, err), out: classify(err)}
+	case <-t.C:
+		res = ackResult{err: fmt.Errorf("outboxrelay: publish event %s: no ack within %s (outcome unknown, will retry with the same id)", it.rec.ID, r.cfg.AckTimeout), out: OutcomeUnknown}
+	case <-ctx.Done():
+		return
+	}
+	res.k, res.rec = it.k, it.rec
+	acks <- res
+}
