@@ -11,6 +11,8 @@ const (
 	SubjResidencyReport    = "residency.report"     // {} -> ResidencyReport
 	SubjResidencyCheck     = "residency.check"      // StreamCheckRequest -> {}
 	SubjRegionTopicMirrors = "region.topic_mirrors" // {"name"} -> []MirrorStatus
+	SubjRegionFailover     = "region.failover"      // FailoverRequest -> Failover
+	SubjRegionFailback     = "region.failback"      // FailbackRequest -> Failback
 )
 
 // RegionInfo is one region as `platformctl region list` shows it.

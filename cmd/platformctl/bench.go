@@ -32,6 +32,7 @@ func newBenchCmd(g *globalOptions) *cobra.Command {
 	cmd.AddCommand(newBenchPublishCmd(g), newBenchOutboxCmd(g), newBenchInboxCmd(g))
 	cmd.AddCommand(newBenchGroupCmd(g))
 	cmd.AddCommand(newBenchQuotaCmd(g))
+	cmd.AddCommand(newBenchMirrorCmd(g))
 	return cmd
 }
 

@@ -18,7 +18,7 @@ func newRegionCmd(g *globalOptions) *cobra.Command {
 		Use:   "region",
 		Short: "Regions (each its own cluster and JetStream domain) and mirroring between them",
 	}
-	cmd.AddCommand(newRegionListCmd(g), newRegionMirrorCmd(g), newRegionMirrorsCmd(g))
+	cmd.AddCommand(newRegionListCmd(g), newRegionMirrorCmd(g), newRegionMirrorsCmd(g), newRegionFailoverCmd(g), newRegionFailbackCmd(g))
 	return cmd
 }
 
@@ -135,4 +135,147 @@ func writeTopicMirrors(cmd *cobra.Command, g *globalOptions, topic string) {
 	}
 	fmt.Fprintln(cmd.OutOrStdout())
 	_ = writeMirrors(cmd.OutOrStdout(), ms)
+}
+
+func newRegionFailoverCmd(g *globalOptions) *cobra.Command {
+	var req platform.FailoverRequest
+	var output string
+	cmd := &cobra.Command{
+		Use:   "failover TOPIC --to REGION",
+		Short: "Promote a topic's mirror in REGION to primary and move its consumer groups there",
+		Long: `Promotes the mirror of TOPIC in REGION to the topic's primary stream and
+recreates the topic's consumer groups there at their translated positions.
+
+First it reports how far the mirror was behind: the last origin sequence it
+saw, the events it lacks and their age. When the origin answers (a planned
+failover) the mirror is given --catch-up to reach it; when the origin is
+gone, the events it lacks stay there and failback keeps them.
+
+Mirrors keep the origin's sequence numbers, so each group resumes at the
+same sequence: from the origin's live positions, else from the positions
+platformd records every few seconds in the target region, else (a group
+named with --group and nothing recorded) from the first event at or after
+the group's last known ack time. The report states the duplicate window:
+events between each new position and the promotion point, which consumers
+may already have processed and must absorb (inbox dedupe by event id).
+
+Resident topics cannot fail over: their events never leave their region,
+so there is no copy to promote. The command refuses and offers degrade
+mode: the topic stays in its home region; while that region is down
+producers keep writing to their transactional outbox (outboxrelay), which
+holds the events and retries until the home region returns, and consumers
+resume from their positions there. Nothing is lost; delivery is late by
+the outage.
+
+Undo with 'platformctl region failback TOPIC' once the original region is
+back.`,
+		Args: exactArgs(1, "TOPIC"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			req.Topic = args[0]
+			if req.To == "" {
+				return usageError{errors.New("--to: name the region to fail over to, e.g. --to us")}
+			}
+			var out platform.Failover
+			if err := g.call(cmd.Context(), platform.SubjRegionFailover, req, &out); err != nil {
+				return err
+			}
+			if output == "json" {
+				return writeJSON(cmd.OutOrStdout(), out)
+			}
+			return writeFailover(cmd.OutOrStdout(), out)
+		},
+	}
+	cmd.Flags().StringVar(&req.To, "to", "", "region holding the mirror to promote (required)")
+	cmd.Flags().StringSliceVar(&req.Groups, "group", nil, "consumer group to recreate even without a recorded position (repeatable)")
+	cmd.Flags().DurationVar(&req.CatchUp, "catch-up", 0, "how long to let the mirror catch up when the origin answers (default 10s; negative: do not wait)")
+	cmd.Flags().BoolVar(&req.DryRun, "dry-run", false, "report the lag and the group positions; change nothing")
+	addOutputFlag(cmd, &output)
+	return cmd
+}
+
+func writeFailover(w io.Writer, f platform.Failover) error {
+	verb := "failed over"
+	if f.DryRun {
+		verb = "would fail over (dry run)"
+	}
+	fmt.Fprintf(w, "topic %s %s: %s -> %s\n", f.Topic, verb, f.From, f.To)
+	origin := "answers"
+	if !f.OriginReachable {
+		origin = "does not answer: " + f.OriginError
+	}
+	fmt.Fprintf(w, "origin %s %s\n", f.From, origin)
+	fmt.Fprintf(w, "mirror behind: %d events, %s (last origin seq seen %d, mirror last seq %d, last contact %s ago)\n",
+		f.LagEvents, age(time.Duration(f.LagSeconds*float64(time.Second))), f.LastOriginSeq, f.MirrorLastSeq, age(f.LastContact))
+	fmt.Fprintf(w, "promoted at seq %d; events not replicated (kept in %s, restored by failback): %d\n", f.PromotedAtSeq, f.From, f.Unreplicated)
+	fmt.Fprintf(w, "duplicate window consumers must absorb: %d events\n", f.DuplicateWindow)
+	if len(f.Groups) > 0 {
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "GROUP\tPARTITION\tSOURCE\tACK FLOOR\tSTART SEQ\tDUPLICATES")
+		for _, g := range f.Groups {
+			for _, p := range g.Partitions {
+				fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\t%d\n", g.Group, p.Partition, p.Source, p.AckFloor, p.StartSeq, p.Duplicates)
+			}
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintln(w, "No consumer groups recorded for this topic.")
+	}
+	for _, n := range f.Notes {
+		fmt.Fprintf(w, "note: %s\n", n)
+	}
+	return nil
+}
+
+func newRegionFailbackCmd(g *globalOptions) *cobra.Command {
+	var req platform.FailbackRequest
+	var output string
+	cmd := &cobra.Command{
+		Use:   "failback TOPIC",
+		Short: "Return a failed-over topic to its original region, keeping every event written during the outage",
+		Long: `Run once the region TOPIC failed over from answers again. In order:
+the promoted stream stops taking writes (producers still writing there reach
+the original region over the link); every event written during the outage
+whose event id (Nats-Msg-Id) the original region lacks is copied back with
+the same id, subject and headers (ids already there are skipped); each
+consumer group's position is translated back (an event a group may have
+processed is replayed, never skipped); then the promoted stream is replaced
+by a fresh mirror of the original, which is primary again. Nothing is
+deleted before its events are in the original region; an interrupted
+failback can be run again.`,
+		Args: exactArgs(1, "TOPIC"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			req.Topic = args[0]
+			var out platform.Failback
+			if err := g.call(cmd.Context(), platform.SubjRegionFailback, req, &out); err != nil {
+				return err
+			}
+			if output == "json" {
+				return writeJSON(cmd.OutOrStdout(), out)
+			}
+			w := cmd.OutOrStdout()
+			fmt.Fprintf(w, "topic %s failed back: %s -> %s (primary again)\n", out.Topic, out.From, out.To)
+			fmt.Fprintf(w, "events written in %s after seq %d: %d; copied back: %d; already there (same event id): %d; kept in %s only: %d\n",
+				out.From, out.PromotedAtSeq, out.Scanned, out.Copied, out.Deduplicated, out.To, out.OriginOnly)
+			if len(out.Groups) > 0 {
+				tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+				fmt.Fprintf(tw, "GROUP\tPARTITION\tACK FLOOR IN %s\tSTART SEQ IN %s\tTO PROCESS\n", out.From, out.To)
+				for _, g := range out.Groups {
+					fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\n", g.Group, g.Partition, g.FromAckFloor, g.StartSeq, g.ToProcess)
+				}
+				if err := tw.Flush(); err != nil {
+					return err
+				}
+			}
+			fmt.Fprintf(w, "mirroring resumed: %s -> %s\n", out.To, out.From)
+			for _, n := range out.Notes {
+				fmt.Fprintf(w, "note: %s\n", n)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&req.From, "from", "", "region currently primary (default: found)")
+	addOutputFlag(cmd, &output)
+	return cmd
 }

@@ -72,6 +72,21 @@ func TestCLIRegions(t *testing.T) {
 	if err != nil || !strings.Contains(out, "us:orders(mirror of orders)") || !strings.Contains(out, "No violations.") {
 		t.Fatalf("residency report: %v\n%s", err, out)
 	}
+	out, err = run("region", "failover", "orders.eu", "--to", "us")
+	if !errors.Is(err, control.ErrConflict) || !strings.Contains(err.Error(), "degrade mode") {
+		t.Fatalf("resident failover: want a refusal offering degrade mode, got %v\n%s", err, out)
+	}
+	if out, err = run("region", "failover", "orders", "--to", "us", "--dry-run"); err != nil || !strings.Contains(out, "would fail over (dry run): eu -> us") || !strings.Contains(out, "mirror behind: 0 events") {
+		t.Fatalf("failover dry run: %v\n%s", err, out)
+	}
+	if out, err = run("region", "failover", "orders", "--to", "us"); err != nil || !strings.Contains(out, "topic orders failed over: eu -> us") || !strings.Contains(out, "duplicate window consumers must absorb") {
+		t.Fatalf("failover: %v\n%s", err, out)
+	}
+	t.Log(out)
+	if out, err = run("region", "failback", "orders"); err != nil || !strings.Contains(out, "topic orders failed back: us -> eu") || !strings.Contains(out, "mirroring resumed: eu -> us") {
+		t.Fatalf("failback: %v\n%s", err, out)
+	}
+	t.Log(out)
 	if out, err = run("region", "list"); err != nil || !strings.Contains(out, "eu") || !strings.Contains(out, "us") {
 		t.Fatalf("region list: %v\n%s", err, out)
 	}

@@ -98,3 +98,23 @@ func (r *Regions) Kill(name string) {
 		n.Kill()
 	}
 }
+
+// Restart starts every node of region name again (after Kill) and waits
+// until the region is ready and every spoke is linked to the hub again.
+func (r *Regions) Restart(name string) {
+	r.t.Helper()
+	f := r.Region(name)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for _, n := range f.Nodes() {
+		if err := n.Launch(); err != nil {
+			r.t.Fatalf("natstest: restart %s: %v", n.Name(), err)
+		}
+	}
+	if err := f.WaitReady(ctx); err != nil {
+		r.t.Fatalf("natstest: restart %s: %v", name, err)
+	}
+	if err := r.WaitLinked(ctx); err != nil {
+		r.t.Fatalf("natstest: relink after restarting %s: %v", name, err)
+	}
+}

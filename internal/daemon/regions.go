@@ -31,6 +31,33 @@ type regionsState struct {
 
 	mu       sync.Mutex
 	resident map[string]platform.TopicSpec // resident topics known, by name
+
+	// stop ends the group position recorder; done is closed when it has.
+	stop, done chan struct{}
+}
+
+// positionInterval is how often the origin's group positions of every
+// mirrored topic are recorded in the mirror's region (what a failover
+// with the origin gone resumes from; the duplicate window it reports is
+// at most the events of one interval plus the mirror's lag).
+const positionInterval = 5 * time.Second
+
+// recordPositions runs platform.Regions.RecordPositions every interval
+// until stop is closed.
+func (rs *regionsState) recordPositions(interval time.Duration) {
+	defer close(rs.done)
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-rs.stop:
+			return
+		case <-tick.C:
+			ctx, cancel := context.WithTimeout(context.Background(), interval)
+			_, _ = rs.list.RecordPositions(ctx)
+			cancel()
+		}
+	}
 }
 
 // startRegions starts every region, links them with the residency deny
@@ -103,6 +130,8 @@ func (d *Daemon) startRegions(ctx context.Context) error {
 	}
 	d.cfg.Catalog = cat
 	d.reg.MustRegister(platform.NewMirrorCollector(func() platform.Regions { return rs.list }))
+	rs.stop, rs.done = make(chan struct{}), make(chan struct{})
+	go rs.recordPositions(positionInterval)
 	return nil
 }
 
@@ -165,6 +194,14 @@ func (d *Daemon) closeRegions(ctx context.Context) error {
 	rs := d.regions
 	if rs == nil {
 		return nil
+	}
+	if rs.stop != nil {
+		select {
+		case <-rs.stop:
+		default:
+			close(rs.stop)
+			<-rs.done
+		}
 	}
 	for _, nc := range rs.conn {
 		nc.Close()
@@ -235,6 +272,34 @@ func (d *Daemon) regionEndpoints() []control.Endpoint {
 				}
 			}
 			sort.Slice(out, func(i, j int) bool { return out[i].To < out[j].To })
+			return out, err
+		})},
+		{Name: "region_failover", Subject: platform.SubjRegionFailover, Handle: control.JSON(func(ctx context.Context, r platform.FailoverRequest) (platform.Failover, error) {
+			rs, err := need()
+			if err != nil {
+				return platform.Failover{}, err
+			}
+			out, err := rs.list.Failover(ctx, r)
+			if errors.Is(err, platform.ErrConflict) {
+				err = refused{err}
+			}
+			if err == nil && !r.DryRun {
+				d.log.Warn("region failover", "topic", r.Topic, "from", out.From, "to", out.To, "promoted_at_seq", out.PromotedAtSeq, "unreplicated", out.Unreplicated, "duplicate_window", out.DuplicateWindow)
+			}
+			return out, residencyRefusal(err)
+		})},
+		{Name: "region_failback", Subject: platform.SubjRegionFailback, Handle: control.JSON(func(ctx context.Context, r platform.FailbackRequest) (platform.Failback, error) {
+			rs, err := need()
+			if err != nil {
+				return platform.Failback{}, err
+			}
+			out, err := rs.list.Failback(ctx, r)
+			if errors.Is(err, platform.ErrConflict) || errors.Is(err, platform.ErrRegionDown) {
+				err = refused{err}
+			}
+			if err == nil {
+				d.log.Warn("region failback", "topic", r.Topic, "from", out.From, "to", out.To, "copied", out.Copied, "deduplicated", out.Deduplicated)
+			}
 			return out, err
 		})},
 		{Name: "residency_report", Subject: platform.SubjResidencyReport, Handle: control.JSON(func(ctx context.Context, _ struct{}) (platform.ResidencyReport, error) {

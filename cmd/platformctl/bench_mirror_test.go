@@ -1,0 +1,29 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+// TestBenchMirror runs a short mirror bench and checks every figure is
+// printed as 'name: value unit' and every event reached the mirror.
+func TestBenchMirror(t *testing.T) {
+	if testing.Short() {
+		t.Skip("bench mirror starts two regions; skipped with -short")
+	}
+	root := newRootCmd()
+	var out, errb bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&errb)
+	root.SetArgs([]string{"bench", "mirror", "--rate", "1000", "--duration", "1s"})
+	if err := root.ExecuteContext(t.Context()); err != nil {
+		t.Fatalf("bench mirror: %v\n%s", err, errb.String())
+	}
+	for _, name := range []string{"mirror_lag_p50:", "mirror_lag_p99:", "mirror_throughput_ratio:", "mirror_publish_ratio_mirrored_vs_raw:", "mirror_events_received: 1000 of 1000 events"} {
+		if !strings.Contains(out.String(), name) {
+			t.Errorf("no %q in\n%s", name, out.String())
+		}
+	}
+	t.Log(out.String())
+}
