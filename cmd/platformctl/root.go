@@ -47,6 +47,7 @@ func newRootCmd() *cobra.Command {
 		newBenchCmd(g),
 		newTenantCmd(g), newUserCmd(g), newUsageCmd(g), newAuditCmd(g),
 		newOutboxCmd(g),
+		newDLQCmd(g), newRedriveCmd(g),
 		newRegionCmd(g), newResidencyCmd(g),
 	)
 	root.AddCommand(newSchemaCmd(g))

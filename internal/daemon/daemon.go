@@ -21,6 +21,7 @@ import (
 	"github.com/msgplatform/platform/embeddednats"
 	"github.com/msgplatform/platform/internal/metrics"
 	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/redrive"
 	"github.com/msgplatform/platform/tenancy"
 )
 
@@ -41,6 +42,7 @@ type Daemon struct {
 	rec     *platform.Reconciler
 	svc     micro.Service
 	tenants *tenancy.Manager
+	redrive *redrive.Service
 
 	reg      *prometheus.Registry
 	own      *ownMetrics
@@ -119,6 +121,9 @@ func (d *Daemon) Start(ctx context.Context) (err error) {
 		return err
 	}
 	if err := d.startTenancy(ctx); err != nil {
+		return err
+	}
+	if err := d.startRedrive(ctx); err != nil {
 		return err
 	}
 	if d.cfg.Control.Enabled {
@@ -212,6 +217,7 @@ func (d *Daemon) Close(ctx context.Context) error {
 	if d.svc != nil {
 		errs = append(errs, d.svc.Stop())
 	}
+	errs = append(errs, d.stopRedrive(ctx))
 	errs = append(errs, d.stopTenancy(ctx))
 	if d.nc != nil {
 		d.nc.Close()

@@ -1,0 +1,199 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+	"unicode/utf8"
+
+	"github.com/spf13/cobra"
+
+	"github.com/msgplatform/platform/redrive"
+)
+
+func newDLQCmd(g *globalOptions) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "dlq",
+		Short: "Browse dead-letter queues: owners, depth, entries, failures grouped by fingerprint",
+	}
+	cmd.AddCommand(newDLQListCmd(g), newDLQShowCmd(g), newDLQGroupsCmd(g))
+	return cmd
+}
+
+func newDLQListCmd(g *globalOptions) *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List every DLQ with its owner, depth and oldest age",
+		Args:  exactArgs(0, "no arguments"),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var ds []redrive.DLQ
+			if err := g.call(cmd.Context(), redrive.SubjDLQList, nil, &ds); err != nil {
+				return err
+			}
+			if output == "json" {
+				return writeJSON(cmd.OutOrStdout(), ds)
+			}
+			return writeDLQs(cmd.OutOrStdout(), ds)
+		},
+	}
+	addOutputFlag(cmd, &output)
+	return cmd
+}
+
+func writeDLQs(w io.Writer, ds []redrive.DLQ) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "DLQ\tKIND\tOWNER\tREVIEW\tDEPTH\tOLDEST AGE\tRETENTION\t")
+	for _, d := range ds {
+		review := "-"
+		if d.ReviewRequired {
+			review = "required"
+		}
+		oldest := age(d.OldestAge.Round(time.Second))
+		if d.ExpiryWarning {
+			oldest += " (near expiry!)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t\n", d.Name, orDash(d.Kind), orDash(d.Owner), review, d.Depth, oldest, d.Retention)
+	}
+	return tw.Flush()
+}
+
+func newDLQShowCmd(g *globalOptions) *cobra.Command {
+	var (
+		f      redrive.EntryFilter
+		output string
+	)
+	cmd := &cobra.Command{
+		Use:   "show DLQ [SEQ]",
+		Short: "List a DLQ's entries, or show one entry with its payload and headers",
+		Long: `DLQ is the topic or queue (orders) or its DLQ stream (orders_dlq). Without SEQ,
+lists entries (filter with --from, --to, --fingerprint, --tenant); with SEQ,
+shows that entry: reason, class, attempts, original stream/seq/subject,
+consumer, group, tenant, failure times, headers and payload.`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) < 1 || len(args) > 2 {
+				return usageError{fmt.Errorf("%s: want DLQ [SEQ], got %d argument(s)", cmd.CommandPath(), len(args))}
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			f.DLQ = args[0]
+			if len(args) == 2 {
+				seq, err := strconv.ParseUint(args[1], 10, 64)
+				if err != nil || seq == 0 {
+					return usageError{fmt.Errorf("SEQ: want a DLQ sequence number, got %q", args[1])}
+				}
+				var e redrive.Entry
+				if err := g.call(cmd.Context(), redrive.SubjDLQShow, redrive.ShowRequest{DLQ: f.DLQ, Seq: seq}, &e); err != nil {
+					return err
+				}
+				if output == "json" {
+					return writeJSON(cmd.OutOrStdout(), e)
+				}
+				return writeEntry(cmd.OutOrStdout(), e)
+			}
+			var es []redrive.Entry
+			if err := g.call(cmd.Context(), redrive.SubjDLQEntries, f, &es); err != nil {
+				return err
+			}
+			if output == "json" {
+				return writeJSON(cmd.OutOrStdout(), es)
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "SEQ\tTIME\tFINGERPRINT\tCLASS\tATTEMPTS\tORIGIN\tGROUP\tTENANT\tREASON")
+			for _, e := range es {
+				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%s#%d\t%s\t%s\t%s\n", e.Seq, e.Time.UTC().Format(time.RFC3339), e.Fingerprint, e.Class, e.Attempts,
+					e.Stream, e.StreamSeq, orDash(e.Group), orDash(e.Tenant), clip(e.Reason, 80))
+			}
+			return tw.Flush()
+		},
+	}
+	fl := cmd.Flags()
+	fl.Uint64Var(&f.FromSeq, "from", 0, "first DLQ sequence")
+	fl.Uint64Var(&f.ToSeq, "to", 0, "last DLQ sequence")
+	fl.StringVar(&f.Fingerprint, "fingerprint", "", "only entries with this error fingerprint (see dlq groups)")
+	fl.StringVar(&f.Tenant, "tenant", "", "only this tenant's entries")
+	fl.IntVar(&f.Limit, "limit", 100, "at most N entries")
+	addOutputFlag(cmd, &output)
+	return cmd
+}
+
+func writeEntry(w io.Writer, e redrive.Entry) error {
+	fmt.Fprintf(w, "Entry %d (DLQ time %s)\n", e.Seq, e.Time.UTC().Format(time.RFC3339Nano))
+	fmt.Fprintf(w, "  reason:       %s\n  class:        %s (fingerprint %s)\n  attempts:     %d\n", e.Reason, e.Class, e.Fingerprint, e.Attempts)
+	fmt.Fprintf(w, "  original:     %s seq %d, subject %s\n  event id:     %s\n", e.Stream, e.StreamSeq, e.Subject, orDash(e.EventID))
+	fmt.Fprintf(w, "  consumer:     %s (group %s)\n  tenant:       %s\n", e.Consumer, orDash(e.Group), orDash(e.Tenant))
+	fmt.Fprintf(w, "  failures:     first %s, last %s\n", tfmt(e.FirstFailure), tfmt(e.LastFailure))
+	if e.Redriven != "" {
+		fmt.Fprintf(w, "  failed again after redrive %s\n", e.Redriven)
+	}
+	fmt.Fprintln(w, "Headers:")
+	keys := make([]string, 0, len(e.Headers))
+	for k := range e.Headers {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		fmt.Fprintf(w, "  %s: %s\n", k, strings.Join(e.Headers[k], ", "))
+	}
+	fmt.Fprintf(w, "Payload (%d bytes):\n", e.Size)
+	if utf8.Valid(e.Payload) {
+		fmt.Fprintf(w, "  %s\n", e.Payload)
+	} else {
+		fmt.Fprintf(w, "  (binary; use -o json for base64)\n")
+	}
+	return nil
+}
+
+func tfmt(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format(time.RFC3339Nano)
+}
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-1] + "…"
+}
+
+func newDLQGroupsCmd(g *globalOptions) *cobra.Command {
+	var (
+		f      redrive.EntryFilter
+		output string
+	)
+	cmd := &cobra.Command{
+		Use:   "groups DLQ",
+		Short: "Group a DLQ's entries by error fingerprint (class + normalized reason), largest first",
+		Args:  exactArgs(1, "DLQ"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			f.DLQ = args[0]
+			var gs []redrive.Group
+			if err := g.call(cmd.Context(), redrive.SubjDLQGroups, f, &gs); err != nil {
+				return err
+			}
+			if output == "json" {
+				return writeJSON(cmd.OutOrStdout(), gs)
+			}
+			return writeGroups(cmd.OutOrStdout(), gs)
+		},
+	}
+	cmd.Flags().StringVar(&f.Tenant, "tenant", "", "only this tenant's entries")
+	addOutputFlag(cmd, &output)
+	return cmd
+}
+
+func writeGroups(w io.Writer, gs []redrive.Group) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "FINGERPRINT\tCOUNT\tCLASS\tFIRST SEEN\tLAST SEEN\tSEQS\tMESSAGE")
+	for _, g := range gs {
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%d..%d\t%s\n", g.Fingerprint, g.Count, g.Class, g.FirstSeen.UTC().Format(time.RFC3339), g.LastSeen.UTC().Format(time.RFC3339), g.FirstSeq, g.LastSeq, clip(g.Message, 80))
+	}
+	return tw.Flush()
+}

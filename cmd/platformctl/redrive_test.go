@@ -1,0 +1,108 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/msgplatform/platform/embeddednats"
+	"github.com/msgplatform/platform/internal/control"
+	"github.com/msgplatform/platform/internal/daemon/daemontest"
+	"github.com/msgplatform/platform/redrive"
+	"github.com/msgplatform/platform/redrive/redrivetest"
+)
+
+func TestRedrivePreviewGolden(t *testing.T) {
+	at := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	p := redrive.Preview{
+		DLQ: "payments", ReviewRequired: true, Total: 1200, FirstSeq: 1, LastSeq: 1250, Excluded: 2, Rate: 100, SampleSize: 10,
+		Duration: 57 * time.Second,
+		Groups: []redrive.Group{
+			{Fingerprint: "3fa2c1d9e0b4", Count: 1150, Class: "permanent", FirstSeen: at, LastSeen: at.Add(time.Hour), FirstSeq: 1, LastSeq: 1250, Message: "card number <n> is not a number"},
+			{Fingerprint: "9c0e11aa4b21", Count: 50, Class: "max_deliveries", FirstSeen: at, LastSeen: at, FirstSeq: 7, LastSeq: 90, Message: "no outcome after <n> deliveries"},
+		},
+		Destinations: []redrive.DestCount{{Subject: "payments.order:1", Count: 3}, {Subject: "payments.order:2", Count: 1}},
+	}
+	var out bytes.Buffer
+	if err := writePreview(&out, p); err != nil {
+		t.Fatal(err)
+	}
+	checkGolden(t, "redrive_preview.golden", out.String())
+}
+
+// platformctl dlq and redrive against a running platformd: browse,
+// request, the four-eyes refusal, approve, run with progress, history.
+func TestCLIRedrive(t *testing.T) {
+	d := daemontest.Start(t, 1)
+	mustCLI(t, d, "topic", "create", "payments", "--replicas", "1", "--owner", "payments-team", "--review", "required")
+	nc, err := embeddednats.ConnectAdmin(d.Trust(), d.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	redrivetest.DeadLetter(t, js, "payments", "ledger", 0, 12, "card number %d is not a number")
+
+	out := mustCLI(t, d, "dlq", "list")
+	if !regexp.MustCompile(`payments\s+topic\s+payments-team\s+required\s+12\s`).MatchString(out) {
+		t.Fatalf("dlq list:\n%s", out)
+	}
+	out = mustCLI(t, d, "dlq", "show", "payments", "--limit", "3")
+	if strings.Count(out, "card number") != 3 {
+		t.Fatalf("dlq show:\n%s", out)
+	}
+	out = mustCLI(t, d, "dlq", "show", "payments", "2")
+	for _, want := range []string{"reason:       card number 1 is not a number", "event id:     evt-payments-1", `{"order":1}`, "Platform-Dlq-Group: ledger"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("dlq show SEQ lacks %q:\n%s", want, out)
+		}
+	}
+	out = mustCLI(t, d, "dlq", "groups", "payments")
+	if !strings.Contains(out, "card number <n> is not a number") || !regexp.MustCompile(`\s12\s+permanent`).MatchString(out) {
+		t.Fatalf("dlq groups:\n%s", out)
+	}
+	out = mustCLI(t, d, "redrive", "request", "payments", "--all", "--reason", "parser fixed", "--dry-run", "--sample", "3", "--sample-window", "1s", "--rate", "100")
+	if !strings.Contains(out, "dry run: would redrive 12 entries of DLQ payments") {
+		t.Fatalf("dry run:\n%s", out)
+	}
+	if _, err := runCLI(t, d, "redrive", "request", "payments", "--all"); err == nil || !strings.Contains(err.Error(), "reason") {
+		t.Fatalf("request without a reason: %v", err)
+	}
+	out = mustCLI(t, d, "redrive", "request", "payments", "--all", "--reason", "parser fixed", "--sample", "3", "--sample-window", "1s", "--rate", "100", "--as", "alice")
+	m := regexp.MustCompile(`requested (rd-\S+): 12 entries`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("request:\n%s", out)
+	}
+	id := m[1]
+	if _, err := runCLI(t, d, "redrive", "approve", id, "--as", "alice"); !errors.Is(err, control.ErrConflict) {
+		t.Fatalf("self-approval: %v", err)
+	}
+	if _, err := runCLI(t, d, "redrive", "run", id, "--as", "alice"); !errors.Is(err, control.ErrConflict) {
+		t.Fatalf("run before approval: %v", err)
+	}
+	mustCLI(t, d, "redrive", "approve", id, "--as", "bob", "--note", "reviewed the fix")
+	out = mustCLI(t, d, "redrive", "run", id, "--as", "alice", "--interval", "200ms")
+	if !strings.Contains(out, id+": running (12 entries, rate 100/s, sample 3)") || !strings.Contains(out, id+" completed: 12/12 done, 12 sent, 0 skipped, 0 failed again") {
+		t.Fatalf("run progress:\n%s", out)
+	}
+	out = mustCLI(t, d, "redrive", "status", id)
+	for _, want := range []string{"Redrive " + id + ": completed", "approved by bob", "requester:    alice: parser fixed"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("status lacks %q:\n%s", want, out)
+		}
+	}
+	out = mustCLI(t, d, "redrive", "history", id)
+	for _, want := range []string{"redrive.request", "redrive.approve", "redrive.run", "redrive.sent", "redrive.complete"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("history lacks %s:\n%s", want, out)
+		}
+	}
+	if out = mustCLI(t, d, "redrive", "status"); !strings.Contains(out, id) {
+		t.Errorf("status list:\n%s", out)
+	}
+}

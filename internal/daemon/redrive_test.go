@@ -1,0 +1,96 @@
+package daemon_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/msgplatform/platform/embeddednats"
+	"github.com/msgplatform/platform/embeddednats/natstest"
+	"github.com/msgplatform/platform/internal/control"
+	"github.com/msgplatform/platform/internal/daemon/daemontest"
+	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/redrive"
+	"github.com/msgplatform/platform/redrive/redrivetest"
+)
+
+// The redrive control API end to end: browse, request, the four-eyes
+// refusal as a 409, approve, run, status, history, and the audit records
+// in the shared audit log.
+func TestRedriveControlAPI(t *testing.T) {
+	d := daemontest.Start(t, 1)
+	nc, err := embeddednats.ConnectAdmin(d.Trust(), d.URL(), nats.Name("redrive-test"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, _ := jetstream.New(nc)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	call := func(subject string, req, resp any) error { return control.Call(ctx, nc, subject, req, resp) }
+
+	payments := platform.DefaultTopicSpec("payments")
+	payments.Replicas, payments.Owner, payments.Review = 1, "payments-team", platform.ReviewRequired
+	if err := call(control.SubjTopicApply, control.ApplyTopicRequest{Spec: payments}, nil); err != nil {
+		t.Fatal(err)
+	}
+	redrivetest.DeadLetter(t, js, "payments", "ledger", 0, 8, "card number %d is not a number")
+
+	var dlqs []redrive.DLQ
+	if err := call(redrive.SubjDLQList, nil, &dlqs); err != nil {
+		t.Fatal(err)
+	}
+	var found bool
+	for _, q := range dlqs {
+		if q.Name == "payments" {
+			found = q.Depth == 8 && q.Owner == "payments-team" && q.ReviewRequired
+		}
+	}
+	if !found {
+		t.Fatalf("dlq list: %+v", dlqs)
+	}
+	var groups []redrive.Group
+	if err := call(redrive.SubjDLQGroups, redrive.EntryFilter{DLQ: "payments"}, &groups); err != nil || len(groups) != 1 || groups[0].Count != 8 {
+		t.Fatalf("groups %+v, %v", groups, err)
+	}
+	if err := call(redrive.SubjRequest, redrive.Request{DLQ: "payments"}, nil); !errors.Is(err, control.ErrInvalid) || !strings.Contains(err.Error(), "reason") {
+		t.Fatalf("malformed request: %v", err)
+	}
+	r := redrive.Request{DLQ: "payments", Selection: redrive.Selection{All: true}, Rate: 200, Reason: "parser fixed", Requester: "alice"}
+	var st redrive.Status
+	if err := call(redrive.SubjRequest, r, &st); err != nil {
+		t.Fatal(err)
+	}
+	err = call(redrive.SubjApprove, redrive.Action{ID: st.ID, Actor: "alice"}, nil)
+	if !errors.Is(err, control.ErrConflict) || !strings.Contains(err.Error(), "someone else") {
+		t.Fatalf("self-approval: %v, want a 409 naming the review rule", err)
+	}
+	if err := call(redrive.SubjApprove, redrive.Action{ID: st.ID, Actor: "bob", Note: "ok"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := call(redrive.SubjRun, redrive.Action{ID: st.ID, Actor: "alice"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	natstest.WaitFor(t, 20*time.Second, func() error {
+		var s redrive.Status
+		if err := call(redrive.SubjStatus, redrive.IDRequest{ID: st.ID}, &s); err != nil {
+			return err
+		}
+		if s.State != redrive.StateCompleted || s.Progress.Sent != 8 {
+			return errors.New(string(s.State))
+		}
+		return nil
+	})
+	var hist []redrive.AuditRecord
+	if err := call(redrive.SubjHistory, redrive.HistoryFilter{ID: st.ID}, &hist); err != nil || len(hist) < 5 {
+		t.Fatalf("history %+v, %v", hist, err)
+	}
+	if err := call(redrive.SubjStatus, redrive.IDRequest{ID: "rd-none"}, nil); !errors.Is(err, control.ErrNotFound) {
+		t.Fatalf("unknown request: %v", err)
+	}
+}

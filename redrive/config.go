@@ -1,0 +1,96 @@
+package redrive
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/msgplatform/platform/internal/validate"
+)
+
+// Bucket is the replicated KV bucket holding requests, their frozen
+// selections and the per-DLQ run locks.
+const Bucket = "platform-redrive"
+
+// Config configures a Service.
+type Config struct {
+	// Replicas of the bucket (and of the audit stream if redrive creates
+	// it). Default 1; platformd passes its durability replicas.
+	Replicas int
+	// Instance names this service instance as a runner (default
+	// <hostname>-<random>): records say who runs a redrive.
+	Instance string
+	// Checkpoint is how often a run writes its progress (default 250ms);
+	// a pause or cancel takes effect within about one checkpoint.
+	Checkpoint time.Duration
+	// LeaseTTL: a running redrive whose record was not written for this
+	// long has lost its runner (crash, node loss) and is adopted by
+	// another instance (default 10s; must exceed Checkpoint several times).
+	LeaseTTL time.Duration
+	// AdoptInterval is how often instances look for such runs (default 2s).
+	AdoptInterval time.Duration
+	// AuditBatch is how many links one redrive.sent audit record holds
+	// (default 500).
+	AuditBatch int
+	// Auditor receives the audit records (default: StreamAuditor).
+	Auditor Auditor
+	Logger  *slog.Logger
+
+	// afterSend, for tests, runs after each send; an error stops the run
+	// at once without writing anything (a crash).
+	afterSend func(next int) error
+}
+
+// DefaultConfig returns the defaults.
+func DefaultConfig() Config {
+	return Config{Replicas: 1, Checkpoint: 250 * time.Millisecond, LeaseTTL: 10 * time.Second, AdoptInterval: 2 * time.Second, AuditBatch: 500}
+}
+
+// EnsureDefaults fills zero fields with the defaults.
+func (c *Config) EnsureDefaults() {
+	d := DefaultConfig()
+	if c.Replicas == 0 {
+		c.Replicas = d.Replicas
+	}
+	if c.Checkpoint == 0 {
+		c.Checkpoint = d.Checkpoint
+	}
+	if c.LeaseTTL == 0 {
+		c.LeaseTTL = d.LeaseTTL
+	}
+	if c.AdoptInterval == 0 {
+		c.AdoptInterval = d.AdoptInterval
+	}
+	if c.AuditBatch == 0 {
+		c.AuditBatch = d.AuditBatch
+	}
+	if c.Instance == "" {
+		host, _ := os.Hostname()
+		b := make([]byte, 4)
+		_, _ = rand.Read(b)
+		c.Instance = host + "-" + hex.EncodeToString(b)
+	}
+}
+
+// Validate reports every problem.
+func (c Config) Validate() error {
+	var p validate.Problems
+	if c.Replicas < 1 || c.Replicas > 5 {
+		p.Addf("replicas", "must be 1..5, got %d", c.Replicas)
+	}
+	if c.Checkpoint < 10*time.Millisecond {
+		p.Addf("checkpoint", "must be at least 10ms, got %s", c.Checkpoint)
+	}
+	if c.LeaseTTL < 4*c.Checkpoint {
+		p.Addf("lease_ttl", "must be at least 4 checkpoints (%s), got %s", 4*c.Checkpoint, c.LeaseTTL)
+	}
+	if c.AdoptInterval <= 0 {
+		p.Addf("adopt_interval", "must be > 0, got %s", c.AdoptInterval)
+	}
+	if c.AuditBatch < 1 || c.AuditBatch > 2000 {
+		p.Addf("audit_batch", "must be 1..2000, got %d", c.AuditBatch)
+	}
+	return p.Err(ErrInvalid)
+}

@@ -1,0 +1,55 @@
+// Package redrive is dead-letter review and redrive: browse the DLQs of
+// topics and queues (owner, depth, oldest age, entries, groups by error
+// fingerprint), then request → approve → run a redrive that sends a
+// sample first, holds a rate, and records everything in the audit log.
+//
+// The failure it exists for: a DLQ nobody owns, and a redrive that
+// charges a card twice (sent blindly, twice on a double click, or with
+// entries that failed after anyone looked).
+//
+// Guarantees and invariants:
+//
+//   - A request's selection is frozen when it is made: resolved to an
+//     explicit list of DLQ sequences (stored compactly under sel.<id> in
+//     the replicated KV bucket platform-redrive), so entries that fail
+//     after the review are never included.
+//   - Every state transition (requested → approved | rejected → running →
+//     paused | completed | cancelled | failed) is a compare-and-set on the
+//     record's KV revision, re-checked against the latest state on every
+//     retry: of two approvers, or two clicks on run, exactly one wins and
+//     the other gets ErrConflict. At most one run per DLQ at a time (a
+//     lock key, also compare-and-set), since two selections may overlap.
+//   - Four eyes: a topic marked review: required (platform.TopicSpec
+//     Review) refuses approval by the requester (ErrForbidden) and refuses
+//     to run unapproved; other DLQs may be run by the requester directly.
+//     The principal is the caller's identity string as the control API
+//     receives it (platformctl --as, default platformctl:<user>@<host>);
+//     every control API caller holds the admin credentials, so it is
+//     recorded as given, not authenticated.
+//   - Each redriven event is published with Nats-Msg-Id
+//     redrive:<request>:<dlq seq> (MsgID) and its first event id in
+//     Platform-Original-Msg-Id: a retried or adopted run is deduplicated
+//     by the destination stream within its duplicate window, and beyond
+//     it by a consumer inbox keyed on the original id. An entry is deleted
+//     from the DLQ after its publish is acknowledged; a retried run skips
+//     entries already gone. A run writes its position (the index in the
+//     frozen list below which everything was acknowledged) every
+//     Checkpoint, fenced by an epoch; a run whose record was not written
+//     for LeaseTTL (its runner crashed) is adopted by another instance
+//     and continues from that position.
+//   - Sample first: SampleSize events are sent, then their outcome is
+//     watched for SampleWindow (did they reach a DLQ again? counted from
+//     the watched DLQ by Platform-Redrive-Request). Above MaxFailureRate
+//     the run pauses itself and says why; the rate is also watched during
+//     the rest of the run. The rate is held by a token bucket
+//     (golang.org/x/time/rate) that starts empty.
+//   - Every request, approval, rejection, run, pause, resume, adoption,
+//     outcome, and every batch of sent events (linking each DLQ seq to
+//     its redriven message id and stream seq) is appended to the
+//     platform-audit stream with who and why (tenancy's record shape).
+//
+// Not yet: per-tenant visibility (the API serves the platform admin
+// account's DLQs only), the web console, and a consumer-side skip of a
+// redriven event by the groups that did not dead-letter it
+// (Platform-Redrive-Group names the group that did).
+package redrive

@@ -1,0 +1,200 @@
+package redrive
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/msgplatform/platform/embeddednats/natstest"
+	"github.com/msgplatform/platform/platform"
+)
+
+func testCtx(t testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// env is a one-node fabric with topics applied.
+type env struct {
+	t   *testing.T
+	f   *natstest.Fabric
+	js  jetstream.JetStream
+	rec *platform.Reconciler
+}
+
+func newEnv(t *testing.T, topics ...platform.TopicSpec) *env {
+	t.Helper()
+	f := natstest.RunFabric(t, 1)
+	js := f.JetStream()
+	rec := platform.NewReconciler(js, platform.ReconcilerOptions{DefaultReplicas: 1})
+	ctx := testCtx(t, 30*time.Second)
+	for _, ts := range topics {
+		if ts.Replicas == 0 {
+			ts.Replicas = 1
+		}
+		if _, err := rec.ApplyTopic(ctx, ts, platform.ApplyOptions{}); err != nil {
+			t.Fatalf("apply topic %s: %v", ts.Name, err)
+		}
+	}
+	return &env{t: t, f: f, js: js, rec: rec}
+}
+
+func topic(name, owner, review string) platform.TopicSpec {
+	ts := platform.DefaultTopicSpec(name)
+	ts.Replicas, ts.Owner, ts.Review = 1, owner, review
+	return ts
+}
+
+// service starts a service (fast timings) closed at the end of the test.
+func (e *env) service(mod func(*Config)) *Service {
+	e.t.Helper()
+	cfg := DefaultConfig()
+	cfg.Checkpoint = 50 * time.Millisecond
+	cfg.LeaseTTL = time.Second
+	cfg.AdoptInterval = 200 * time.Millisecond
+	if mod != nil {
+		mod(&cfg)
+	}
+	s, err := New(e.js, cfg)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if err := s.Start(testCtx(e.t, 10*time.Second)); err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = s.Close(ctx)
+	})
+	return s
+}
+
+// deadLetter publishes n events to topic and dead-letters each as the
+// consumer runtime does (same subject, headers and id), with reason(i).
+func (e *env) deadLetter(topic, consumer string, from, n int, reason func(i int) (platform.ErrorClass, string)) []uint64 {
+	e.t.Helper()
+	ctx := testCtx(e.t, 60*time.Second)
+	stream := platform.StreamName(topic)
+	futs := make([]jetstream.PubAckFuture, 0, n)
+	for i := from; i < from+n; i++ {
+		m := &nats.Msg{Subject: platform.TopicSubject(topic, "order:"+strconv.Itoa(i)), Header: nats.Header{}, Data: []byte(fmt.Sprintf(`{"order":%d}`, i))}
+		m.Header.Set(platform.HeaderTenant, "harbor-retail")
+		f, err := e.js.PublishMsgAsync(m, jetstream.WithMsgID(fmt.Sprintf("evt-%s-%d", topic, i)))
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		futs = append(futs, f)
+	}
+	var seqs []uint64
+	for _, f := range futs {
+		select {
+		case ack := <-f.Ok():
+			seqs = append(seqs, ack.Sequence)
+		case err := <-f.Err():
+			e.t.Fatal(err)
+		case <-ctx.Done():
+			e.t.Fatal(ctx.Err())
+		}
+	}
+	s, err := e.js.Stream(ctx, stream)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	futs = futs[:0]
+	for k, seq := range seqs {
+		orig, err := s.GetMsg(ctx, seq)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		h := nats.Header{}
+		for key, v := range orig.Header {
+			if !strings.HasPrefix(key, "Nats-") {
+				h[key] = v
+			}
+		}
+		class, why := reason(from + k)
+		now := time.Now().UTC().Format(time.RFC3339Nano)
+		h.Set("Platform-Event-Id", orig.Header.Get(nats.MsgIdHdr))
+		h.Set(platform.HeaderDLQReason, why)
+		h.Set(platform.HeaderDLQClass, string(class))
+		h.Set(platform.HeaderDLQAttempts, "5")
+		h.Set(platform.HeaderDLQStream, stream)
+		h.Set(platform.HeaderDLQSeq, strconv.FormatUint(seq, 10))
+		h.Set(platform.HeaderDLQSubject, orig.Subject)
+		h.Set(platform.HeaderDLQConsumer, consumer+"-p0")
+		h.Set(platform.HeaderDLQGroup, consumer)
+		h.Set(platform.HeaderDLQTenant, "harbor-retail")
+		h.Set(platform.HeaderDLQFirstFailure, now)
+		h.Set(platform.HeaderDLQLastFailure, now)
+		m := &nats.Msg{Subject: platform.DLQSubject(stream, consumer+"-p0", seq), Header: h, Data: orig.Data}
+		f, err := e.js.PublishMsgAsync(m)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		futs = append(futs, f)
+	}
+	var dlqSeqs []uint64
+	for _, f := range futs {
+		select {
+		case ack := <-f.Ok():
+			dlqSeqs = append(dlqSeqs, ack.Sequence)
+		case err := <-f.Err():
+			e.t.Fatal(err)
+		case <-ctx.Done():
+			e.t.Fatal(ctx.Err())
+		}
+	}
+	return dlqSeqs
+}
+
+func permanent(why string) func(int) (platform.ErrorClass, string) {
+	return func(i int) (platform.ErrorClass, string) {
+		return platform.ClassPermanent, fmt.Sprintf(why, i)
+	}
+}
+
+// redriven returns the events of request id stored on stream, in order.
+func (e *env) redriven(stream, id string) []*jetstream.RawStreamMsg {
+	e.t.Helper()
+	var out []*jetstream.RawStreamMsg
+	err := scan(testCtx(e.t, 30*time.Second), e.js, stream, 1, func(m *jetstream.RawStreamMsg) bool {
+		if m.Header.Get(HeaderRequest) == id {
+			out = append(out, m)
+		}
+		return true
+	})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return out
+}
+
+// waitState waits until request id reaches state.
+func waitState(t *testing.T, s *Service, id string, want State, timeout time.Duration) Status {
+	t.Helper()
+	var st Status
+	natstest.WaitFor(t, timeout, func() error {
+		var err error
+		st, err = s.Get(context.Background(), id)
+		if err != nil {
+			return err
+		}
+		if st.State != want {
+			return fmt.Errorf("redrive %s is %s (%s; next %d/%d), want %s", id, st.State, st.PauseReason, st.Progress.Next, st.Total, want)
+		}
+		return nil
+	})
+	return st
+}
+
+func req(dlq, who string, sel Selection) Request {
+	return Request{DLQ: dlq, Selection: sel, Reason: "fixed the card-number parser (INC-42)", Requester: who}
+}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package redrive
+
+const raceEnabled = false

@@ -1,0 +1,69 @@
+package redrivetest
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/msgplatform/platform/platform"
+)
+
+// DeadLetter publishes n events (ids evt-<topic>-<i>, keys order:<i>,
+// tenant harbor-retail) to topic and writes a DLQ entry for each as group
+// would (class permanent, reason fmt.Sprintf(reason, i)). It returns the
+// DLQ sequences.
+func DeadLetter(t testing.TB, js jetstream.JetStream, topic, group string, from, n int, reason string) []uint64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	stream := platform.StreamName(topic)
+	s, err := js.Stream(ctx, stream)
+	if err != nil {
+		t.Fatalf("redrivetest: topic %s: %v", topic, err)
+	}
+	var out []uint64
+	for i := from; i < from+n; i++ {
+		m := &nats.Msg{Subject: platform.TopicSubject(topic, "order:"+strconv.Itoa(i)), Header: nats.Header{}, Data: fmt.Appendf(nil, `{"order":%d}`, i)}
+		m.Header.Set(platform.HeaderTenant, "harbor-retail")
+		ack, err := js.PublishMsg(ctx, m, jetstream.WithMsgID(fmt.Sprintf("evt-%s-%d", topic, i)))
+		if err != nil {
+			t.Fatalf("redrivetest: publish: %v", err)
+		}
+		orig, err := s.GetMsg(ctx, ack.Sequence)
+		if err != nil {
+			t.Fatalf("redrivetest: read back: %v", err)
+		}
+		h := nats.Header{}
+		for k, v := range orig.Header {
+			if !strings.HasPrefix(k, "Nats-") {
+				h[k] = v
+			}
+		}
+		now := time.Now().UTC().Format(time.RFC3339Nano)
+		consumer := group + "-p0"
+		h.Set("Platform-Event-Id", orig.Header.Get(nats.MsgIdHdr))
+		h.Set(platform.HeaderDLQReason, fmt.Sprintf(reason, i))
+		h.Set(platform.HeaderDLQClass, string(platform.ClassPermanent))
+		h.Set(platform.HeaderDLQAttempts, "1")
+		h.Set(platform.HeaderDLQStream, stream)
+		h.Set(platform.HeaderDLQSeq, strconv.FormatUint(ack.Sequence, 10))
+		h.Set(platform.HeaderDLQSubject, orig.Subject)
+		h.Set(platform.HeaderDLQConsumer, consumer)
+		h.Set(platform.HeaderDLQGroup, group)
+		h.Set(platform.HeaderDLQTenant, "harbor-retail")
+		h.Set(platform.HeaderDLQFirstFailure, now)
+		h.Set(platform.HeaderDLQLastFailure, now)
+		dack, err := js.PublishMsg(ctx, &nats.Msg{Subject: platform.DLQSubject(stream, consumer, ack.Sequence), Header: h, Data: orig.Data})
+		if err != nil {
+			t.Fatalf("redrivetest: dead-letter: %v", err)
+		}
+		out = append(out, dack.Sequence)
+	}
+	return out
+}

@@ -1,0 +1,753 @@
+package redrive
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/time/rate"
+
+	"github.com/msgplatform/platform/platform"
+)
+
+var (
+	// errFenced: another runner (a later epoch) owns the run now.
+	errFenced = errors.New("redrive: run fenced by a later claim")
+	// errCrashed: a test's fault hook stopped the run like a crash.
+	errCrashed = errors.New("redrive: run crashed (fault injected)")
+)
+
+// canaryActor is the actor of the pauses the run makes by itself.
+const canaryActor = "redrive-canary"
+
+// execute runs a claimed redrive until it completes, pauses or loses its
+// claim. A failure it cannot get past (the destination refuses events,
+// the DLQ cannot be read) pauses it with the reason, for a person to
+// decide.
+func (s *Service) execute(ctx context.Context, id string, epoch uint64) {
+	rn := &runner{s: s, id: id, epoch: epoch}
+	err := rn.run(ctx)
+	switch {
+	case err == nil, errors.Is(err, errFenced), errors.Is(err, errCrashed), ctx.Err() != nil:
+		if err != nil && !errors.Is(err, errFenced) {
+			s.log.Info("redrive: run stopped", "request", id, "err", err)
+		}
+		return
+	}
+	s.log.Error("redrive: run failed; pausing it", "request", id, "err", err)
+	if rn.rec != nil {
+		rn.stopWith(ctx, StatePaused, s.cfg.Instance, "paused on error: "+err.Error())
+	}
+}
+
+type runner struct {
+	s     *Service
+	id    string
+	epoch uint64
+
+	rec      *Redrive
+	seqs     []uint64
+	dlq      jetstream.Stream
+	w        *watcher
+	del      *deleter
+	lim      *rate.Limiter
+	segStart time.Time
+	lastCk   time.Time
+	// issued is the index of the next entry to hand to the pipeline;
+	// p.Next (acknowledged prefix) trails it.
+	issued int
+	fetch  <-chan fetched
+	items  chan item
+
+	mu     sync.Mutex // guards p, links and ackErr (the acker writes them)
+	p      Progress
+	links  []Link
+	ackErr error
+}
+
+func newLimiter(r float64) *rate.Limiter {
+	if r <= 0 {
+		return rate.NewLimiter(rate.Inf, 1)
+	}
+	// A burst of 50ms worth lets the bucket make up for a slow moment
+	// without ever running ahead of the rate; it starts empty.
+	burst := max(1, int(r/20))
+	l := rate.NewLimiter(rate.Limit(r), burst)
+	l.AllowN(time.Now(), burst)
+	return l
+}
+
+// The send path is a pipeline, so the rate does not depend on round
+// trips: a prefetcher reads the frozen entries from the DLQ ahead of the
+// sender; the sender takes one per token and publishes it asynchronously;
+// the acker waits for the acks in order (retrying a failed publish with
+// the same id) and advances Next, the acknowledged prefix, which is what
+// checkpoints record.
+type fetched struct {
+	idx int
+	seq uint64
+	m   *jetstream.RawStreamMsg // nil: gone from the DLQ
+	err error
+}
+
+type item struct {
+	idx  int
+	skip bool
+	msg  *nats.Msg
+	fut  jetstream.PubAckFuture
+	link Link
+}
+
+func (rn *runner) prefetch(ctx context.Context, from int) <-chan fetched {
+	ch := make(chan fetched, 256)
+	emit := func(f fetched) bool {
+		select {
+		case ch <- f:
+			return f.err == nil
+		case <-ctx.Done():
+			return false
+		}
+	}
+	go func() {
+		defer close(ch)
+		idx := from
+		if idx >= len(rn.seqs) {
+			return
+		}
+		// Fast path: stream the range with an ordered consumer; a frozen
+		// seq the stream skips over is gone from the DLQ.
+		c, err := rn.s.js.OrderedConsumer(ctx, rn.rec.DLQStream, jetstream.OrderedConsumerConfig{
+			DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: rn.seqs[idx],
+		})
+		for err == nil && idx < len(rn.seqs) && ctx.Err() == nil {
+			batch, ferr := c.Fetch(256, jetstream.FetchMaxWait(time.Second))
+			if ferr != nil {
+				break
+			}
+			n := 0
+			for msg := range batch.Messages() {
+				n++
+				md, merr := msg.Metadata()
+				if merr != nil {
+					continue
+				}
+				sq := md.Sequence.Stream
+				for idx < len(rn.seqs) && rn.seqs[idx] < sq {
+					if !emit(fetched{idx: idx, seq: rn.seqs[idx]}) {
+						return
+					}
+					idx++
+				}
+				if idx < len(rn.seqs) && rn.seqs[idx] == sq {
+					raw := &jetstream.RawStreamMsg{Subject: msg.Subject(), Sequence: sq, Header: msg.Headers(), Data: msg.Data(), Time: md.Timestamp}
+					if !emit(fetched{idx: idx, seq: sq, m: raw}) {
+						return
+					}
+					idx++
+				}
+			}
+			if n == 0 {
+				break // nothing streamed: settle the rest one by one
+			}
+		}
+		// Exact path for whatever is left.
+		for ; idx < len(rn.seqs); idx++ {
+			seq := rn.seqs[idx]
+			var m *jetstream.RawStreamMsg
+			var err error
+			for attempt := 0; ; attempt++ {
+				gctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+				m, err = rn.dlq.GetMsg(gctx, seq)
+				cancel()
+				if err == nil || errors.Is(err, jetstream.ErrMsgNotFound) || ctx.Err() != nil || attempt >= 4 {
+					break
+				}
+				sleepCtx(ctx, time.Duration(100<<attempt)*time.Millisecond)
+			}
+			f := fetched{idx: idx, seq: seq, m: m}
+			switch {
+			case errors.Is(err, jetstream.ErrMsgNotFound):
+				f.m = nil
+			case err != nil:
+				f.err = fmt.Errorf("redrive: read DLQ %s entry %d: %w", rn.rec.DLQStream, seq, err)
+			}
+			if !emit(f) {
+				return
+			}
+		}
+	}()
+	return ch
+}
+
+// acker settles the pipeline's items in order.
+func (rn *runner) acker(ctx context.Context) {
+	for it := range rn.items {
+		if !it.skip {
+			ack, err := rn.await(ctx, it)
+			if err != nil {
+				rn.mu.Lock()
+				if rn.ackErr == nil {
+					rn.ackErr = err
+				}
+				rn.mu.Unlock()
+				for range rn.items { // drain: nothing after a failure counts
+				}
+				return
+			}
+			it.link.Stream, it.link.Seq, it.link.Duplicate = ack.Stream, ack.Sequence, ack.Duplicate
+			rn.del.add(it.link.DLQSeq)
+		}
+		rn.mu.Lock()
+		rn.p.Next = it.idx + 1
+		if it.skip {
+			rn.p.Skipped++
+		} else {
+			rn.p.Sent++
+			if rn.p.Phase == PhaseSample {
+				rn.p.SampleSent++
+			}
+			rn.links = append(rn.links, it.link)
+		}
+		rn.mu.Unlock()
+	}
+}
+
+// await waits for an item's ack; a publish that failed or went
+// unanswered is sent again with the same id (the stream drops a stored
+// repeat); a refusal is final.
+func (rn *runner) await(ctx context.Context, it item) (*jetstream.PubAck, error) {
+	var err error
+	select {
+	case ack := <-it.fut.Ok():
+		return ack, nil
+	case err = <-it.fut.Err():
+	case <-time.After(5 * time.Second):
+		err = errors.New("no ack within 5s")
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	for attempt := 0; ; attempt++ {
+		var apiErr *jetstream.APIError
+		if errors.As(err, &apiErr) || attempt >= 4 || ctx.Err() != nil {
+			return nil, fmt.Errorf("redrive: publish DLQ entry %d to %s (id %s): %w", it.link.DLQSeq, it.link.Subject, it.link.MsgID, err)
+		}
+		sleepCtx(ctx, time.Duration(200<<attempt)*time.Millisecond)
+		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		var ack *jetstream.PubAck
+		ack, err = rn.s.js.PublishMsg(actx, it.msg, jetstream.WithMsgID(it.link.MsgID))
+		cancel()
+		if err == nil {
+			return ack, nil
+		}
+	}
+}
+
+func (rn *runner) run(ctx context.Context) error {
+	s := rn.s
+	r, _, err := s.get(ctx, rn.id)
+	if err != nil {
+		return err
+	}
+	if r.State != StateRunning || r.Epoch != rn.epoch || r.Runner != s.cfg.Instance {
+		return errFenced
+	}
+	rn.rec, rn.p = r, r.Progress
+	if rn.seqs, err = s.selection(ctx, rn.id); err != nil {
+		return err
+	}
+	if rn.dlq, err = s.js.Stream(ctx, r.DLQStream); err != nil {
+		return fmt.Errorf("redrive: DLQ %s: %w", r.DLQStream, err)
+	}
+	if rn.w, err = startWatcher(ctx, s.js, r.WatchDLQ, r.Progress.WatchFrom, rn.id); err != nil {
+		return err
+	}
+	defer rn.w.stop()
+	pctx, stopPipeline := context.WithCancel(ctx)
+	rn.del = newDeleter(rn.dlq, s.log)
+	rn.issued = rn.p.Next
+	rn.fetch = rn.prefetch(pctx, rn.p.Next)
+	rn.items = make(chan item, 512)
+	ackerDone := make(chan struct{})
+	go func() { defer close(ackerDone); rn.acker(pctx) }()
+	crashed := false
+	defer func() {
+		if crashed {
+			stopPipeline() // nothing more is acknowledged or written
+		}
+		close(rn.items)
+		<-ackerDone
+		stopPipeline()
+		rn.del.close(crashed)
+	}()
+	rn.lim = newLimiter(r.Rate)
+	rn.segStart, rn.lastCk = time.Now(), time.Now()
+	if rn.p.Phase == "" {
+		rn.p.Phase = PhaseMain
+		if r.SampleSize > 0 {
+			rn.p.Phase = PhaseSample
+		}
+	}
+	for {
+		switch rn.p.Phase {
+		case PhaseSample, PhaseMain:
+			end := len(rn.seqs)
+			if rn.p.Phase == PhaseSample {
+				end = min(end, r.SampleSize)
+			}
+			for rn.issued < end {
+				if err := rn.lim.Wait(ctx); err != nil {
+					return err
+				}
+				if err := rn.issue(ctx); err != nil {
+					return err
+				}
+				if h := s.cfg.afterSend; h != nil {
+					if err := h(rn.issued); err != nil {
+						crashed = true
+						stopPipeline()
+						return fmt.Errorf("%w: %v", errCrashed, err)
+					}
+				}
+				if err := rn.pipelineErr(); err != nil {
+					return rn.drainThen(ctx, err)
+				}
+				if time.Since(rn.lastCk) >= s.cfg.Checkpoint {
+					if stop, err := rn.checkpoint(ctx, nil); err != nil || stop {
+						return rn.drainThen(ctx, err)
+					}
+					if rn.p.Phase == PhaseMain && rn.failing() {
+						if err := rn.drain(ctx); err != nil {
+							return err
+						}
+						return rn.canaryPause(ctx)
+					}
+				}
+			}
+			if err := rn.drain(ctx); err != nil {
+				return err
+			}
+			rn.account()
+			rn.mu.Lock()
+			if rn.p.Phase == PhaseSample {
+				rn.p.Phase = PhaseSampleWait
+			} else {
+				rn.p.Phase = PhaseSettle
+			}
+			rn.p.WindowStart = time.Now().UTC()
+			rn.mu.Unlock()
+			if stop, err := rn.checkpoint(ctx, nil); err != nil || stop {
+				return rn.stopped(ctx, err)
+			}
+		case PhaseSampleWait, PhaseSettle:
+			window := rn.window()
+			for rn.p.Phase == PhaseSettle || !rn.failing() {
+				if time.Since(rn.p.WindowStart) >= window {
+					break
+				}
+				select {
+				case <-ctx.Done():
+					return ctx.Err()
+				case <-time.After(min(50*time.Millisecond, time.Until(rn.p.WindowStart.Add(window)))):
+				}
+				if time.Since(rn.lastCk) >= s.cfg.Checkpoint {
+					if stop, err := rn.checkpoint(ctx, nil); err != nil || stop {
+						return rn.stopped(ctx, err)
+					}
+				}
+			}
+			if rn.p.Phase == PhaseSampleWait {
+				if rn.failing() {
+					return rn.canaryPause(ctx)
+				}
+				rn.mu.Lock()
+				rn.p.Phase = PhaseMain
+				rn.mu.Unlock()
+				if stop, err := rn.checkpoint(ctx, nil); err != nil || stop {
+					return rn.stopped(ctx, err)
+				}
+				continue
+			}
+			return rn.complete(ctx)
+		default:
+			return fmt.Errorf("redrive: unknown phase %q", rn.p.Phase)
+		}
+	}
+}
+
+// issue takes the next prefetched entry and publishes it asynchronously.
+func (rn *runner) issue(ctx context.Context) error {
+	var f fetched
+	select {
+	case f = <-rn.fetch:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if f.err != nil {
+		return rn.drainThen(ctx, f.err)
+	}
+	it := rn.prepare(f)
+	if !it.skip {
+		var err error
+		for attempt := 0; ; attempt++ {
+			it.fut, err = rn.s.js.PublishMsgAsync(it.msg, jetstream.WithMsgID(it.link.MsgID))
+			if err == nil {
+				break
+			}
+			if ctx.Err() != nil || attempt >= 20 {
+				return rn.drainThen(ctx, fmt.Errorf("redrive: publish DLQ entry %d: %w", f.seq, err))
+			}
+			sleepCtx(ctx, 50*time.Millisecond) // too many pending acks: let them land
+		}
+	}
+	select {
+	case rn.items <- it:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	rn.issued++
+	return nil
+}
+
+// prepare builds the redriven event of a fetched entry.
+func (rn *runner) prepare(f fetched) item {
+	r := rn.rec
+	if f.m == nil {
+		return item{idx: f.idx, skip: true}
+	}
+	m := f.m
+	e := toEntry(m, false)
+	dest := destination(r.Destination, r.Object, r.Kind, e)
+	if dest == "" {
+		return item{idx: f.idx, skip: true}
+	}
+	h := nats.Header{}
+	for k, v := range m.Header {
+		if strings.HasPrefix(k, "Nats-") || strings.HasPrefix(k, "Platform-Dlq-") || strings.HasPrefix(k, "Platform-Redrive-") || k == headerEventID || k == HeaderOriginalMsgID {
+			continue
+		}
+		h[k] = append([]string(nil), v...)
+	}
+	orig := originalID(m.Header)
+	if orig != "" {
+		h.Set(HeaderOriginalMsgID, orig)
+	}
+	h.Set(HeaderRequest, rn.id)
+	h.Set(HeaderDLQSeq, strconv.FormatUint(f.seq, 10))
+	if e.Group != "" {
+		h.Set(HeaderForGroup, e.Group)
+	}
+	return item{idx: f.idx, msg: &nats.Msg{Subject: dest, Header: h, Data: m.Data},
+		link: Link{DLQSeq: f.seq, MsgID: MsgID(rn.id, f.seq), OriginalID: orig, OrigStream: e.Stream, OrigSeq: e.StreamSeq, Subject: dest}}
+}
+
+func (rn *runner) pipelineErr() error {
+	rn.mu.Lock()
+	defer rn.mu.Unlock()
+	return rn.ackErr
+}
+
+// drain waits until every issued item is acknowledged (or the pipeline
+// failed).
+func (rn *runner) drain(ctx context.Context) error {
+	for {
+		rn.mu.Lock()
+		done, err := rn.p.Next >= rn.issued, rn.ackErr
+		rn.mu.Unlock()
+		if err != nil {
+			return err
+		}
+		if done {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Millisecond):
+		}
+	}
+}
+
+// drainThen lets the acks in flight land (so the final progress counts
+// them), then returns err; with err nil (a person paused or cancelled),
+// it writes the final progress and releases the DLQ.
+func (rn *runner) drainThen(ctx context.Context, err error) error {
+	if derr := rn.drain(ctx); err == nil && derr != nil {
+		err = derr
+	}
+	if err == nil || errors.Is(err, errFenced) {
+		if err == nil {
+			if _, cerr := rn.checkpoint(ctx, nil); cerr != nil {
+				return cerr
+			}
+		}
+		return rn.stopped(ctx, err)
+	}
+	return err
+}
+
+// window is how long the outcome of the sample (and of the run) is
+// watched: none when nothing can be observed, or neither a sample nor a
+// window was asked for.
+func (rn *runner) window() time.Duration {
+	r := rn.rec
+	if r.WatchDLQ == "" || (r.SampleSize == 0 && r.SampleWindow == 0) {
+		return 0
+	}
+	return sampleWindow(r.Request)
+}
+
+// failing reports whether the failure rate since the last (re)start is
+// above the threshold.
+func (rn *runner) failing() bool {
+	rn.mu.Lock()
+	defer rn.mu.Unlock()
+	rn.p.Refailed, rn.p.FirstRefailure = rn.w.counts(rn.p.FirstRefailure)
+	sent := rn.p.Sent - rn.p.BaseSent
+	failed := rn.p.Refailed - rn.p.BaseRefailed
+	return sent > 0 && failed > 0 && float64(failed) > rn.rec.MaxFailureRate*float64(sent)
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}
+
+// account adds the time since the last call to the sending time if the
+// run was sending.
+func (rn *runner) account() {
+	rn.mu.Lock()
+	defer rn.mu.Unlock()
+	now := time.Now()
+	if rn.p.Phase == PhaseSample || rn.p.Phase == PhaseMain {
+		rn.p.Sending += now.Sub(rn.segStart)
+	}
+	rn.segStart = now
+}
+
+// checkpoint writes the progress, fenced by the epoch, and applies
+// mutate while the run is still running. stop is true when a person
+// paused or cancelled it.
+func (rn *runner) checkpoint(ctx context.Context, mutate func(r *Redrive)) (stop bool, err error) {
+	s := rn.s
+	rn.account()
+	rn.mu.Lock()
+	rn.p.Refailed, rn.p.FirstRefailure = rn.w.counts(rn.p.FirstRefailure)
+	rn.p.UpdatedAt = time.Now().UTC()
+	p := rn.p
+	rn.mu.Unlock()
+	rn.flushLinks(ctx, false)
+	r, _, err := s.update(ctx, rn.id, func(r *Redrive) error {
+		if r.Epoch != rn.epoch || r.Runner != s.cfg.Instance {
+			return errFenced
+		}
+		r.Progress = p
+		if r.State != StateRunning {
+			stop = true
+			return nil
+		}
+		if mutate != nil {
+			mutate(r)
+		}
+		return nil
+	})
+	if err != nil {
+		return false, err
+	}
+	rn.rec, rn.lastCk = r, time.Now()
+	return stop, nil
+}
+
+// stopped ends the run after a checkpoint said stop (or failed).
+func (rn *runner) stopped(ctx context.Context, err error) error {
+	rn.flushLinks(ctx, true)
+	if err == nil {
+		rn.s.unlock(ctx, rn.rec.DLQStream, rn.id)
+	}
+	return err
+}
+
+func (rn *runner) stopWith(ctx context.Context, to State, actor, reason string) {
+	ctx = context.WithoutCancel(ctx)
+	_, err := rn.checkpoint(ctx, func(r *Redrive) {
+		r.step(actor, to, reason)
+		if to == StatePaused {
+			r.PauseReason = reason
+		}
+		if to.Terminal() {
+			r.Progress.FinishedAt = time.Now().UTC()
+		}
+	})
+	rn.flushLinks(ctx, true)
+	if err != nil {
+		return
+	}
+	rn.mu.Lock()
+	p := rn.p
+	rn.mu.Unlock()
+	action := ActionPause
+	switch to {
+	case StateCompleted:
+		action = ActionComplete
+	case StateFailed:
+		action = ActionFail
+	}
+	rn.s.auditf(ctx, AuditRecord{Actor: actor, Action: action, Target: rn.id, Detail: reason, After: map[string]any{
+		"state": rn.rec.State, "dlq": rn.rec.Object, "sent": p.Sent, "skipped": p.Skipped, "refailed": p.Refailed,
+		"total": rn.rec.Total, "next": p.Next, "sending": p.Sending.String()}})
+	rn.s.unlock(ctx, rn.rec.DLQStream, rn.id)
+}
+
+func (rn *runner) canaryPause(ctx context.Context) error {
+	p := rn.p
+	sent, failed := p.Sent-p.BaseSent, p.Refailed-p.BaseRefailed
+	what := "redriven events"
+	if p.Phase == PhaseSampleWait {
+		what = "sampled events"
+	}
+	reason := fmt.Sprintf("canary: %d of %d %s reached DLQ %s again (%.1f%%, above the %.1f%% allowed); first failure: %s",
+		failed, sent, what, rn.rec.WatchDLQ, 100*float64(failed)/float64(sent), 100*rn.rec.MaxFailureRate, orNone(p.FirstRefailure))
+	rn.stopWith(ctx, StatePaused, canaryActor, reason)
+	return nil
+}
+
+func (rn *runner) complete(ctx context.Context) error {
+	rn.p.Phase = PhaseDone
+	rn.p.FinishedAt = time.Now().UTC()
+	p := rn.p
+	reason := fmt.Sprintf("%d sent, %d skipped (gone from the DLQ)", p.Sent, p.Skipped)
+	if rn.rec.WatchDLQ != "" {
+		reason += fmt.Sprintf(", %d failed again within %s", p.Refailed, rn.window())
+	}
+	rn.stopWith(ctx, StateCompleted, rn.s.cfg.Instance, reason)
+	return nil
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return s
+}
+
+// flushLinks appends the links gathered so far to the audit log, in
+// records of at most AuditBatch links (all if force).
+func (rn *runner) flushLinks(ctx context.Context, force bool) {
+	n := rn.s.cfg.AuditBatch
+	for {
+		rn.mu.Lock()
+		if len(rn.links) < n && (!force || len(rn.links) == 0) {
+			rn.mu.Unlock()
+			return
+		}
+		k := min(n, len(rn.links))
+		batch := rn.links[:k:k]
+		rn.links = rn.links[k:]
+		rn.mu.Unlock()
+		rn.s.auditf(ctx, AuditRecord{Actor: rn.s.cfg.Instance, Action: ActionSent, Target: rn.id, After: batch,
+			Detail: fmt.Sprintf("%d events redriven from DLQ %s (entries %d..%d) as redrive:%s:<dlq seq>", k, rn.rec.DLQStream, batch[0].DLQSeq, batch[k-1].DLQSeq, rn.id)})
+	}
+}
+
+// watcher counts the redriven events of one request that reach the
+// watched DLQ again (distinct DLQ seqs of the original entries).
+type watcher struct {
+	mu    sync.Mutex
+	seen  map[string]bool
+	first string
+	cc    jetstream.ConsumeContext
+}
+
+func startWatcher(ctx context.Context, js jetstream.JetStream, stream string, from uint64, id string) (*watcher, error) {
+	w := &watcher{seen: map[string]bool{}}
+	if stream == "" {
+		return w, nil
+	}
+	c, err := js.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{
+		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: max(from, 1), HeadersOnly: true,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("redrive: watch %s: %w", stream, err)
+	}
+	cc, err := c.Consume(func(msg jetstream.Msg) {
+		h := msg.Headers()
+		if h.Get(HeaderRequest) != id {
+			return
+		}
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if k := h.Get(HeaderDLQSeq); !w.seen[k] {
+			w.seen[k] = true
+			if w.first == "" {
+				w.first = h.Get(platform.HeaderDLQReason)
+			}
+		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("redrive: watch %s: %w", stream, err)
+	}
+	w.cc = cc
+	return w, nil
+}
+
+func (w *watcher) counts(first string) (int, string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if first == "" {
+		first = w.first
+	}
+	return len(w.seen), first
+}
+
+func (w *watcher) stop() {
+	if w.cc != nil {
+		w.cc.Stop()
+	}
+}
+
+// deleter removes sent entries from the DLQ behind the sends. A deletion
+// that never happens (crash) is harmless: the next attempt sends the
+// entry again with the same message id.
+type deleter struct {
+	st        jetstream.Stream
+	log       *slog.Logger
+	ch        chan uint64
+	done      chan struct{}
+	abandoned atomic.Bool
+}
+
+func newDeleter(st jetstream.Stream, log *slog.Logger) *deleter {
+	d := &deleter{st: st, log: log, ch: make(chan uint64, 4096), done: make(chan struct{})}
+	go func() {
+		defer close(d.done)
+		for seq := range d.ch {
+			if d.abandoned.Load() {
+				continue
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			err := d.st.DeleteMsg(ctx, seq)
+			cancel()
+			if err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+				d.log.Warn("redrive: delete redriven DLQ entry", "seq", seq, "err", err)
+			}
+		}
+	}()
+	return d
+}
+
+func (d *deleter) add(seq uint64) { d.ch <- seq }
+
+func (d *deleter) close(abandon bool) {
+	d.abandoned.Store(abandon)
+	close(d.ch)
+	<-d.done
+}

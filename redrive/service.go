@@ -1,0 +1,589 @@
+package redrive
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/msgplatform/platform/platform"
+)
+
+// Service browses DLQs and runs redrives: requests, approvals and runs
+// kept in the replicated Bucket, every transition by compare-and-set.
+type Service struct {
+	js    jetstream.JetStream
+	cfg   Config
+	log   *slog.Logger
+	l     lister
+	audit Auditor
+	kv    jetstream.KeyValue
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	mu     sync.Mutex
+	runs   map[string]*localRun
+	closed bool
+	once   sync.Once
+}
+
+type localRun struct {
+	epoch  uint64
+	cancel context.CancelFunc
+}
+
+// New returns a service over js; Start opens the bucket.
+func New(js jetstream.JetStream, cfg Config) (*Service, error) {
+	cfg.EnsureDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	a := cfg.Auditor
+	if a == nil {
+		a = NewStreamAuditor(js, cfg.Replicas)
+	}
+	return &Service{js: js, cfg: cfg, log: log, l: lister{js: js}, audit: a, runs: map[string]*localRun{}}, nil
+}
+
+// Start opens (or creates) the bucket and starts adopting runs whose
+// runner is gone. It returns when ready.
+func (s *Service) Start(ctx context.Context) error {
+	kv, err := s.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket: Bucket, Description: "platform redrive requests, approvals and runs",
+		Replicas: s.cfg.Replicas, Storage: jetstream.FileStorage, History: 1,
+	})
+	if err != nil {
+		return fmt.Errorf("redrive: bucket %s: %w", Bucket, err)
+	}
+	s.kv = kv
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.wg.Add(1)
+	go s.adoptLoop()
+	return nil
+}
+
+// Close stops the runs of this instance without changing their state
+// (another instance, or this one restarted, adopts them after LeaseTTL)
+// and waits for them within ctx. Idempotent.
+func (s *Service) Close(ctx context.Context) error {
+	s.once.Do(func() {
+		s.mu.Lock()
+		s.closed = true
+		s.mu.Unlock()
+		if s.cancel != nil {
+			s.cancel()
+		}
+	})
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Instance is this service's runner name.
+func (s *Service) Instance() string { return s.cfg.Instance }
+
+// ListDLQs returns every DLQ with owner, depth and oldest age.
+func (s *Service) ListDLQs(ctx context.Context) ([]DLQ, error) { return s.l.List(ctx) }
+
+// DescribeDLQ returns one DLQ.
+func (s *Service) DescribeDLQ(ctx context.Context, name string) (DLQ, error) {
+	ref, err := s.l.resolve(ctx, name)
+	return ref.DLQ, err
+}
+
+// Entries lists a DLQ's entries.
+func (s *Service) Entries(ctx context.Context, f EntryFilter) ([]Entry, error) {
+	return s.l.Entries(ctx, f)
+}
+
+// Show returns one entry with payload and headers.
+func (s *Service) Show(ctx context.Context, dlq string, seq uint64) (Entry, error) {
+	return s.l.Show(ctx, dlq, seq)
+}
+
+// Groups groups a DLQ's entries by error fingerprint.
+func (s *Service) Groups(ctx context.Context, f EntryFilter) ([]Group, error) {
+	return s.l.Groups(ctx, f)
+}
+
+// History returns the redrive audit records.
+func (s *Service) History(ctx context.Context, f HistoryFilter) ([]AuditRecord, error) {
+	return readHistory(ctx, s.js, f)
+}
+
+// Preview is what a redrive would send: a dry run.
+type Preview struct {
+	ID             string  `json:"id,omitempty"`
+	DLQ            string  `json:"dlq"`
+	Object         string  `json:"object"`
+	ReviewRequired bool    `json:"review_required"`
+	Total          int     `json:"total"`              // entries that would be sent
+	Excluded       int     `json:"excluded,omitempty"` // matched, but without an original subject
+	Gone           int     `json:"gone,omitempty"`     // frozen, but no longer in the DLQ
+	FirstSeq       uint64  `json:"first_seq,omitempty"`
+	LastSeq        uint64  `json:"last_seq,omitempty"`
+	Groups         []Group `json:"groups"`
+	// Destinations counts the subjects the events would go to (top 10).
+	Destinations []DestCount `json:"destinations"`
+	Rate         float64     `json:"rate"`
+	SampleSize   int         `json:"sample_size"`
+	// Duration estimates the run at Rate, sample window included.
+	Duration time.Duration `json:"duration,omitempty"`
+	WatchDLQ string        `json:"watch_dlq,omitempty"`
+}
+
+// DestCount is how many events go to one subject.
+type DestCount struct {
+	Subject string `json:"subject"`
+	Count   int    `json:"count"`
+}
+
+// frozen is a resolved selection.
+type frozen struct {
+	ref      dlqRef
+	seqs     []uint64
+	groups   map[string]*Group
+	dests    map[string]int
+	excluded int
+	watch    string
+}
+
+// destination is where an entry goes: the request's destination, or its
+// original publish subject (for a topic <topic>.<key>: the stored subject
+// carries the partition, which the topic's subject transform adds).
+func destination(dest, object, kind string, e Entry) string {
+	if dest != "" {
+		return dest
+	}
+	if e.Subject == "" {
+		return ""
+	}
+	if kind == "topic" {
+		if key, _, ok := platform.KeyOf(object, e.Subject); ok {
+			return platform.TopicSubject(object, key)
+		}
+	}
+	return e.Subject
+}
+
+func (s *Service) freeze(ctx context.Context, req Request) (*frozen, error) {
+	if err := req.Validate(); err != nil {
+		return nil, err
+	}
+	ref, err := s.l.resolve(ctx, req.DLQ)
+	if err != nil {
+		return nil, err
+	}
+	f := &frozen{ref: ref, groups: map[string]*Group{}, dests: map[string]int{}}
+	sel := req.Selection
+	want := map[uint64]bool{}
+	from, to := sel.FromSeq, sel.ToSeq
+	if len(sel.Seqs) > 0 {
+		from, to = sel.Seqs[0], sel.Seqs[0]
+		for _, q := range sel.Seqs {
+			want[q] = true
+			from, to = min(from, q), max(to, q)
+		}
+	}
+	if to == 0 {
+		to = ref.LastSeq // frozen: nothing that fails after now
+	}
+	var tooMany bool
+	err = scan(ctx, s.js, ref.Stream, from, func(m *jetstream.RawStreamMsg) bool {
+		if m.Sequence > to {
+			return false
+		}
+		e := toEntry(m, false)
+		switch {
+		case len(want) > 0 && !want[e.Seq]:
+			return true
+		case sel.Fingerprint != "" && e.Fingerprint != sel.Fingerprint:
+			return true
+		}
+		delete(want, e.Seq)
+		d := destination(req.Destination, ref.Name, ref.Kind, e)
+		if d == "" {
+			f.excluded++
+			return true
+		}
+		if len(f.seqs) >= MaxSelection {
+			tooMany = true
+			return false
+		}
+		f.seqs = append(f.seqs, e.Seq)
+		f.dests[d]++
+		addToGroup(f.groups, e)
+		return true
+	})
+	if err != nil {
+		return nil, err
+	}
+	if tooMany {
+		return nil, fmt.Errorf("%w: the selection matches more than %d entries; narrow it (a sequence range or a fingerprint)", ErrInvalid, MaxSelection)
+	}
+	if len(want) > 0 {
+		missing := make([]uint64, 0, len(want))
+		for q := range want {
+			missing = append(missing, q)
+		}
+		sort.Slice(missing, func(i, j int) bool { return missing[i] < missing[j] })
+		return nil, fmt.Errorf("%w: DLQ %s has no entries %s (expired, redriven, or never there; entries %d..%d)", ErrInvalid, ref.Name, seqList(missing, 10), ref.FirstSeq, ref.LastSeq)
+	}
+	if len(f.seqs) == 0 {
+		note := ""
+		if f.excluded > 0 {
+			note = fmt.Sprintf(" (%d matched but have no original subject: their payload was lost)", f.excluded)
+		}
+		return nil, fmt.Errorf("%w: the selection matches no entry of DLQ %s (entries %d..%d, depth %d)%s", ErrInvalid, ref.Name, ref.FirstSeq, ref.LastSeq, ref.Depth, note)
+	}
+	// Where re-failures land: the DLQ of the stream taking the destination.
+	f.watch = ref.Stream
+	if req.Destination != "" {
+		stream, err := s.js.StreamNameBySubject(ctx, req.Destination)
+		if err != nil {
+			return nil, fmt.Errorf("%w: destination %s is not captured by any stream (redriven events would be lost): %v", ErrInvalid, req.Destination, err)
+		}
+		f.watch = ""
+		if _, err := s.js.Stream(ctx, stream+"_dlq"); err == nil {
+			f.watch = stream + "_dlq"
+		}
+	}
+	if f.watch == "" && req.SampleSize > 0 {
+		return nil, fmt.Errorf("%w: the destination's stream has no DLQ, so the sample's outcome cannot be observed; use sample size 0", ErrInvalid)
+	}
+	return f, nil
+}
+
+func seqList(seqs []uint64, n int) string {
+	parts := make([]string, 0, n)
+	for i, q := range seqs {
+		if i == n {
+			parts = append(parts, fmt.Sprintf("and %d more", len(seqs)-n))
+			break
+		}
+		parts = append(parts, strconv.FormatUint(q, 10))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func (f *frozen) preview(req Request) Preview {
+	p := Preview{
+		DLQ: f.ref.Name, Object: f.ref.Name, ReviewRequired: f.ref.ReviewRequired, Total: len(f.seqs), Excluded: f.excluded,
+		Groups: sortedGroups(f.groups), Rate: req.Rate, SampleSize: req.SampleSize, WatchDLQ: f.watch,
+	}
+	if len(f.seqs) > 0 {
+		p.FirstSeq, p.LastSeq = f.seqs[0], f.seqs[len(f.seqs)-1]
+	}
+	for d, n := range f.dests {
+		p.Destinations = append(p.Destinations, DestCount{Subject: d, Count: n})
+	}
+	sort.Slice(p.Destinations, func(i, j int) bool {
+		if p.Destinations[i].Count != p.Destinations[j].Count {
+			return p.Destinations[i].Count > p.Destinations[j].Count
+		}
+		return p.Destinations[i].Subject < p.Destinations[j].Subject
+	})
+	if len(p.Destinations) > 10 {
+		p.Destinations = p.Destinations[:10]
+	}
+	if req.Rate > 0 {
+		p.Duration = time.Duration(float64(p.Total) / req.Rate * float64(time.Second))
+	}
+	if req.SampleSize > 0 {
+		p.Duration += sampleWindow(req)
+	}
+	return p
+}
+
+func sampleWindow(r Request) time.Duration {
+	if r.SampleWindow > 0 {
+		return r.SampleWindow
+	}
+	return DefaultSampleWindow
+}
+
+// Preview resolves req's selection and reports what a run would send,
+// grouped by fingerprint, without storing or sending anything.
+func (s *Service) Preview(ctx context.Context, req Request) (Preview, error) {
+	f, err := s.freeze(ctx, req)
+	if err != nil {
+		return Preview{}, err
+	}
+	return f.preview(req), nil
+}
+
+// KV keys.
+func recKey(id string) string      { return "req." + id }
+func selKey(id string) string      { return "sel." + id }
+func lockKey(stream string) string { return "lock." + stream }
+
+// MsgID is the Nats-Msg-Id of the event a redrive sends for a DLQ entry:
+// the same on every retry of the run, so the destination stream drops a
+// repeat within its duplicate window.
+func MsgID(id string, dlqSeq uint64) string {
+	return "redrive:" + id + ":" + strconv.FormatUint(dlqSeq, 10)
+}
+
+func newID() string {
+	b := make([]byte, 3)
+	_, _ = rand.Read(b)
+	return "rd-" + time.Now().UTC().Format("20060102-150405") + "-" + hex.EncodeToString(b)
+}
+
+// encodeSeqs packs sorted sequences as uvarint (gap, run length) pairs.
+func encodeSeqs(seqs []uint64) []byte {
+	var out []byte
+	var prev uint64
+	for _, r := range toRanges(seqs) {
+		out = binary.AppendUvarint(out, r[0]-prev)
+		out = binary.AppendUvarint(out, r[1]-r[0])
+		prev = r[1]
+	}
+	return out
+}
+
+func decodeSeqs(b []byte) ([]uint64, error) {
+	var rs []seqRange
+	var prev uint64
+	for len(b) > 0 {
+		gap, n := binary.Uvarint(b)
+		if n <= 0 {
+			return nil, errors.New("redrive: corrupt selection")
+		}
+		b = b[n:]
+		run, m := binary.Uvarint(b)
+		if m <= 0 {
+			return nil, errors.New("redrive: corrupt selection")
+		}
+		b = b[m:]
+		start := prev + gap
+		rs = append(rs, seqRange{start, start + run})
+		prev = start + run
+	}
+	return fromRanges(rs)
+}
+
+// Submit freezes req's selection and stores the request. A topic marked
+// review: required then needs another principal's approval; otherwise the
+// requester may run it directly.
+func (s *Service) Submit(ctx context.Context, req Request) (Status, error) {
+	f, err := s.freeze(ctx, req)
+	if err != nil {
+		return Status{}, err
+	}
+	id := newID()
+	groups := sortedGroups(f.groups)
+	if len(groups) > 20 {
+		groups = groups[:20]
+	}
+	r := &Redrive{
+		ID: id, Request: req, State: StateRequested, Object: f.ref.Name, Kind: f.ref.Kind, DLQStream: f.ref.Stream,
+		Owner: f.ref.Owner, ReviewRequired: f.ref.ReviewRequired, WatchDLQ: f.watch,
+		Total: len(f.seqs), Excluded: f.excluded, Groups: groups, Created: time.Now().UTC(),
+	}
+	r.Steps = []Step{{Time: r.Created, Actor: req.Requester, To: StateRequested, Note: req.Reason}}
+	sel := encodeSeqs(f.seqs)
+	if len(sel) > 900_000 {
+		return Status{}, fmt.Errorf("%w: the selection is too fragmented to store (%d bytes); narrow it", ErrInvalid, len(sel))
+	}
+	if _, err := s.kv.Create(ctx, selKey(id), sel); err != nil {
+		return Status{}, fmt.Errorf("redrive: store selection: %w", err)
+	}
+	b, err := json.Marshal(r)
+	if err != nil {
+		return Status{}, err
+	}
+	rev, err := s.kv.Create(ctx, recKey(id), b)
+	if err != nil {
+		return Status{}, fmt.Errorf("redrive: store request: %w", err)
+	}
+	s.auditf(ctx, AuditRecord{Actor: req.Requester, Action: ActionRequest, Target: id, After: map[string]any{
+		"dlq": r.Object, "selection": req.Selection, "total": r.Total, "first_seq": f.seqs[0], "last_seq": f.seqs[len(f.seqs)-1],
+		"destination": req.Destination, "rate": req.Rate, "sample_size": req.SampleSize, "review_required": r.ReviewRequired,
+		"groups": groups,
+	}, Detail: req.Reason})
+	return r.status(rev), nil
+}
+
+// auditf appends r, retrying briefly; a record that cannot be written is
+// logged (the state change it describes has already happened).
+func (s *Service) auditf(ctx context.Context, r AuditRecord) {
+	var err error
+	for attempt := range 3 {
+		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		err = s.audit.Append(actx, r)
+		cancel()
+		if err == nil {
+			return
+		}
+		time.Sleep(time.Duration(attempt+1) * 100 * time.Millisecond)
+	}
+	s.log.Error("redrive: audit append failed", "action", r.Action, "request", r.Target, "err", err)
+}
+
+func (s *Service) get(ctx context.Context, id string) (*Redrive, jetstream.KeyValueEntry, error) {
+	if id == "" || strings.ContainsAny(id, " .*>") {
+		return nil, nil, fmt.Errorf("%w: bad request id %q", ErrInvalid, id)
+	}
+	e, err := s.kv.Get(ctx, recKey(id))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, nil, fmt.Errorf("%w: no redrive request %s", ErrNotFound, id)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("redrive: read %s: %w", id, err)
+	}
+	var r Redrive
+	if err := json.Unmarshal(e.Value(), &r); err != nil {
+		return nil, nil, fmt.Errorf("redrive: decode %s: %w", id, err)
+	}
+	return &r, e, nil
+}
+
+// update applies fn to the record by compare-and-set on its revision,
+// re-reading and re-applying fn when someone else wrote first: fn sees
+// the latest state every time, so two callers racing for one transition
+// cannot both make it.
+func (s *Service) update(ctx context.Context, id string, fn func(r *Redrive) error) (*Redrive, uint64, error) {
+	for attempt := 0; ; attempt++ {
+		r, e, err := s.get(ctx, id)
+		if err != nil {
+			return nil, 0, err
+		}
+		if err := fn(r); err != nil {
+			return r, e.Revision(), err
+		}
+		b, err := json.Marshal(r)
+		if err != nil {
+			return nil, 0, err
+		}
+		rev, err := s.kv.Update(ctx, recKey(id), b, e.Revision())
+		if err == nil {
+			return r, rev, nil
+		}
+		if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) || attempt >= 50 {
+			return nil, 0, fmt.Errorf("redrive: write %s: %w", id, err)
+		}
+	}
+}
+
+// Get returns a redrive's status.
+func (s *Service) Get(ctx context.Context, id string) (Status, error) {
+	r, e, err := s.get(ctx, id)
+	if err != nil {
+		return Status{}, err
+	}
+	return r.status(e.Revision()), nil
+}
+
+// ListFilter selects requests.
+type ListFilter struct {
+	DLQ   string `json:"dlq,omitempty"`
+	State State  `json:"state,omitempty"`
+}
+
+// List returns the requests matching f, newest first.
+func (s *Service) List(ctx context.Context, f ListFilter) ([]Status, error) {
+	kl, err := s.kv.ListKeysFiltered(ctx, "req.*")
+	if err != nil {
+		return nil, fmt.Errorf("redrive: list: %w", err)
+	}
+	var ids []string
+	for k := range kl.Keys() {
+		ids = append(ids, strings.TrimPrefix(k, "req."))
+	}
+	_ = kl.Stop()
+	out := []Status{}
+	for _, id := range ids {
+		r, e, err := s.get(ctx, id)
+		if errors.Is(err, ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if (f.DLQ != "" && r.Object != f.DLQ && r.DLQStream != f.DLQ) || (f.State != "" && r.State != f.State) {
+			continue
+		}
+		out = append(out, r.status(e.Revision()))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Created.After(out[j].Created) })
+	return out, nil
+}
+
+// DryRun reports what running the stored request would send now: its
+// frozen entries still in the DLQ, grouped by fingerprint.
+func (s *Service) DryRun(ctx context.Context, id string) (Preview, error) {
+	r, _, err := s.get(ctx, id)
+	if err != nil {
+		return Preview{}, err
+	}
+	seqs, err := s.selection(ctx, id)
+	if err != nil {
+		return Preview{}, err
+	}
+	left := seqs[min(r.Progress.Next, len(seqs)):]
+	f := &frozen{ref: dlqRef{DLQ: DLQ{Name: r.Object, Kind: r.Kind, Stream: r.DLQStream, ReviewRequired: r.ReviewRequired}},
+		groups: map[string]*Group{}, dests: map[string]int{}, watch: r.WatchDLQ}
+	gone := 0
+	if len(left) > 0 {
+		want := map[uint64]bool{}
+		for _, q := range left {
+			want[q] = true
+		}
+		err = scan(ctx, s.js, r.DLQStream, left[0], func(m *jetstream.RawStreamMsg) bool {
+			if m.Sequence > left[len(left)-1] {
+				return false
+			}
+			if !want[m.Sequence] {
+				return true
+			}
+			e := toEntry(m, false)
+			d := destination(r.Destination, r.Object, r.Kind, e)
+			if d == "" {
+				f.excluded++
+				return true
+			}
+			f.seqs = append(f.seqs, e.Seq)
+			f.dests[d]++
+			addToGroup(f.groups, e)
+			return true
+		})
+		if err != nil {
+			return Preview{}, err
+		}
+		gone = len(left) - len(f.seqs) - f.excluded
+	}
+	p := f.preview(r.Request)
+	p.ID, p.Gone = id, gone
+	return p, nil
+}
+
+func (s *Service) selection(ctx context.Context, id string) ([]uint64, error) {
+	e, err := s.kv.Get(ctx, selKey(id))
+	if err != nil {
+		return nil, fmt.Errorf("redrive: selection of %s: %w", id, err)
+	}
+	return decodeSeqs(e.Value())
+}
