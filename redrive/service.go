@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	mrand "math/rand/v2"
 	"sort"
 	"strconv"
 	"strings"
@@ -65,10 +66,7 @@ func New(js jetstream.JetStream, cfg Config) (*Service, error) {
 // Start opens (or creates) the bucket and starts adopting runs whose
 // runner is gone. It returns when ready.
 func (s *Service) Start(ctx context.Context) error {
-	kv, err := s.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket: Bucket, Description: "platform redrive requests, approvals and runs",
-		Replicas: s.cfg.Replicas, Storage: jetstream.FileStorage, History: 1,
-	})
+	kv, err := s.openBucket(ctx)
 	if err != nil {
 		return fmt.Errorf("redrive: bucket %s: %w", Bucket, err)
 	}
@@ -77,6 +75,34 @@ func (s *Service) Start(ctx context.Context) error {
 	s.wg.Add(1)
 	go s.adoptLoop()
 	return nil
+}
+
+// openBucket creates or opens the bucket. Every platformd of a region
+// does this at start, concurrently: a request lost to a leader election
+// or a create race is retried with a bounded wait per attempt until ctx
+// ends.
+func (s *Service) openBucket(ctx context.Context) (jetstream.KeyValue, error) {
+	cfg := jetstream.KeyValueConfig{
+		Bucket: Bucket, Description: "platform redrive requests, approvals and runs",
+		Replicas: s.cfg.Replicas, Storage: jetstream.FileStorage, History: 1,
+	}
+	for attempt := 1; ; attempt++ {
+		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		kv, err := s.js.CreateOrUpdateKeyValue(actx, cfg)
+		if err != nil {
+			kv, err = s.js.KeyValue(actx, Bucket)
+		}
+		cancel()
+		if err == nil {
+			return kv, nil
+		}
+		s.log.Debug("redrive: opening bucket, retrying", "attempt", attempt, "err", err)
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w (last error: %v)", ctx.Err(), err)
+		case <-time.After(time.Duration(100+mrand.IntN(400)) * time.Millisecond):
+		}
+	}
 }
 
 // Close stops the runs of this instance without changing their state
