@@ -71,14 +71,26 @@ type Inbox[Tx any] interface {
 	Process(ctx context.Context, msg InboxMsg, effect func(tx Tx) error) (InboxOutcome, error)
 }
 
-// EventIDOf returns msg's event id, its Nats-Msg-Id header.
+// EventIDOf returns msg's event id: its Platform-Original-Msg-Id header
+// on a redriven copy, else its Nats-Msg-Id.
 func EventIDOf(msg InboxMsg) (string, error) {
-	id := msg.Headers().Get(jetstream.MsgIDHeader)
+	// A redriven or replayed copy carries a new Nats-Msg-Id (so retrying
+	// the redrive never duplicates it in the stream) and the original
+	// event id in OriginalMsgIDHeader: the inbox keys on the original, so
+	// a consumer that already applied the event skips the copy.
+	id := msg.Headers().Get(OriginalMsgIDHeader)
+	if id == "" {
+		id = msg.Headers().Get(jetstream.MsgIDHeader)
+	}
 	if id == "" {
 		return "", ErrNoEventID
 	}
 	return id, nil
 }
+
+// OriginalMsgIDHeader carries the original event id on a redriven copy
+// (see redrive), which has a Nats-Msg-Id of its own.
+const OriginalMsgIDHeader = "Platform-Original-Msg-Id"
 
 // InboxConfig configures an inbox.
 type InboxConfig struct {

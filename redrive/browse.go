@@ -109,7 +109,7 @@ type EntryFilter struct {
 const (
 	// HeaderOriginalMsgID is the event's original id (its first
 	// Nats-Msg-Id), for inboxes to catch a repeat.
-	HeaderOriginalMsgID = "Platform-Original-Msg-Id"
+	HeaderOriginalMsgID = platform.OriginalMsgIDHeader
 	// HeaderRequest and HeaderDLQSeq link a redriven event to its request
 	// and to the DLQ entry it came from.
 	HeaderRequest = "Platform-Redrive-Request"
