@@ -46,6 +46,8 @@ type Config struct {
 	HTTP      HTTPConfig                 `mapstructure:"http"`
 	Control   ControlConfig              `mapstructure:"control"`
 	Reconcile ReconcileConfig            `mapstructure:"reconcile"`
+	// Canary is platformd's canary (canary.interval, canary.tolerance).
+	Canary platform.CanaryConfig `mapstructure:"canary"`
 	// Catalog is the declared topics, queues and groups: the top-level
 	// keys topics:, queues: and groups:, each a map keyed by name.
 	Catalog platform.Catalog `mapstructure:",squash"`
@@ -103,6 +105,7 @@ func baseConfig() Config {
 		Node:    embeddednats.DefaultConfig(),
 		HTTP:    HTTPConfig{Listen: "127.0.0.1:8080"},
 		Control: ControlConfig{Enabled: true},
+		Canary:  platform.DefaultCanaryConfig(),
 	}
 	c.Fabric.DataDir = ""
 	c.Fabric.Region = embeddednats.Region{Name: c.Fabric.Region.Name}
@@ -219,6 +222,7 @@ func (c *Config) validateInto(p *validate.Problems) {
 			p.Addf("http.listen", "must be host:port (e.g. 127.0.0.1:8080), or off to disable, got %q (%v)", c.HTTP.Listen, err)
 		}
 	}
+	p.Merge("canary", c.Canary.Validate())
 	p.Merge("", c.Catalog.Validate())
 	for _, k := range sortedKeys(c.Tenants) {
 		t := c.Tenants[k]

@@ -26,6 +26,7 @@ type ConsumerMetrics struct {
 	budgetC      *prometheus.CounterVec
 	rebalances   *prometheus.CounterVec
 	handlerH     *prometheus.HistogramVec
+	canaryG      *prometheus.GaugeVec // canary_runtime.go
 	pendingD     *prometheus.Desc
 	oldestD      *prometheus.Desc
 	dlqDepthD    *prometheus.Desc
@@ -52,6 +53,7 @@ func NewConsumerMetrics() *ConsumerMetrics {
 		rebalances: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "platform_group_rebalances_total", Help: "Assignments written by this process's members."}, []string{"group"}),
 		handlerH: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "platform_consumer_handler_seconds", Help: "Handler duration.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 10)}, gp),
+		canaryG:      newCanaryGauge(),
 		pendingD:     prometheus.NewDesc("platform_consumer_pending", "Events not yet acknowledged (undelivered + in flight).", gp, nil),
 		oldestD:      prometheus.NewDesc("platform_consumer_oldest_unprocessed_seconds", "Age of the oldest unacknowledged event by broker append time.", gp, nil),
 		dlqDepthD:    prometheus.NewDesc("platform_dlq_depth", "Entries in the DLQ.", []string{"object"}, nil),
@@ -63,7 +65,7 @@ func NewConsumerMetrics() *ConsumerMetrics {
 }
 
 func (c *ConsumerMetrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{c.processedC, c.retriesC, c.deadC, c.dlqFailC, c.budgetC, c.rebalances, c.handlerH}
+	return []prometheus.Collector{c.processedC, c.retriesC, c.deadC, c.dlqFailC, c.budgetC, c.rebalances, c.handlerH, c.canaryG}
 }
 
 // Describe implements prometheus.Collector.

@@ -196,6 +196,9 @@ func (r *partitionRunner) keepAlive(every time.Duration) {
 }
 
 func (r *partitionRunner) dispatch(msg jetstream.Msg) {
+	if r.set.canary(msg, r.fenced) {
+		return // acked here, never handed to the handler
+	}
 	meta, err := msg.Metadata()
 	if err != nil {
 		return

@@ -30,6 +30,7 @@ const (
 	mdCleanup     = "platform.cleanup"
 	mdTombstone   = "platform.tombstone_retention"
 	mdReview      = "platform.review"
+	mdCanary      = "platform.canary" // "off" when opted out
 
 	kindTopic = "topic"
 	kindQueue = "queue"
@@ -45,6 +46,9 @@ func topicMetadata(t TopicSpec) map[string]string {
 	setIf(md, mdOwner, t.Owner)
 	setIf(md, mdResidency, t.Residency)
 	setIf(md, mdReview, t.Review)
+	if !t.CanaryEnabled() {
+		md[mdCanary] = canaryOff
+	}
 	if t.Compacted() {
 		md[mdCleanup] = CleanupCompact
 		md[mdTombstone] = t.tombstoneRetention().String()
@@ -60,6 +64,9 @@ func queueMetadata(q QueueSpec) map[string]string {
 		mdMaxAttempts: strconv.Itoa(q.MaxAttempts),
 	}
 	setIf(md, mdOwner, q.Owner)
+	if !q.CanaryEnabled() {
+		md[mdCanary] = canaryOff
+	}
 	return md
 }
 
@@ -125,6 +132,7 @@ func topicFromStream(cfg *jetstream.StreamConfig) (TopicSpec, error) {
 		Residency:  cfg.Metadata[mdResidency],
 		Owner:      cfg.Metadata[mdOwner],
 		Review:     cfg.Metadata[mdReview],
+		Canary:     canaryFromMetadata(cfg.Metadata),
 	}
 	if cfg.Metadata[mdCleanup] == CleanupCompact {
 		t.Cleanup = CleanupCompact
@@ -154,5 +162,6 @@ func queueFromStream(cfg *jetstream.StreamConfig) (QueueSpec, error) {
 		MaxAttempts: attempts,
 		Replicas:    cfg.Replicas,
 		Owner:       cfg.Metadata[mdOwner],
+		Canary:      canaryFromMetadata(cfg.Metadata),
 	}, nil
 }

@@ -61,6 +61,9 @@ type TopicSpec struct {
 	// on the topic (group reset, replay) must be approved by a second
 	// person, e.g. payment topics; "" otherwise.
 	Review string `mapstructure:"review" json:"review,omitempty"`
+	// Canary is false to opt the topic out of platformd's canary events
+	// (see canary.go); nil or true means on.
+	Canary *bool `mapstructure:"canary" json:"canary,omitempty"`
 }
 
 // Topic cleanup policies and review values.
@@ -73,6 +76,14 @@ const (
 	DefaultTombstoneRetention = 24 * time.Hour
 )
 
+// CanaryEnabled reports whether platformd publishes canaries into the
+// topic (the default).
+func (t TopicSpec) CanaryEnabled() bool { return t.Canary == nil || *t.Canary }
+
+// CanaryEnabled reports whether platformd publishes canaries into the
+// queue (the default).
+func (q QueueSpec) CanaryEnabled() bool { return q.Canary == nil || *q.Canary }
+
 // Compacted reports whether the topic keeps only the latest event per key.
 func (t TopicSpec) Compacted() bool { return t.Cleanup == CleanupCompact }
 
@@ -84,6 +95,9 @@ type QueueSpec struct {
 	MaxAttempts int           `mapstructure:"max_attempts" json:"max_attempts"`
 	Replicas    int           `mapstructure:"replicas" json:"replicas"`
 	Owner       string        `mapstructure:"owner" json:"owner,omitempty"`
+	// Canary is false to opt the queue out of platformd's canary jobs;
+	// nil or true means on.
+	Canary *bool `mapstructure:"canary" json:"canary,omitempty"`
 }
 
 // GroupSpec declares a consumer group: a named durable subscription to a

@@ -153,6 +153,9 @@ func (w *Workers) run(ctx context.Context) {
 func (w *Workers) job(raw jetstream.Msg) {
 	defer w.wg.Done()
 	defer func() { <-w.sem }()
+	if w.set.canary(raw, w.crashed.Load) {
+		return // acked here, never handed to the handler
+	}
 	meta, err := raw.Metadata()
 	if err != nil {
 		return

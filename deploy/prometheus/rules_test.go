@@ -25,10 +25,8 @@ var pending = map[string]string{
 	"platform_group_tolerance_seconds": "per-group tolerance from the group spec (not declared yet)",
 	"platform_group_info":              "group -> topic mapping (consumer metrics carry group, partition only)",
 	"platform_topic_retention_seconds": "topic max_age (status/metrics of the reconciler)",
-	"platform_canary_age_seconds":      "issue 7 canary",
 	"platform_publish_outcomes_total":  "platform.Publisher outcome counter (PublishStats exists, no metric)",
 	"platform_stream_has_leader":       "internal/metrics: per-stream leader presence",
-	"platform_mirror_lag_seconds":      "regions work (cross-domain mirrors)",
 }
 
 func loadRules(t *testing.T) *rulefmt.RuleGroups {
@@ -150,9 +148,10 @@ var firing = map[string]string{
 	"PlatformGroupLagApproachingRetention": `platform_consumer_oldest_unprocessed_seconds{group="g",partition="0"} 200000x20
   platform_group_info{group="g",topic="orders"} 1x20
   platform_topic_retention_seconds{topic="orders"} 259200x20`,
-	"PlatformClockSkewNegativeLag":         `platform_consumer_oldest_unprocessed_seconds{group="g",partition="0"} -30x20`,
-	"PlatformClockSkewLagJump":             `platform_consumer_oldest_unprocessed_seconds{group="g",partition="0"} 100+60x15 9000x4`,
-	"PlatformCanaryMissing":                `platform_canary_age_seconds{group="g"} 500x20`,
+	"PlatformClockSkewNegativeLag": `platform_consumer_oldest_unprocessed_seconds{group="g",partition="0"} -30x20`,
+	"PlatformClockSkewLagJump":     `platform_consumer_oldest_unprocessed_seconds{group="g",partition="0"} 100+60x15 9000x4`,
+	"PlatformCanaryMissing": `platform_canary_age_seconds{topic="orders",group="g"} 500x20
+  platform_canary_tolerance_seconds 180x20`,
 	"PlatformDLQNotEmpty":                  `platform_dlq_depth{object="orders"} 3x20`,
 	"PlatformDLQDepthHigh":                 `platform_dlq_depth{object="orders"} 5000x20`,
 	"PlatformDLQOldestEntryOld":            `platform_dlq_oldest_seconds{object="orders"} 100000x20`,
@@ -163,7 +162,7 @@ var firing = map[string]string{
 	"PlatformStreamUnderReplicated":        `platform_stream_replicas_lagging{server="n1",stream="orders"} 1x20`,
 	"PlatformJetStreamMetaLostQuorum":      `platform_jetstream_meta_has_leader{server="n1",region="eu"} 0x20`,
 	"PlatformStreamNoLeader":               `platform_stream_has_leader{stream="orders"} 0x20`,
-	"PlatformMirrorLag":                    `platform_mirror_lag_seconds{stream="orders_eu",origin_region="eu"} 600x20`,
+	"PlatformMirrorLag":                    `platform_mirror_lag_seconds{topic="orders",from="eu",to="us"} 600x20`,
 	"PlatformTenantThrottled":              `platform_tenant_publish_throttled_total{tenant="harbor-retail"} 0+100x20`,
 }
 
@@ -172,7 +171,8 @@ const healthy = `load 1m
   platform_consumer_oldest_unprocessed_seconds{group="g",partition="0"} 5x20
   platform_group_info{group="g",topic="orders"} 1x20
   platform_topic_retention_seconds{topic="orders"} 259200x20
-  platform_canary_age_seconds{group="g"} 30x20
+  platform_canary_age_seconds{topic="orders",group="g"} 70x20
+  platform_canary_tolerance_seconds 180x20
   platform_dlq_depth{object="orders"} 0x20
   platform_dlq_oldest_seconds{object="orders"} 0x20
   outboxrelay_oldest_unsent_age_seconds{outbox="orders"} 0x20
@@ -181,7 +181,7 @@ const healthy = `load 1m
   platform_stream_replicas_lagging{server="n1",stream="orders"} 0x20
   platform_jetstream_meta_has_leader{server="n1",region="eu"} 1x20
   platform_stream_has_leader{stream="orders"} 1x20
-  platform_mirror_lag_seconds{stream="orders_eu",origin_region="eu"} 1x20
+  platform_mirror_lag_seconds{topic="orders",from="eu",to="us"} 1x20
   platform_tenant_publish_throttled_total{tenant="harbor-retail"} 7x20
 `
 
@@ -220,6 +220,40 @@ func TestEveryAlertFiresOnItsCondition(t *testing.T) {
 			if v := evalAt(t, engine, healthy, r.Expr); len(v) != 0 {
 				t.Errorf("%s fires on the healthy fixture: %v", r.Alert, v)
 			}
+		}
+	}
+}
+
+// The canary alert follows the exported tolerance, and falls back to 180 s
+// without it.
+func TestCanaryMissingFollowsTolerance(t *testing.T) {
+	rgs := loadRules(t)
+	engine := promqltest.NewTestEngine(t, false, 0, promqltest.DefaultMaxSamplesPerQuery)
+	var expr string
+	for _, g := range rgs.Groups {
+		for _, r := range g.Rules {
+			if r.Alert == "PlatformCanaryMissing" {
+				expr = r.Expr
+			}
+		}
+	}
+	for _, c := range []struct {
+		load string
+		fire bool
+	}{
+		{`platform_canary_age_seconds{topic="orders",group="g"} 500x20
+  platform_canary_tolerance_seconds 600x20`, false},
+		{`platform_canary_age_seconds{topic="orders",group="g"} 1.5x20
+  platform_canary_tolerance_seconds 0.6x20`, true},
+		{`platform_canary_age_seconds{topic="orders",group="g"} 200x20`, true},
+		{`platform_canary_age_seconds{topic="orders",group="g"} 100x20`, false},
+	} {
+		v := evalAt(t, engine, "load 1m\n  "+c.load+"\n", expr)
+		if fired := len(v) > 0; fired != c.fire {
+			t.Errorf("fired = %v, want %v on\n%s", fired, c.fire, c.load)
+		}
+		if len(v) > 0 && (v[0].Metric.Get("topic") != "orders" || v[0].Metric.Get("group") != "g") {
+			t.Errorf("alert labels %v, want topic and group", v[0].Metric)
 		}
 	}
 }

@@ -42,6 +42,7 @@ type Daemon struct {
 	rec     *platform.Reconciler
 	svc     micro.Service
 	tenants *tenancy.Manager
+	canary  *platform.Canary
 	redrive *redrive.Service
 
 	reg      *prometheus.Registry
@@ -121,6 +122,9 @@ func (d *Daemon) Start(ctx context.Context) (err error) {
 		return err
 	}
 	if err := d.startTenancy(ctx); err != nil {
+		return err
+	}
+	if err := d.startCanary(ctx); err != nil {
 		return err
 	}
 	if err := d.startRedrive(ctx); err != nil {
@@ -218,6 +222,7 @@ func (d *Daemon) Close(ctx context.Context) error {
 		errs = append(errs, d.svc.Stop())
 	}
 	errs = append(errs, d.stopRedrive(ctx))
+	errs = append(errs, d.stopCanary(ctx))
 	errs = append(errs, d.stopTenancy(ctx))
 	if d.nc != nil {
 		d.nc.Close()

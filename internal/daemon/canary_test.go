@@ -1,0 +1,326 @@
+package daemon_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/model/rulefmt"
+	"github.com/prometheus/prometheus/promql/parser"
+	"github.com/prometheus/prometheus/promql/promqltest"
+
+	"github.com/msgplatform/platform/conf"
+	"github.com/msgplatform/platform/embeddednats"
+	"github.com/msgplatform/platform/embeddednats/natstest"
+	"github.com/msgplatform/platform/internal/control"
+	"github.com/msgplatform/platform/internal/daemon"
+	"github.com/msgplatform/platform/platform"
+)
+
+const canaryInterval = 250 * time.Millisecond
+
+// startCanaryDaemon runs a one-node platformd publishing a canary every
+// canaryInterval, with topic orders (4 partitions, groups healthy and
+// stuck), queue jobs, and topic quiet, which opts out.
+func startCanaryDaemon(t *testing.T) (*daemon.Daemon, *conf.Config) {
+	t.Helper()
+	cfg := conf.DefaultConfig()
+	cfg.Fabric.Nodes, cfg.Fabric.Port, cfg.Fabric.ClusterPort = 1, -1, -1
+	cfg.Fabric.DataDir = ""
+	cfg.Fabric.LameDuck = 200 * time.Millisecond
+	cfg.Fabric.Durability.Replicas = 1
+	cfg.HTTP.Listen = "127.0.0.1:0"
+	cfg.Canary = platform.CanaryConfig{Interval: canaryInterval}
+	off := false
+	orders := platform.DefaultTopicSpec("orders")
+	orders.Partitions, orders.Replicas = 4, 1
+	quiet := platform.DefaultTopicSpec("quiet")
+	quiet.Replicas, quiet.Canary = 1, &off
+	jobs := platform.DefaultQueueSpec("jobs")
+	jobs.Replicas = 1
+	cfg.Catalog = platform.Catalog{
+		Topics: map[string]platform.TopicSpec{"orders": orders, "quiet": quiet},
+		Queues: map[string]platform.QueueSpec{"jobs": jobs},
+		Groups: map[string]platform.GroupSpec{
+			"healthy": {Name: "healthy", Topic: "orders"},
+			"stuck":   {Name: "stuck", Topic: "orders"},
+		},
+	}
+	for attempt := 1; ; attempt++ {
+		c := cfg
+		c.DataDir = t.TempDir()
+		c.EnsureDefaults()
+		d, err := daemon.New(&c, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		err = d.Start(ctx)
+		cancel()
+		if errors.Is(err, embeddednats.ErrPortInUse) && attempt < 3 {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+			defer cancel()
+			_ = d.Close(ctx)
+		})
+		return d, &c
+	}
+}
+
+// scrape returns the daemon's /metrics samples named name, keyed by their
+// labels ("group=stuck,topic=orders").
+func scrape(t *testing.T, d *daemon.Daemon, names ...string) map[string]map[string]float64 {
+	t.Helper()
+	_, body := httpGet(t, d, "/metrics")
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(strings.NewReader(body))
+	if err != nil {
+		t.Fatalf("parse /metrics: %v", err)
+	}
+	out := map[string]map[string]float64{}
+	for _, name := range names {
+		out[name] = map[string]float64{}
+		mf := fams[name]
+		if mf == nil {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			var ls []string
+			for _, l := range m.GetLabel() {
+				ls = append(ls, l.GetName()+"="+l.GetValue())
+			}
+			sort.Strings(ls)
+			out[name][strings.Join(ls, ",")] = m.GetGauge().GetValue()
+		}
+	}
+	return out
+}
+
+// canaryAlert evaluates deploy/prometheus's PlatformCanaryMissing rule on
+// the scraped canary series and returns the groups it fires for.
+func canaryAlert(t *testing.T, samples map[string]map[string]float64) []string {
+	t.Helper()
+	rgs, errs := rulefmt.ParseFile("../../deploy/prometheus/rules.yaml", false, model.UTF8Validation, parser.NewParser(parser.Options{}), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	var expr string
+	for _, g := range rgs.Groups {
+		for _, r := range g.Rules {
+			if r.Alert == "PlatformCanaryMissing" {
+				expr = r.Expr
+			}
+		}
+	}
+	if expr == "" {
+		t.Fatal("rules.yaml has no PlatformCanaryMissing")
+	}
+	var load strings.Builder
+	load.WriteString("load 1m\n")
+	for name, series := range samples {
+		for labels, v := range series {
+			var sel []string
+			for _, kv := range strings.Split(labels, ",") {
+				if k, val, ok := strings.Cut(kv, "="); ok {
+					sel = append(sel, fmt.Sprintf("%s=%q", k, val))
+				}
+			}
+			fmt.Fprintf(&load, "  %s{%s} %gx5\n", name, strings.Join(sel, ","), v)
+		}
+	}
+	engine := promqltest.NewTestEngine(t, false, 0, promqltest.DefaultMaxSamplesPerQuery)
+	st := promqltest.LoadedStorage(t, load.String())
+	q, err := engine.NewInstantQuery(context.Background(), st, nil, expr, time.Unix(0, 0).Add(5*time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	res := q.Exec(context.Background())
+	if res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	v, err := res.Vector()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fired []string
+	for _, s := range v {
+		fired = append(fired, s.Metric.Get("topic")+"/"+s.Metric.Get("group"))
+	}
+	sort.Strings(fired)
+	return fired
+}
+
+// Issue 7, must show: a stalled group is detected by the canary while its
+// offset lag stays small. Group stuck's handler blocks on one event; the
+// runtime keeps acking everything else (other keys, and the canaries
+// themselves), so its lag is a handful of events, but its ack floor stops
+// below the stuck event, its canary age grows past the tolerance and the
+// shipped PlatformCanaryMissing rule fires for it alone. Group healthy's
+// canary age stays about one interval. No canary reaches a handler.
+func TestCanaryDetectsStalledGroupWithSmallLag(t *testing.T) {
+	d, cfg := startCanaryDaemon(t)
+	tolerance := cfg.Canary.EffectiveTolerance()
+	nc, err := nats.Connect(d.Nodes()[0].ClientURL(), nats.UserCredentials(filepath.Join(cfg.DataDir, "creds", "admin.creds")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+
+	var (
+		mu         sync.Mutex
+		canarySeen []string
+	)
+	release := make(chan struct{})
+	var releaseOnce sync.Once
+	stopStuck := func() { releaseOnce.Do(func() { close(release) }) }
+	for _, g := range []string{"healthy", "stuck"} {
+		m, err := platform.NewMember(js, platform.MemberConfig{Group: g, Heartbeat: 100 * time.Millisecond, DrainTimeout: time.Second},
+			func(ctx context.Context, m *platform.Message) error {
+				if m.Canary() {
+					mu.Lock()
+					canarySeen = append(canarySeen, g+" "+m.Subject)
+					mu.Unlock()
+				}
+				if g == "stuck" && m.Key == "order:stuck" {
+					select {
+					case <-release:
+					case <-ctx.Done():
+					}
+				}
+				return nil
+			})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := m.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = m.Close(context.Background()) })
+	}
+	t.Cleanup(stopStuck) // runs before the members close
+	w, err := platform.NewWorkers(js, platform.WorkersConfig{Queue: "jobs"}, func(_ context.Context, m *platform.Message) error {
+		mu.Lock()
+		canarySeen = append(canarySeen, "jobs "+m.Subject)
+		mu.Unlock()
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = w.Close(context.Background()) })
+
+	const ageName, tolName = "platform_canary_age_seconds", "platform_canary_tolerance_seconds"
+	healthyL, stuckL, jobsL := "group=healthy,topic=orders", "group=stuck,topic=orders", "group=jobs,topic=jobs"
+	// Both groups and the queue process canaries.
+	natstest.WaitFor(t, 15*time.Second, func() error {
+		ages := scrape(t, d, ageName)[ageName]
+		for _, l := range []string{healthyL, stuckL, jobsL} {
+			if a, ok := ages[l]; !ok || a > tolerance.Seconds() {
+				return fmt.Errorf("canary ages %v: want %s below %s", ages, l, tolerance)
+			}
+		}
+		return nil
+	})
+
+	// Group stuck blocks on one event; four more events follow it.
+	pub := platform.NewPublisher(js, platform.PublisherOptions{})
+	for i, key := range []string{"order:stuck", "order:1", "order:2", "order:3", "order:4"} {
+		if _, err := pub.Publish(ctx, platform.Event{ID: fmt.Sprintf("e%d", i), Topic: "orders", Key: key}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stalledAt := time.Now()
+	var samples map[string]map[string]float64
+	natstest.WaitFor(t, 15*time.Second, func() error {
+		samples = scrape(t, d, ageName, tolName)
+		if a := samples[ageName][stuckL]; a <= 2*tolerance.Seconds() {
+			return fmt.Errorf("stuck group's canary age %.2fs, want > 2 x tolerance %s", a, tolerance)
+		}
+		return nil
+	})
+	var st platform.TopicStatus
+	if err := control.Call(ctx, nc, control.SubjTopicDescribe, control.NameRequest{Name: "orders"}, &st); err != nil {
+		t.Fatal(err)
+	}
+	var lag uint64
+	for _, g := range st.Groups {
+		if g.Name == "stuck" {
+			lag = g.Pending
+		}
+	}
+	t.Logf("%.1fs after the stall: stuck canary age %.2fs, offset lag %d; healthy canary age %.2fs; tolerance %s",
+		time.Since(stalledAt).Seconds(), samples[ageName][stuckL], lag, samples[ageName][healthyL], tolerance)
+	if lag == 0 || lag > 5 {
+		t.Errorf("stuck group's offset lag is %d events, want a handful (1..5)", lag)
+	}
+	if fired := canaryAlert(t, samples); len(fired) != 1 || fired[0] != "orders/stuck" {
+		t.Errorf("PlatformCanaryMissing fires for %v, want [orders/stuck] (ages %v)", fired, samples[ageName])
+	}
+	if got := samples[tolName][""]; got != tolerance.Seconds() {
+		t.Errorf("%s = %v, want %v", tolName, got, tolerance.Seconds())
+	}
+	if ages := d.CanaryAges(); len(ages) != 3 {
+		t.Errorf("CanaryAges: %+v", ages)
+	}
+
+	// The healthy group's canary age stays about one interval.
+	var worst, sum float64
+	const n = 12
+	for range n {
+		time.Sleep(canaryInterval / 3)
+		s := scrape(t, d, ageName)[ageName]
+		for _, l := range []string{healthyL, jobsL} {
+			worst = max(worst, s[l])
+		}
+		sum += s[healthyL]
+	}
+	t.Logf("healthy canary age over %d scrapes: mean %.3fs, worst %.3fs (interval %s)", n, sum/n, worst, canaryInterval)
+	if worst > tolerance.Seconds() {
+		t.Errorf("a healthy group's canary age reached %.3fs, past the tolerance %s", worst, tolerance)
+	}
+
+	// Unstuck, the group catches up and the alert clears.
+	stopStuck()
+	natstest.WaitFor(t, 15*time.Second, func() error {
+		s := scrape(t, d, ageName, tolName)
+		if fired := canaryAlert(t, s); len(fired) > 0 {
+			return fmt.Errorf("still firing for %v", fired)
+		}
+		return nil
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if len(canarySeen) > 0 {
+		t.Errorf("canaries reached handlers: %v", canarySeen)
+	}
+	if q, err := js.Stream(ctx, "quiet"); err != nil || q.CachedInfo().State.Msgs != 0 {
+		t.Errorf("topic quiet opted out but holds canaries (%v)", err)
+	}
+}

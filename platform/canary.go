@@ -1,0 +1,186 @@
+package platform
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/msgplatform/platform/internal/validate"
+)
+
+// Canaries (issue 7): a group "processing accepted work" is measured, not
+// inferred from its offset lag.
+//
+// Guarantee: platform_canary_age_seconds{topic,group} is, within one check
+// period, how long ago the newest canary was published that the group has
+// processed on every partition, where "processed" means the group's
+// partition consumer acknowledged it and everything stored before it on
+// that partition (its ack floor reached the canary's stream sequence). A
+// group whose handler is stuck on one event keeps a small offset lag (one
+// event in flight, the rest of the partition acknowledged around it) but
+// its ack floor stops below the stuck event, so no canary published after
+// it counts and the age grows past the tolerance: the group is not
+// processing accepted work, whatever its lag says. A group with no member
+// running, or one that cannot fetch, ages the same way. A queue's jobs are
+// independent, so there a canary counts as processed once a worker
+// claimed and acked it (the consumer delivered past it and it is gone from
+// the work-queue stream), even while a long job holds the ack floor; a
+// queue whose workers take no new job ages.
+//
+// Publishing: every CanaryConfig.Interval, at the wall-clock multiples of
+// it, the Canary (run by platformd) publishes into every topic that does
+// not opt out (TopicSpec.Canary false) one event per partition, keyed by
+// CanaryKey so it lands on that partition, with header Platform-Canary:
+// true and Nats-Msg-Id canary:<topic>:<partition>:<slot unix nanos>; and
+// into every queue that does not opt out one job on <queue>._canary, id
+// canary:<queue>:<slot unix nanos>. The id names the slot, not the
+// publisher, so several platformd processes of one cluster (node mode)
+// store one canary per slot: the stream drops the repeats within its
+// duplicate window and its ack of a repeat carries the stored sequence.
+//
+// Consuming: the runtime (Member and Workers) recognises the header, acks
+// the canary without calling the handler (canaries never reach user
+// handlers) and sets platform_consumer_canary_processed_timestamp_seconds
+// {group,partition}: the process-local view. The age above is computed
+// centrally from the broker (consumer ack floors), so it needs nothing
+// from the services and also covers a group with no member at all.
+//
+// Invariants and limits: canaries are ordinary stored events (they count
+// in stream sizes, partition counts, pending and group-reset estimates;
+// on a compacted topic each partition keeps its latest canary as key
+// CanaryKey). A consumer not built on this runtime must ack messages
+// whose IsCanary is true without processing them. Only the platform
+// account's topics and queues get canaries, not tenants'.
+
+// CanaryHeader marks a canary event or job.
+const CanaryHeader = "Platform-Canary"
+
+// canaryKeyPrefix starts every canary key: "_canary-<n>". The leading
+// '_' keeps it apart from business keys (on a compacted topic a shared
+// key would overwrite the business value).
+const canaryKeyPrefix = "_canary-"
+
+// canaryQueueToken is the last subject token of a queue's canary jobs.
+const canaryQueueToken = "_canary"
+
+// IsCanary reports whether headers mark a canary.
+func IsCanary(h nats.Header) bool {
+	return h != nil && h.Get(CanaryHeader) == "true"
+}
+
+// Canary reports whether the message is a canary. The runtime never hands
+// one to a handler; this is for consumers built on other clients.
+func (m Message) Canary() bool { return IsCanary(m.Header) }
+
+var canaryKeyCache sync.Map // partitions -> []string
+
+// CanaryKeys returns, for a topic with that many partitions, the key of
+// each partition's canary: keys[p] is the first of _canary-0, _canary-1,
+// ... that PartitionOf maps to p. Deterministic, so every platformd picks
+// the same keys.
+func CanaryKeys(partitions int) []string {
+	if partitions < 1 {
+		partitions = 1
+	}
+	if v, ok := canaryKeyCache.Load(partitions); ok {
+		return v.([]string)
+	}
+	keys := make([]string, partitions)
+	left := partitions
+	for n := 0; left > 0; n++ {
+		k := canaryKeyPrefix + strconv.Itoa(n)
+		if p := PartitionOf(k, partitions); keys[p] == "" {
+			keys[p] = k
+			left--
+		}
+	}
+	v, _ := canaryKeyCache.LoadOrStore(partitions, keys)
+	return v.([]string)
+}
+
+// CanaryKey returns the key of partition p's canary (see CanaryKeys).
+func CanaryKey(partitions, p int) string { return CanaryKeys(partitions)[p] }
+
+// canaryTopicID is the Nats-Msg-Id of a topic canary for one slot.
+func canaryTopicID(topic string, p int, slot time.Time) string {
+	return fmt.Sprintf("canary:%s:%d:%d", topic, p, slot.UnixNano())
+}
+
+// canaryQueueID is the Nats-Msg-Id of a queue canary for one slot.
+func canaryQueueID(queue string, slot time.Time) string {
+	return fmt.Sprintf("canary:%s:%d", queue, slot.UnixNano())
+}
+
+// canarySlotOf reads the slot time back from a canary's Nats-Msg-Id (its
+// last ':'-separated field).
+func canarySlotOf(id string) (time.Time, bool) {
+	if !strings.HasPrefix(id, "canary:") {
+		return time.Time{}, false
+	}
+	ns, err := strconv.ParseInt(id[strings.LastIndexByte(id, ':')+1:], 10, 64)
+	if err != nil || ns <= 0 {
+		return time.Time{}, false
+	}
+	return time.Unix(0, ns), true
+}
+
+// canaryOff is the metadata value (platform.canary) of an opted-out topic
+// or queue.
+const canaryOff = "off"
+
+func canaryFromMetadata(md map[string]string) *bool {
+	if md[mdCanary] != canaryOff {
+		return nil
+	}
+	off := false
+	return &off
+}
+
+// CanaryConfig configures platformd's canary (the `canary:` section of
+// its configuration).
+type CanaryConfig struct {
+	// Interval is how often canaries are published (default 1m); 0 turns
+	// the canary off.
+	Interval time.Duration `mapstructure:"interval"`
+	// Tolerance is the canary age past which a group is not processing
+	// accepted work (exported as platform_canary_tolerance_seconds for the
+	// PlatformCanaryMissing alert); 0 means 3 intervals.
+	Tolerance time.Duration `mapstructure:"tolerance"`
+}
+
+// DefaultCanaryConfig returns the default: a canary every minute,
+// tolerance 3 minutes.
+func DefaultCanaryConfig() CanaryConfig { return CanaryConfig{Interval: time.Minute} }
+
+// MinCanaryInterval is the shortest canary interval accepted.
+const MinCanaryInterval = 10 * time.Millisecond
+
+// Enabled reports whether canaries are published.
+func (c CanaryConfig) Enabled() bool { return c.Interval > 0 }
+
+// EffectiveTolerance is Tolerance, or 3 intervals when it is 0.
+func (c CanaryConfig) EffectiveTolerance() time.Duration {
+	if c.Tolerance > 0 {
+		return c.Tolerance
+	}
+	return 3 * c.Interval
+}
+
+// Validate reports every problem with the canary configuration.
+func (c CanaryConfig) Validate() error {
+	var p validate.Problems
+	if c.Interval < 0 || (c.Interval > 0 && c.Interval < MinCanaryInterval) {
+		p.Addf("interval", "must be 0 (off) or at least %s, got %s", MinCanaryInterval, c.Interval)
+	}
+	if c.Tolerance < 0 {
+		p.Addf("tolerance", "must be >= 0 (0: 3 intervals), got %s", c.Tolerance)
+	}
+	if c.Tolerance > 0 && c.Interval > 0 && c.Tolerance <= c.Interval {
+		p.Addf("tolerance", "must be longer than the interval (%s), or a healthy group's canary is reported missing between two canaries; got %s", c.Interval, c.Tolerance)
+	}
+	return p.Err(ErrInvalidSpec)
+}
