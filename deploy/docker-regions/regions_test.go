@@ -2,18 +2,12 @@ package dockerregions_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -23,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/msgplatform/platform/conf"
+	"github.com/msgplatform/platform/internal/dockertest"
 	"github.com/msgplatform/platform/platform"
 )
 
@@ -370,10 +365,8 @@ func coreCount(t *testing.T, nc *nats.Conn, subject string) (*nats.Subscription,
 
 // rig is a running compose project of compose.yaml.
 type rig struct {
-	compose    []string
+	dockertest.Project
 	here       string
-	project    string
-	env        []string
 	shared     string
 	natsPort   map[string]int // region -> host port
 	httpPort   map[string]int
@@ -385,42 +378,32 @@ type rig struct {
 // ready. Everything it creates is removed when the test ends.
 func startRig(t *testing.T) *rig {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("docker-regions: skipped with -short (builds an image and runs 2 containers)")
-	}
-	compose := composeCommand(t)
+	dockertest.SkipShort(t, "docker-regions: skipped with -short (builds an image and runs 2 containers)")
+	compose := dockertest.ComposeCommand(t, "docker-regions", "no Docker engine answers")
 	here, err := filepath.Abs(".")
 	if err != nil {
 		t.Fatal(err)
 	}
 	root := filepath.Join(here, "..", "..")
-	uid, gid := os.Getuid(), os.Getgid()
-	if uid == 0 {
-		uid, gid = 65532, 65532
-	}
+	uid, gid := dockertest.RuntimeIDs()
 	tag := "platformd-regions:test-" + randHex(6)
-	buildImage(t, root, here, tag, uid, gid)
+	dockertest.BuildImage(t, root, here, tag, uid, gid, "eu.yaml", "us.yaml")
 
 	r := &rig{
-		compose:    compose,
+		Project: dockertest.Project{
+			Compose: compose,
+			File:    filepath.Join(here, "compose.yaml"),
+			Name:    "platformdregions" + randHex(4),
+		},
 		here:       here,
-		project:    "platformdregions" + randHex(4),
-		shared:     filepath.Join(t.TempDir(), "shared"),
+		shared:     dockertest.SharedDir(t, uid, gid),
 		natsPort:   map[string]int{},
 		httpPort:   map[string]int{},
 		containers: map[string]string{},
 	}
-	for _, d := range []string{r.shared, filepath.Join(r.shared, "trust")} {
-		if err := os.MkdirAll(d, 0o700); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Chown(d, uid, gid); err != nil {
-			t.Fatal(err)
-		}
-	}
-	ports := freePorts(t, 4)
+	ports := dockertest.FreePorts(t, 4)
 	r.natsPort["eu"], r.httpPort["eu"], r.natsPort["us"], r.httpPort["us"] = ports[0], ports[1], ports[2], ports[3]
-	r.env = append(os.Environ(),
+	r.Env = append(os.Environ(),
 		"PLATFORM_DOCKER_IMAGE="+tag,
 		"PLATFORM_DOCKER_SHARED="+r.shared,
 		"PLATFORM_DOCKER_RESTART=no",
@@ -429,101 +412,16 @@ func startRig(t *testing.T) *rig {
 		fmt.Sprintf("PLATFORM_DOCKER_US_NATS=%d", r.natsPort["us"]),
 		fmt.Sprintf("PLATFORM_DOCKER_US_HTTP=%d", r.httpPort["us"]),
 	)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		if t.Failed() {
-			out, _ := r.run(ctx, "logs", "--no-color", "--tail=200")
-			t.Logf("compose logs:\n%s", out)
-		}
-		if out, err := r.run(ctx, "down", "-v", "--remove-orphans", "-t", "5"); err != nil {
-			t.Errorf("compose down: %v\n%s", err, out)
-		}
-	})
 
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
 	start := time.Now()
-	if out, err := r.run(ctx, "up", "-d"); err != nil {
-		t.Fatalf("compose up: %v\n%s", err, out)
-	}
+	ids := r.Up(t, 200, services["eu"], services["us"])
 	for region, svc := range services {
-		out, err := r.run(ctx, "ps", "-q", svc)
-		id := strings.TrimSpace(string(out))
-		if err != nil || id == "" {
-			t.Fatalf("compose ps -q %s: %v\n%s", svc, err, out)
-		}
-		r.containers[region] = id
+		r.containers[region] = ids[svc]
 	}
 	r.waitReady(t, 90*time.Second, "eu", "us")
 	t.Logf("rig up (project %s, image %s, NATS ports %v, HTTP ports %v) and ready in %s",
-		r.project, tag, r.natsPort, r.httpPort, time.Since(start).Round(time.Millisecond))
+		r.Name, tag, r.natsPort, r.httpPort, time.Since(start).Round(time.Millisecond))
 	return r
-}
-
-// composeCommand returns `docker compose` if the plugin answers, else
-// docker-compose; it skips the test when the engine or compose is missing.
-func composeCommand(t *testing.T) []string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if out, err := exec.CommandContext(ctx, "docker", "info", "--format", "{{.ServerVersion}}").CombinedOutput(); err != nil {
-		t.Skipf("docker-regions: no Docker engine answers (docker info failed): %v: %s", err, strings.TrimSpace(string(out)))
-	}
-	if err := exec.CommandContext(ctx, "docker", "compose", "version").Run(); err == nil {
-		return []string{"docker", "compose"}
-	}
-	if p, err := exec.LookPath("docker-compose"); err == nil {
-		return []string{p}
-	}
-	t.Skip("docker-regions: no compose tool (neither `docker compose` nor docker-compose works)")
-	return nil
-}
-
-// buildImage builds the static binary into a fresh context and the image
-// from it, and removes the image when the test ends.
-func buildImage(t *testing.T, root, here, tag string, uid, gid int) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	bctx := t.TempDir()
-	build := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", filepath.Join(bctx, "platformd"), "./cmd/platformd")
-	build.Dir = root
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/platformd: %v\n%s", err, out)
-	}
-	for _, f := range []string{"Dockerfile", "eu.yaml", "us.yaml"} {
-		b, err := os.ReadFile(filepath.Join(here, f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(bctx, f), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.Mkdir(filepath.Join(bctx, "data"), 0o700); err != nil {
-		t.Fatal(err)
-	}
-	out, err := exec.CommandContext(ctx, "docker", "build", "-q", "-t", tag,
-		"--build-arg", "UID="+strconv.Itoa(uid), "--build-arg", "GID="+strconv.Itoa(gid), bctx).CombinedOutput()
-	if err != nil {
-		t.Fatalf("docker build: %v\n%s", err, out)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if out, err := exec.CommandContext(ctx, "docker", "image", "rm", "-f", tag).CombinedOutput(); err != nil {
-			t.Errorf("docker image rm %s: %v\n%s", tag, err, out)
-		}
-	})
-}
-
-func (r *rig) run(ctx context.Context, args ...string) ([]byte, error) {
-	full := append(append(r.compose[1:len(r.compose):len(r.compose)], "-f", filepath.Join(r.here, "compose.yaml"), "-p", r.project), args...)
-	cmd := exec.CommandContext(ctx, r.compose[0], full...)
-	cmd.Env = r.env
-	return cmd.CombinedOutput()
 }
 
 // docker runs `docker args...` bounded by 60 s.
@@ -582,23 +480,7 @@ func (r *rig) waitLinked(t *testing.T, eu, us *nats.Conn, timeout time.Duration)
 // waitReady polls /readyz on the published HTTP port of each region.
 func (r *rig) waitReady(t *testing.T, timeout time.Duration, regions ...string) {
 	t.Helper()
-	c := &http.Client{Timeout: 2 * time.Second}
-	waitFor(t, timeout, fmt.Sprintf("%v ready (/readyz 200)", regions), func() error {
-		var errs []error
-		for _, region := range regions {
-			resp, err := c.Get(fmt.Sprintf("http://127.0.0.1:%d/readyz", r.httpPort[region]))
-			if err != nil {
-				errs = append(errs, fmt.Errorf("%s: %w", region, err))
-				continue
-			}
-			body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusOK {
-				errs = append(errs, fmt.Errorf("%s: %s: %s", region, resp.Status, strings.TrimSpace(string(body))))
-			}
-		}
-		return errors.Join(errs...)
-	})
+	dockertest.WaitReady(t, timeout, fmt.Sprintf("%v ready (/readyz 200)", regions), r.httpPort, regions...)
 }
 
 func newJS(t *testing.T, nc *nats.Conn) jetstream.JetStream {
@@ -621,42 +503,7 @@ func bounded(t *testing.T, d time.Duration) context.Context {
 // with f's last error after timeout.
 func waitFor(t *testing.T, timeout time.Duration, what string, f func() error) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("waiting %s for %s: %v", timeout, what, err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	dockertest.WaitFor(t, timeout, what, f)
 }
 
-// freePorts returns n distinct free TCP ports on 127.0.0.1.
-func freePorts(t *testing.T, n int) []int {
-	t.Helper()
-	var ports []int
-	var lns []net.Listener
-	defer func() {
-		for _, l := range lns {
-			l.Close()
-		}
-	}()
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		lns = append(lns, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports
-}
-
-func randHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
-}
+func randHex(n int) string { return dockertest.RandHex(n) }

@@ -2,18 +2,12 @@ package docker_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -22,6 +16,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/msgplatform/platform/internal/dockertest"
 )
 
 // The topic declared in node.yaml; its stream has the same name.
@@ -377,10 +373,7 @@ func readCommitted(t *testing.T, nc *nats.Conn, committed map[string]uint64) {
 
 // region is a running compose project of compose.yaml.
 type region struct {
-	compose    []string // the compose command: docker compose or docker-compose
-	file       string
-	project    string
-	env        []string
+	dockertest.Project
 	natsPort   map[string]int
 	httpPort   map[string]int
 	shared     string
@@ -391,10 +384,8 @@ type region struct {
 // node is ready. Everything it creates is removed when the test ends.
 func startRegion(t *testing.T) *region {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("docker: skipped with -short (builds an image and runs 3 containers)")
-	}
-	compose := composeCommand(t)
+	dockertest.SkipShort(t, "docker: skipped with -short (builds an image and runs 3 containers)")
+	compose := dockertest.ComposeCommand(t, "docker", "no engine answers")
 	root, err := filepath.Abs("../..")
 	if err != nil {
 		t.Fatal(err)
@@ -403,39 +394,22 @@ func startRegion(t *testing.T) *region {
 	if err != nil {
 		t.Fatal(err)
 	}
-
-	// The runtime user: the image's default (65532) when we are root and
-	// can hand it the shared directory, else our own id so that we can
-	// read the creds and remove what the containers write.
-	uid, gid := os.Getuid(), os.Getgid()
-	if uid == 0 {
-		uid, gid = 65532, 65532
-	}
-
+	uid, gid := dockertest.RuntimeIDs()
 	tag := "platformd:test-" + randHex(6)
-	buildImage(t, root, here, tag, uid, gid)
+	dockertest.BuildImage(t, root, here, tag, uid, gid, "node.yaml")
 
 	r := &region{
-		compose:    compose,
-		file:       filepath.Join(here, "compose.yaml"),
-		project:    "platformdtest" + randHex(4),
-		shared:     filepath.Join(t.TempDir(), "shared"),
-		natsPort:   map[string]int{},
-		httpPort:   map[string]int{},
-		containers: map[string]string{},
+		Project: dockertest.Project{
+			Compose: compose,
+			File:    filepath.Join(here, "compose.yaml"),
+			Name:    "platformdtest" + randHex(4),
+		},
+		shared:   dockertest.SharedDir(t, uid, gid),
+		natsPort: map[string]int{},
+		httpPort: map[string]int{},
 	}
-	// trust/ exists before compose creates the nodes, so that Docker does
-	// not create the bind-mount source itself (as root).
-	for _, d := range []string{r.shared, filepath.Join(r.shared, "trust")} {
-		if err := os.MkdirAll(d, 0o700); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Chown(d, uid, gid); err != nil {
-			t.Fatal(err)
-		}
-	}
-	ports := freePorts(t, 2*len(nodes))
-	r.env = append(os.Environ(),
+	ports := dockertest.FreePorts(t, 2*len(nodes))
+	r.Env = append(os.Environ(),
 		"PLATFORM_DOCKER_IMAGE="+tag,
 		"PLATFORM_DOCKER_SHARED="+r.shared,
 		"PLATFORM_DOCKER_RESTART=no",
@@ -443,106 +417,17 @@ func startRegion(t *testing.T) *region {
 	for i, n := range nodes {
 		r.natsPort[n], r.httpPort[n] = ports[2*i], ports[2*i+1]
 		up := strings.ToUpper(n)
-		r.env = append(r.env,
+		r.Env = append(r.Env,
 			fmt.Sprintf("PLATFORM_DOCKER_%s_NATS=%d", up, r.natsPort[n]),
 			fmt.Sprintf("PLATFORM_DOCKER_%s_HTTP=%d", up, r.httpPort[n]))
 	}
 
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		if t.Failed() {
-			out, _ := r.run(ctx, "logs", "--no-color", "--tail=300")
-			t.Logf("compose logs:\n%s", out)
-		}
-		if out, err := r.run(ctx, "down", "-v", "--remove-orphans", "-t", "5"); err != nil {
-			t.Errorf("compose down: %v\n%s", err, out)
-		}
-	})
-
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
 	start := time.Now()
-	if out, err := r.run(ctx, "up", "-d"); err != nil {
-		t.Fatalf("compose up: %v\n%s", err, out)
-	}
-	for _, n := range nodes {
-		out, err := r.run(ctx, "ps", "-q", n)
-		id := strings.TrimSpace(string(out))
-		if err != nil || id == "" {
-			t.Fatalf("compose ps -q %s: %v\n%s", n, err, out)
-		}
-		r.containers[n] = id
-	}
+	r.containers = r.Up(t, 300, nodes...)
 	r.waitReady(t, 90*time.Second)
 	t.Logf("region up (project %s, image %s, NATS ports %v, HTTP ports %v) and ready in %s",
-		r.project, tag, r.natsPort, r.httpPort, time.Since(start).Round(time.Millisecond))
+		r.Name, tag, r.natsPort, r.httpPort, time.Since(start).Round(time.Millisecond))
 	return r
-}
-
-// composeCommand returns `docker compose` if the plugin answers, else
-// docker-compose; it skips the test when the engine or compose is missing.
-func composeCommand(t *testing.T) []string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if out, err := exec.CommandContext(ctx, "docker", "info", "--format", "{{.ServerVersion}}").CombinedOutput(); err != nil {
-		t.Skipf("docker: no engine answers (docker info failed): %v: %s", err, strings.TrimSpace(string(out)))
-	}
-	if err := exec.CommandContext(ctx, "docker", "compose", "version").Run(); err == nil {
-		return []string{"docker", "compose"}
-	}
-	if p, err := exec.LookPath("docker-compose"); err == nil {
-		return []string{p}
-	}
-	t.Skip("docker: no compose tool (neither `docker compose` nor docker-compose works)")
-	return nil
-}
-
-// buildImage builds the static binary into a fresh build context and the
-// image from it, and removes the image when the test ends.
-func buildImage(t *testing.T, root, here, tag string, uid, gid int) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	bctx := t.TempDir()
-	build := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", filepath.Join(bctx, "platformd"), "./cmd/platformd")
-	build.Dir = root
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/platformd: %v\n%s", err, out)
-	}
-	for _, f := range []string{"Dockerfile", "node.yaml"} {
-		b, err := os.ReadFile(filepath.Join(here, f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(bctx, f), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.Mkdir(filepath.Join(bctx, "data"), 0o700); err != nil {
-		t.Fatal(err)
-	}
-	out, err := exec.CommandContext(ctx, "docker", "build", "-q", "-t", tag,
-		"--build-arg", "UID="+strconv.Itoa(uid), "--build-arg", "GID="+strconv.Itoa(gid), bctx).CombinedOutput()
-	if err != nil {
-		t.Fatalf("docker build: %v\n%s", err, out)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if out, err := exec.CommandContext(ctx, "docker", "image", "rm", "-f", tag).CombinedOutput(); err != nil {
-			t.Errorf("docker image rm %s: %v\n%s", tag, err, out)
-		}
-	})
-}
-
-func (r *region) run(ctx context.Context, args ...string) ([]byte, error) {
-	full := append(append(r.compose[1:len(r.compose):len(r.compose)], "-f", r.file, "-p", r.project), args...)
-	cmd := exec.CommandContext(ctx, r.compose[0], full...)
-	cmd.Env = r.env
-	return cmd.CombinedOutput()
 }
 
 func (r *region) natsURL(n string) string {
@@ -606,23 +491,7 @@ func (r *region) start(t *testing.T, ns ...string) {
 // waitReady polls /readyz on every node's published HTTP port.
 func (r *region) waitReady(t *testing.T, timeout time.Duration) {
 	t.Helper()
-	c := &http.Client{Timeout: 2 * time.Second}
-	waitFor(t, timeout, "every node ready (/readyz 200)", func() error {
-		var errs []error
-		for _, n := range nodes {
-			resp, err := c.Get(fmt.Sprintf("http://127.0.0.1:%d/readyz", r.httpPort[n]))
-			if err != nil {
-				errs = append(errs, fmt.Errorf("%s: %w", n, err))
-				continue
-			}
-			body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusOK {
-				errs = append(errs, fmt.Errorf("%s: %s: %s", n, resp.Status, strings.TrimSpace(string(body))))
-			}
-		}
-		return errors.Join(errs...)
-	})
+	dockertest.WaitReady(t, timeout, "every node ready (/readyz 200)", r.httpPort, nodes...)
 }
 
 // waitStream waits until the topic's stream is R3 with a leader and at
@@ -666,42 +535,7 @@ func (r *region) waitStream(t *testing.T, js jetstream.JetStream, want int) stri
 // with f's last error after timeout.
 func waitFor(t *testing.T, timeout time.Duration, what string, f func() error) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("waiting %s for %s: %v", timeout, what, err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	dockertest.WaitFor(t, timeout, what, f)
 }
 
-// freePorts returns n distinct free TCP ports on 127.0.0.1.
-func freePorts(t *testing.T, n int) []int {
-	t.Helper()
-	var ports []int
-	var lns []net.Listener
-	defer func() {
-		for _, l := range lns {
-			l.Close()
-		}
-	}()
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		lns = append(lns, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports
-}
-
-func randHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
-}
+func randHex(n int) string { return dockertest.RandHex(n) }

@@ -1,0 +1,242 @@
+package dockertest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// SkipShort skips the test with msg under -short.
+func SkipShort(tb testing.TB, msg string) {
+	tb.Helper()
+	if testing.Short() {
+		tb.Skip(msg)
+	}
+}
+
+// ComposeCommand returns `docker compose` if the plugin answers, else
+// docker-compose; it skips the test when the engine or compose is
+// missing. The skip messages start with name; noEngine says that no
+// engine answers.
+func ComposeCommand(tb testing.TB, name, noEngine string) []string {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if out, err := exec.CommandContext(ctx, "docker", "info", "--format", "{{.ServerVersion}}").CombinedOutput(); err != nil {
+		tb.Skipf("%s: %s (docker info failed): %v: %s", name, noEngine, err, strings.TrimSpace(string(out)))
+	}
+	if err := exec.CommandContext(ctx, "docker", "compose", "version").Run(); err == nil {
+		return []string{"docker", "compose"}
+	}
+	if p, err := exec.LookPath("docker-compose"); err == nil {
+		return []string{p}
+	}
+	tb.Skipf("%s: no compose tool (neither `docker compose` nor docker-compose works)", name)
+	return nil
+}
+
+// RuntimeIDs returns the user and group the containers run as: the
+// images' default (65532) when we are root and can hand it the shared
+// directory, else our own ids, so that we can read what the containers
+// write and remove it.
+func RuntimeIDs() (uid, gid int) {
+	uid, gid = os.Getuid(), os.Getgid()
+	if uid == 0 {
+		uid, gid = 65532, 65532
+	}
+	return uid, gid
+}
+
+// BuildImage builds the static platformd binary of the module at root
+// into a fresh build context, copies Dockerfile and files from here into
+// it, builds the image tag from it with build args UID and GID, and
+// removes the image when the test ends.
+func BuildImage(tb testing.TB, root, here, tag string, uid, gid int, files ...string) {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	bctx := tb.TempDir()
+	build := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", filepath.Join(bctx, "platformd"), "./cmd/platformd")
+	build.Dir = root
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		tb.Fatalf("go build ./cmd/platformd: %v\n%s", err, out)
+	}
+	for _, f := range append([]string{"Dockerfile"}, files...) {
+		b, err := os.ReadFile(filepath.Join(here, f))
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(bctx, f), b, 0o644); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	if err := os.Mkdir(filepath.Join(bctx, "data"), 0o700); err != nil {
+		tb.Fatal(err)
+	}
+	out, err := exec.CommandContext(ctx, "docker", "build", "-q", "-t", tag,
+		"--build-arg", "UID="+strconv.Itoa(uid), "--build-arg", "GID="+strconv.Itoa(gid), bctx).CombinedOutput()
+	if err != nil {
+		tb.Fatalf("docker build: %v\n%s", err, out)
+	}
+	tb.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if out, err := exec.CommandContext(ctx, "docker", "image", "rm", "-f", tag).CombinedOutput(); err != nil {
+			tb.Errorf("docker image rm %s: %v\n%s", tag, err, out)
+		}
+	})
+}
+
+// SharedDir creates the directory the containers share (creds, trust)
+// in a test temp dir, with trust/ in it, both owned by uid:gid, and
+// returns it. trust/ exists before compose creates the containers, so
+// that Docker does not create the bind-mount source itself (as root).
+func SharedDir(tb testing.TB, uid, gid int) string {
+	tb.Helper()
+	shared := filepath.Join(tb.TempDir(), "shared")
+	for _, d := range []string{shared, filepath.Join(shared, "trust")} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			tb.Fatal(err)
+		}
+		if err := os.Chown(d, uid, gid); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	return shared
+}
+
+// Project is a compose project: a compose file run under a unique
+// project name with its own environment.
+type Project struct {
+	Compose []string // the compose command: docker compose or docker-compose
+	File    string   // the compose file
+	Name    string   // the project name
+	Env     []string // the environment of every compose command
+}
+
+// Run runs the compose command with args on the project.
+func (p *Project) Run(ctx context.Context, args ...string) ([]byte, error) {
+	full := append(append(p.Compose[1:len(p.Compose):len(p.Compose)], "-f", p.File, "-p", p.Name), args...)
+	cmd := exec.CommandContext(ctx, p.Compose[0], full...)
+	cmd.Env = p.Env
+	return cmd.CombinedOutput()
+}
+
+// Up registers the project's teardown (the last logTail lines of compose
+// logs if the test failed, then `down -v`), starts the project detached
+// and returns the container id of each of services.
+func (p *Project) Up(tb testing.TB, logTail int, services ...string) map[string]string {
+	tb.Helper()
+	tb.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if tb.Failed() {
+			out, _ := p.Run(ctx, "logs", "--no-color", "--tail="+strconv.Itoa(logTail))
+			tb.Logf("compose logs:\n%s", out)
+		}
+		if out, err := p.Run(ctx, "down", "-v", "--remove-orphans", "-t", "5"); err != nil {
+			tb.Errorf("compose down: %v\n%s", err, out)
+		}
+	})
+
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if out, err := p.Run(ctx, "up", "-d"); err != nil {
+		tb.Fatalf("compose up: %v\n%s", err, out)
+	}
+	ids := make(map[string]string, len(services))
+	for _, s := range services {
+		out, err := p.Run(ctx, "ps", "-q", s)
+		id := strings.TrimSpace(string(out))
+		if err != nil || id == "" {
+			tb.Fatalf("compose ps -q %s: %v\n%s", s, err, out)
+		}
+		ids[s] = id
+	}
+	return ids
+}
+
+// WaitReady polls /readyz on 127.0.0.1 at httpPort[n] of each of names
+// until every one answers 200; what names the wait in the failure.
+func WaitReady(tb testing.TB, timeout time.Duration, what string, httpPort map[string]int, names ...string) {
+	tb.Helper()
+	c := &http.Client{Timeout: 2 * time.Second}
+	WaitFor(tb, timeout, what, func() error {
+		var errs []error
+		for _, n := range names {
+			resp, err := c.Get(fmt.Sprintf("http://127.0.0.1:%d/readyz", httpPort[n]))
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", n, err))
+				continue
+			}
+			body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				errs = append(errs, fmt.Errorf("%s: %s: %s", n, resp.Status, strings.TrimSpace(string(body))))
+			}
+		}
+		return errors.Join(errs...)
+	})
+}
+
+// WaitFor retries f every 200ms until it returns nil, failing the test
+// with f's last error after timeout.
+func WaitFor(tb testing.TB, timeout time.Duration, what string, f func() error) {
+	tb.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := f()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("waiting %s for %s: %v", timeout, what, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// FreePorts returns n distinct free TCP ports on 127.0.0.1.
+func FreePorts(tb testing.TB, n int) []int {
+	tb.Helper()
+	var ports []int
+	var lns []net.Listener
+	defer func() {
+		for _, l := range lns {
+			l.Close()
+		}
+	}()
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			tb.Fatal(err)
+		}
+		lns = append(lns, l)
+		a, ok := l.Addr().(*net.TCPAddr)
+		if !ok {
+			tb.Fatalf("listener address %v is not TCP", l.Addr())
+		}
+		ports = append(ports, a.Port)
+	}
+	return ports
+}
+
+// RandHex returns n random bytes in hex, for unique tags and names.
+func RandHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
