@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Publish errors. Both say whether the event may have been stored, which
@@ -62,6 +63,10 @@ type PublisherOptions struct {
 	// ErrInvalidEvent; an accepted one is stamped with
 	// SchemaVersionHeader when the returned version is > 0.
 	Validator Validator
+	// Registerer, if set, receives platform_publish_outcomes_total{topic,
+	// outcome} (ok, duplicate, refused, unknown). Publishers sharing a
+	// registerer share the counter.
+	Registerer prometheus.Registerer
 }
 
 // SchemaVersionHeader carries the schema version an event was validated
@@ -86,6 +91,7 @@ type Publisher struct {
 	js                        jetstream.JetStream
 	opts                      PublisherOptions
 	ok, dup, refused, unknown atomic.Uint64
+	outcomes                  *prometheus.CounterVec
 }
 
 // NewPublisher returns a Publisher over js.
@@ -93,7 +99,31 @@ func NewPublisher(js jetstream.JetStream, opts PublisherOptions) *Publisher {
 	if opts.AckTimeout <= 0 {
 		opts.AckTimeout = 5 * time.Second
 	}
-	return &Publisher{js: js, opts: opts}
+	p := &Publisher{js: js, opts: opts}
+	if opts.Registerer != nil {
+		cv := prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "platform_publish_outcomes_total",
+			Help: "platform.Publisher publishes by topic and outcome: ok, duplicate, refused (not stored), unknown (may be stored).",
+		}, []string{"topic", "outcome"})
+		if err := opts.Registerer.Register(cv); err != nil {
+			var are prometheus.AlreadyRegisteredError
+			if errors.As(err, &are) {
+				cv, _ = are.ExistingCollector.(*prometheus.CounterVec)
+			} else {
+				cv = nil
+			}
+		}
+		p.outcomes = cv
+	}
+	return p
+}
+
+// record counts one publish outcome.
+func (p *Publisher) record(topic, outcome string, n *atomic.Uint64) {
+	n.Add(1)
+	if p.outcomes != nil {
+		p.outcomes.WithLabelValues(topic, outcome).Inc()
+	}
 }
 
 // Publish stores ev on its topic's partition for ev.Key and returns the
@@ -141,34 +171,34 @@ func (p *Publisher) Publish(ctx context.Context, ev Event) (PublishAck, error) {
 	}
 	if err == nil {
 		if ack.Duplicate {
-			p.dup.Add(1)
+			p.record(ev.Topic, "duplicate", &p.dup)
 		} else {
-			p.ok.Add(1)
+			p.record(ev.Topic, "ok", &p.ok)
 		}
 		return PublishAck{Stream: ack.Stream, Sequence: ack.Sequence, Duplicate: ack.Duplicate}, nil
 	}
-	return PublishAck{}, p.classify(subject, ev.ID, err)
+	return PublishAck{}, p.classify(ev.Topic, subject, ev.ID, err)
 }
 
-func (p *Publisher) classify(subject, id string, err error) error {
+func (p *Publisher) classify(topic, subject, id string, err error) error {
 	var apiErr *jetstream.APIError
 	switch {
 	case errors.Is(err, jetstream.ErrNoStreamResponse), errors.Is(err, nats.ErrNoResponders):
-		p.refused.Add(1)
+		p.record(topic, "refused", &p.refused)
 		return fmt.Errorf("%w: %s (event %s): no stream leader is reachable: the topic does not exist, or its replicas have lost quorum (a majority of its nodes is down); retry later with the same event id: %v",
 			ErrPublishRefused, subject, id, err)
 	case errors.As(err, &apiErr):
-		p.refused.Add(1)
+		p.record(topic, "refused", &p.refused)
 		return fmt.Errorf("%w: %s (event %s): the stream refused it: %s (code %d)", ErrPublishRefused, subject, id, apiErr.Description, apiErr.ErrorCode)
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout):
-		p.unknown.Add(1)
+		p.record(topic, "unknown", &p.unknown)
 		return fmt.Errorf("%w: %s (event %s): no ack within %s: the stream may have lost quorum or be electing a leader; the event may or may not be stored; retry with the same event id (deduplicated within the stream's duplicate window): %v",
 			ErrPublishUnknown, subject, id, p.opts.AckTimeout, err)
 	case errors.Is(err, context.Canceled):
-		p.unknown.Add(1)
+		p.record(topic, "unknown", &p.unknown)
 		return fmt.Errorf("%w: %s (event %s): cancelled while waiting for the ack: %w", ErrPublishUnknown, subject, id, err)
 	}
-	p.unknown.Add(1)
+	p.record(topic, "unknown", &p.unknown)
 	return fmt.Errorf("%w: %s (event %s): %w", ErrPublishUnknown, subject, id, err)
 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/msgplatform/platform/embeddednats/natstest"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 func TestPublisherDedupesAndFailsClearlyWithoutQuorum(t *testing.T) {
@@ -19,7 +20,8 @@ func TestPublisherDedupesAndFailsClearlyWithoutQuorum(t *testing.T) {
 	if _, err := rec.ApplyTopic(testCtx(t, 30*time.Second), spec, ApplyOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	pub := NewPublisher(js, PublisherOptions{AckTimeout: 2 * time.Second})
+	reg := prometheus.NewRegistry()
+	pub := NewPublisher(js, PublisherOptions{AckTimeout: 2 * time.Second, Registerer: reg})
 	ctx := testCtx(t, 2*time.Minute)
 
 	// Bad events are refused before anything is sent.
@@ -65,5 +67,26 @@ func TestPublisherDedupesAndFailsClearlyWithoutQuorum(t *testing.T) {
 	st := pub.Stats()
 	if st.OK != 50 || st.Duplicate != 1 || st.Refused+st.Unknown != 3 {
 		t.Fatalf("stats = %+v, want 50 ok, 1 duplicate, 3 refused or unknown", st)
+	}
+	// The same counts as a Prometheus metric by topic and outcome.
+	got := map[string]float64{}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "platform_publish_outcomes_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "outcome" {
+					got[l.GetValue()] = m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	if got["ok"] != 50 || got["duplicate"] != 1 || got["refused"]+got["unknown"] != 3 {
+		t.Fatalf("platform_publish_outcomes_total = %v", got)
 	}
 }

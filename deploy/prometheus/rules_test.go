@@ -25,7 +25,6 @@ var pending = map[string]string{
 	"platform_group_tolerance_seconds": "per-group tolerance from the group spec (not declared yet)",
 	"platform_group_info":              "group -> topic mapping (consumer metrics carry group, partition only)",
 	"platform_topic_retention_seconds": "topic max_age (status/metrics of the reconciler)",
-	"platform_publish_outcomes_total":  "platform.Publisher outcome counter (PublishStats exists, no metric)",
 	"platform_stream_has_leader":       "internal/metrics: per-stream leader presence",
 }
 
