@@ -100,11 +100,26 @@ func (d *Daemon) Status(ctx context.Context) (control.Status, error) {
 	}
 	if m := jsz.Meta; m != nil {
 		st.MetaLeader = m.Leader
-		if m.Leader != "" {
-			st.Nodes = append(st.Nodes, control.NodeStatus{Name: m.Leader, Leader: true, Current: true})
-		}
+		// m.Replicas lists the peers other than the answering server, as
+		// it sees them; the answering server itself is current (it
+		// answered) and the leader may be either.
+		nodes := map[string]control.NodeStatus{srv.Name(): {Name: srv.Name(), Current: true}}
 		for _, r := range m.Replicas {
-			st.Nodes = append(st.Nodes, control.NodeStatus{Name: r.Name, Current: r.Current, Offline: r.Offline, Active: r.Active, Lag: r.Lag})
+			if r.Name == srv.Name() {
+				continue
+			}
+			nodes[r.Name] = control.NodeStatus{Name: r.Name, Current: r.Current, Offline: r.Offline, Active: r.Active, Lag: r.Lag}
+		}
+		if m.Leader != "" {
+			n := nodes[m.Leader]
+			n.Name, n.Leader = m.Leader, true
+			if m.Leader == srv.Name() || !n.Offline {
+				n.Current = true
+			}
+			nodes[m.Leader] = n
+		}
+		for _, n := range nodes {
+			st.Nodes = append(st.Nodes, n)
 		}
 		sort.Slice(st.Nodes, func(i, j int) bool { return st.Nodes[i].Name < st.Nodes[j].Name })
 	} else {

@@ -3,6 +3,7 @@ package daemon_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/msgplatform/platform/conf"
+	"github.com/msgplatform/platform/embeddednats/natstest"
 	"github.com/msgplatform/platform/internal/control"
 	"github.com/msgplatform/platform/internal/daemon"
 	"github.com/msgplatform/platform/internal/daemon/daemontest"
@@ -72,6 +74,21 @@ func TestDaemonServesHealthMetricsAndControlAPI(t *testing.T) {
 	if status.MetaLeader == "" || len(status.Nodes) != 3 {
 		t.Fatalf("status: meta leader %q, %d nodes; want a leader and 3 nodes", status.MetaLeader, len(status.Nodes))
 	}
+	leaders := 0
+	for i, n := range status.Nodes {
+		if want := fmt.Sprintf("local-n%d", i+1); n.Name != want {
+			t.Fatalf("status nodes = %+v; want local-n1..3 once each", status.Nodes)
+		}
+		if n.Leader {
+			leaders++
+			if n.Name != status.MetaLeader {
+				t.Fatalf("node %s marked leader, meta leader is %s", n.Name, status.MetaLeader)
+			}
+		}
+	}
+	if leaders != 1 {
+		t.Fatalf("status nodes = %+v; want exactly one leader", status.Nodes)
+	}
 	kinds := map[string]string{}
 	for _, s := range status.Streams {
 		kinds[s.Name] = s.Kind
@@ -86,17 +103,22 @@ func TestDaemonServesHealthMetricsAndControlAPI(t *testing.T) {
 			t.Fatalf("publish: %v", err)
 		}
 	}
-	var ts platform.TopicStatus
-	if err := control.Call(ctx, nc, control.SubjTopicDescribe, control.NameRequest{Name: "orders"}, &ts); err != nil {
-		t.Fatalf("describe: %v", err)
-	}
-	var sum uint64
-	for _, p := range ts.Partitions {
-		sum += p.Messages
-	}
-	if sum != 20 || len(ts.Groups) != 1 || ts.Groups[0].Pending != 20 {
-		t.Fatalf("describe: partition sum %d, groups %+v; want 20 and email-notifier pending 20", sum, ts.Groups)
-	}
+	// Consumers learn of new messages a moment after the stream acks them:
+	// describe converges to 20 pending.
+	natstest.WaitFor(t, 10*time.Second, func() error {
+		var ts platform.TopicStatus
+		if err := control.Call(ctx, nc, control.SubjTopicDescribe, control.NameRequest{Name: "orders"}, &ts); err != nil {
+			return err
+		}
+		var sum uint64
+		for _, p := range ts.Partitions {
+			sum += p.Messages
+		}
+		if sum != 20 || len(ts.Groups) != 1 || ts.Groups[0].Pending != 20 {
+			return fmt.Errorf("partition sum %d, groups %+v; want 20 and email-notifier pending 20", sum, ts.Groups)
+		}
+		return nil
+	})
 
 	_, metrics := httpGet(t, d, "/metrics")
 	for _, want := range []string{
