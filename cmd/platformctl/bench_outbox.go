@@ -173,21 +173,12 @@ ack). Prints 'name: value unit' lines and relay/raw ratios (goal >= 0.9).`,
 }
 
 func runBenchOutbox(ctx context.Context, out io.Writer, g *globalOptions, o benchOutboxOptions) error {
-	nc, closeNC, err := benchConnect(ctx, g, o.inProcess)
-	if err != nil {
-		return err
-	}
-	defer closeNC()
-	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(1024))
-	if err != nil {
-		return err
-	}
 	const topic = "bench-outbox"
-	drop, err := benchTopic(ctx, js, topic)
+	nc, js, cleanup, err := benchSetup(ctx, g, o.inProcess, topic)
 	if err != nil {
 		return err
 	}
-	defer drop()
+	defer cleanup()
 	// Raw publish is measured before and after each relay drain; a ratio
 	// is against the mean of the two runs around it (the host's load
 	// drifts within a run).
@@ -469,21 +460,12 @@ the inbox/raw ratios (goal >= 0.8 for Pebble).`,
 }
 
 func runBenchInbox(ctx context.Context, out io.Writer, g *globalOptions, o benchOutboxOptions) error {
-	nc, closeNC, err := benchConnect(ctx, g, o.inProcess)
-	if err != nil {
-		return err
-	}
-	defer closeNC()
-	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(1024))
-	if err != nil {
-		return err
-	}
 	const topic = "bench-inbox"
-	drop, err := benchTopic(ctx, js, topic)
+	_, js, cleanup, err := benchSetup(ctx, g, o.inProcess, topic)
 	if err != nil {
 		return err
 	}
-	defer drop()
+	defer cleanup()
 	payload := make([]byte, o.size)
 	run := time.Now().UnixNano()
 	for i := 0; i < o.count; i++ {
@@ -591,4 +573,24 @@ func runBenchInbox(ctx context.Context, out io.Writer, g *globalOptions, o bench
 		}
 	}
 	return nil
+}
+
+// benchSetup connects (or starts an in-process fabric), opens JetStream and
+// creates the bench topic; cleanup drops the topic and disconnects.
+func benchSetup(ctx context.Context, g *globalOptions, inProcess bool, topic string) (*nats.Conn, jetstream.JetStream, func(), error) {
+	nc, closeNC, err := benchConnect(ctx, g, inProcess)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(1024))
+	if err != nil {
+		closeNC()
+		return nil, nil, nil, err
+	}
+	drop, err := benchTopic(ctx, js, topic)
+	if err != nil {
+		closeNC()
+		return nil, nil, nil, err
+	}
+	return nc, js, func() { drop(); closeNC() }, nil
 }

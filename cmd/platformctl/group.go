@@ -28,11 +28,7 @@ func newGroupCreateCmd(g *globalOptions) *cobra.Command {
 			if err := spec.Validate(); err != nil {
 				return usageError{err}
 			}
-			var ch platform.Change
-			if err := g.call(cmd.Context(), control.SubjGroupApply, control.ApplyGroupRequest{Spec: spec, Options: opts}, &ch); err != nil {
-				return err
-			}
-			return writeChange(cmd.OutOrStdout(), ch, opts.DryRun)
+			return g.apply(cmd, control.SubjGroupApply, control.ApplyGroupRequest{Spec: spec, Options: opts}, opts.DryRun)
 		},
 	}
 	cmd.Flags().StringVar(&spec.Topic, "topic", "", "topic the group reads")

@@ -32,11 +32,7 @@ func newQueueCreateCmd(g *globalOptions) *cobra.Command {
 			if err := spec.Validate(); err != nil {
 				return usageError{err}
 			}
-			var ch platform.Change
-			if err := g.call(cmd.Context(), control.SubjQueueApply, control.ApplyQueueRequest{Spec: spec, Options: opts}, &ch); err != nil {
-				return err
-			}
-			return writeChange(cmd.OutOrStdout(), ch, opts.DryRun)
+			return g.apply(cmd, control.SubjQueueApply, control.ApplyQueueRequest{Spec: spec, Options: opts}, opts.DryRun)
 		},
 	}
 	f := cmd.Flags()

@@ -54,12 +54,9 @@ func newTenantSharesCmd(g *globalOptions) *cobra.Command {
 		Short: "List topics shared between tenants (of TENANT, as owner or reader, or all)",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var req tenancy.NameRequest
-			if len(args) == 1 {
-				if err := tenancy.ValidateName("tenant", args[0]); err != nil {
-					return usageError{err}
-				}
-				req.Name = args[0]
+			req, err := optionalTenant(args)
+			if err != nil {
+				return err
 			}
 			var ls []tenancy.Share
 			if err := g.call(cmd.Context(), tenancy.SubjTenantShares, req, &ls); err != nil {

@@ -255,11 +255,7 @@ func newTenantTopicCmd(g *globalOptions) *cobra.Command {
 			if err := tenancy.ValidateName("tenant", args[0]); err != nil {
 				return usageError{err}
 			}
-			var ch platform.Change
-			if err := g.call(cmd.Context(), tenancy.SubjTenantTopic, tenancy.TopicRequest{Actor: actor(), Tenant: args[0], Spec: spec, Options: opts}, &ch); err != nil {
-				return err
-			}
-			return writeChange(cmd.OutOrStdout(), ch, opts.DryRun)
+			return g.apply(cmd, tenancy.SubjTenantTopic, tenancy.TopicRequest{Actor: actor(), Tenant: args[0], Spec: spec, Options: opts}, opts.DryRun)
 		},
 	}
 	cmd.Flags().IntVar(&spec.Partitions, "partitions", spec.Partitions, "partition count (fixed for the topic's life)")
@@ -281,11 +277,7 @@ func newTenantQueueCmd(g *globalOptions) *cobra.Command {
 			if err := tenancy.ValidateName("tenant", args[0]); err != nil {
 				return usageError{err}
 			}
-			var ch platform.Change
-			if err := g.call(cmd.Context(), tenancy.SubjTenantQueue, tenancy.QueueRequest{Actor: actor(), Tenant: args[0], Spec: spec, Options: opts}, &ch); err != nil {
-				return err
-			}
-			return writeChange(cmd.OutOrStdout(), ch, opts.DryRun)
+			return g.apply(cmd, tenancy.SubjTenantQueue, tenancy.QueueRequest{Actor: actor(), Tenant: args[0], Spec: spec, Options: opts}, opts.DryRun)
 		},
 	}
 	cmd.Flags().DurationVar(&spec.Lease, "lease", spec.Lease, "lease of a job")
@@ -307,11 +299,7 @@ func newTenantGroupCmd(g *globalOptions) *cobra.Command {
 			if err := tenancy.ValidateName("tenant", args[0]); err != nil {
 				return usageError{err}
 			}
-			var ch platform.Change
-			if err := g.call(cmd.Context(), tenancy.SubjTenantGroup, tenancy.GroupRequest{Actor: actor(), Tenant: args[0], Spec: spec, Options: opts}, &ch); err != nil {
-				return err
-			}
-			return writeChange(cmd.OutOrStdout(), ch, opts.DryRun)
+			return g.apply(cmd, tenancy.SubjTenantGroup, tenancy.GroupRequest{Actor: actor(), Tenant: args[0], Spec: spec, Options: opts}, opts.DryRun)
 		},
 	}
 	cmd.Flags().StringVar(&spec.Topic, "topic", "", "the tenant's topic the group reads")

@@ -48,11 +48,7 @@ lowering replicas below 3 needs --allow-reduced-replicas.`,
 			if err := spec.Validate(); err != nil {
 				return usageError{err}
 			}
-			var ch platform.Change
-			if err := g.call(cmd.Context(), control.SubjTopicApply, control.ApplyTopicRequest{Spec: spec, Options: opts}, &ch); err != nil {
-				return err
-			}
-			return writeChange(cmd.OutOrStdout(), ch, opts.DryRun)
+			return g.apply(cmd, control.SubjTopicApply, control.ApplyTopicRequest{Spec: spec, Options: opts}, opts.DryRun)
 		},
 	}
 	f := cmd.Flags()
@@ -74,6 +70,16 @@ lowering replicas below 3 needs --allow-reduced-replicas.`,
 func addApplyFlags(cmd *cobra.Command, opts *platform.ApplyOptions) {
 	cmd.Flags().BoolVar(&opts.AllowReducedReplicas, "allow-reduced-replicas", false, "permit lowering replicas below 3")
 	cmd.Flags().BoolVar(&opts.DryRun, "dry-run", false, "show the change without applying it")
+}
+
+// apply sends one apply request to the control API and prints the change
+// it reports.
+func (g *globalOptions) apply(cmd *cobra.Command, subject string, req any, dry bool) error {
+	var ch platform.Change
+	if err := g.call(cmd.Context(), subject, req, &ch); err != nil {
+		return err
+	}
+	return writeChange(cmd.OutOrStdout(), ch, dry)
 }
 
 func writeChange(w io.Writer, ch platform.Change, dry bool) error {

@@ -15,12 +15,9 @@ func newUsageCmd(g *globalOptions) *cobra.Command {
 		Short: "Per-tenant usage: events and bytes in and out, storage against quota, connections, throttled and rejected publishes",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var req tenancy.NameRequest
-			if len(args) == 1 {
-				if err := tenancy.ValidateName("tenant", args[0]); err != nil {
-					return usageError{err}
-				}
-				req.Name = args[0]
+			req, err := optionalTenant(args)
+			if err != nil {
+				return err
 			}
 			var us []tenancy.Usage
 			if err := g.call(cmd.Context(), tenancy.SubjUsage, req, &us); err != nil {
@@ -63,4 +60,17 @@ func limit(n int64, bytes bool) string {
 
 func tier(t tenancy.TierUsage) string {
 	return size(int64(t.Disk)) + "/" + limit(t.DiskQuota, true)
+}
+
+// optionalTenant is the request of a command taking an optional TENANT
+// argument (all tenants without it).
+func optionalTenant(args []string) (tenancy.NameRequest, error) {
+	var req tenancy.NameRequest
+	if len(args) == 1 {
+		if err := tenancy.ValidateName("tenant", args[0]); err != nil {
+			return req, usageError{err}
+		}
+		req.Name = args[0]
+	}
+	return req, nil
 }
