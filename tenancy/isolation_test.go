@@ -3,6 +3,7 @@ package tenancy_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os/exec"
 	"strings"
 	"sync/atomic"
@@ -211,10 +212,20 @@ func TestIsolationACLSpoofRevokeSuspend(t *testing.T) {
 	}
 	pc2 := e.mustConnect(hProd, "producer", 2)
 	pjs2, _ := jetstream.New(pc2)
-	ack, err := pjs2.Publish(ctx(t), "orders.order:HC-3", []byte("after resume"))
-	if err != nil {
-		t.Fatalf("publish after resume: %v", err)
-	}
+	// Resume hands the tenant's ingest back (lease, subscription, route
+	// interest): as documented, a publish during that handover may get no
+	// answer, and the client retries with the same event id.
+	var ack *jetstream.PubAck
+	natstest.WaitFor(t, 20*time.Second, func() error {
+		actx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		var err error
+		ack, err = pjs2.Publish(actx, "orders.order:HC-3", []byte("after resume"), jetstream.WithMsgID("after-resume-1"))
+		if err != nil {
+			return fmt.Errorf("publish after resume: %w", err)
+		}
+		return nil
+	})
 	if want := uint64(2); ack.Sequence < want {
 		t.Fatalf("after resume seq %d: earlier events lost (want >= %d)", ack.Sequence, want)
 	}
