@@ -40,6 +40,12 @@
 // outboxrelay_backlog_events, outboxrelay_publishes_total{outcome=ok|
 // duplicate|error|unknown}, outboxrelay_leader.
 //
-// Backends: outboxrelay/pgoutbox (PostgreSQL via pgx, migrations embedded)
-// and outboxrelay/pebbleoutbox (Pebble, the embedded default).
+// Backends: outboxrelay/pgoutbox (PostgreSQL via pgx, migrations embedded;
+// several outboxes per database, one schema each) and
+// outboxrelay/pebbleoutbox (Pebble, the embedded default). Both pass the
+// shared contract suite outboxrelay/outboxtest.
+//
+// Deployment: inside the service (New, Start/Run, Close), as
+// `platformctl outbox relay --dsn`, or as the static binary cmd/outboxrelay
+// (Prometheus metrics on --http, graceful stop on SIGTERM).
 package outboxrelay

@@ -76,10 +76,9 @@ type keyState struct {
 }
 
 type pubItem struct {
-	k        *keyState
-	rec      Record
-	fut      jetstream.PubAckFuture
-	deadline time.Time
+	k   *keyState
+	rec Record
+	fut jetstream.PubAckFuture
 }
 
 type ackResult struct {
@@ -337,7 +336,7 @@ func (p *pipeline) publish(now time.Time, pubs func(pubItem), acks chan<- ackRes
 			acks <- ackResult{k: k, rec: rec, err: err, out: classify(err)}
 			continue
 		}
-		pubs(pubItem{k: k, rec: rec, fut: fut, deadline: now.Add(p.r.cfg.AckTimeout)})
+		pubs(pubItem{k: k, rec: rec, fut: fut})
 	}
 	rest := copy(p.ready, p.ready[n:])
 	clear(p.ready[rest:])
@@ -445,9 +444,10 @@ func (r *Relay) publishAsync(rec Record) (jetstream.PubAckFuture, error) {
 // awaitAck waits for one publish's outcome and reports it on acks (never
 // blocking: acks holds MaxInFlight, the bound on publishes awaiting an
 // ack). One goroutine per publish, so a slow ack delays only its own key.
+// The ack timeout is the JetStream context's (WithPublishAsyncTimeout =
+// AckTimeout): the future then fails with ErrAsyncPublishTimeout, counted
+// as unknown, so no timer of its own is needed per publish.
 func (r *Relay) awaitAck(ctx context.Context, it pubItem, acks chan<- ackResult) {
-	t := time.NewTimer(time.Until(it.deadline))
-	defer t.Stop()
 	var res ackResult
 	select {
 	case ack := <-it.fut.Ok():
@@ -456,9 +456,10 @@ func (r *Relay) awaitAck(ctx context.Context, it pubItem, acks chan<- ackResult)
 			res.out = OutcomeDuplicate
 		}
 	case err := <-it.fut.Err():
+		if errors.Is(err, jetstream.ErrAsyncPublishTimeout) {
+			err = fmt.Errorf("no ack within %s (outcome unknown, will retry with the same id): %w", r.cfg.AckTimeout, err)
+		}
 		res = ackResult{err: fmt.Errorf("outboxrelay: publish event %s: %w", it.rec.ID, err), out: classify(err)}
-	case <-t.C:
-		res = ackResult{err: fmt.Errorf("outboxrelay: publish event %s: no ack within %s (outcome unknown, will retry with the same id)", it.rec.ID, r.cfg.AckTimeout), out: OutcomeUnknown}
 	case <-ctx.Done():
 		return
 	}

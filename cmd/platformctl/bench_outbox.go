@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/url"
 	"os"
+	"runtime/pprof"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -34,18 +35,52 @@ import (
 type benchOutboxOptions struct {
 	dsn                     string
 	count, keys, size       int
+	window, runs, batch     int
 	latencyCount, writers   int
 	latencyRate             int
 	inProcess, skipPostgres bool
+	cpuProfile              string
 }
 
 func (o *benchOutboxOptions) flags(cmd *cobra.Command, count int) {
 	f := cmd.Flags()
 	f.StringVar(&o.dsn, "dsn", "", "PostgreSQL DSN; the bench creates and drops its own database there (needs CREATEDB)")
-	f.IntVar(&o.count, "count", count, "events for the throughput phase")
+	f.IntVar(&o.count, "count", count, "events per run")
 	f.IntVar(&o.keys, "keys", 1024, "distinct keys")
 	f.IntVar(&o.size, "size", 1024, "payload bytes")
+	f.IntVar(&o.runs, "runs", 3, "runs, interleaved (raw and each backend in every run, in alternating order); figures are medians")
 	f.BoolVar(&o.inProcess, "in-process", false, "start a temporary 3-node fabric instead of using --server")
+	f.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole bench to this file")
+}
+
+func (o benchOutboxOptions) validate() error {
+	if o.dsn == "" && !o.skipPostgres {
+		return fmt.Errorf("--dsn is required (or --skip-postgres)")
+	}
+	if o.count < 1 || o.keys < 1 || o.size < 1 {
+		return fmt.Errorf("--count, --keys and --size must be >= 1")
+	}
+	if o.runs < 1 || o.runs > 100 {
+		return fmt.Errorf("--runs must be 1..100, got %d", o.runs)
+	}
+	return nil
+}
+
+// startCPUProfile starts a CPU profile to path (none when empty) and
+// returns its stop function.
+func startCPUProfile(path string) (func(), error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
 
 // benchTarget is a connection to the platform (or a temporary fabric).
@@ -145,26 +180,46 @@ func newBenchOutboxCmd(g *globalOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "outbox",
 		Short: "Outbox relay throughput vs raw publish, and commit-to-ack latency (Postgres and Pebble)",
-		Long: `In one run on one R3 topic: raw async publish (the baseline, as bench publish);
-then, for a PostgreSQL outbox (a fresh database next to --dsn) and a Pebble
-outbox: --count events are committed first, and a relay started afterwards
-drains that backlog (relay_drain_*: the relay's own throughput, timed from its
-start to the last ack, not limited by the database's commit rate); then a new
-relay runs while --writers commit one event per transaction at a steady
---latency-rate, giving commit-to-ack latency (from the commit's return to the
-ack). Prints 'name: value unit' lines and relay/raw ratios (goal >= 0.9).`,
+		Long: `In one run on one R3 topic, --runs times, interleaved (raw, postgres, pebble;
+then the reverse order, and so on, so that the host's load drift hits every
+figure alike):
+
+  - raw async publish, as bench publish: --count events, up to --window
+    in flight, each with a Nats-Msg-Id;
+  - for a PostgreSQL outbox (a fresh database next to --dsn) and a Pebble
+    outbox: --count events are committed first, then a relay started
+    afterwards drains that backlog (relay_drain: from the relay taking the
+    lease to the last ack; not limited by the database's commit rate).
+
+Raw and relay publish with identical parameters: the same connection and
+fabric, the same topic and keys, --size payloads, --window publishes in
+flight (the relay's MaxInFlight) and a Nats-Msg-Id on every event (so the
+stream deduplicates both alike). Each run prints its figures under
+bench.outbox.runN; then one median line per figure (ratios: the median of
+the per-run ratios, goal >= 0.9).
+
+Last, per backend, a new relay runs while --writers commit one event per
+transaction at a steady --latency-rate: commit-to-ack latency p50/p99 (from
+the commit's return to the ack).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if o.dsn == "" && !o.skipPostgres {
-				return usageError{fmt.Errorf("--dsn is required (or --skip-postgres)")}
+			if err := o.validate(); err != nil {
+				return usageError{err}
 			}
-			if o.count < 1 || o.keys < 1 || o.latencyCount < 1 || o.writers < 1 || o.latencyRate < 1 {
-				return usageError{fmt.Errorf("--count, --keys, --latency-count, --writers and --latency-rate must be >= 1")}
+			if o.latencyCount < 1 || o.writers < 1 || o.latencyRate < 1 || o.window < 1 || o.window > 65536 {
+				return usageError{fmt.Errorf("--latency-count, --writers and --latency-rate must be >= 1, --window 1..65536")}
 			}
+			stop, err := startCPUProfile(o.cpuProfile)
+			if err != nil {
+				return usageError{err}
+			}
+			defer stop()
 			return runBenchOutbox(cmd.Context(), cmd.OutOrStdout(), g, o)
 		},
 	}
 	o.flags(cmd, 20000)
+	cmd.Flags().IntVar(&o.window, "window", 1024, "publishes in flight, raw and relay alike (the relay's MaxInFlight)")
+	cmd.Flags().IntVar(&o.batch, "relay-batch", 5000, "the relay's BatchSize (records per read)")
 	cmd.Flags().IntVar(&o.latencyCount, "latency-count", 2000, "events for the latency phase")
 	cmd.Flags().IntVar(&o.writers, "writers", 8, "concurrent writers in the latency phase")
 	cmd.Flags().IntVar(&o.latencyRate, "latency-rate", 1000, "steady commit rate of the latency phase, events/s (one event per transaction)")
@@ -172,55 +227,35 @@ ack). Prints 'name: value unit' lines and relay/raw ratios (goal >= 0.9).`,
 	return cmd
 }
 
-func runBenchOutbox(ctx context.Context, out io.Writer, g *globalOptions, o benchOutboxOptions) error {
-	const topic = "bench-outbox"
-	nc, js, cleanup, err := benchSetup(ctx, g, o.inProcess, topic)
-	if err != nil {
-		return err
-	}
-	defer cleanup()
-	// Raw publish is measured before and after each relay drain; a ratio
-	// is against the mean of the two runs around it (the host's load
-	// drifts within a run).
-	rawRun := func(label string) (float64, error) {
-		raw, _, err := bench.Publish(ctx, js, bench.PublishOptions{
-			Count: o.count, Size: o.size, Window: 512, Runs: 1,
-			Subject: func(i int) string { return platform.TopicSubject(topic, fmt.Sprintf("key-%d", i%o.keys)) },
-		})
-		if err != nil {
-			return 0, err
+// outboxBackend is one outbox store under bench.
+type outboxBackend struct {
+	name    string
+	store   outboxrelay.Store
+	enqueue func(ctx context.Context, evs []outboxrelay.Event) error
+	settle  func() error // after the backlog is committed, before the relay starts
+}
+
+// openOutboxBackends opens the PostgreSQL outbox (unless skipped) in a
+// fresh database and the Pebble outbox in a temporary directory.
+func openOutboxBackends(ctx context.Context, o benchOutboxOptions) ([]outboxBackend, func(), error) {
+	var backends []outboxBackend
+	var cleanups []func()
+	cleanup := func() {
+		for i := len(cleanups) - 1; i >= 0; i-- {
+			cleanups[i]()
 		}
-		printLines(out, raw.Lines("bench.outbox."+label))
-		return raw.MsgsPerS, nil
 	}
-	// Warm up (the first publishes to a new stream are slow), not printed.
-	if _, _, err := bench.Publish(ctx, js, bench.PublishOptions{
-		Count: min(o.count, 5000), Size: o.size, Window: 512, Runs: 1,
-		Subject: func(i int) string { return platform.TopicSubject(topic, fmt.Sprintf("key-%d", i%o.keys)) },
-	}); err != nil {
-		return err
-	}
-	rawRate, err := rawRun("raw_publish")
-	if err != nil {
-		return err
-	}
-	type backend struct {
-		name    string
-		store   outboxrelay.Store
-		enqueue func(ctx context.Context, evs []outboxrelay.Event) error
-		settle  func() error // after the backlog is committed, before the relay starts
-	}
-	var backends []backend
 	if !o.skipPostgres {
-		pool, cleanup, err := benchDatabase(ctx, o.dsn)
+		pool, drop, err := benchDatabase(ctx, o.dsn)
 		if err != nil {
-			return err
+			return nil, nil, err
 		}
-		defer cleanup()
+		cleanups = append(cleanups, drop)
 		if err := pgoutbox.Migrate(ctx, pool); err != nil {
-			return err
+			cleanup()
+			return nil, nil, err
 		}
-		backends = append(backends, backend{name: "postgres", store: pgoutbox.New(pool), enqueue: func(ctx context.Context, evs []outboxrelay.Event) error {
+		backends = append(backends, outboxBackend{name: "postgres", store: pgoutbox.New(pool), enqueue: func(ctx context.Context, evs []outboxrelay.Event) error {
 			return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 				for _, ev := range evs {
 					if err := pgoutbox.Enqueue(ctx, tx, ev); err != nil {
@@ -233,19 +268,22 @@ func runBenchOutbox(ctx context.Context, out io.Writer, g *globalOptions, o benc
 	}
 	dir, err := os.MkdirTemp("", "platformctl-bench-pebble-")
 	if err != nil {
-		return err
+		cleanup()
+		return nil, nil, err
 	}
-	defer os.RemoveAll(dir)
+	cleanups = append(cleanups, func() { os.RemoveAll(dir) })
 	db, err := pebble.Open(dir, &pebble.Options{Logger: quietPebbleLogger{}})
 	if err != nil {
-		return err
+		cleanup()
+		return nil, nil, err
 	}
-	defer db.Close()
+	cleanups = append(cleanups, func() { db.Close() })
 	pstore, err := pebbleoutbox.Open(db, pebbleoutbox.Options{})
 	if err != nil {
-		return err
+		cleanup()
+		return nil, nil, err
 	}
-	backends = append(backends, backend{name: "pebble", store: pstore, settle: db.Flush, enqueue: func(_ context.Context, evs []outboxrelay.Event) error {
+	backends = append(backends, outboxBackend{name: "pebble", store: pstore, settle: db.Flush, enqueue: func(_ context.Context, evs []outboxrelay.Event) error {
 		return pstore.Update(func(b *pebble.Batch) error {
 			for _, ev := range evs {
 				if err := pstore.Enqueue(b, ev); err != nil {
@@ -255,117 +293,205 @@ func runBenchOutbox(ctx context.Context, out io.Writer, g *globalOptions, o benc
 			return nil
 		})
 	}})
+	return backends, cleanup, nil
+}
+
+func runBenchOutbox(ctx context.Context, out io.Writer, g *globalOptions, o benchOutboxOptions) error {
+	const topic = "bench-outbox"
+	nc, js, cleanup, err := benchSetup(ctx, g, o.inProcess, topic, o.window)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	subject := func(i int) string { return platform.TopicSubject(topic, fmt.Sprintf("key-%d", i%o.keys)) }
+	fmt.Fprintf(out, "bench.outbox.publish_params: size=%dB window=%d keys=%d count=%d nats_msg_id=every_event topic=%s(R3,24_partitions) connection=shared (raw and relay identical)\n",
+		o.size, o.window, o.keys, o.count, topic)
+	rawRun := func(run int, label string) (float64, error) {
+		id := time.Now().UnixNano()
+		raw, _, err := bench.Publish(ctx, js, bench.PublishOptions{
+			Count: o.count, Size: o.size, Window: o.window, Runs: 1, Subject: subject,
+			MsgID: func(i int) string { return fmt.Sprintf("raw-%d-%d", id, i) },
+		})
+		if err != nil {
+			return 0, err
+		}
+		if label != "" {
+			printLines(out, raw.Lines(fmt.Sprintf("bench.outbox.run%d.%s", run, label)))
+		}
+		return raw.MsgsPerS, nil
+	}
+	// Warm up (the first publishes to a new stream are slow), not printed.
+	if _, err := rawRun(0, ""); err != nil {
+		return err
+	}
+	backends, closeBackends, err := openOutboxBackends(ctx, o)
+	if err != nil {
+		return err
+	}
+	defer closeBackends()
 	payload := make([]byte, o.size)
+	raws := make([]float64, 0, o.runs)
+	drains := map[string][]float64{}
+	ratios := map[string][]float64{}
+	for run := 1; run <= o.runs; run++ {
+		// Odd runs: raw first, then the backends; even runs: the reverse.
+		steps := []string{"raw"}
+		for _, b := range backends {
+			steps = append(steps, b.name)
+		}
+		if run%2 == 0 {
+			slices.Reverse(steps)
+		}
+		rates := map[string]float64{}
+		for _, step := range steps {
+			if step == "raw" {
+				r, err := rawRun(run, "raw_publish")
+				if err != nil {
+					return err
+				}
+				rates[step] = r
+				continue
+			}
+			b := backends[slices.IndexFunc(backends, func(b outboxBackend) bool { return b.name == step })]
+			rate, err := benchRelayDrain(ctx, out, nc, b, topic, payload, run, o)
+			if err != nil {
+				return err
+			}
+			rates[step] = rate
+		}
+		raws = append(raws, rates["raw"])
+		for _, b := range backends {
+			ratio := rates[b.name] / rates["raw"]
+			drains[b.name] = append(drains[b.name], rates[b.name])
+			ratios[b.name] = append(ratios[b.name], ratio)
+			fmt.Fprintf(out, "bench.outbox.run%d.%s.relay_drain_vs_raw_ratio: %.2f x\n", run, b.name, ratio)
+		}
+	}
+	fmt.Fprintf(out, "bench.outbox.median.raw_publish.msgs_per_sec: %.0f msg/s (%d runs)\n", bench.MedianOf(raws), o.runs)
 	for _, b := range backends {
-		rawAfter := func() (float64, error) { return rawRun("raw_publish_after_" + b.name + "_drain") }
-		if rawRate, err = benchRelay(ctx, out, nc, b.name, b.store, b.enqueue, topic, payload, b.settle, rawRate, rawAfter, o); err != nil {
+		fmt.Fprintf(out, "bench.outbox.median.%s.relay_drain_msgs_per_sec: %.0f msg/s (%d runs)\n", b.name, bench.MedianOf(drains[b.name]), o.runs)
+		fmt.Fprintf(out, "bench.outbox.median.%s.relay_drain_vs_raw_ratio: %.2f x (median of %d per-run ratios; goal >= 0.9)\n", b.name, bench.MedianOf(ratios[b.name]), o.runs)
+	}
+	for _, b := range backends {
+		if err := benchRelaySteady(ctx, out, nc, b, topic, payload, o); err != nil {
 			return err
 		}
 	}
 	return ctx.Err()
 }
 
-// benchRelay measures one outbox in two phases, each with its own relay:
-//
-//   - drain: --count events are committed first (1000 per transaction),
-//     and only then a relay starts; the rate is --count over the time from
-//     its start (once the lease bucket exists; lease acquisition included)
-//     to the last ack. It is the
-//     relay's own throughput, independent of how fast the database commits.
-//   - steady: writers commit one event per transaction at --latency-rate
-//     events/s while the relay runs; commit-to-ack is from the commit's
-//     return to the ack reaching the relay.
-func benchRelay(ctx context.Context, out io.Writer, nc *nats.Conn, name string, store outboxrelay.Store,
-	enqueue func(context.Context, []outboxrelay.Event) error, topic string, payload []byte,
-	settle func() error, rawBefore float64, rawAfter func() (float64, error), o benchOutboxOptions,
-) (float64, error) {
-	var acked atomic.Int64
-	var onAck atomic.Value // func(outboxrelay.Record)
-	onAck.Store(func(outboxrelay.Record) {})
-	startRelay := func(phase string) (*outboxrelay.Relay, func(), error) {
-		cfg := outboxrelay.DefaultConfig("bench-" + name + "-" + phase)
-		cfg.BatchSize, cfg.MaxInFlight = 5000, 2048
-		cfg.OnAck = func(rec outboxrelay.Record, _ bool) {
-			acked.Add(1)
-			onAck.Load().(func(outboxrelay.Record))(rec)
+// benchRelayHandle is a relay started for the bench, counting its acks.
+type benchRelayHandle struct {
+	r     *outboxrelay.Relay
+	acked atomic.Int64
+	onAck func(outboxrelay.Record)
+	stop  func()
+}
+
+func startBenchRelay(ctx context.Context, nc *nats.Conn, b outboxBackend, phase string, o benchOutboxOptions, onAck func(outboxrelay.Record)) (*benchRelayHandle, error) {
+	h := &benchRelayHandle{onAck: onAck}
+	cfg := outboxrelay.DefaultConfig("bench-" + b.name + "-" + phase)
+	cfg.BatchSize, cfg.MaxInFlight = o.batch, o.window
+	cfg.OnAck = func(rec outboxrelay.Record, _ bool) {
+		if h.onAck != nil {
+			h.onAck(rec)
 		}
-		cfg.Logger = discardLogger()
-		r, err := outboxrelay.New(cfg, store, nc)
-		if err != nil {
-			return nil, nil, err
-		}
-		rctx, cancel := context.WithCancel(ctx)
-		go func() { _ = r.Run(rctx) }()
-		return r, func() {
-			cancel()
-			cctx, c2 := context.WithTimeout(context.Background(), 10*time.Second)
-			_ = r.Close(cctx)
-			c2()
-		}, nil
+		h.acked.Add(1)
 	}
-	waitAcked := func(n int64, limit time.Duration) error {
-		deadline := time.Now().Add(limit)
-		for acked.Load() < n {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			if time.Now().After(deadline) {
-				return fmt.Errorf("bench outbox: %s: %d of %d events acked after %s", name, acked.Load(), n, limit)
-			}
-			time.Sleep(time.Millisecond)
-		}
-		return nil
+	cfg.Logger = discardLogger()
+	r, err := outboxrelay.New(cfg, b.store, nc)
+	if err != nil {
+		return nil, err
 	}
-	// Drain of an already committed backlog.
-	run := time.Now().UnixNano()
+	h.r = r
+	rctx, cancel := context.WithCancel(ctx)
+	go func() { _ = r.Run(rctx) }()
+	h.stop = func() {
+		cancel()
+		cctx, c2 := context.WithTimeout(context.Background(), 10*time.Second)
+		_ = r.Close(cctx)
+		c2()
+	}
+	return h, nil
+}
+
+// waitLeader waits until the relay holds the lease.
+func (h *benchRelayHandle) waitLeader(ctx context.Context) error {
+	deadline := time.Now().Add(time.Minute)
+	for !h.r.Leader() {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("bench outbox: the relay did not take the lease within a minute")
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+	return nil
+}
+
+func (h *benchRelayHandle) waitAcked(ctx context.Context, name string, n int64, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	for h.acked.Load() < n {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("bench outbox: %s: %d of %d events acked after %s", name, h.acked.Load(), n, limit)
+		}
+		time.Sleep(200 * time.Microsecond)
+	}
+	return nil
+}
+
+// benchRelayDrain commits --count events (1000 per transaction), then
+// starts a relay and times it from taking the lease to the last ack: the
+// relay's own throughput, independent of how fast the database commits.
+func benchRelayDrain(ctx context.Context, out io.Writer, nc *nats.Conn, b outboxBackend, topic string, payload []byte, run int, o benchOutboxOptions) (float64, error) {
+	id := time.Now().UnixNano()
 	evs := make([]outboxrelay.Event, o.count)
 	for i := range evs {
-		evs[i] = outboxrelay.Event{ID: fmt.Sprintf("%s-%d-%d", name, run, i), Topic: topic, Key: fmt.Sprintf("key-%d", i%o.keys), Payload: payload}
+		evs[i] = outboxrelay.Event{ID: fmt.Sprintf("%s-%d-%d", b.name, id, i), Topic: topic, Key: fmt.Sprintf("key-%d", i%o.keys), Payload: payload}
 	}
 	cstart := time.Now()
 	for i := 0; i < len(evs); i += 1000 {
-		if err := enqueue(ctx, evs[i:min(i+1000, len(evs))]); err != nil {
+		if err := b.enqueue(ctx, evs[i:min(i+1000, len(evs))]); err != nil {
 			return 0, err
 		}
 	}
 	committed := time.Since(cstart)
-	if settle != nil {
-		if err := settle(); err != nil {
+	if b.settle != nil {
+		if err := b.settle(); err != nil {
 			return 0, err
 		}
 	}
-	r, stop, err := startRelay("drain")
+	h, err := startBenchRelay(ctx, nc, b, fmt.Sprintf("drain%d", run), o, nil)
 	if err != nil {
 		return 0, err
 	}
-	select { // the lease bucket exists (the relay has not acquired the lease yet)
-	case <-r.Ready():
-	case <-ctx.Done():
-		stop()
-		return 0, ctx.Err()
+	defer h.stop()
+	if err := h.waitLeader(ctx); err != nil {
+		return 0, err
 	}
 	start := time.Now()
-	err = waitAcked(int64(o.count), 5*time.Minute)
-	drain := time.Since(start)
-	stop()
-	if err != nil {
+	if err := h.waitAcked(ctx, b.name, int64(o.count), 5*time.Minute); err != nil {
 		return 0, err
 	}
-	rate := float64(o.count) / drain.Seconds()
-	fmt.Fprintf(out, "bench.outbox.%s.commit_backlog_before_relay: %.3f s (%d events, %.0f events/s)\n", name, committed.Seconds(), o.count, float64(o.count)/committed.Seconds())
-	fmt.Fprintf(out, "bench.outbox.%s.relay_drain_committed_backlog_msgs_per_sec: %.0f msg/s\n", name, rate)
-	after, err := rawAfter()
-	if err != nil {
-		return 0, err
-	}
-	raw := (rawBefore + after) / 2
-	fmt.Fprintf(out, "bench.outbox.%s.relay_drain_vs_raw_ratio: %.2f x (raw = mean of the runs before and after: %.0f msg/s)\n", name, rate/raw, raw)
+	rate := float64(o.count) / time.Since(start).Seconds()
+	prefix := fmt.Sprintf("bench.outbox.run%d.%s", run, b.name)
+	fmt.Fprintf(out, "%s.commit_backlog_before_relay: %.3f s (%d events, %.0f events/s)\n", prefix, committed.Seconds(), o.count, float64(o.count)/committed.Seconds())
+	fmt.Fprintf(out, "%s.relay_drain_msgs_per_sec: %.0f msg/s\n", prefix, rate)
+	return rate, nil
+}
 
-	// Commit-to-ack latency at a steady commit rate.
+// benchRelaySteady runs a relay while writers commit one event per
+// transaction at --latency-rate events/s, and prints commit-to-ack
+// latency (from the commit's return to the ack reaching the relay).
+func benchRelaySteady(ctx context.Context, out io.Writer, nc *nats.Conn, b outboxBackend, topic string, payload []byte, o benchOutboxOptions) error {
 	var commitAt sync.Map // event id -> time.Time
 	var latMu sync.Mutex
 	lats := make([]time.Duration, 0, o.latencyCount)
-	onAck.Store(func(rec outboxrelay.Record) {
+	h, err := startBenchRelay(ctx, nc, b, "steady", o, func(rec outboxrelay.Record) {
 		if t, ok := commitAt.Load(rec.ID); ok {
 			d := time.Since(t.(time.Time))
 			latMu.Lock()
@@ -373,18 +499,14 @@ func benchRelay(ctx context.Context, out io.Writer, nc *nats.Conn, name string, 
 			latMu.Unlock()
 		}
 	})
-	acked.Store(0)
-	r, stop, err = startRelay("steady")
 	if err != nil {
-		return 0, err
+		return err
 	}
-	defer stop()
-	for !r.Leader() {
-		if ctx.Err() != nil {
-			return 0, ctx.Err()
-		}
-		time.Sleep(time.Millisecond)
+	defer h.stop()
+	if err := h.waitLeader(ctx); err != nil {
+		return err
 	}
+	id := time.Now().UnixNano()
 	interval := time.Second / time.Duration(o.latencyRate)
 	var next atomic.Int64
 	var failed atomic.Value
@@ -396,8 +518,8 @@ func benchRelay(ctx context.Context, out io.Writer, nc *nats.Conn, name string, 
 			defer wg.Done()
 			for i := next.Add(1); i <= int64(o.latencyCount); i = next.Add(1) {
 				time.Sleep(time.Until(lstart.Add(time.Duration(i-1) * interval)))
-				ev := outboxrelay.Event{ID: fmt.Sprintf("%s-lat-%d-%d", name, run, i), Topic: topic, Key: fmt.Sprintf("key-%d", i%int64(o.keys)), Payload: payload}
-				if err := enqueue(ctx, []outboxrelay.Event{ev}); err != nil {
+				ev := outboxrelay.Event{ID: fmt.Sprintf("%s-lat-%d-%d", b.name, id, i), Topic: topic, Key: fmt.Sprintf("key-%d", i%int64(o.keys)), Payload: payload}
+				if err := b.enqueue(ctx, []outboxrelay.Event{ev}); err != nil {
 					failed.Store(err)
 					return
 				}
@@ -407,20 +529,20 @@ func benchRelay(ctx context.Context, out io.Writer, nc *nats.Conn, name string, 
 	}
 	wg.Wait()
 	if err, _ := failed.Load().(error); err != nil {
-		return 0, err
+		return err
 	}
 	commitRate := float64(o.latencyCount) / time.Since(lstart).Seconds()
-	if err := waitAcked(int64(o.latencyCount), time.Minute); err != nil {
-		return 0, err
+	if err := h.waitAcked(ctx, b.name, int64(o.latencyCount), time.Minute); err != nil {
+		return err
 	}
 	latMu.Lock()
 	defer latMu.Unlock()
 	slices.Sort(lats)
-	prefix := fmt.Sprintf("bench.outbox.%s.steady_%d_commits_per_sec", name, o.latencyRate)
+	prefix := fmt.Sprintf("bench.outbox.%s.steady_%d_commits_per_sec", b.name, o.latencyRate)
 	fmt.Fprintf(out, "%s.achieved_commits_per_sec: %.0f tx/s\n", prefix, commitRate)
 	fmt.Fprintf(out, "%s.commit_to_ack_p50: %.3f ms\n", prefix, ms(bench.Percentile(lats, 0.50)))
 	fmt.Fprintf(out, "%s.commit_to_ack_p99: %.3f ms\n", prefix, ms(bench.Percentile(lats, 0.99)))
-	return after, nil
+	return nil
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
@@ -441,16 +563,25 @@ func newBenchInboxCmd(g *globalOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "inbox",
 		Short: "Consumption through the Pebble and Postgres inboxes vs raw consume+ack",
-		Long: `Publishes --count events to an R3 topic, then consumes them three times
-with a fresh durable consumer each (fetch 500, explicit ack): raw ack, through
-the Pebble inbox (ProcessBatch: one synced commit per fetch) and through the
-Postgres inbox (ProcessBatch: one transaction per fetch). Prints msgs/s and
-the inbox/raw ratios (goal >= 0.8 for Pebble).`,
+		Long: `Publishes --count events to an R3 topic, then consumes them with a fresh
+durable consumer per mode, --runs times, interleaved (raw, pebble, postgres;
+then the reverse order, and so on): raw ack, through the Pebble inbox
+(ProcessBatch: one synced commit per fetch) and through the Postgres inbox
+(ProcessBatch: one transaction per fetch). Every mode consumes the same way:
+fetches of 500, explicit ack, the next fetch in flight while a batch is
+processed. Prints each run's msgs/s and ratios under bench.inbox.runN, then
+one median line per figure (ratios: the median of the per-run ratios; goal
+>= 0.8 for Pebble).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if o.dsn == "" && !o.skipPostgres {
-				return usageError{fmt.Errorf("--dsn is required (or --skip-postgres)")}
+			if err := o.validate(); err != nil {
+				return usageError{err}
 			}
+			stop, err := startCPUProfile(o.cpuProfile)
+			if err != nil {
+				return usageError{err}
+			}
+			defer stop()
 			return runBenchInbox(cmd.Context(), cmd.OutOrStdout(), g, o)
 		},
 	}
@@ -459,31 +590,22 @@ the inbox/raw ratios (goal >= 0.8 for Pebble).`,
 	return cmd
 }
 
-func runBenchInbox(ctx context.Context, out io.Writer, g *globalOptions, o benchOutboxOptions) error {
-	const topic = "bench-inbox"
-	_, js, cleanup, err := benchSetup(ctx, g, o.inProcess, topic)
-	if err != nil {
-		return err
-	}
-	defer cleanup()
-	payload := make([]byte, o.size)
-	run := time.Now().UnixNano()
-	for i := 0; i < o.count; i++ {
-		msg := &nats.Msg{Subject: platform.TopicSubject(topic, fmt.Sprintf("key-%d", i%o.keys)), Data: payload}
-		if _, err := js.PublishMsgAsync(msg, jetstream.WithMsgID(fmt.Sprintf("inbox-%d-%d", run, i))); err != nil {
-			return err
+// inboxMode is one way of consuming under bench.
+type inboxMode struct {
+	name    string
+	process func(ctx context.Context, msgs []platform.InboxMsg) error
+}
+
+// openInboxModes returns raw ack, the Pebble inbox and (unless skipped)
+// the Postgres inbox, each with a one-row business effect.
+func openInboxModes(ctx context.Context, o benchOutboxOptions) ([]inboxMode, func(), error) {
+	var cleanups []func()
+	cleanup := func() {
+		for i := len(cleanups) - 1; i >= 0; i-- {
+			cleanups[i]()
 		}
 	}
-	select {
-	case <-js.PublishAsyncComplete():
-	case <-time.After(time.Minute):
-		return fmt.Errorf("bench inbox: publishing %d events did not complete", o.count)
-	}
-	type mode struct {
-		name    string
-		process func(ctx context.Context, msgs []platform.InboxMsg) error
-	}
-	modes := []mode{{"raw", func(_ context.Context, msgs []platform.InboxMsg) error {
+	modes := []inboxMode{{"raw", func(_ context.Context, msgs []platform.InboxMsg) error {
 		for _, m := range msgs {
 			if err := m.Ack(); err != nil {
 				return err
@@ -493,19 +615,21 @@ func runBenchInbox(ctx context.Context, out io.Writer, g *globalOptions, o bench
 	}}}
 	dir, err := os.MkdirTemp("", "platformctl-bench-pebble-")
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	defer os.RemoveAll(dir)
+	cleanups = append(cleanups, func() { os.RemoveAll(dir) })
 	db, err := pebble.Open(dir, &pebble.Options{Logger: quietPebbleLogger{}})
 	if err != nil {
-		return err
+		cleanup()
+		return nil, nil, err
 	}
-	defer db.Close()
+	cleanups = append(cleanups, func() { db.Close() })
 	pin, err := pebbleinbox.New(db, platform.DefaultInboxConfig("bench"), pebbleinbox.Options{})
 	if err != nil {
-		return err
+		cleanup()
+		return nil, nil, err
 	}
-	modes = append(modes, mode{"pebble_inbox", func(ctx context.Context, msgs []platform.InboxMsg) error {
+	modes = append(modes, inboxMode{"pebble_inbox", func(ctx context.Context, msgs []platform.InboxMsg) error {
 		_, _, err := pin.ProcessBatch(ctx, msgs, func(b *pebble.Batch, m platform.InboxMsg) error {
 			id, _ := platform.EventIDOf(m)
 			return b.Set([]byte("bench/effect/"+id), []byte("1"), nil)
@@ -513,76 +637,173 @@ func runBenchInbox(ctx context.Context, out io.Writer, g *globalOptions, o bench
 		return err
 	}})
 	if !o.skipPostgres {
-		pool, cleanup, err := benchDatabase(ctx, o.dsn)
+		pool, drop, err := benchDatabase(ctx, o.dsn)
 		if err != nil {
-			return err
+			cleanup()
+			return nil, nil, err
 		}
-		defer cleanup()
+		cleanups = append(cleanups, drop)
 		if err := pginbox.Migrate(ctx, pool); err != nil {
-			return err
+			cleanup()
+			return nil, nil, err
 		}
 		if _, err := pool.Exec(ctx, `CREATE TABLE bench_effects (event_id text PRIMARY KEY)`); err != nil {
-			return err
+			cleanup()
+			return nil, nil, err
 		}
 		gin, err := pginbox.New(pool, platform.DefaultInboxConfig("bench"))
 		if err != nil {
-			return err
+			cleanup()
+			return nil, nil, err
 		}
-		modes = append(modes, mode{"postgres_inbox", func(ctx context.Context, msgs []platform.InboxMsg) error {
-			_, _, err := gin.ProcessBatch(ctx, msgs, func(tx pgx.Tx, m platform.InboxMsg) error {
-				id, _ := platform.EventIDOf(m)
-				_, err := tx.Exec(ctx, `INSERT INTO bench_effects (event_id) VALUES ($1)`, id)
-				return err
-			})
-			return err
-		}})
+		modes = append(modes, inboxMode{"postgres_inbox", pgInboxProcess(gin)})
 	}
-	var rawRate float64
-	for _, m := range modes {
-		c, err := js.CreateOrUpdateConsumer(ctx, platform.StreamName(topic), jetstream.ConsumerConfig{
-			Durable: "bench-" + m.name, AckPolicy: jetstream.AckExplicitPolicy, MaxAckPending: 10000,
-		})
-		if err != nil {
+	return modes, cleanup, nil
+}
+
+// pgInboxProcess runs ProcessBatch with a one-row effect per message.
+func pgInboxProcess(gin *pginbox.Inbox) func(ctx context.Context, msgs []platform.InboxMsg) error {
+	return func(ctx context.Context, msgs []platform.InboxMsg) error {
+		_, _, err := gin.ProcessBatch(ctx, msgs, func(tx pgx.Tx, m platform.InboxMsg) error {
+			id, _ := platform.EventIDOf(m)
+			_, err := tx.Exec(ctx, `INSERT INTO bench_effects (event_id) VALUES ($1)`, id)
 			return err
+		})
+		return err
+	}
+}
+
+func runBenchInbox(ctx context.Context, out io.Writer, g *globalOptions, o benchOutboxOptions) error {
+	const topic = "bench-inbox"
+	_, js, cleanup, err := benchSetup(ctx, g, o.inProcess, topic, 1024)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	id := time.Now().UnixNano()
+	if _, _, err := bench.Publish(ctx, js, bench.PublishOptions{
+		Count: o.count, Size: o.size, Window: 512, Runs: 1,
+		Subject: func(i int) string { return platform.TopicSubject(topic, fmt.Sprintf("key-%d", i%o.keys)) },
+		MsgID:   func(i int) string { return fmt.Sprintf("inbox-%d-%d", id, i) },
+	}); err != nil {
+		return fmt.Errorf("bench inbox: publish %d events: %w", o.count, err)
+	}
+	modes, closeModes, err := openInboxModes(ctx, o)
+	if err != nil {
+		return err
+	}
+	defer closeModes()
+	fmt.Fprintf(out, "bench.inbox.consume_params: count=%d size=%dB fetch=500 ack=explicit prefetch=1_batch (every mode alike)\n", o.count, o.size)
+	rates := map[string][]float64{}
+	ratios := map[string][]float64{}
+	for run := 1; run <= o.runs; run++ {
+		order := slices.Clone(modes)
+		if run%2 == 0 {
+			slices.Reverse(order)
 		}
-		start := time.Now()
-		done := 0
-		for done < o.count {
-			batch, err := c.Fetch(500, jetstream.FetchMaxWait(2*time.Second))
+		got := map[string]float64{}
+		for _, m := range order {
+			rate, err := benchConsume(ctx, js, topic, fmt.Sprintf("bench-%s-%d-%d", m.name, id, run), m, o.count)
 			if err != nil {
 				return err
 			}
-			var msgs []platform.InboxMsg
-			for msg := range batch.Messages() {
-				msgs = append(msgs, msg)
-			}
-			if len(msgs) == 0 {
-				return fmt.Errorf("bench inbox: %s: consumed %d of %d, then nothing: %v", m.name, done, o.count, batch.Error())
-			}
-			if err := m.process(ctx, msgs); err != nil {
-				return fmt.Errorf("bench inbox: %s: %w", m.name, err)
-			}
-			done += len(msgs)
+			got[m.name] = rate
+			rates[m.name] = append(rates[m.name], rate)
+			fmt.Fprintf(out, "bench.inbox.run%d.%s.msgs_per_sec: %.0f msg/s\n", run, m.name, rate)
 		}
-		rate := float64(done) / time.Since(start).Seconds()
-		fmt.Fprintf(out, "bench.inbox.%s.msgs_per_sec: %.0f msg/s\n", m.name, rate)
-		if m.name == "raw" {
-			rawRate = rate
-		} else {
-			fmt.Fprintf(out, "bench.inbox.%s_vs_raw_ratio: %.2f x\n", m.name, rate/rawRate)
+		for _, m := range modes[1:] {
+			r := got[m.name] / got["raw"]
+			ratios[m.name] = append(ratios[m.name], r)
+			fmt.Fprintf(out, "bench.inbox.run%d.%s_vs_raw_ratio: %.2f x\n", run, m.name, r)
 		}
+	}
+	for _, m := range modes {
+		fmt.Fprintf(out, "bench.inbox.median.%s.msgs_per_sec: %.0f msg/s (%d runs)\n", m.name, bench.MedianOf(rates[m.name]), o.runs)
+	}
+	for _, m := range modes[1:] {
+		goal := ""
+		if m.name == "pebble_inbox" {
+			goal = "; goal >= 0.8"
+		}
+		fmt.Fprintf(out, "bench.inbox.median.%s_vs_raw_ratio: %.2f x (median of %d per-run ratios%s)\n", m.name, bench.MedianOf(ratios[m.name]), o.runs, goal)
 	}
 	return nil
 }
 
-// benchSetup connects (or starts an in-process fabric), opens JetStream and
-// creates the bench topic; cleanup drops the topic and disconnects.
-func benchSetup(ctx context.Context, g *globalOptions, inProcess bool, topic string) (*nats.Conn, jetstream.JetStream, func(), error) {
+// benchConsume consumes count events with a new durable consumer through
+// m, fetching the next batch while the previous one is processed, and
+// returns msgs/s.
+func benchConsume(ctx context.Context, js jetstream.JetStream, topic, durable string, m inboxMode, count int) (float64, error) {
+	stream := platform.StreamName(topic)
+	c, err := js.CreateOrUpdateConsumer(ctx, stream, jetstream.ConsumerConfig{
+		Durable: durable, AckPolicy: jetstream.AckExplicitPolicy, MaxAckPending: 10000,
+	})
+	if err != nil {
+		return 0, err
+	}
+	defer func() {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		_ = js.DeleteConsumer(dctx, stream, durable)
+		cancel()
+	}()
+	type fetched struct {
+		msgs []platform.InboxMsg
+		err  error
+	}
+	fctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	batches := make(chan fetched, 1) // one batch fetched ahead
+	start := time.Now()
+	go func() {
+		defer close(batches)
+		for got := 0; got < count && fctx.Err() == nil; {
+			batch, err := c.Fetch(min(500, count-got), jetstream.FetchMaxWait(2*time.Second))
+			var f fetched
+			if err == nil {
+				for msg := range batch.Messages() {
+					f.msgs = append(f.msgs, msg)
+				}
+				if len(f.msgs) == 0 {
+					err = fmt.Errorf("consumed %d of %d, then nothing: %v", got, count, batch.Error())
+				}
+			}
+			f.err = err
+			got += len(f.msgs)
+			select {
+			case batches <- f:
+			case <-fctx.Done():
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	done := 0
+	for f := range batches {
+		if f.err != nil {
+			return 0, fmt.Errorf("bench inbox: %s: %w", m.name, f.err)
+		}
+		if err := m.process(ctx, f.msgs); err != nil {
+			return 0, fmt.Errorf("bench inbox: %s: %w", m.name, err)
+		}
+		done += len(f.msgs)
+	}
+	if done < count {
+		return 0, fmt.Errorf("bench inbox: %s: consumed %d of %d", m.name, done, count)
+	}
+	return float64(done) / time.Since(start).Seconds(), nil
+}
+
+// benchSetup connects (or starts an in-process fabric), opens JetStream
+// (up to maxPending async publishes) and creates the bench topic; cleanup
+// drops the topic and disconnects.
+func benchSetup(ctx context.Context, g *globalOptions, inProcess bool, topic string, maxPending int) (*nats.Conn, jetstream.JetStream, func(), error) {
 	nc, closeNC, err := benchConnect(ctx, g, inProcess)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(1024))
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(max(2*maxPending, 1024)))
 	if err != nil {
 		closeNC()
 		return nil, nil, nil, err

@@ -26,6 +26,7 @@ func newOutboxCmd(g *globalOptions) *cobra.Command {
 
 type outboxRelayOptions struct {
 	dsn, name, topicMap string
+	schema              string
 	leaseTTL            time.Duration
 	retention           time.Duration
 	batch               int
@@ -62,7 +63,11 @@ the others stand by and take over within --lease-ttl of its death.`,
 				return fmt.Errorf("--dsn: %w", err)
 			}
 			defer pool.Close()
-			if err := pgoutbox.Migrate(ctx, pool); err != nil {
+			store, err := pgoutbox.Open(pool, pgoutbox.Options{Schema: o.schema})
+			if err != nil {
+				return usageError{fmt.Errorf("--schema: %w", err)}
+			}
+			if err := store.Migrate(ctx); err != nil {
 				return err
 			}
 			// Reconnect forever; fail publishes at once while disconnected
@@ -73,7 +78,7 @@ the others stand by and take over within --lease-ttl of its death.`,
 				return fmt.Errorf("connect to %s with %s: %w", g.server, g.credsPath(), err)
 			}
 			defer nc.Close()
-			r, err := outboxrelay.New(cfg, pgoutbox.New(pool), nc)
+			r, err := outboxrelay.New(cfg, store, nc)
 			if err != nil {
 				return err
 			}
@@ -84,6 +89,7 @@ the others stand by and take over within --lease-ttl of its death.`,
 	f := cmd.Flags()
 	f.StringVar(&o.dsn, "dsn", "", "PostgreSQL DSN of the service database holding the outbox (required)")
 	f.StringVar(&o.name, "name", "default", "outbox name (lease key and metrics label)")
+	f.StringVar(&o.schema, "schema", pgoutbox.DefaultSchema, "schema holding the outbox (one schema per outbox when a database has several)")
 	f.StringVar(&o.topicMap, "topic-map", "", "map event topics to platform topics: from=to,from2=to2")
 	f.DurationVar(&o.leaseTTL, "lease-ttl", 4*time.Second, "a standby takes over after this long without a renewal")
 	f.DurationVar(&o.retention, "retention", 24*time.Hour, "keep sent events this long")
@@ -92,7 +98,7 @@ the others stand by and take over within --lease-ttl of its death.`,
 }
 
 func newOutboxStatusCmd() *cobra.Command {
-	var dsn string
+	var dsn, schema string
 	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "Backlog of a PostgreSQL outbox: unsent events and the oldest one's age",
@@ -108,7 +114,11 @@ func newOutboxStatusCmd() *cobra.Command {
 				return fmt.Errorf("--dsn: %w", err)
 			}
 			defer pool.Close()
-			st, err := pgoutbox.New(pool).Stats(ctx)
+			store, err := pgoutbox.Open(pool, pgoutbox.Options{Schema: schema})
+			if err != nil {
+				return usageError{fmt.Errorf("--schema: %w", err)}
+			}
+			st, err := store.Stats(ctx)
 			if err != nil {
 				return err
 			}
@@ -121,6 +131,7 @@ func newOutboxStatusCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&dsn, "dsn", "", "PostgreSQL DSN of the service database (required)")
+	cmd.Flags().StringVar(&schema, "schema", pgoutbox.DefaultSchema, "schema holding the outbox")
 	return cmd
 }
 

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -22,6 +23,9 @@ type PublishOptions struct {
 	Size    int // payload bytes
 	Window  int // max publishes in flight
 	Runs    int // repetitions; figures are medians
+	// MsgID, if set, returns event i's Nats-Msg-Id (the stream then
+	// deduplicates, as it does for an outbox relay's publishes).
+	MsgID func(i int) string
 	// Progress, if set, receives a line every second or so.
 	Progress io.Writer
 }
@@ -93,7 +97,13 @@ func publishOnce(ctx context.Context, js jetstream.JetStream, o PublishOptions, 
 			return Result{}, ctx.Err()
 		}
 		sent := time.Now()
-		fut, err := js.PublishAsync(o.Subject(i), payload)
+		var fut jetstream.PubAckFuture
+		var err error
+		if o.MsgID != nil {
+			fut, err = js.PublishMsgAsync(&nats.Msg{Subject: o.Subject(i), Data: payload, Header: nats.Header{}}, jetstream.WithMsgID(o.MsgID(i)))
+		} else {
+			fut, err = js.PublishAsync(o.Subject(i), payload)
+		}
 		if err != nil {
 			<-sem
 			mu.Lock()
@@ -199,4 +209,18 @@ func (r Result) Lines(prefix string) []string {
 		fmt.Sprintf("%s.ack_p50: %.3f ms", prefix, float64(r.P50)/float64(time.Millisecond)),
 		fmt.Sprintf("%s.ack_p99: %.3f ms", prefix, float64(r.P99)/float64(time.Millisecond)),
 	}
+}
+
+// MedianOf returns the median of values (0 for none); values is not
+// modified.
+func MedianOf(values []float64) float64 {
+	if len(values) == 0 {
+		return 0
+	}
+	v := slices.Clone(values)
+	sort.Float64s(v)
+	if len(v)%2 == 1 {
+		return v[len(v)/2]
+	}
+	return (v[len(v)/2-1] + v[len(v)/2]) / 2
 }

@@ -15,6 +15,10 @@
 // missing; their layout is the one the platform's stores have always used,
 // so existing databases keep working.
 //
+// A migration's text may name its schema as {{schema}} (SchemaPlaceholder):
+// it is replaced by the schema passed to Apply, so one migration set can
+// create several instances of a store, each in its own schema.
+//
 // The lock is pg_advisory_lock(lockKey), held on one connection for the
 // whole run. Callers pass a fixed key per migration set, so that binaries
 // built before and after a change still serialise against each other.

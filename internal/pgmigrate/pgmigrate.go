@@ -13,6 +13,16 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
+// SchemaPlaceholder, in a migration's text, is replaced by the schema
+// passed to Apply: one migration set can then create several instances of
+// a store in one database, each in its own schema (e.g. several outboxes).
+const SchemaPlaceholder = "{{schema}}"
+
+// ValidSchema reports whether s can be passed to Apply as a schema: an
+// unquoted lower-case SQL identifier (letters, digits, '_'; not starting
+// with a digit; at most 63 bytes), safe to splice into statements.
+func ValidSchema(s string) bool { return validIdent(s) }
+
 // Apply applies the migrations of fsys under dir (files dir/*.sql) not yet
 // recorded in <schema>.migrations, under pg_advisory_lock(lockKey), on one
 // connection acquired from pool. See the package documentation.
@@ -60,12 +70,13 @@ CREATE TABLE IF NOT EXISTS %[1]s.migrations (version int PRIMARY KEY, applied_at
 		if err != nil {
 			return fmt.Errorf("pgmigrate: %s: %w", schema, err)
 		}
+		stmt := strings.ReplaceAll(string(sql), SchemaPlaceholder, schema)
 		err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 			tag, err := tx.Exec(ctx, record, f.version)
 			if err != nil || tag.RowsAffected() == 0 { // already applied
 				return err
 			}
-			_, err = tx.Exec(ctx, string(sql))
+			_, err = tx.Exec(ctx, stmt)
 			return err
 		})
 		if err != nil {

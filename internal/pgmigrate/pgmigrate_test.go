@@ -149,3 +149,30 @@ func TestApplyRejectsBadInput(t *testing.T) {
 		}
 	}
 }
+
+// TestSchemaPlaceholder: one migration set naming its schema {{schema}}
+// is applied to two schemas of one database; each gets its own table and
+// its own version record, and re-applying either is a no-op. An invalid
+// schema is refused before anything runs.
+func TestSchemaPlaceholder(t *testing.T) {
+	ctx := context.Background()
+	pool := newPool(t, pgtest.NewDatabase(t))
+	fsys := fstest.MapFS{"m/0001_t.sql": {Data: []byte("CREATE TABLE {{schema}}.t (a int); INSERT INTO {{schema}}.t VALUES (1);")}}
+	for _, schema := range []string{"one_outbox", "two_outbox", "one_outbox"} {
+		if err := pgmigrate.Apply(ctx, pool, schema, lockKey, fsys, "m"); err != nil {
+			t.Fatalf("Apply %s: %v", schema, err)
+		}
+	}
+	for _, schema := range []string{"one_outbox", "two_outbox"} {
+		var rows, migrations int
+		if err := pool.QueryRow(ctx, "SELECT (SELECT count(*) FROM "+schema+".t), (SELECT count(*) FROM "+schema+".migrations)").Scan(&rows, &migrations); err != nil {
+			t.Fatal(err)
+		}
+		if rows != 1 || migrations != 1 {
+			t.Fatalf("%s: %d rows, %d migrations recorded; want 1 and 1", schema, rows, migrations)
+		}
+	}
+	if err := pgmigrate.Apply(ctx, pool, "Bad;DROP", lockKey, fsys, "m"); err == nil || !strings.Contains(err.Error(), "invalid schema") {
+		t.Fatalf("Apply with an invalid schema: %v, want an invalid schema error", err)
+	}
+}

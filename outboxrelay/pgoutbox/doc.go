@@ -3,6 +3,11 @@
 // or EnqueueSQL (*sql.Tx) inside its own transaction; the relay reads
 // through Store.
 //
+// Several outboxes per database: Open(pool, Options{Schema: "billing_outbox"})
+// puts one in its own schema, with its own migrations (Store.Migrate), its
+// own events and its own fencing token; enqueue with Store.Enqueue and run
+// one relay per outbox, each with its own outboxrelay.Config.Name (lease).
+//
 // Ordering: rows get a bigint identity (seq). Identity order is not commit
 // order under concurrent transactions, so Enqueue first takes a
 // transaction-scoped advisory lock on hashtext(topic.key): two transactions
@@ -14,7 +19,7 @@
 // keys there is no order (none is promised). Cost: writers of one key wait
 // for each other's commit; hash collisions only add waiting.
 //
-// Fencing: outboxrelay.lease holds the current relay's token; MarkSent
+// Fencing: <schema>.lease holds the current relay's token; MarkSent
 // updates only while the token matches, holding a share lock on that row,
 // so a newer relay's Fence waits for an in-flight mark and every later mark
 // of the old relay is refused with outboxrelay.ErrFenced.

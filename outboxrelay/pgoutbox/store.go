@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/msgplatform/platform/internal/pgmigrate"
 	"github.com/msgplatform/platform/outboxrelay"
 )
 
@@ -19,8 +20,8 @@ import (
 // per (topic, key); the two-key space never collides with one-key locks.
 const lockClass = 0x0b0c
 
-// leaseRow names the outbox's row in outboxrelay.lease (one outbox per
-// database).
+// leaseRow names the outbox's row in its schema's lease table (one outbox
+// per schema).
 const leaseRow = "default"
 
 // enqueueSQL takes a transaction-scoped advisory lock on the event's
@@ -29,9 +30,33 @@ const leaseRow = "default"
 // first has committed or rolled back. Hence, per key, seq order is commit
 // order and no lower seq of a key can appear after a higher one is
 // visible. One round trip.
-const enqueueSQL = `WITH l AS (SELECT pg_advisory_xact_lock($7, hashtext($2 || '.' || $3)))
-INSERT INTO outboxrelay.events (event_id, topic, key, headers, payload, created_at)
+const enqueueSQL = `WITH l AS (SELECT pg_advisory_xact_lock($7, hashtext(%s$2 || '.' || $3)))
+INSERT INTO %s.events (event_id, topic, key, headers, payload, created_at)
 SELECT $1, $2, $3, $4::jsonb, $5, $6 FROM l`
+
+// DefaultSchema holds the outbox when Options.Schema is empty.
+const DefaultSchema = "outboxrelay"
+
+// defaultOutbox is the outbox the package-level functions use.
+var defaultOutbox = outboxSQL(DefaultSchema)
+
+// sqlText are an outbox's statements, for its schema.
+type sqlText struct {
+	schema  string
+	enqueue string
+}
+
+// outboxSQL returns the statements of the outbox in schema. The advisory
+// lock of the default schema hashes topic.key as it always has (binaries
+// of different versions must serialise on it); another schema's hashes
+// schema:topic.key, so outboxes do not wait for each other.
+func outboxSQL(schema string) sqlText {
+	salt := ""
+	if schema != DefaultSchema {
+		salt = "'" + schema + ":' || "
+	}
+	return sqlText{schema: schema, enqueue: fmt.Sprintf(enqueueSQL, salt, schema)}
+}
 
 func enqueueArgs(ev *outboxrelay.Event) ([]any, error) {
 	if err := ev.Validate(); err != nil {
@@ -61,39 +86,88 @@ func enqueueArgs(ev *outboxrelay.Event) ([]any, error) {
 // It fails with outboxrelay.ErrInvalidEvent (nothing written) for an event
 // without id, topic or a valid key, and with a unique violation if the id
 // is already in the outbox.
+//
+// It writes to the outbox in the default schema (outboxrelay); for another
+// one, use Store.Enqueue.
 func Enqueue(ctx context.Context, tx pgx.Tx, ev outboxrelay.Event) error {
+	return defaultOutbox.enqueueTx(ctx, tx, ev)
+}
+
+func (q sqlText) enqueueTx(ctx context.Context, tx pgx.Tx, ev outboxrelay.Event) error {
 	args, err := enqueueArgs(&ev)
 	if err != nil {
 		return err
 	}
-	if _, err := tx.Exec(ctx, enqueueSQL, args...); err != nil {
+	if _, err := tx.Exec(ctx, q.enqueue, args...); err != nil {
 		return fmt.Errorf("pgoutbox: enqueue %s: %w", ev.ID, err)
 	}
 	return nil
 }
 
 // EnqueueSQL is Enqueue for a database/sql transaction (e.g. opened with
-// the pgx stdlib driver).
+// the pgx stdlib driver), to the outbox in the default schema.
 func EnqueueSQL(ctx context.Context, tx *sql.Tx, ev outboxrelay.Event) error {
+	return defaultOutbox.enqueueSQLTx(ctx, tx, ev)
+}
+
+func (q sqlText) enqueueSQLTx(ctx context.Context, tx *sql.Tx, ev outboxrelay.Event) error {
 	args, err := enqueueArgs(&ev)
 	if err != nil {
 		return err
 	}
-	if _, err := tx.ExecContext(ctx, enqueueSQL, args...); err != nil {
+	if _, err := tx.ExecContext(ctx, q.enqueue, args...); err != nil {
 		return fmt.Errorf("pgoutbox: enqueue %s: %w", ev.ID, err)
 	}
 	return nil
 }
 
-// Store is the PostgreSQL outbox the relay reads, in schema outboxrelay.
+// Store is a PostgreSQL outbox the relay reads: schema outboxrelay, or
+// the one of Options.Schema.
 type Store struct {
 	pool *pgxpool.Pool
+	q    sqlText
 }
 
 var _ outboxrelay.Store = (*Store)(nil)
 
-// New returns the store over pool. Call Migrate first.
-func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
+// Options configure a Store.
+type Options struct {
+	// Schema holds the outbox's tables (default "outboxrelay"). Several
+	// outboxes can share a database, one schema each: each has its own
+	// migrations, events and fencing token, and needs its own relay
+	// (outboxrelay.Config.Name, the lease, must differ too).
+	Schema string
+}
+
+// New returns the store over pool, in the default schema. Call Migrate
+// first.
+func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool, q: defaultOutbox} }
+
+// Open returns the store over pool in o.Schema. It fails with
+// outboxrelay.ErrInvalidConfig for a schema that is not a lower-case SQL
+// identifier. Call its Migrate first.
+func Open(pool *pgxpool.Pool, o Options) (*Store, error) {
+	if o.Schema == "" {
+		o.Schema = DefaultSchema
+	}
+	if !pgmigrate.ValidSchema(o.Schema) {
+		return nil, fmt.Errorf("%w: pgoutbox: schema %q: want a lower-case SQL identifier (letters, digits, '_', at most 63)", outboxrelay.ErrInvalidConfig, o.Schema)
+	}
+	return &Store{pool: pool, q: outboxSQL(o.Schema)}, nil
+}
+
+// Schema returns the schema holding the outbox.
+func (s *Store) Schema() string { return s.q.schema }
+
+// Enqueue is the package's Enqueue for this store's outbox.
+func (s *Store) Enqueue(ctx context.Context, tx pgx.Tx, ev outboxrelay.Event) error {
+	return s.q.enqueueTx(ctx, tx, ev)
+}
+
+// EnqueueSQL is the package's EnqueueSQL for this store's outbox.
+func (s *Store) EnqueueSQL(ctx context.Context, tx *sql.Tx, ev outboxrelay.Event) error {
+	return s.q.enqueueSQLTx(ctx, tx, ev)
+}
 
 // Unsent implements outboxrelay.Store. The skip list is an array
 // parameter matched through a hashed subplan (NOT IN (SELECT unnest)), so
@@ -104,7 +178,7 @@ func (s *Store) Unsent(ctx context.Context, limit int, skip []uint64) ([]outboxr
 		ids[i] = int64(v)
 	}
 	rows, err := s.pool.Query(ctx, `SELECT seq, event_id, topic, key, headers, payload, created_at
-FROM outboxrelay.events WHERE sent_at IS NULL AND seq NOT IN (SELECT unnest($2::bigint[]))
+FROM `+s.q.schema+`.events WHERE sent_at IS NULL AND seq NOT IN (SELECT unnest($2::bigint[]))
 ORDER BY seq LIMIT $1`, limit, ids)
 	if err != nil {
 		return nil, fmt.Errorf("pgoutbox: unsent: %w", err)
@@ -130,12 +204,12 @@ ORDER BY seq LIMIT $1`, limit, ids)
 	return out, nil
 }
 
-// Fence implements outboxrelay.Store: the token is stored in
-// outboxrelay.lease unless a newer one is there.
+// Fence implements outboxrelay.Store: the token is stored in the
+// schema's lease table unless a newer one is there.
 func (s *Store) Fence(ctx context.Context, token uint64) error {
 	var got int64
-	err := s.pool.QueryRow(ctx, `INSERT INTO outboxrelay.lease (outbox, token) VALUES ($1, $2)
-ON CONFLICT (outbox) DO UPDATE SET token = EXCLUDED.token WHERE outboxrelay.lease.token <= EXCLUDED.token
+	err := s.pool.QueryRow(ctx, `INSERT INTO `+s.q.schema+`.lease AS l (outbox, token) VALUES ($1, $2)
+ON CONFLICT (outbox) DO UPDATE SET token = EXCLUDED.token WHERE l.token <= EXCLUDED.token
 RETURNING token`, leaseRow, int64(token)).Scan(&got)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return fmt.Errorf("%w: token %d is older than the recorded one", outboxrelay.ErrFenced, token)
@@ -159,9 +233,9 @@ func (s *Store) MarkSent(ctx context.Context, token uint64, seqs []uint64) error
 	}
 	var fenced bool
 	err := s.pool.QueryRow(ctx, `WITH lease AS (
-  SELECT token FROM outboxrelay.lease WHERE outbox = $1 FOR SHARE
+  SELECT token FROM `+s.q.schema+`.lease WHERE outbox = $1 FOR SHARE
 ), upd AS (
-  UPDATE outboxrelay.events SET sent_at = now()
+  UPDATE `+s.q.schema+`.events SET sent_at = now()
   WHERE seq = ANY($3) AND sent_at IS NULL AND EXISTS (SELECT 1 FROM lease WHERE token = $2)
   RETURNING 1
 )
@@ -177,8 +251,8 @@ SELECT NOT EXISTS (SELECT 1 FROM lease WHERE token = $2)`, leaseRow, int64(token
 
 // Prune implements outboxrelay.Store: one short statement per batch.
 func (s *Store) Prune(ctx context.Context, before time.Time, limit int) (int, error) {
-	tag, err := s.pool.Exec(ctx, `DELETE FROM outboxrelay.events WHERE seq IN (
-  SELECT seq FROM outboxrelay.events WHERE sent_at IS NOT NULL AND sent_at < $1 ORDER BY sent_at LIMIT $2)`, before, limit)
+	tag, err := s.pool.Exec(ctx, `DELETE FROM `+s.q.schema+`.events WHERE seq IN (
+  SELECT seq FROM `+s.q.schema+`.events WHERE sent_at IS NOT NULL AND sent_at < $1 ORDER BY sent_at LIMIT $2)`, before, limit)
 	if err != nil {
 		return 0, fmt.Errorf("pgoutbox: prune: %w", err)
 	}
@@ -190,8 +264,8 @@ func (s *Store) Stats(ctx context.Context) (outboxrelay.Stats, error) {
 	var st outboxrelay.Stats
 	var oldest *time.Time
 	err := s.pool.QueryRow(ctx, `SELECT
-  (SELECT count(*) FROM outboxrelay.events WHERE sent_at IS NULL),
-  (SELECT created_at FROM outboxrelay.events WHERE sent_at IS NULL ORDER BY seq LIMIT 1)`).Scan(&st.Unsent, &oldest)
+  (SELECT count(*) FROM `+s.q.schema+`.events WHERE sent_at IS NULL),
+  (SELECT created_at FROM `+s.q.schema+`.events WHERE sent_at IS NULL ORDER BY seq LIMIT 1)`).Scan(&st.Unsent, &oldest)
 	if err != nil {
 		return st, fmt.Errorf("pgoutbox: stats: %w", err)
 	}

@@ -1,0 +1,92 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/msgplatform/platform/internal/pgmigrate"
+	"github.com/msgplatform/platform/outboxrelay"
+)
+
+// errHelp is returned for --help (exit code 2, usage already printed).
+var errHelp = errors.New("help requested")
+
+// options are the command line.
+type options struct {
+	dsn, pebbleDir string
+	schema         string
+	natsURL, creds string
+	httpAddr       string
+	topicMap       string
+	cfg            outboxrelay.Config
+}
+
+// envPauseAfterPublish, when "1", makes the relay stop for good after
+// publishing a batch and before marking it sent, printing faultLine: the
+// crash tests SIGKILL it there. Never set it in production.
+const envPauseAfterPublish = "OUTBOXRELAY_TEST_PAUSE_AFTER_PUBLISH"
+
+// faultLine is printed when the test fault stops the relay.
+const faultLine = "outboxrelay: test fault: paused after publish, before mark"
+
+func parseOptions(args []string, stderr io.Writer) (options, error) {
+	o := options{cfg: outboxrelay.DefaultConfig("default")}
+	fs := flag.NewFlagSet("outboxrelay", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.dsn, "dsn", "", "PostgreSQL DSN of the service database holding the outbox (its schema is migrated if needed)")
+	fs.StringVar(&o.schema, "schema", "outboxrelay", "with --dsn: the schema holding the outbox (one schema per outbox when a database has several)")
+	fs.StringVar(&o.pebbleDir, "pebble", "", "directory of a Pebble database holding the outbox (the service must not be running)")
+	fs.StringVar(&o.natsURL, "nats", "nats://127.0.0.1:4222", "platform URLs, comma-separated")
+	fs.StringVar(&o.creds, "creds", "", "NATS .creds file of the account publishing the events")
+	fs.StringVar(&o.httpAddr, "http", "127.0.0.1:9466", "serve Prometheus metrics on http://ADDR/metrics (empty: off)")
+	fs.StringVar(&o.cfg.Name, "name", o.cfg.Name, "outbox name: the lease key (one active relay per name) and the metrics label")
+	fs.StringVar(&o.topicMap, "topic-map", "", "map event topics to platform topics: from=to,from2=to2 (others are used as they are)")
+	fs.DurationVar(&o.cfg.LeaseTTL, "lease-ttl", o.cfg.LeaseTTL, "a standby takes over after this long without a renewal")
+	fs.DurationVar(&o.cfg.Retention, "retention", o.cfg.Retention, "keep sent events this long before pruning them")
+	fs.IntVar(&o.cfg.BatchSize, "batch", o.cfg.BatchSize, "events read per round")
+	fs.IntVar(&o.cfg.MaxInFlight, "max-in-flight", o.cfg.MaxInFlight, "publishes awaiting an ack")
+	fs.DurationVar(&o.cfg.AckTimeout, "ack-timeout", o.cfg.AckTimeout, "wait for one publish's ack before retrying it (same id)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return o, usageError{errHelp}
+		}
+		return o, usageError{err}
+	}
+	if fs.NArg() > 0 {
+		return o, usageError{fmt.Errorf("unexpected arguments %q", fs.Args())}
+	}
+	if (o.dsn == "") == (o.pebbleDir == "") {
+		return o, usageError{errors.New("exactly one of --dsn (PostgreSQL) and --pebble (Pebble directory) is required")}
+	}
+	if o.dsn != "" && !pgmigrate.ValidSchema(o.schema) {
+		return o, usageError{fmt.Errorf("--schema %q: want a lower-case SQL identifier (letters, digits, '_', at most 63)", o.schema)}
+	}
+	tm, err := parseTopicMap(o.topicMap)
+	if err != nil {
+		return o, usageError{err}
+	}
+	o.cfg.TopicMap = tm
+	if err := o.cfg.Validate(); err != nil {
+		return o, usageError{err}
+	}
+	return o, nil
+}
+
+// parseTopicMap parses "from=to,from2=to2".
+func parseTopicMap(s string) (map[string]string, error) {
+	if s == "" {
+		return nil, nil
+	}
+	m := map[string]string{}
+	for _, pair := range strings.Split(s, ",") {
+		from, to, ok := strings.Cut(strings.TrimSpace(pair), "=")
+		if !ok || from == "" || to == "" {
+			return nil, fmt.Errorf("--topic-map: want from=to pairs separated by commas, got %q", pair)
+		}
+		m[from] = to
+	}
+	return m, nil
+}
