@@ -17,6 +17,7 @@ const (
 	SubjUserAdd       = "user.add"
 	SubjUserList      = "user.list"
 	SubjUserRevoke    = "user.revoke"
+	SubjUserUpdate    = "user.update"
 	SubjTenantShare   = "tenant.share"
 	SubjTenantShares  = "tenant.shares"
 	SubjUsage         = "usage"

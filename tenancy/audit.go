@@ -117,7 +117,20 @@ func (m *Manager) Audit(ctx context.Context, f AuditFilter) ([]Record, error) {
 	if f.Tenant != "" {
 		filter = AuditSubject + "." + f.Tenant + ".>"
 	}
-	c, err := m.js.OrderedConsumer(ctx, AuditStream, jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}})
+	// A JetStream API call can meet no responders while the cluster
+	// moves a leader: retried (bounded by ctx), not reported.
+	var c jetstream.Consumer
+	var err error
+	for backoff := 100 * time.Millisecond; ; backoff = min(2*backoff, time.Second) {
+		c, err = m.js.OrderedConsumer(ctx, AuditStream, jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}})
+		if !errors.Is(err, nats.ErrNoResponders) && !errors.Is(err, jetstream.ErrNoStreamResponse) && !errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(backoff):
+		}
+	}
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		return nil, nil
 	}
@@ -156,11 +169,16 @@ func (m *Manager) Audit(ctx context.Context, f AuditFilter) ([]Record, error) {
 	}
 }
 
+// denialsQueue is the queue group of the managers' auth error
+// subscriptions: each event is counted and audited by one manager, not
+// once per daemon.
+const denialsQueue = "platform-tenancy-denials"
+
 // watchDenials records every refused connection of a tenant user (bad
 // or revoked credentials, suspended tenant, connection quota) from the
 // servers' auth error events.
 func (m *Manager) watchDenials() (*nats.Subscription, error) {
-	return m.sys.Subscribe("$SYS.SERVER.*.CLIENT.AUTH.ERR", func(msg *nats.Msg) {
+	return m.sys.QueueSubscribe("$SYS.SERVER.*.CLIENT.AUTH.ERR", denialsQueue, func(msg *nats.Msg) {
 		var ev server.DisconnectEventMsg
 		if json.Unmarshal(msg.Data, &ev) != nil || ev.Client.Jwt == "" {
 			return

@@ -24,6 +24,7 @@ func (m *Manager) accountJWT(t *Tenant) (string, error) {
 	ac.Name = t.Name
 	ac.Tags.Add("tenant:" + t.Name)
 	ac.SigningKeys.Add(t.SigningKey)
+	userScopes(t, ac)
 	q := t.Quota
 	ac.Limits.Conn = int64(q.Connections)
 	ac.Limits.LeafNodeConn = 0
@@ -99,6 +100,56 @@ func (m *Manager) push(ctx context.Context, token string) error {
 		m.log.Warn("tenancy: account JWT accepted by fewer nodes than expected; the others sync it from their peers", "accepted", ok, "expected", m.cfg.Servers)
 	}
 	return nil
+}
+
+// userScopes adds the scoped signing key of every user that has one and
+// is not revoked, with the user's permissions as the scope's template. A
+// revoked user's key is left out, so the servers refuse it even without
+// the revocation. If a user's permissions no longer derive (an object it
+// named is gone), its template keeps only its inbox.
+func userScopes(t *Tenant, ac *jwt.AccountClaims) {
+	for _, name := range sortedKeys(t.Users) {
+		u := t.Users[name]
+		if u.ScopeKey == "" || u.Revoked != nil {
+			continue
+		}
+		perms, err := permissions(t, UserSpec{Name: u.Name, Pub: u.Pub, Sub: u.Sub})
+		if err != nil {
+			perms = jwt.Permissions{Sub: jwt.Permission{Allow: []string{InboxPrefix(u.Name) + ".>"}}}
+		}
+		scope := jwt.NewUserScope()
+		scope.Key, scope.Role = u.ScopeKey, "user:"+u.Name
+		scope.Template = jwt.UserPermissionLimits{Permissions: perms,
+			Limits: jwt.Limits{NatsLimits: jwt.NatsLimits{Subs: jwt.NoLimit, Data: jwt.NoLimit, Payload: jwt.NoLimit}}}
+		ac.SigningKeys.AddScopedSigner(scope)
+	}
+}
+
+// scopedUserJWT issues a user of t signed by a new scoped signing key of
+// its own, with no permissions in the JWT (the servers take them from
+// the scope's template in the account JWT). The key's seed is dropped.
+func scopedUserJWT(t *Tenant, name string) (token string, seed []byte, pub, scopeKey string, err error) {
+	kp, err := nkeys.CreateUser()
+	if err != nil {
+		return "", nil, "", "", err
+	}
+	pub, _ = kp.PublicKey()
+	if seed, err = kp.Seed(); err != nil {
+		return "", nil, "", "", err
+	}
+	sk, err := nkeys.CreateAccount()
+	if err != nil {
+		return "", nil, "", "", err
+	}
+	scopeKey, _ = sk.PublicKey()
+	uc := jwt.NewUserClaims(pub)
+	uc.Name = name
+	uc.IssuerAccount = t.Account
+	uc.UserPermissionLimits = jwt.UserPermissionLimits{}
+	if token, err = uc.Encode(sk); err != nil {
+		return "", nil, "", "", fmt.Errorf("tenancy: encode user %s: %w", name, err)
+	}
+	return token, seed, pub, scopeKey, nil
 }
 
 // signer returns t's account signing key.

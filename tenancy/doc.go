@@ -38,15 +38,31 @@
 // is the ingest: a platform-operated user of the tenant's account (one per
 // daemon, in queue group platform-ingest). For each event it
 //
-//  1. applies the tenant's token buckets (events/s and bytes/s; burst 1/20
-//     of a second). Policy reject: over the quota the publisher gets, on
+//  1. applies the tenant's token buckets (events/s and bytes/s; burst 1/10
+//     of a second, so no one-second window admits more than 1.1x the
+//     quota and a briefly stalled ingest does not admit less). Policy reject: over the quota the publisher gets, on
 //     its reply subject, a JetStream-shaped error {"code":429,
 //     "err_code":10429} (jetstream.Publish returns a *jetstream.APIError
 //     with Code 429; nats req prints it). Policy throttle: the event waits
-//     in a bounded queue (half a second of quota, at least 64) until the
-//     bucket allows it, so its ack is delayed and a publisher with bounded
-//     in-flight publishes slows to the quota; an event that finds the queue
-//     full is refused like reject. Nothing is buffered without bound.
+//     in a bounded queue (two seconds of quota, at least 256 events, at
+//     most 16384 events and 64 MiB) until the bucket allows it, so its
+//     ack is delayed: an acknowledged publisher (jetstream.Publish,
+//     PublishAsync with its bounded window, nats pub --jetstream, nats
+//     req) slows to the quota and loses nothing. A flooding tenant is thus
+//     held back at its own connections (its publishers stop at their
+//     in-flight window), not refused and immediately sending again; that
+//     keeps its flood from costing other tenants CPU. An event that finds
+//     the queue full is refused like reject (the publisher sees the 429).
+//     Nothing is buffered without bound.
+//     Fire-and-forget publishes (core NATS, no reply subject: nats pub,
+//     nc.Publish) cannot be slowed by NATS: nats-server has no end-to-end
+//     flow control to a subscriber, only a producer stall of 2-5 ms per
+//     read when the subscriber's outbound buffer is over half full, after
+//     which it drops messages to (and closes) a slow consumer. So beyond
+//     the queue they are lost; each one is counted (usage Dropped, metric
+//     platform_tenant_publish_dropped_total, which also counts events the
+//     ingest's subscription dropped as a slow consumer) and a quota.hit is
+//     audited. Use acknowledged publishes for no loss.
 //  2. removes every Platform-Tenant header the client sent (any case) and
 //     sets Platform-Tenant to the tenant's name;
 //  3. republishes to stored.<subject> with the original reply subject and
@@ -94,13 +110,23 @@
 //
 // # Users and permissions
 //
-// A user's JWT allows exactly: publishing to the topics and queues given
+// A user is allowed exactly: publishing to the topics and queues given
 // with --pub; for --sub topics, JetStream API calls on that topic's stream
 // only (info, consumers, direct get, acks); for a queue, pulling and acking
 // its "workers" consumer; for a group, its partition consumers; and
 // subscribing to its own inbox prefix _INBOX_<user> only (so one user
 // cannot read another's replies or pulled events). Credentials are written
 // 0600 in the jwt.FormatUserConfig format the nats CLI and nats.go read.
+//
+// Each user's JWT is signed by a scoped signing key of its own (the seed
+// is discarded) and carries no permissions: they are the scope's template
+// in the account JWT. UpdateUser (platformctl user update) changes them by
+// pushing the account; the user keeps its .creds. nats-server (2.15)
+// cannot swap a live JWT connection's permissions: when a scope changes it
+// closes that user's connections (AuthenticationViolation) and clients
+// reconnect by themselves with the same creds and the new permissions.
+// Users issued before this (permissions in their JWT, no scope key)
+// cannot be updated: revoke and add them again.
 //
 // # Suspend, revoke, delete
 //
@@ -114,16 +140,31 @@
 //
 // # Audit and usage
 //
-// Every change (actor, action, before, after, time), publish-rate hits
-// (at most one record per tenant per 10 s) and refused connections of
-// tenant users ($SYS.SERVER.*.CLIENT.AUTH.ERR: revoked, suspended, over
-// the connection limit) are appended to the replicated stream
-// platform-audit. Per-subject permission violations are refused by the
-// server (the client gets the error) but are not events nats-server
-// publishes, so they are not in the audit log. Usage combines the ingest
-// counters (this daemon's, since it started), the servers' account
-// statistics and JetStream account info; Collector exports them labelled
-// by tenant.
+// Every change (actor, action, before, after, time) is appended to the
+// replicated stream platform-audit, and so are: publish-rate hits (at
+// most one record per tenant per 10 s); refused connections of tenant
+// users ($SYS.SERVER.*.CLIENT.AUTH.ERR: revoked, suspended, over the
+// connection limit; one manager per event, a queue subscription); and
+// per-subject permission violations. nats-server publishes no advisory
+// for those (it sends the client -ERR 'Permissions Violation ...' and logs
+// "Publish Violation - Subject ..." with the connection's account and user
+// keys), so WatchViolations wraps each embedded node's logger and audits
+// auth.denied naming tenant, user, operation and subject (at most one
+// record per tenant, user, operation and subject per 10 s; every one is
+// counted).
+//
+// Usage is cluster-wide: every manager answers platform.tenancy.stats
+// with its counters (ingest: accepted, throttled, rejected, dropped;
+// denials) and Usage sums the replies (gathered until 150 ms pass without
+// one, 1 s at most; a manager that does not answer in time is missing),
+// with every node's account statistics (connections, deliveries) and
+// JetStream account info. Counters start at zero when a daemon starts.
+// Collector exports them labelled by tenant; every daemon exports the
+// same cluster totals (aggregate with max, not sum).
+//
+// Resume returns once a probe sent through every node of Config.URL is
+// answered by the tenant's active ingest (bounded by ServingTimeout), so
+// a publish made right after it is taken.
 //
 // # Not guaranteed (yet)
 //
@@ -131,7 +172,11 @@
 // LeaseTTL-LeaseInterval after its last renewal; a standby cannot take
 // over before LeaseTTL, but a long GC pause or a wildly different clock
 // rate could still overlap two ingests briefly (no fencing token on the
-// republish). The actor
+// republish). Permission violations are audited only on the nodes whose
+// logger WatchViolations wrapped (platformd wraps its embedded nodes at
+// start; a node restarted in-process afterwards is not wrapped again),
+// and the audit depends on the wording of nats-server's log line (tested
+// against 2.15.2). The actor
 // of a change is what the admin caller says (all admins share the admin
 // credentials).
 package tenancy

@@ -26,10 +26,23 @@ const ErrCodeRateLimited = 10429
 // each event is taken by one of them.
 const ingestQueue = "platform-ingest"
 
+// probeSubject, in a tenant's account, is answered by the tenant's
+// active ingest (and subscribed after its publish subjects, on the same
+// connection, so the servers learn of it after them): a reply to a probe
+// sent through a node means that node routes the tenant's publishes to
+// the ingest. Tenant users cannot publish to it (allow lists only).
+const probeSubject = "_PLATFORM.ingest.probe"
+
 // Stats are a tenant's publish counters (since this daemon started).
+// Rejected counts events refused with the 429 error on their reply
+// subject (the publisher sees it); Dropped counts refused events that had
+// no reply subject (core NATS fire-and-forget publishes, e.g. `nats pub`:
+// nobody can be told, so the loss is counted here, in the metric
+// platform_tenant_publish_dropped_total and in a quota.hit audit record).
 type Stats struct {
 	Accepted, AcceptedBytes atomic.Uint64
 	Throttled, Rejected     atomic.Uint64
+	Dropped                 atomic.Uint64
 	Denied                  atomic.Uint64
 }
 
@@ -55,6 +68,8 @@ type ingest struct {
 	msgs      *rate.Limiter
 	bytes     *rate.Limiter
 	maxQueue  atomic.Int64
+	queued    atomic.Int64  // payload bytes waiting in the throttle queue
+	slow      atomic.Uint64 // events the client library dropped (slow consumer) on removed subscriptions
 	desc      string
 	refusals  map[string][]byte // why -> encoded 429 error
 
@@ -65,7 +80,13 @@ type ingest struct {
 	stamp   []string // the Platform-Tenant header value, shared
 }
 
-const queueCap = 1 << 14
+// queueCap bounds the throttle queue in events, maxQueuedBytes in
+// payload bytes: whatever the quota, a flood cannot make the ingest
+// buffer without bound.
+const (
+	queueCap       = 1 << 14
+	maxQueuedBytes = 64 << 20
+)
 
 func newIngest(tenant string, nc *nats.Conn, q Quota, stats *Stats, onHit func(string)) *ingest {
 	in := &ingest{
@@ -96,18 +117,26 @@ func (in *ingest) setQuota(q Quota) {
 	now := time.Now()
 	if q.PublishRate > 0 {
 		in.msgs.SetLimitAt(now, rate.Limit(q.PublishRate))
-		in.msgs.SetBurstAt(now, max(1, q.PublishRate/20))
+		// A burst of a tenth of a second: an ingest delayed by a GC pause
+		// or a busy CPU keeps the tokens that accrued meanwhile (with
+		// 1/20 s, reject admitted half the quota on a loaded machine), and
+		// no window of a second admits more than 1.1x the quota.
+		in.msgs.SetBurstAt(now, max(1, q.PublishRate/10))
 	} else {
 		in.msgs.SetLimitAt(now, rate.Inf)
 	}
 	if q.PublishBytesRate > 0 {
 		in.bytes.SetLimitAt(now, rate.Limit(q.PublishBytesRate))
-		in.bytes.SetBurstAt(now, int(max(q.PublishBytesRate/20, q.MaxPayload, 1)))
+		in.bytes.SetBurstAt(now, int(max(q.PublishBytesRate/10, q.MaxPayload, 1)))
 	} else {
 		in.bytes.SetLimitAt(now, rate.Inf)
 	}
-	// At most half a second of quota waits for the throttle.
-	in.maxQueue.Store(int64(min(queueCap, max(64, q.PublishRate/2))))
+	// Up to two seconds of quota (at least 256 events) wait for the
+	// throttle: enough for the in-flight windows of several publishers,
+	// so a flooding tenant is slowed by delayed acks (its publishers stop
+	// at their window and send no more) instead of being refused and
+	// immediately sending again, which would cost every tenant CPU.
+	in.maxQueue.Store(int64(min(queueCap, max(256, 2*q.PublishRate))))
 	in.refusals = map[string][]byte{}
 	in.desc = fmt.Sprintf("%d events/s, %d bytes/s (0: unlimited), policy %s", q.PublishRate, q.PublishBytesRate, q.Policy)
 }
@@ -128,7 +157,11 @@ func (in *ingest) subscribeLocked(subject string) error {
 	if _, ok := in.subs[subject]; ok {
 		return nil
 	}
-	sub, err := in.nc.QueueSubscribe(subject, ingestQueue, in.handle)
+	handler := in.handle
+	if subject == probeSubject {
+		handler = func(m *nats.Msg) { _ = m.Respond([]byte("ok")) }
+	}
+	sub, err := in.nc.QueueSubscribe(subject, ingestQueue, handler)
 	if err != nil {
 		return fmt.Errorf("tenancy: ingest %s %s: %w", in.tenant, subject, err)
 	}
@@ -149,6 +182,7 @@ func (in *ingest) setActive(on bool) error {
 	in.active = on
 	if !on {
 		for subj, s := range in.subs {
+			in.keepDropped(s)
 			_ = s.Unsubscribe()
 			delete(in.subs, subj)
 		}
@@ -159,6 +193,9 @@ func (in *ingest) setActive(on bool) error {
 		if err := in.subscribeLocked(subj); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if err := in.subscribeLocked(probeSubject); err != nil { // last
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }
@@ -187,13 +224,16 @@ func (in *ingest) handle(m *nats.Msg) {
 		in.forward(m)
 		return
 	}
-	if int64(len(in.queue)) >= in.maxQueue.Load() {
+	n := int64(len(m.Data))
+	if int64(len(in.queue)) >= in.maxQueue.Load() || in.queued.Load()+n > maxQueuedBytes {
 		in.refuse(m, "publish rate quota exceeded and the throttle queue is full")
 		return
 	}
+	in.queued.Add(n)
 	select {
 	case in.queue <- m:
 	default:
+		in.queued.Add(-n)
 		in.refuse(m, "publish rate quota exceeded and the throttle queue is full")
 	}
 }
@@ -206,6 +246,7 @@ func (in *ingest) worker() {
 		case <-in.done:
 			return
 		case m := <-in.queue:
+			in.queued.Add(-int64(len(m.Data)))
 			now := time.Now()
 			r1 := in.msgs.ReserveN(now, 1)
 			r2 := in.bytes.ReserveN(now, len(m.Data))
@@ -262,7 +303,11 @@ type apiError struct {
 // refuse answers m with the 429 error. The error bodies are encoded once
 // per quota change, so refusing a flood costs one publish per event.
 func (in *ingest) refuse(m *nats.Msg, why string) {
-	in.stats.Rejected.Add(1)
+	if m.Reply == "" {
+		in.stats.Dropped.Add(1) // fire-and-forget: nobody to tell
+	} else {
+		in.stats.Rejected.Add(1)
+	}
 	in.mu.Lock()
 	body, ok := in.refusals[why]
 	if !ok {
@@ -288,9 +333,34 @@ func (in *ingest) refuse(m *nats.Msg, why string) {
 	}
 }
 
+// keepDropped remembers what a subscription about to be removed lost.
+// Callers hold in.mu.
+func (in *ingest) keepDropped(s *nats.Subscription) {
+	if d, err := s.Dropped(); err == nil && d > 0 {
+		in.slow.Add(uint64(d))
+	}
+}
+
+// slowDropped is how many events the ingest's subscriptions lost because
+// the ingest could not take them fast enough (nats.go pending limits,
+// slow consumer): also a loss of fire-and-forget publishes, counted with
+// Dropped.
+func (in *ingest) slowDropped() uint64 {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	n := in.slow.Load()
+	for _, s := range in.subs {
+		if d, err := s.Dropped(); err == nil && d > 0 {
+			n += uint64(d)
+		}
+	}
+	return n
+}
+
 func (in *ingest) close() {
 	in.mu.Lock()
 	for _, s := range in.subs {
+		in.keepDropped(s)
 		_ = s.Unsubscribe()
 	}
 	in.subs = map[string]*nats.Subscription{}

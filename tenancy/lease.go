@@ -224,6 +224,7 @@ func (m *Manager) syncRound(ctx context.Context) {
 	want := map[string]*Tenant{}
 	for _, t := range ts {
 		m.accounts[t.Account] = t.Name
+		m.index(t)
 		if t.State == StateActive {
 			want[t.Name] = t
 		}

@@ -87,15 +87,18 @@ type Manager struct {
 	opSigner nkeys.KeyPair
 	seal     *sealer
 
+	nc  *nats.Conn          // PLATFORM account
 	js  jetstream.JetStream // PLATFORM account
 	sys *nats.Conn          // SYS account
 	reg *registry
 	den *nats.Subscription
+	sts *nats.Subscription // answers other managers' stats requests
 
 	mu       sync.Mutex // serialises changes made through this manager
 	rts      map[string]*runtime
 	accounts map[string]string // account public key -> tenant name
 	counters map[string]*Stats
+	keys     keyIndex
 	closed   bool
 
 	auditMu    sync.Mutex
@@ -134,7 +137,7 @@ func NewManager(nc *nats.Conn, trust *embeddednats.Trust, cfg Config) (*Manager,
 	if err != nil {
 		return nil, err
 	}
-	return &Manager{cfg: cfg, log: cfg.Logger, trust: trust, opSigner: op, seal: s, js: js,
+	return &Manager{cfg: cfg, log: cfg.Logger, trust: trust, opSigner: op, seal: s, nc: nc, js: js,
 		rts: map[string]*runtime{}, accounts: map[string]string{}, counters: map[string]*Stats{},
 		lease: newLeases(cfg.LeaseTTL, cfg.LeaseInterval), stop: make(chan struct{})}, nil
 }
@@ -161,10 +164,14 @@ func (m *Manager) Start(ctx context.Context) error {
 	if m.den, err = m.watchDenials(); err != nil {
 		return fmt.Errorf("tenancy: watch auth errors: %w", err)
 	}
+	if m.sts, err = m.serveStats(); err != nil {
+		return fmt.Errorf("tenancy: serve stats: %w", err)
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, t := range ts {
 		m.accounts[t.Account] = t.Name
+		m.index(t)
 		tok, err := m.accountJWT(t)
 		if err != nil {
 			return err
@@ -205,6 +212,9 @@ func (m *Manager) Close(ctx context.Context) error {
 	}
 	if m.den != nil {
 		_ = m.den.Unsubscribe()
+	}
+	if m.sts != nil {
+		_ = m.sts.Unsubscribe()
 	}
 	if m.sys != nil {
 		m.sys.Close()

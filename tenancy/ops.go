@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/nats-io/jwt/v2"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -45,6 +47,7 @@ func (m *Manager) Create(ctx context.Context, actor string, spec Spec) (Tenant, 
 		return Tenant{}, err
 	}
 	m.accounts[t.Account] = t.Name
+	m.index(t)
 	_ = m.appendAudit(ctx, Record{Actor: actor, Action: "tenant.create", Tenant: t.Name, After: t.Public()})
 	if err := m.startRuntime(ctx, t); err != nil {
 		return t.Public(), err
@@ -214,7 +217,69 @@ func (m *Manager) Resume(ctx context.Context, actor, name string) (Tenant, error
 	if err := m.startRuntime(ctx, t); err != nil {
 		return t.Public(), err
 	}
+	if err := m.waitServing(ctx, t); err != nil {
+		return t.Public(), err
+	}
 	return t.Public(), nil
+}
+
+// ServingTimeout bounds how long Resume waits for the tenant's ingest to
+// take publishes on every node.
+const ServingTimeout = 10 * time.Second
+
+// waitServing returns once a probe sent through every node this manager
+// connects to (Config.URL) is answered by the tenant's active ingest,
+// whichever manager holds its lease: a publish made after it returns is
+// taken, not left without responders. Bounded by ServingTimeout; callers
+// hold m.mu (the heartbeat cannot run meanwhile, so the lease stays where
+// startRuntime put it unless another daemon holds it).
+func (m *Manager) waitServing(ctx context.Context, t *Tenant) error {
+	ctx, cancel := context.WithTimeout(ctx, ServingTimeout)
+	defer cancel()
+	token, seed, _, err := m.userJWT(t, "platform-probe", jwt.Permissions{})
+	if err != nil {
+		return err
+	}
+	for _, url := range strings.Split(m.cfg.URL, ",") {
+		if err := probeIngest(ctx, url, token, seed); err != nil {
+			return fmt.Errorf("tenancy: tenant %s resumed, but its ingest is not serving through %s within %s: %w", t.Name, url, ServingTimeout, err)
+		}
+	}
+	return nil
+}
+
+// probeIngest connects to one node as a platform user of the tenant and
+// retries the probe until the ingest answers or ctx ends.
+func probeIngest(ctx context.Context, url, token string, seed []byte) error {
+	var nc *nats.Conn
+	err := retryUntil(ctx, func() (err error) {
+		nc, err = nats.Connect(url, nats.UserJWTAndSeed(token, string(seed)), nats.Name("platform-ingest-probe"),
+			nats.NoReconnect(), nats.Timeout(2*time.Second))
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	return retryUntil(ctx, func() error {
+		_, err := nc.Request(probeSubject, nil, 250*time.Millisecond)
+		return err
+	})
+}
+
+// retryUntil calls fn every 50 ms until it succeeds or ctx ends.
+func retryUntil(ctx context.Context, fn func() error) error {
+	for {
+		err := fn()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (last error: %v)", ctx.Err(), err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 var errUnchanged = errors.New("unchanged")
@@ -287,18 +352,17 @@ func (m *Manager) AddUser(ctx context.Context, actor, tenant string, u UserSpec)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var out UserCreds
-	_, err := m.change(ctx, actor, "user.add", tenant, false, func(t *Tenant) (string, error) {
+	t, err := m.change(ctx, actor, "user.add", tenant, true, func(t *Tenant) (string, error) {
 		if t.State != StateActive {
 			return "", fmt.Errorf("%w: tenant %s is %s; resume it first", ErrConflict, t.Name, t.State)
 		}
 		if old, ok := t.Users[u.Name]; ok && old.Revoked == nil {
 			return "", fmt.Errorf("%w: tenant %s already has user %s (revoke it first)", ErrConflict, t.Name, u.Name)
 		}
-		perms, err := permissions(t, u)
-		if err != nil {
+		if _, err := permissions(t, u); err != nil {
 			return "", err
 		}
-		token, seed, pub, err := m.userJWT(t, u.Name, perms)
+		token, seed, pub, scopeKey, err := scopedUserJWT(t, u.Name)
 		if err != nil {
 			return "", err
 		}
@@ -306,12 +370,54 @@ func (m *Manager) AddUser(ctx context.Context, actor, tenant string, u UserSpec)
 		if err != nil {
 			return "", err
 		}
-		user := User{Name: u.Name, PublicKey: pub, Pub: slices.Clone(u.Pub), Sub: slices.Clone(u.Sub), Created: time.Now().UTC()}
+		user := User{Name: u.Name, PublicKey: pub, Pub: slices.Clone(u.Pub), Sub: slices.Clone(u.Sub), Created: time.Now().UTC(), ScopeKey: scopeKey}
 		if t.Users == nil {
 			t.Users = map[string]User{}
 		}
 		t.Users[u.Name] = user
 		out = UserCreds{User: user, Creds: creds}
+		return u.Name, nil
+	})
+	if err == nil {
+		m.index(t)
+	}
+	return out, err
+}
+
+// UpdateUser replaces a user's permissions with those of u (u.Pub and
+// u.Sub name topics, queues and groups as for AddUser). The user keeps
+// its credentials: its permissions are the template of its scoped
+// signing key in the account JWT, which is pushed. nats-server (2.15)
+// cannot change the permissions of a live JWT connection in place: on the
+// push it closes the user's live connections, and clients reconnect by
+// themselves (nats.go, the nats CLI) with the same .creds and get the new
+// permissions. The audit record holds the tenant before and after.
+func (m *Manager) UpdateUser(ctx context.Context, actor, tenant string, u UserSpec) (User, error) {
+	if err := ValidateName("user", u.Name); err != nil {
+		return User{}, err
+	}
+	if len(u.Pub)+len(u.Sub) == 0 {
+		return User{}, fmt.Errorf("%w: user %s: give at least one --pub or --sub", ErrInvalid, u.Name)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out User
+	_, err := m.change(ctx, actor, "user.update", tenant, true, func(t *Tenant) (string, error) {
+		old, ok := t.Users[u.Name]
+		switch {
+		case !ok:
+			return "", fmt.Errorf("%w: tenant %s has no user %q", ErrNotFound, t.Name, u.Name)
+		case old.Revoked != nil:
+			return "", fmt.Errorf("%w: user %s of %s was revoked at %s", ErrConflict, u.Name, t.Name, old.Revoked.Format(time.RFC3339))
+		case old.ScopeKey == "":
+			return "", fmt.Errorf("%w: user %s of %s was issued with its permissions in its credentials (before live permission changes); revoke it and add it again", ErrConflict, u.Name, t.Name)
+		}
+		if _, err := permissions(t, u); err != nil {
+			return "", err
+		}
+		old.Pub, old.Sub = slices.Clone(u.Pub), slices.Clone(u.Sub)
+		t.Users[u.Name] = old
+		out = old
 		return u.Name, nil
 	})
 	return out, err

@@ -197,6 +197,12 @@ type User struct {
 	Sub       []string   `json:"sub,omitempty"`
 	Created   time.Time  `json:"created"`
 	Revoked   *time.Time `json:"revoked,omitempty"`
+	// ScopeKey is the user's own scoped signing key (public part; the
+	// seed is discarded once the user JWT is signed): the user's
+	// permissions are the scope's template in the account JWT, so
+	// UpdateUser changes them by pushing the account. Empty for users
+	// issued before live permission changes (permissions in their JWT).
+	ScopeKey string `json:"scope_key,omitempty"`
 }
 
 // UserSpec asks for a user with permissions on the named topics, queues

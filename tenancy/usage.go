@@ -20,8 +20,13 @@ type TierUsage struct {
 	DiskQuota   int64  `json:"disk_quota"`
 }
 
-// Usage is what a tenant uses. Publish counters are this daemon's (since
-// it started); the rest comes from the servers.
+// Usage is what a tenant uses, cluster-wide: the publish counters are
+// the sum over every daemon's manager (each counts what its ingest and
+// its share of the auth error events saw since it started; see
+// clusterStats), connections and delivered messages the sum over every
+// node, storage the tenant's JetStream account info. Dropped counts
+// fire-and-forget publishes lost to the rate quota (no reply subject to
+// refuse them on, or the ingest's subscription overflowed).
 type Usage struct {
 	Tenant      string               `json:"tenant"`
 	State       State                `json:"state"`
@@ -31,6 +36,7 @@ type Usage struct {
 	BytesOut    int64                `json:"bytes_out"`
 	Throttled   uint64               `json:"throttled"`
 	Rejected    uint64               `json:"rejected"`
+	Dropped     uint64               `json:"dropped"`
 	Denied      uint64               `json:"auth_denied"`
 	Connections int                  `json:"connections"`
 	ConnQuota   int                  `json:"connections_quota"`
@@ -53,21 +59,31 @@ func (m *Manager) Usage(ctx context.Context, name string) ([]Usage, error) {
 			return nil, err
 		}
 	}
-	stat := m.accountStats(ctx, ts)
+	var stat map[string]*server.AccountStat
+	var counts map[string]Counters
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		counts = m.clusterStats(ctx)
+	}()
+	stat = m.accountStats(ctx, ts)
+	<-done
 	out := make([]Usage, 0, len(ts))
 	for _, t := range ts {
-		st := m.stats(t.Name)
+		st := counts[t.Name]
 		u := Usage{Tenant: t.Name, State: t.State, ConnQuota: t.Quota.Connections, PublishRate: t.Quota.PublishRate,
-			MsgsIn: st.Accepted.Load(), BytesIn: st.AcceptedBytes.Load(), Throttled: st.Throttled.Load(),
-			Rejected: st.Rejected.Load(), Denied: st.Denied.Load(), Storage: map[string]TierUsage{}}
+			MsgsIn: st.Accepted, BytesIn: st.AcceptedBytes, Throttled: st.Throttled,
+			Rejected: st.Rejected, Dropped: st.Dropped, Denied: st.Denied, Storage: map[string]TierUsage{}}
 		if s, ok := stat[t.Account]; ok {
 			u.Connections, u.MsgsOut, u.BytesOut = s.Conns, s.Sent.Msgs, s.Sent.Bytes
 		}
 		m.mu.Lock()
 		rt := m.rts[t.Name]
 		m.mu.Unlock()
+		// Every daemon's manager keeps one platform connection per
+		// running tenant (its ingest, leading or standing by).
+		u.Connections = max(0, u.Connections-st.Runtimes)
 		if rt != nil {
-			u.Connections = max(0, u.Connections-1) // the platform's own
 			actx, cancel := context.WithTimeout(ctx, 2*time.Second)
 			ai, err := rt.js.AccountInfo(actx)
 			cancel()
@@ -149,7 +165,9 @@ func routedBytes(m *server.MsgBytes) int64 {
 }
 
 // Collector exports the usage of every tenant as Prometheus metrics
-// labelled by tenant.
+// labelled by tenant. The figures are cluster totals (see Usage): every
+// daemon exports the same totals, so aggregate them with max by tenant,
+// not sum.
 func (m *Manager) Collector() prometheus.Collector { return &collector{m: m} }
 
 type collector struct{ m *Manager }
@@ -158,7 +176,8 @@ var (
 	descIn        = prometheus.NewDesc("platform_tenant_publish_events_total", "Events accepted by the ingest, by tenant.", []string{"tenant"}, nil)
 	descInBytes   = prometheus.NewDesc("platform_tenant_publish_bytes_total", "Payload bytes accepted by the ingest, by tenant.", []string{"tenant"}, nil)
 	descThrottled = prometheus.NewDesc("platform_tenant_publish_throttled_total", "Events delayed by the publish-rate quota, by tenant.", []string{"tenant"}, nil)
-	descRejected  = prometheus.NewDesc("platform_tenant_publish_rejected_total", "Events refused by the publish-rate quota, by tenant.", []string{"tenant"}, nil)
+	descRejected  = prometheus.NewDesc("platform_tenant_publish_rejected_total", "Events refused by the publish-rate quota with an error the publisher sees, by tenant.", []string{"tenant"}, nil)
+	descDropped   = prometheus.NewDesc("platform_tenant_publish_dropped_total", "Fire-and-forget events (no reply subject) lost to the publish-rate quota, by tenant.", []string{"tenant"}, nil)
 	descDenied    = prometheus.NewDesc("platform_tenant_auth_denied_total", "Connections of the tenant's users refused by the servers.", []string{"tenant"}, nil)
 	descOut       = prometheus.NewDesc("platform_tenant_delivered_events", "Messages delivered to the tenant's connections (server counters).", []string{"tenant"}, nil)
 	descConns     = prometheus.NewDesc("platform_tenant_connections", "Live client connections of the tenant.", []string{"tenant"}, nil)
@@ -168,7 +187,7 @@ var (
 )
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descIn, descInBytes, descThrottled, descRejected, descDenied, descOut, descConns, descStorage, descQuota, descSuspended} {
+	for _, d := range []*prometheus.Desc{descIn, descInBytes, descThrottled, descRejected, descDropped, descDenied, descOut, descConns, descStorage, descQuota, descSuspended} {
 		ch <- d
 	}
 }
@@ -188,6 +207,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		counter(descInBytes, float64(u.BytesIn))
 		counter(descThrottled, float64(u.Throttled))
 		counter(descRejected, float64(u.Rejected))
+		counter(descDropped, float64(u.Dropped))
 		counter(descDenied, float64(u.Denied))
 		ch <- prometheus.MustNewConstMetric(descOut, prometheus.GaugeValue, float64(u.MsgsOut), u.Tenant)
 		ch <- prometheus.MustNewConstMetric(descConns, prometheus.GaugeValue, float64(u.Connections), u.Tenant)
@@ -209,5 +229,5 @@ var _ prometheus.Collector = (*collector)(nil)
 
 // String renders a usage line for logs.
 func (u Usage) String() string {
-	return fmt.Sprintf("%s in=%d out=%d conns=%d throttled=%d rejected=%d", u.Tenant, u.MsgsIn, u.MsgsOut, u.Connections, u.Throttled, u.Rejected)
+	return fmt.Sprintf("%s in=%d out=%d conns=%d throttled=%d rejected=%d dropped=%d", u.Tenant, u.MsgsIn, u.MsgsOut, u.Connections, u.Throttled, u.Rejected, u.Dropped)
 }

@@ -48,11 +48,19 @@ func newBenchQuotaCmd(g *globalOptions) *cobra.Command {
   1. raw: bench publish (async, --window in flight) of --count events to a
      platform topic, and the same through the ingest by an unthrottled
      tenant (C): bench.quota.unthrottled_over_raw (goal >= 0.85);
-  2. tenant B alone, publishing synchronously at --b-rate: its ack p99;
+  2. tenant B alone, publishing synchronously at the fixed --b-rate: its
+     ack p99;
   3. tenant A, capped at --quota events/s, flooding at --flood x quota from
-     --conns connections spread over the nodes, while B publishes as in 2:
+     --conns connections spread over the nodes, while B publishes exactly
+     as in 2 (same rate, same connection):
      bench.quota.a_achieved_over_quota (goal 0.95-1.05) and
      bench.quota.b_p99_flooded_over_alone (goal <= 1.5).
+  4. the same with A offering exactly its quota (no flood): B's p99 then
+     (bench.quota.b_p99_a_at_quota) is what A's admitted load costs B on
+     shared cores; bench.quota.b_p99_flooded_over_a_at_quota is the
+     flood's own cost (the enforcement's isolation).
+  2, 3 and 4 alternate --runs times; every figure is the median over the
+  runs.
 
 With --in-process it starts a temporary 3-node fabric and a tenancy
 manager (what platformd runs); otherwise it uses the platform at --server
@@ -91,7 +99,7 @@ stdout as 'name: value unit', progress to stderr.`,
 	f.DurationVar(&o.warmup, "warmup", time.Second, "time before measuring A's rate")
 	f.StringVar(&o.size, "size", "1KiB", "payload size")
 	f.IntVar(&o.count, "count", 30000, "events of the raw and unthrottled throughput runs")
-	f.IntVar(&o.runs, "runs", 3, "interleaved raw and unthrottled runs; figures are medians")
+	f.IntVar(&o.runs, "runs", 3, "runs of each phase (raw/unthrottled interleaved, B alone/A flooding alternated); figures are medians")
 	f.IntVar(&o.window, "window", 512, "publishes in flight in the throughput runs")
 	f.IntVar(&o.partitions, "partitions", 3, "partitions of the bench topics")
 	f.IntVar(&o.replicas, "replicas", 3, "replicas of the bench topics")
@@ -231,7 +239,9 @@ func runBenchQuota(ctx context.Context, tgt quotaTarget, o benchQuotaOptions, si
 	payload := make([]byte, size)
 	_, _ = rand.Read(payload)
 
-	// 2. B alone.
+	// 2 and 3, --runs times: B alone, then A floods while B publishes at
+	// the same fixed rate from the same connection; figures are medians
+	// over the runs (the machine may be shared: one run proves little).
 	bc, err := open("bench-quota-b", 1)
 	if err != nil {
 		return nil, err
@@ -240,13 +250,6 @@ func runBenchQuota(ctx context.Context, tgt quotaTarget, o benchQuotaOptions, si
 	if err != nil {
 		return nil, err
 	}
-	logf("tenant B alone at %d/s for %s", o.bRate, o.duration)
-	bAlone, err := paced(ctx, bjs, o.bRate, o.duration, payload)
-	if err != nil {
-		return nil, fmt.Errorf("tenant B alone: %w", err)
-	}
-
-	// 3. A floods, B publishes.
 	var ajs []jetstream.JetStream
 	for i := range o.conns {
 		nc, err := open("bench-quota-a", i)
@@ -259,23 +262,52 @@ func runBenchQuota(ctx context.Context, tgt quotaTarget, o benchQuotaOptions, si
 		}
 		ajs = append(ajs, js)
 	}
-	logf("tenant A floods at %.0f/s (quota %d/s, %s) over %d connections while B publishes, %s + %s warmup",
-		o.flood*float64(o.quota), o.quota, o.policy, o.conns, o.duration, o.warmup)
-	var fl floodResult
-	var bFlooded latencies
-	var bErr error
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		fl = flood(ctx, ajs, o.flood*float64(o.quota), o.warmup, o.duration, payload)
-	}()
-	time.Sleep(o.warmup)
-	bFlooded, bErr = paced(ctx, bjs, o.bRate, o.duration, payload)
-	wg.Wait()
-	if bErr != nil {
-		return nil, fmt.Errorf("tenant B while A floods: %w", bErr)
+	var alones, floodeds, atQuotas []latencies
+	var fls []floodResult
+	for r := range o.runs {
+		logf("run %d/%d: tenant B alone at %d/s for %s", r+1, o.runs, o.bRate, o.duration)
+		bAlone, err := paced(ctx, bjs, o.bRate, o.duration, payload)
+		if err != nil {
+			return nil, fmt.Errorf("tenant B alone: %w", err)
+		}
+		logf("run %d/%d: tenant A floods at %.0f/s (quota %d/s, %s) over %d connections while B publishes at %d/s, %s + %s warmup",
+			r+1, o.runs, o.flood*float64(o.quota), o.quota, o.policy, o.conns, o.bRate, o.duration, o.warmup)
+		var fl floodResult
+		var bFlooded latencies
+		var bErr error
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			fl = flood(ctx, ajs, o.flood*float64(o.quota), o.warmup, o.duration, payload)
+		}()
+		time.Sleep(o.warmup)
+		bFlooded, bErr = paced(ctx, bjs, o.bRate, o.duration, payload)
+		wg.Wait()
+		if bErr != nil {
+			return nil, fmt.Errorf("tenant B while A floods: %w", bErr)
+		}
+		// The same with A offering exactly its quota: what A's admitted
+		// load alone costs B (on shared cores, A's quota of replicated
+		// writes is real work); against it, the flood's own cost.
+		logf("run %d/%d: tenant A at its quota (%d/s, no flood) while B publishes at %d/s", r+1, o.runs, o.quota, o.bRate)
+		var bAtQuota latencies
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = flood(ctx, ajs, float64(o.quota), o.warmup, o.duration, payload)
+		}()
+		time.Sleep(o.warmup)
+		bAtQuota, bErr = paced(ctx, bjs, o.bRate, o.duration, payload)
+		wg.Wait()
+		if bErr != nil {
+			return nil, fmt.Errorf("tenant B while A publishes at its quota: %w", bErr)
+		}
+		alones, floodeds, fls = append(alones, bAlone), append(floodeds, bFlooded), append(fls, fl)
+		atQuotas = append(atQuotas, bAtQuota)
 	}
+	bAlone, bFlooded, fl := medianLatencies(alones), medianLatencies(floodeds), medianFlood(fls)
+	bAtQuota := medianLatencies(atQuotas)
 
 	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 	ratio := func(a, b float64) float64 {
@@ -298,6 +330,8 @@ func runBenchQuota(ctx context.Context, tgt quotaTarget, o benchQuotaOptions, si
 		fmt.Sprintf("bench.quota.b_p50_flooded: %.3f ms", ms(bFlooded.p50)),
 		fmt.Sprintf("bench.quota.b_p99_flooded: %.3f ms", ms(bFlooded.p99)),
 		fmt.Sprintf("bench.quota.b_p99_flooded_over_alone: %.3f x", ratio(ms(bFlooded.p99), ms(bAlone.p99))),
+		fmt.Sprintf("bench.quota.b_p99_a_at_quota: %.3f ms", ms(bAtQuota.p99)),
+		fmt.Sprintf("bench.quota.b_p99_flooded_over_a_at_quota: %.3f x", ratio(ms(bFlooded.p99), ms(bAtQuota.p99))),
 		fmt.Sprintf("bench.quota.b_errors: %d msgs", bAlone.errors+bFlooded.errors),
 		fmt.Sprintf("bench.quota.raw_msgs_per_sec: %.0f msg/s", rawRes.MsgsPerS),
 		fmt.Sprintf("bench.quota.raw_ack_p99: %.3f ms", ms(rawRes.P99)),
@@ -352,6 +386,42 @@ func paced(ctx context.Context, js jetstream.JetStream, rate int, d time.Duratio
 
 type floodResult struct {
 	offered, acked, refused, stalled int64
+}
+
+// medianLatencies takes each figure's median over the runs.
+func medianLatencies(runs []latencies) latencies {
+	pick := func(f func(l latencies) float64) float64 {
+		v := make([]float64, len(runs))
+		for i, l := range runs {
+			v[i] = f(l)
+		}
+		slices.Sort(v)
+		return v[len(v)/2]
+	}
+	return latencies{
+		p50:    time.Duration(pick(func(l latencies) float64 { return float64(l.p50) })),
+		p99:    time.Duration(pick(func(l latencies) float64 { return float64(l.p99) })),
+		rate:   pick(func(l latencies) float64 { return l.rate }),
+		errors: int(pick(func(l latencies) float64 { return float64(l.errors) })),
+	}
+}
+
+// medianFlood takes each count's median over the runs.
+func medianFlood(runs []floodResult) floodResult {
+	pick := func(f func(r floodResult) int64) int64 {
+		v := make([]int64, len(runs))
+		for i, r := range runs {
+			v[i] = f(r)
+		}
+		slices.Sort(v)
+		return v[len(v)/2]
+	}
+	return floodResult{
+		offered: pick(func(r floodResult) int64 { return r.offered }),
+		acked:   pick(func(r floodResult) int64 { return r.acked }),
+		refused: pick(func(r floodResult) int64 { return r.refused }),
+		stalled: pick(func(r floodResult) int64 { return r.stalled }),
+	}
 }
 
 // flood offers rate events/s spread over the connections for warmup+d

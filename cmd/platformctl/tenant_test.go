@@ -61,6 +61,13 @@ func TestCLITenants(t *testing.T) {
 	if out = mustCLI(t, d, "user", "list", "harbor-retail"); !strings.Contains(out, "producer") {
 		t.Fatalf("user list:\n%s", out)
 	}
+	// user update: new permissions, same creds.
+	if out = mustCLI(t, d, "user", "update", "harbor-retail", "producer", "--pub", "orders", "--sub", "orders"); !strings.Contains(out, "pub=orders sub=orders") {
+		t.Fatalf("user update:\n%s", out)
+	}
+	if out = mustCLI(t, d, "user", "list", "harbor-retail"); !strings.Contains(out, "producer  orders  orders") {
+		t.Fatalf("user list after update:\n%s", out)
+	}
 	if out = mustCLI(t, d, "usage", "harbor-retail"); !strings.Contains(out, "harbor-retail") {
 		t.Fatalf("usage:\n%s", out)
 	}
@@ -82,7 +89,7 @@ func TestCLITenants(t *testing.T) {
 	}
 
 	out = mustCLI(t, d, "audit", "--tenant", "harbor-retail")
-	for _, a := range []string{"tenant.create", "tenant.update", "tenant.suspend", "tenant.resume", "user.add", "topic.apply", "share.grant", "share.revoke"} {
+	for _, a := range []string{"tenant.create", "tenant.update", "tenant.suspend", "tenant.resume", "user.add", "user.update", "topic.apply", "share.grant", "share.revoke"} {
 		if !strings.Contains(out, a) {
 			t.Errorf("audit lacks %s:\n%s", a, out)
 		}
@@ -98,6 +105,9 @@ func TestCLITenants(t *testing.T) {
 		{[]string{"user", "add", "nobody", "u", "--pub", "orders", "--out", filepath.Join(t.TempDir(), "u.creds")}, control.ErrNotFound},
 		{[]string{"user", "add", "harbor-retail", "u", "--pub", "payments", "--out", filepath.Join(t.TempDir(), "u.creds")}, control.ErrNotFound},
 		{[]string{"tenant", "delete", "harbor-retail"}, control.ErrConflict},
+		{[]string{"user", "update", "harbor-retail", "ghost", "--pub", "orders"}, control.ErrNotFound},
+		{[]string{"user", "update", "harbor-retail", "producer", "--pub", "payments"}, control.ErrNotFound},
+		{[]string{"user", "update", "harbor-retail", "producer"}, nil},
 		{[]string{"tenant", "create", "Bad_Name"}, nil},
 		{[]string{"tenant", "create", "x", "--publish-rate", "-3"}, nil},
 		{[]string{"tenant", "create", "x", "--r1-disk", "lots"}, nil},

@@ -12,8 +12,14 @@ import (
 func newUsageCmd(g *globalOptions) *cobra.Command {
 	return &cobra.Command{
 		Use:   "usage [TENANT]",
-		Short: "Per-tenant usage: events and bytes in and out, storage against quota, connections, throttled and rejected publishes",
-		Args:  cobra.MaximumNArgs(1),
+		Short: "Per-tenant usage, cluster-wide: events and bytes in and out, storage against quota, connections, throttled, rejected and dropped publishes",
+		Long: `Per tenant, totals over the whole cluster (every daemon's ingest counters
+since it started, every node's connections and deliveries): events and bytes
+in and out, storage against quota, connections, publishes throttled (delayed),
+rejected (refused with an error the publisher saw) and dropped (fire-and-forget
+publishes, e.g. nats pub, lost to the rate quota: NATS has no way to slow a
+publisher that waits for nothing, so each loss is counted here).`,
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req, err := optionalTenant(args)
 			if err != nil {
@@ -24,10 +30,10 @@ func newUsageCmd(g *globalOptions) *cobra.Command {
 				return err
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "TENANT\tSTATE\tEVENTS IN\tBYTES IN\tMSGS OUT\tBYTES OUT\tTHROTTLED\tREJECTED\tAUTH DENIED\tCONNECTIONS\tR1 DISK\tR3 DISK")
+			fmt.Fprintln(tw, "TENANT\tSTATE\tEVENTS IN\tBYTES IN\tMSGS OUT\tBYTES OUT\tTHROTTLED\tREJECTED\tDROPPED\tAUTH DENIED\tCONNECTIONS\tR1 DISK\tR3 DISK")
 			for _, u := range us {
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%s\t%d\t%d\t%d\t%d/%s\t%s\t%s\n", u.Tenant, u.State, u.MsgsIn, size(int64(u.BytesIn)),
-					u.MsgsOut, size(u.BytesOut), u.Throttled, u.Rejected, u.Denied, u.Connections, limit(int64(u.ConnQuota), false),
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%s\t%d\t%d\t%d\t%d\t%d/%s\t%s\t%s\n", u.Tenant, u.State, u.MsgsIn, size(int64(u.BytesIn)),
+					u.MsgsOut, size(u.BytesOut), u.Throttled, u.Rejected, u.Dropped, u.Denied, u.Connections, limit(int64(u.ConnQuota), false),
 					tier(u.Storage["R1"]), tier(u.Storage["R3"]))
 			}
 			return tw.Flush()

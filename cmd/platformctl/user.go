@@ -19,7 +19,7 @@ func newUserCmd(g *globalOptions) *cobra.Command {
 		Use:   "user",
 		Short: "Tenant users: credentials with publish/read permissions on named topics, queues and groups",
 	}
-	cmd.AddCommand(newUserAddCmd(g), newUserListCmd(g), newUserRevokeCmd(g))
+	cmd.AddCommand(newUserAddCmd(g), newUserListCmd(g), newUserRevokeCmd(g), newUserUpdateCmd(g))
 	return cmd
 }
 
@@ -116,4 +116,41 @@ func newUserRevokeCmd(g *globalOptions) *cobra.Command {
 			return err
 		},
 	}
+}
+
+func newUserUpdateCmd(g *globalOptions) *cobra.Command {
+	var spec tenancy.UserSpec
+	cmd := &cobra.Command{
+		Use:   "update TENANT NAME --pub NAMES --sub NAMES",
+		Short: "Replace a user's permissions; it keeps its credentials",
+		Long: `Replaces the permissions of user NAME of TENANT with --pub and --sub (as for
+user add; the lists replace the old ones). The user keeps its .creds: its
+permissions live in the tenant's account, which is pushed to every node.
+nats-server cannot change a live connection's permissions in place, so the
+user's connections are closed and reconnect by themselves (nats.go, the nats
+CLI) with the same credentials and the new permissions. Audited with the
+permissions before and after.`,
+		Args: exactArgs(2, "TENANT NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			spec.Name = args[1]
+			for _, n := range []struct{ what, v string }{{"tenant", args[0]}, {"user", args[1]}} {
+				if err := tenancy.ValidateName(n.what, n.v); err != nil {
+					return usageError{err}
+				}
+			}
+			if len(spec.Pub)+len(spec.Sub) == 0 {
+				return usageError{errors.New("give at least one --pub or --sub")}
+			}
+			var u tenancy.User
+			if err := g.call(cmd.Context(), tenancy.SubjUserUpdate, tenancy.UserRequest{Actor: actor(), Tenant: args[0], User: spec}, &u); err != nil {
+				return err
+			}
+			_, err := fmt.Fprintf(cmd.OutOrStdout(), "user %s of %s: permissions now pub=%s sub=%s\n",
+				u.Name, args[0], orDash(strings.Join(u.Pub, ",")), orDash(strings.Join(u.Sub, ",")))
+			return err
+		},
+	}
+	cmd.Flags().StringSliceVar(&spec.Pub, "pub", nil, "topics and queues the user may publish to (replaces the old list)")
+	cmd.Flags().StringSliceVar(&spec.Sub, "sub", nil, "topics, queues and groups the user may read (replaces the old list)")
+	return cmd
 }

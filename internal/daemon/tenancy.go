@@ -35,6 +35,9 @@ func (d *Daemon) startTenancy(ctx context.Context) error {
 		return err
 	}
 	d.tenants = m
+	for _, n := range d.nodes { // per-subject permission violations audited
+		m.WatchViolations(n.Server())
+	}
 	if err := m.EnsureDeclared(ctx, d.cfg.Tenants); err != nil {
 		return err
 	}
@@ -117,6 +120,9 @@ func (d *Daemon) tenancyEndpoints() []control.Endpoint {
 		}),
 		ep("user_add", tenancy.SubjUserAdd, func(ctx context.Context, r tenancy.UserRequest) (tenancy.UserCreds, error) {
 			return m.AddUser(ctx, r.Actor, r.Tenant, r.User)
+		}),
+		ep("user_update", tenancy.SubjUserUpdate, func(ctx context.Context, r tenancy.UserRequest) (tenancy.User, error) {
+			return m.UpdateUser(ctx, r.Actor, r.Tenant, r.User)
 		}),
 		ep("user_list", tenancy.SubjUserList, func(ctx context.Context, r tenancy.NameRequest) ([]tenancy.User, error) {
 			return m.ListUsers(ctx, r.Name)

@@ -1,0 +1,141 @@
+package tenancy
+
+import (
+	"context"
+	"encoding/json"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+// statsSubject (PLATFORM account) is where every manager answers with its
+// tenants' counters, so any daemon reports cluster-wide totals.
+const statsSubject = "platform.tenancy.stats"
+
+// Counters are one manager's publish and denial counters of a tenant, or
+// their sum over the cluster. Runtimes is how many managers run the
+// tenant (each holds one platform connection in its account).
+type Counters struct {
+	Accepted      uint64 `json:"accepted"`
+	AcceptedBytes uint64 `json:"accepted_bytes"`
+	Throttled     uint64 `json:"throttled"`
+	Rejected      uint64 `json:"rejected"`
+	Dropped       uint64 `json:"dropped"`
+	Denied        uint64 `json:"denied"`
+	Runtimes      int    `json:"runtimes"`
+}
+
+func (c *Counters) add(o Counters) {
+	c.Accepted += o.Accepted
+	c.AcceptedBytes += o.AcceptedBytes
+	c.Throttled += o.Throttled
+	c.Rejected += o.Rejected
+	c.Dropped += o.Dropped
+	c.Denied += o.Denied
+	c.Runtimes += o.Runtimes
+}
+
+// localStats snapshots this manager's counters of every tenant.
+func (m *Manager) localStats() map[string]Counters {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make(map[string]Counters, len(m.counters))
+	for name, s := range m.counters {
+		c := Counters{Accepted: s.Accepted.Load(), AcceptedBytes: s.AcceptedBytes.Load(), Throttled: s.Throttled.Load(),
+			Rejected: s.Rejected.Load(), Dropped: s.Dropped.Load(), Denied: s.Denied.Load()}
+		if rt := m.rts[name]; rt != nil {
+			c.Dropped += rt.in.slowDropped()
+			c.Runtimes = 1
+		}
+		out[name] = c
+	}
+	m.keys.violations.Range(func(k, v any) bool {
+		c := out[k.(string)]
+		c.Denied += v.(*atomic.Uint64).Load()
+		out[k.(string)] = c
+		return true
+	})
+	for name := range m.rts {
+		if _, ok := out[name]; !ok {
+			out[name] = Counters{Runtimes: 1}
+		}
+	}
+	return out
+}
+
+type statsReply struct {
+	Manager string              `json:"manager"`
+	Tenants map[string]Counters `json:"tenants"`
+}
+
+// serveStats answers statsSubject with this manager's counters.
+func (m *Manager) serveStats() (*nats.Subscription, error) {
+	sub, err := m.nc.Subscribe(statsSubject, func(msg *nats.Msg) {
+		b, err := json.Marshal(statsReply{Manager: m.lease.id, Tenants: m.localStats()})
+		if err == nil {
+			_ = msg.Respond(b)
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return sub, m.nc.Flush()
+}
+
+// statsQuiet and statsWait bound the gathering: it ends once no manager
+// has answered for statsQuiet after the last reply, or after statsWait.
+const (
+	statsQuiet = 150 * time.Millisecond
+	statsWait  = time.Second
+)
+
+// clusterStats asks every manager in the cluster (every daemon) for its
+// counters and sums them per tenant. A manager that does not answer in
+// time is missing from the sum; this manager's own counters are always
+// included (read directly if its reply is not seen).
+func (m *Manager) clusterStats(ctx context.Context) map[string]Counters {
+	out := map[string]Counters{}
+	seen := map[string]bool{}
+	addReply := func(r statsReply) {
+		if seen[r.Manager] {
+			return
+		}
+		seen[r.Manager] = true
+		for name, c := range r.Tenants {
+			sum := out[name]
+			sum.add(c)
+			out[name] = sum
+		}
+	}
+	defer func() {
+		if !seen[m.lease.id] {
+			addReply(statsReply{Manager: m.lease.id, Tenants: m.localStats()})
+		}
+	}()
+	inbox := m.nc.NewRespInbox()
+	sub, err := m.nc.SubscribeSync(inbox)
+	if err != nil {
+		return out
+	}
+	defer sub.Unsubscribe()
+	if err := m.nc.PublishRequest(statsSubject, inbox, nil); err != nil {
+		return out
+	}
+	ctx, cancel := context.WithTimeout(ctx, statsWait)
+	defer cancel()
+	wait := statsWait
+	for {
+		wctx, wcancel := context.WithTimeout(ctx, wait)
+		msg, err := sub.NextMsgWithContext(wctx)
+		wcancel()
+		if err != nil {
+			return out
+		}
+		var r statsReply
+		if json.Unmarshal(msg.Data, &r) == nil {
+			addReply(r)
+		}
+		wait = statsQuiet
+	}
+}
