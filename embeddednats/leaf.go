@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats-server/v2/server"
@@ -27,6 +28,14 @@ type Leaf struct {
 	Port int    `mapstructure:"port"`
 	// Remotes are the leafnode listeners of other regions this node dials.
 	Remotes []LeafRemote `mapstructure:"remotes"`
+	// PingInterval is how often the node pings its connections (0: the
+	// nats-server default, 2m). A link whose peer vanished without closing
+	// it (a cut network) is dropped after two unanswered pings and then
+	// redialled, so a short interval (e.g. 2s) bounds how long a cut link
+	// stays "up" without carrying anything. It applies to every
+	// connection of the node: nats-server has one ping interval for
+	// clients and leafnodes.
+	PingInterval time.Duration `mapstructure:"ping_interval"`
 }
 
 // LeafRemote is one link this node dials.
@@ -46,6 +55,9 @@ type LeafRemote struct {
 func (l Leaf) Enabled() bool { return l.Port != 0 || len(l.Remotes) > 0 }
 
 func validateLeaf(p *validate.Problems, key string, l Leaf) {
+	if l.PingInterval < 0 {
+		p.Addf(key+".ping_interval", "must be >= 0, got %s", l.PingInterval)
+	}
 	if l.Port != 0 {
 		validatePort(p, key+".port", l.Port)
 		if net.ParseIP(l.Host) == nil && l.Host != "localhost" {
@@ -73,15 +85,23 @@ func validateLeaf(p *validate.Problems, key string, l Leaf) {
 // leafOptions adds the node's leafnode listener and remotes to opts. A
 // remote without credentials gets a freshly minted link user of the
 // platform account (its .creds under StoreDir/link/, named by gen so that
-// a changed deny list is a new remote on reload).
+// a changed deny list is a new remote on reload). A node with no_advertise
+// does not gossip its region's leafnode addresses to the other region
+// either: those are addresses of its own network (in Docker, container
+// addresses the other region may not reach), and the dialling side lists
+// every listener in its remote's urls.
 func (n *Node) leafOptions(opts *server.Options, gen int) error {
 	l := n.cfg.Leaf
+	if l.PingInterval > 0 {
+		opts.PingInterval = l.PingInterval
+	}
 	if l.Port != 0 {
 		opts.LeafNode.Host = l.Host
 		if opts.LeafNode.Host == "" {
 			opts.LeafNode.Host = n.cfg.Host
 		}
 		opts.LeafNode.Port = l.Port
+		opts.LeafNode.NoAdvertise = n.cfg.NoAdvertise
 	}
 	for i, r := range l.Remotes {
 		ro := &server.RemoteLeafOpts{

@@ -80,23 +80,54 @@ func residencyOf(ctx context.Context, js jetstream.JetStream, cfg *jetstream.Str
 // region `in` against the residency policy: every stream it mirrors or
 // sources, in whatever domain, must not be (or belong to) a topic resident
 // in another region. It returns nil or an error wrapping ErrResidency
-// naming every violation.
+// naming every violation. A source in a domain that is no region of the
+// installation is refused too: its residency cannot be checked.
 func (rs Regions) CheckStream(ctx context.Context, in string, cfg jetstream.StreamConfig) error {
+	vs, unknown, err := rs.residencyViolations(ctx, in, cfg)
+	if err != nil {
+		return err
+	}
+	problems := append([]string(nil), unknown...)
+	for _, v := range vs {
+		problems = append(problems, v.Problem)
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("%w: %s", ErrResidency, strings.Join(problems, "; "))
+	}
+	return nil
+}
+
+// sourceViolation is one mirror or source of a stream that would carry a
+// resident topic's events out of its region.
+type sourceViolation struct {
+	Source  *jetstream.StreamSource
+	Mirror  bool
+	Topic   string // the resident topic
+	Problem string // the refusal, naming topic, residency and regions
+}
+
+// residencyViolations returns the mirror and sources of cfg (a stream in
+// region `in`) that read a stream of a topic resident in another region,
+// and separately the sources in domains that are no region of the
+// installation (unknown: their residency cannot be checked). A source
+// stream that does not exist is no violation (nothing to carry yet).
+func (rs Regions) residencyViolations(ctx context.Context, in string, cfg jetstream.StreamConfig) ([]sourceViolation, []string, error) {
 	at := rs.byName(in)
 	if at == nil {
-		return fmt.Errorf("%w: no region %q (regions: %s)", ErrNotFound, in, strings.Join(rs.names(), ", "))
+		return nil, nil, fmt.Errorf("%w: no region %q (regions: %s)", ErrNotFound, in, strings.Join(rs.names(), ", "))
 	}
 	var srcs []*jetstream.StreamSource
 	if cfg.Mirror != nil {
 		srcs = append(srcs, cfg.Mirror)
 	}
 	srcs = append(srcs, cfg.Sources...)
-	var problems []string
+	var out []sourceViolation
+	var unknown []string
 	for _, src := range srcs {
 		d := sourceDomain(src)
 		from := rs.byDomain(d, at)
 		if from == nil {
-			problems = append(problems, fmt.Sprintf("stream %s in domain %q: not a region of this installation; refused (cannot check its residency)", src.Name, d))
+			unknown = append(unknown, fmt.Sprintf("stream %s in domain %q: not a region of this installation; refused (cannot check its residency)", src.Name, d))
 			continue
 		}
 		s, err := from.JS.Stream(ctx, src.Name)
@@ -104,26 +135,24 @@ func (rs Regions) CheckStream(ctx context.Context, in string, cfg jetstream.Stre
 			continue // nothing to carry; a later create is checked then
 		}
 		if err != nil {
-			return fmt.Errorf("platform: residency check of %s in %s: %w", src.Name, from.Name, err)
+			return nil, nil, fmt.Errorf("platform: residency check of %s in %s: %w", src.Name, from.Name, err)
 		}
 		scfg := s.CachedInfo().Config
 		res, topic, err := residencyOf(ctx, from.JS, &scfg)
 		if err != nil {
-			return fmt.Errorf("platform: residency check of %s in %s: %w", src.Name, from.Name, err)
+			return nil, nil, fmt.Errorf("platform: residency check of %s in %s: %w", src.Name, from.Name, err)
 		}
 		if res != "" && res != in {
 			what := "a mirror"
 			if src != cfg.Mirror {
 				what = "a source"
 			}
-			problems = append(problems, fmt.Sprintf("topic %s is resident in %s: %s of stream %s (region %s) in region %s would carry its events out of %s",
-				topic, res, what, src.Name, from.Name, in, res))
+			out = append(out, sourceViolation{Source: src, Mirror: src == cfg.Mirror, Topic: topic,
+				Problem: fmt.Sprintf("topic %s is resident in %s: %s of stream %s (region %s) in region %s would carry its events out of %s",
+					topic, res, what, src.Name, from.Name, in, res)})
 		}
 	}
-	if len(problems) > 0 {
-		return fmt.Errorf("%w: %s", ErrResidency, strings.Join(problems, "; "))
-	}
-	return nil
+	return out, unknown, nil
 }
 
 // sourceDomain is the JetStream domain a mirror or source reads from ("":

@@ -2,6 +2,7 @@ package dockerregions_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -21,167 +22,318 @@ import (
 	"github.com/msgplatform/platform/platform"
 )
 
-// The topics of eu.yaml: orders (not resident, mirrored to us) and
-// orders.eu (resident in eu).
-const (
-	topic         = "orders"
-	residentTopic = "orders.eu"
-)
+// The topics of the rig: in eu (eu.yaml) orders (mirrored to us) and
+// orders.eu (resident in eu); in us (us.yaml) invoices (mirrored to eu)
+// and invoices.us (resident in us).
+var topics = []topicAt{
+	{Name: "orders", Region: "eu", Key: "order"},
+	{Name: "orders.eu", Region: "eu", Key: "order", Resident: true},
+	{Name: "invoices", Region: "us", Key: "invoice"},
+	{Name: "invoices.us", Region: "us", Key: "invoice", Resident: true},
+}
 
-// services are the compose services, one node per region.
-var services = map[string]string{"eu": "eu1", "us": "us1"}
+type topicAt struct {
+	Name, Region, Key string
+	Resident          bool
+}
 
-// TestDockerRegions runs compose.yaml (region eu and region us, one
-// platformd container each, linked by a leafnode on the compose network)
-// and drives, from this process, the platform's region operations
-// (platform.Regions: mirror, residency check, failover, failback) with
-// one admin connection per region on its published loopback port, as
-// platformd does in mode regions. Mode node serves no region operations
-// on its control API (one node knows one region), see README.md.
+// other is the region that is not r.
+func other(r string) string {
+	if r == "eu" {
+		return "us"
+	}
+	return "eu"
+}
+
+// nodes are the compose services of each region.
+var nodes = map[string][]string{"eu": {"eu1", "eu2", "eu3"}, "us": {"us1", "us2", "us3"}}
+
+// ledger is every acknowledged event id, by topic, in publish order.
+type ledger map[string][]string
+
+func (l ledger) add(topic string, ids []string) { l[topic] = append(l[topic], ids...) }
+
+// TestDockerRegions runs compose.yaml (region eu and region us, three
+// clustered platformd containers each, R3 streams, us dialling the three
+// eu leafnode listeners over the compose network "link") and drives, from
+// this process, the platform's region operations (platform.Regions: mirror,
+// residency check and report, failover, failback) with one admin
+// connection per region on its published loopback ports, as platformd does
+// in mode regions (mode node serves no region operations on its control
+// API, see README.md).
 //
-//  1. orders is mirrored eu -> us; N events published in eu are in us.
-//  2. orders.eu (residency eu): the platform refuses its mirror to us; a
-//     hand-made JetStream mirror in us (what `nats stream add --mirror`
-//     does, bypassing the platform) receives 0 of its events and the
-//     residency report flags it; a core subscriber in us receives 0.
-//  3. docker kill eu1; orders fails over to us; M events written in us.
-//  4. eu1 restarted; orders fails back; eu holds every event id of the
-//     N+M exactly once, and us mirrors eu again.
+//  1. orders is mirrored eu -> us and invoices us -> eu; N events are
+//     published to each of the four topics (resident and not, in both
+//     regions); each mirror holds its topic's N exactly once.
+//  2. Residency, for orders.eu and invoices.us: the platform refuses their
+//     mirror to the other region, the residency check of a hand-made one
+//     and their failover; a hand-made mirror created with the real nats
+//     CLI (`nats stream add --config`, a cross-domain mirror) in the other
+//     region is deleted by that region's residency guard, which records
+//     why in its audit stream; a core subscriber in the other region
+//     receives 0 events while one at home receives them all; the residency
+//     report finds no violation.
+//  3. The link is cut (docker network disconnect of the us nodes from
+//     "link"): both regions keep acknowledging writes to all four topics,
+//     the mirrors stall; reconnected, both mirrors catch up exactly once.
+//  4. The three eu nodes are killed; orders fails over to us (0
+//     unreplicated); M events are written to orders (and invoices) in us.
+//  5. eu is restarted; orders fails back; every acknowledged event of all
+//     four topics exists exactly once in its home region, both mirrors
+//     hold their topic exactly once, and no resident event is in the other
+//     region (lost 0, duplicated 0).
 func TestDockerRegions(t *testing.T) {
 	start := time.Now()
 	rig := startRig(t)
 	checkLinkDeny(t, rig.here)
 
-	eu, us := rig.connect(t, "eu"), rig.connect(t, "us")
-	jsEU, jsUS := newJS(t, eu), newJS(t, us)
-	rig.waitLinked(t, eu, us, 60*time.Second)
+	conns := map[string]*nats.Conn{"eu": rig.connect(t, "eu"), "us": rig.connect(t, "us")}
+	js := map[string]jetstream.JetStream{"eu": newJS(t, conns["eu"]), "us": newJS(t, conns["us"])}
+	rig.waitLinked(t, conns, 60*time.Second)
 	rs := platform.Regions{
-		{Name: "eu", Domain: "eu", JS: jsEU},
-		{Name: "us", Domain: "us", JS: jsUS},
+		{Name: "eu", Domain: "eu", JS: js["eu"]},
+		{Name: "us", Domain: "us", JS: js["us"]},
 	}
 	run := randHex(4)
-
-	// 1. Mirror orders to us; what eu acknowledges reaches us.
-	ctx := bounded(t, 30*time.Second)
-	ms, err := rs.Mirror(ctx, platform.MirrorRequest{Topic: topic, To: "us"})
-	if err != nil {
-		t.Fatalf("mirror %s to us: %v", topic, err)
-	}
-	const N = 300
-	euIDs := publish(t, jsEU, topic, "eu-"+run, N)
-	caught := waitMirror(t, jsUS, platform.StreamName(topic), N, 30*time.Second)
-	got := readIDs(t, jsUS, platform.StreamName(topic))
-	assertExactlyOnce(t, "us mirror", got, euIDs)
-	t.Logf("1. mirror %s eu -> us (created %v): %d events published in eu, all %d in us exactly once, caught up %s after the last ack",
-		topic, ms.Created, N, len(got), caught.Round(time.Millisecond))
-
-	// 2. The resident topic never reaches us.
-	attempts, refused := 0, 0
-	attempts++
-	if _, err := rs.Mirror(ctx, platform.MirrorRequest{Topic: residentTopic, To: "us"}); !errors.Is(err, platform.ErrResidency) {
-		t.Fatalf("mirror of resident %s to us: err = %v, want ErrResidency", residentTopic, err)
-	} else {
-		refused++
-		t.Logf("2a. platform mirror of %s to us refused: %v", residentTopic, err)
-	}
-	rogue := jetstream.StreamConfig{
-		Name:   "rogue_orders_eu",
-		Mirror: &jetstream.StreamSource{Name: platform.StreamName(residentTopic), Domain: "eu"},
-	}
-	attempts++
-	if err := rs.CheckStream(ctx, "us", rogue); !errors.Is(err, platform.ErrResidency) {
-		t.Fatalf("residency check of a hand-made mirror of %s in us: err = %v, want ErrResidency", residentTopic, err)
-	} else {
-		refused++
-		t.Logf("2b. Regions.CheckStream (what the control API residency.check runs) of a hand-made mirror in us refused: %v", err)
-	}
-	// Bypassing the platform (the `nats` CLI talking to us's JetStream
-	// API): node-mode platformd does not intercept it, the stream is
-	// created, and the link's deny list must keep it empty.
-	if _, err := jsUS.CreateStream(ctx, rogue); err != nil {
-		t.Fatalf("create hand-made mirror in us: %v", err)
-	}
-	subUS, countUS := coreCount(t, us, residentTopic+".>")
-	subEU, countEU := coreCount(t, eu, residentTopic+".>")
-	const R = 100
-	publish(t, jsEU, residentTopic, "res-"+run, R)
-	waitFor(t, 10*time.Second, fmt.Sprintf("%d resident events at the eu core subscriber", R), func() error {
-		if n := countEU.Load(); n < R {
-			return fmt.Errorf("%d", n)
+	acked := ledger{}
+	publishAll := func(phase string, n int, only ...string) {
+		for _, tp := range topics {
+			if len(only) > 0 && !slices.Contains(only, tp.Region) {
+				continue
+			}
+			acked.add(tp.Name, publish(t, js[tp.Region], tp, phase+"-"+run, n))
 		}
-		return nil
-	})
+	}
+
+	// 1. Mirror the non-resident topics to the other region; publish to all.
+	ctx := bounded(t, 30*time.Second)
+	for _, tp := range topics {
+		if tp.Resident {
+			continue
+		}
+		ms, err := rs.Mirror(ctx, platform.MirrorRequest{Topic: tp.Name, To: other(tp.Region)})
+		if err != nil {
+			t.Fatalf("mirror %s to %s: %v", tp.Name, other(tp.Region), err)
+		}
+		t.Logf("1. mirror of %s %s -> %s created: %v", tp.Name, tp.Region, other(tp.Region), ms.Created)
+	}
+	const N = 200
+	publishAll("a", N)
+	for _, tp := range topics {
+		if !tp.Resident {
+			caught := waitMirror(t, js[other(tp.Region)], platform.StreamName(tp.Name), N, 30*time.Second)
+			assertExactlyOnce(t, tp.Name+" mirror in "+other(tp.Region), readIDs(t, js[other(tp.Region)], platform.StreamName(tp.Name)), acked[tp.Name])
+			t.Logf("1. %s: %d events acknowledged in %s, all in the mirror in %s exactly once (caught up %s after the last ack)",
+				tp.Name, N, tp.Region, other(tp.Region), caught.Round(time.Millisecond))
+		}
+	}
+
+	// 2. Resident topics never reach the other region.
+	rogues := checkResidency(t, rig, rs, js, conns, run, acked)
+
+	// 3. Cut the link; both regions keep accepting writes.
+	rig.cutLink(t, conns)
+	cut := time.Now()
+	const K = 100
+	publishAll("cut", K)
+	t.Logf("3. link cut: %d events acknowledged on each of the 4 topics in both regions in %s", K, time.Since(cut).Round(time.Millisecond))
+	for _, tp := range topics {
+		if !tp.Resident {
+			if got := lastSeq(t, js[other(tp.Region)], platform.StreamName(tp.Name)); got != N {
+				t.Errorf("mirror of %s in %s moved while the link was cut: last seq %d, want %d", tp.Name, other(tp.Region), got, N)
+			}
+		}
+	}
+	rig.reconnectLink(t, conns)
+	for _, tp := range topics {
+		if !tp.Resident {
+			caught := waitMirror(t, js[other(tp.Region)], platform.StreamName(tp.Name), N+K, 90*time.Second)
+			assertExactlyOnce(t, tp.Name+" mirror after the cut", readIDs(t, js[other(tp.Region)], platform.StreamName(tp.Name)), acked[tp.Name])
+			t.Logf("3. link back: mirror of %s in %s caught up to %d in %s, exactly once", tp.Name, other(tp.Region), N+K, caught.Round(time.Millisecond))
+		}
+	}
+
+	// 4. Lose eu (all three nodes), fail orders over to us, write there.
+	rig.docker(t, append([]string{"kill"}, rig.ids("eu")...)...)
+	killed := time.Now()
+	fctx := bounded(t, 60*time.Second)
+	fo, err := rs.Failover(fctx, platform.FailoverRequest{Topic: "orders", To: "us"})
+	if err != nil {
+		t.Fatalf("failover orders to us with eu down: %v", err)
+	}
+	t.Logf("4. eu1-3 killed; failover of orders to us in %s: origin reachable %v, mirror last seq %d, lag %d events / %.1fs, unreplicated %d, promoted at %d, duplicate window %d",
+		time.Since(killed).Round(time.Millisecond), fo.OriginReachable, fo.MirrorLastSeq, fo.LagEvents, fo.LagSeconds, fo.Unreplicated, fo.PromotedAtSeq, fo.DuplicateWindow)
+	if fo.OriginReachable || fo.Unreplicated != 0 || fo.PromotedAtSeq != N+K {
+		t.Fatalf("failover report: origin reachable %v, unreplicated %d, promoted at %d; want false, 0, %d", fo.OriginReachable, fo.Unreplicated, fo.PromotedAtSeq, N+K)
+	}
+	const M = 150
+	acked.add("orders", publish(t, js["us"], topics[0], "out-"+run, M))
+	publishAll("out", M, "us")
+	t.Logf("4. eu down: %d events written to orders (failed over), invoices and invoices.us in us", M)
+
+	// 5. eu back, fail back; everything exactly once where it belongs.
+	rig.docker(t, append([]string{"start"}, rig.ids("eu")...)...)
+	restarted := time.Now()
+	rig.waitReady(t, 120*time.Second, nodes["eu"]...)
+	rig.waitLinked(t, conns, 60*time.Second)
+	t.Logf("5. eu1-3 restarted, ready and linked in %s", time.Since(restarted).Round(time.Millisecond))
+	bctx := bounded(t, 60*time.Second)
+	fb, err := rs.Failback(bctx, platform.FailbackRequest{Topic: "orders"})
+	if err != nil {
+		t.Fatalf("failback orders: %v", err)
+	}
+	t.Logf("5. failback orders %s -> %s: scanned %d, copied %d, deduplicated %d, origin-only %d; mirror in %s: %d messages, last seq %d, lag %d; notes %v",
+		fb.From, fb.To, fb.Scanned, fb.Copied, fb.Deduplicated, fb.OriginOnly, fb.Mirror.To, fb.Mirror.Messages, fb.Mirror.LastSeq, fb.Mirror.LagMessages, fb.Notes)
+	if fb.To != "eu" || fb.Copied != M {
+		t.Errorf("failback: to %s, copied %d; want eu, %d", fb.To, fb.Copied, M)
+	}
+	total := 0
+	for _, tp := range topics {
+		want := acked[tp.Name]
+		total += len(want)
+		assertExactlyOnce(t, tp.Name+" in "+tp.Region, readIDs(t, js[tp.Region], platform.StreamName(tp.Name)), want)
+		if tp.Resident {
+			if _, err := js[other(tp.Region)].Stream(bctx, rogues[tp.Name]); !errors.Is(err, jetstream.ErrStreamNotFound) {
+				t.Errorf("hand-made mirror %s of resident %s is back in %s: %v", rogues[tp.Name], tp.Name, other(tp.Region), err)
+			}
+			t.Logf("5. %s: all %d acknowledged events in %s exactly once; no copy in %s", tp.Name, len(want), tp.Region, other(tp.Region))
+			continue
+		}
+		waitMirror(t, js[other(tp.Region)], platform.StreamName(tp.Name), uint64(len(want)), 60*time.Second)
+		assertExactlyOnce(t, tp.Name+" mirror in "+other(tp.Region), readIDs(t, js[other(tp.Region)], platform.StreamName(tp.Name)), want)
+		t.Logf("5. %s: all %d acknowledged events in %s and in its mirror in %s, exactly once", tp.Name, len(want), tp.Region, other(tp.Region))
+	}
+	t.Logf("every one of the %d acknowledged events exists exactly once where it belongs: lost 0, duplicated 0; scenario took %s",
+		total, time.Since(start).Round(time.Millisecond))
+}
+
+// checkResidency tries every route, for each resident topic, that the rig
+// can offer out of its region and returns the names of the hand-made
+// mirrors it tried (by resident topic; the guard deleted each, checked
+// again at the end).
+func checkResidency(t *testing.T, rig *rig, rs platform.Regions, js map[string]jetstream.JetStream, conns map[string]*nats.Conn, run string, acked ledger) map[string]string {
+	t.Helper()
+	ctx := bounded(t, 60*time.Second)
+	rogues := map[string]string{}
+	attempts, refused, carried := 0, 0, 0
+	for _, tp := range topics {
+		if !tp.Resident {
+			continue
+		}
+		away := other(tp.Region)
+		attempts++
+		if _, err := rs.Mirror(ctx, platform.MirrorRequest{Topic: tp.Name, To: away}); !errors.Is(err, platform.ErrResidency) {
+			t.Fatalf("platform mirror of resident %s to %s: err = %v, want ErrResidency", tp.Name, away, err)
+		} else {
+			refused++
+			t.Logf("2. platform mirror of %s to %s refused: %v", tp.Name, away, err)
+		}
+		rogue := jetstream.StreamConfig{
+			Name:   "rogue_" + platform.StreamName(tp.Name),
+			Mirror: &jetstream.StreamSource{Name: platform.StreamName(tp.Name), Domain: tp.Region},
+		}
+		attempts++
+		if err := rs.CheckStream(ctx, away, rogue); !errors.Is(err, platform.ErrResidency) {
+			t.Fatalf("residency check of a hand-made mirror of %s in %s: err = %v, want ErrResidency", tp.Name, away, err)
+		} else {
+			refused++
+			t.Logf("2. residency check (the control API's residency.check) of a hand-made mirror of %s in %s refused: %v", tp.Name, away, err)
+		}
+		attempts++
+		if _, err := rs.Failover(ctx, platform.FailoverRequest{Topic: tp.Name, To: away}); !errors.Is(err, platform.ErrResidency) {
+			t.Fatalf("failover of resident %s to %s: err = %v, want ErrResidency", tp.Name, away, err)
+		} else {
+			refused++
+		}
+		// Bypassing the platform: the real nats CLI against the other
+		// region's JetStream API. JetStream creates the stream; the
+		// residency guard of that region's platformd nodes deletes it
+		// and records why (platform.ResidencyGuard).
+		attempts++
+		out := rig.natsCLI(t, away, rogue)
+		rogues[tp.Name] = rogue.Name
+		t.Logf("2. nats stream add %s in %s (a mirror of %s in domain %s): %s", rogue.Name, away, platform.StreamName(tp.Name), tp.Region, firstLine(out))
+		var ref platform.ResidencyRefusal
+		waitFor(t, 20*time.Second, fmt.Sprintf("the residency guard in %s to refuse %s", away, rogue.Name), func() error {
+			if _, err := js[away].Stream(ctx, rogue.Name); !errors.Is(err, jetstream.ErrStreamNotFound) {
+				return fmt.Errorf("stream %s still exists (%v)", rogue.Name, err)
+			}
+			audit, err := rs.ResidencyAudit(ctx, away)
+			if err != nil {
+				return err
+			}
+			for _, r := range audit {
+				if r.Stream == rogue.Name {
+					ref = r
+					return nil
+				}
+			}
+			return fmt.Errorf("no audit record for %s in %s", rogue.Name, away)
+		})
+		refused++
+		t.Logf("2. the residency guard in %s %s %s (%s): %v", away, ref.Remedy, rogue.Name, ref.Action, ref.Problems)
+		if !slices.ContainsFunc(ref.Problems, func(p string) bool { return strings.Contains(p, "topic "+tp.Name+" is resident in "+tp.Region) }) {
+			t.Errorf("refusal of %s does not name topic %s and its region %s: %v", rogue.Name, tp.Name, tp.Region, ref.Problems)
+		}
+	}
+	// Core subscribers, then publish to the resident topics at home.
+	type subs struct{ home, away *atomic.Int64 }
+	counts := map[string]subs{}
+	for _, tp := range topics {
+		if tp.Resident {
+			attempts++
+			s1, home := coreCount(t, conns[tp.Region], tp.Name+".>")
+			s2, away := coreCount(t, conns[other(tp.Region)], tp.Name+".>")
+			t.Cleanup(func() { _ = s1.Unsubscribe(); _ = s2.Unsubscribe() })
+			counts[tp.Name] = subs{home, away}
+		}
+	}
+	const R = 100
+	for _, tp := range topics {
+		if tp.Resident {
+			acked.add(tp.Name, publish(t, js[tp.Region], tp, "res-"+run, R))
+		}
+	}
+	for name, c := range counts {
+		waitFor(t, 10*time.Second, fmt.Sprintf("%d events of %s at the core subscriber at home", R, name), func() error {
+			if n := c.home.Load(); n < R {
+				return fmt.Errorf("%d", n)
+			}
+			return nil
+		})
+	}
 	time.Sleep(3 * time.Second) // long enough for anything crossing the link to arrive
-	rogueMsgs := streamMsgs(t, jsUS, rogue.Name)
 	rep, err := rs.Report(ctx)
 	if err != nil {
 		t.Fatalf("residency report: %v", err)
 	}
-	flagged := slices.ContainsFunc(rep.Violations, func(v string) bool { return strings.Contains(v, rogue.Name) })
-	t.Logf("2c. %d resident events published in eu: eu core subscriber got %d, us core subscriber got %d, hand-made mirror in us holds %d; residency report flags it: %v (%d violations)",
-		R, countEU.Load(), countUS.Load(), rogueMsgs, flagged, len(rep.Violations))
-	if countUS.Load() != 0 || rogueMsgs != 0 {
-		t.Fatalf("resident events reached us: core subscriber %d, hand-made mirror %d", countUS.Load(), rogueMsgs)
+	for _, tp := range topics {
+		if !tp.Resident {
+			continue
+		}
+		away := other(tp.Region)
+		c := counts[tp.Name]
+		t.Logf("2. %s: %d events published in %s: core subscriber there got %d, in %s got %d",
+			tp.Name, R, tp.Region, c.home.Load(), away, c.away.Load())
+		if c.away.Load() != 0 {
+			carried++
+			t.Errorf("resident %s reached %s: core subscriber got %d", tp.Name, away, c.away.Load())
+		}
 	}
-	if !flagged {
-		t.Errorf("residency report does not flag the hand-made mirror %s in us: %v", rogue.Name, rep.Violations)
+	if len(rep.Violations) != 0 {
+		t.Errorf("residency report: %v", rep.Violations)
 	}
-	attempts += 2 // core subscription, hand-made JetStream mirror: carried 0
-	t.Logf("2. residency: %d routes tried, %d refused by the platform, 2 carried 0 events", attempts, refused)
-	_ = subUS.Unsubscribe()
-	_ = subEU.Unsubscribe()
-	if err := jsUS.DeleteStream(ctx, rogue.Name); err != nil {
-		t.Fatalf("delete hand-made mirror: %v", err)
+	t.Logf("2. residency: %d routes tried for 2 resident topics, %d refused by the platform, %d carried events across (want 0)", attempts, refused, carried)
+	if t.Failed() {
+		t.FailNow()
 	}
-
-	// 3. Lose eu, fail over to us, write there.
-	rig.docker(t, "kill", rig.containers["eu"])
-	killed := time.Now()
-	fctx := bounded(t, 60*time.Second)
-	fo, err := rs.Failover(fctx, platform.FailoverRequest{Topic: topic, To: "us"})
-	if err != nil {
-		t.Fatalf("failover %s to us with eu down: %v", topic, err)
-	}
-	t.Logf("3. eu1 killed; failover of %s to us in %s: origin reachable %v, mirror last seq %d, lag %d events / %.1fs, unreplicated %d, promoted at %d",
-		topic, time.Since(killed).Round(time.Millisecond), fo.OriginReachable, fo.MirrorLastSeq, fo.LagEvents, fo.LagSeconds, fo.Unreplicated, fo.PromotedAtSeq)
-	if fo.OriginReachable || fo.Unreplicated != 0 || fo.PromotedAtSeq != N {
-		t.Fatalf("failover report: origin reachable %v, unreplicated %d, promoted at %d; want false, 0, %d", fo.OriginReachable, fo.Unreplicated, fo.PromotedAtSeq, N)
-	}
-	const M = 200
-	usIDs := publish(t, jsUS, topic, "us-"+run, M)
-	t.Logf("3. %d events written in us while eu is down", M)
-
-	// 4. eu back, fail back: every event exactly once in eu.
-	rig.docker(t, "start", rig.containers["eu"])
-	restarted := time.Now()
-	rig.waitReady(t, 90*time.Second, "eu")
-	rig.waitLinked(t, eu, us, 60*time.Second)
-	t.Logf("4. eu1 restarted, ready and linked in %s", time.Since(restarted).Round(time.Millisecond))
-	bctx := bounded(t, 60*time.Second)
-	fb, err := rs.Failback(bctx, platform.FailbackRequest{Topic: topic})
-	if err != nil {
-		t.Fatalf("failback %s: %v", topic, err)
-	}
-	t.Logf("4. failback %s %s -> %s: scanned %d, copied %d, deduplicated %d, origin-only %d; mirror in %s: %d messages, last seq %d, lag %d; notes %v",
-		topic, fb.From, fb.To, fb.Scanned, fb.Copied, fb.Deduplicated, fb.OriginOnly, fb.Mirror.To, fb.Mirror.Messages, fb.Mirror.LastSeq, fb.Mirror.LagMessages, fb.Notes)
-	if fb.To != "eu" || fb.Copied != M {
-		t.Errorf("failback: to %s, copied %d; want eu, %d", fb.To, fb.Copied, M)
-	}
-	want := append(append([]string(nil), euIDs...), usIDs...)
-	gotEU := readIDs(t, jsEU, platform.StreamName(topic))
-	assertExactlyOnce(t, "eu after failback", gotEU, want)
-	t.Logf("4. eu holds %d events: every one of the %d acknowledged (%d in eu, %d in us during the outage) exactly once, lost 0",
-		len(gotEU), len(want), N, M)
-
-	// us mirrors eu again.
-	waitMirror(t, jsUS, platform.StreamName(topic), uint64(len(want)), 30*time.Second)
-	assertExactlyOnce(t, "us mirror after failback", readIDs(t, jsUS, platform.StreamName(topic)), want)
-	t.Logf("us mirrors eu again with all %d events; scenario took %s", len(want), time.Since(start).Round(time.Millisecond))
+	return rogues
 }
 
 // checkLinkDeny fails when us.yaml's link deny list is not
-// platform.LinkDeny of eu.yaml's resident topics (mode node does not
-// derive it from the other region's catalog; it is written by hand).
+// platform.LinkDeny of the resident topics of eu.yaml and us.yaml (mode
+// node does not derive it from the other region's catalog; it is written
+// by hand).
 func checkLinkDeny(t *testing.T, here string) {
 	t.Helper()
 	load := func(f string) *conf.Config {
@@ -192,32 +344,42 @@ func checkLinkDeny(t *testing.T, here string) {
 		return c
 	}
 	euc, usc := load("eu.yaml"), load("us.yaml")
-	var topics []platform.TopicSpec
-	for _, s := range euc.Catalog.Topics {
-		topics = append(topics, s)
+	var resident []platform.TopicSpec
+	for _, c := range []*conf.Config{euc, usc} {
+		for _, s := range c.Catalog.Topics {
+			resident = append(resident, s)
+		}
 	}
-	want := platform.LinkDeny(topics)
-	if len(usc.Node.Leaf.Remotes) != 1 {
-		t.Fatalf("us.yaml: want one leaf remote, got %d", len(usc.Node.Leaf.Remotes))
+	for _, tp := range topics {
+		c := map[string]*conf.Config{"eu": euc, "us": usc}[tp.Region]
+		s, ok := c.Catalog.Topics[tp.Name]
+		if !ok || (s.Residency != "") != tp.Resident {
+			t.Fatalf("%s.yaml: topic %s missing or its residency is not what the test expects (resident %v)", tp.Region, tp.Name, tp.Resident)
+		}
+	}
+	want := platform.LinkDeny(resident)
+	if len(usc.Node.Leaf.Remotes) != 1 || len(usc.Node.Leaf.Remotes[0].URLs) != 3 {
+		t.Fatalf("us.yaml: want one leaf remote with the three eu listeners, got %+v", usc.Node.Leaf.Remotes)
 	}
 	got := usc.Node.Leaf.Remotes[0].Deny
 	slices.Sort(want)
 	got = slices.Sorted(slices.Values(got))
 	if !slices.Equal(got, want) {
-		t.Fatalf("us.yaml node.leaf.remotes[0].deny drifted from platform.LinkDeny(eu.yaml resident topics):\n got %q\nwant %q", got, want)
+		t.Fatalf("us.yaml node.leaf.remotes[0].deny drifted from platform.LinkDeny(resident topics of eu.yaml and us.yaml):\n got %q\nwant %q", got, want)
 	}
 }
 
-// publish publishes n events to topic (keys order:HC-<i%7>), each with
-// the event id prefix-<i> as Nats-Msg-Id and payload, and returns the ids.
-func publish(t *testing.T, js jetstream.JetStream, topic, prefix string, n int) []string {
+// publish publishes n events to topic tp (keys <key>:HC-<i%7>), each with
+// the event id prefix-<i> as Nats-Msg-Id and payload, waits for every ack
+// and returns the ids.
+func publish(t *testing.T, js jetstream.JetStream, tp topicAt, prefix string, n int) []string {
 	t.Helper()
 	ctx := bounded(t, 60*time.Second)
 	ids := make([]string, 0, n)
 	futures := make([]jetstream.PubAckFuture, 0, n)
 	for i := range n {
-		id := fmt.Sprintf("%s-%d", prefix, i)
-		m := nats.NewMsg(fmt.Sprintf("%s.order:HC-%d", topic, i%7))
+		id := fmt.Sprintf("%s-%s-%d", tp.Name, prefix, i)
+		m := nats.NewMsg(fmt.Sprintf("%s.%s:HC-%d", tp.Name, tp.Key, i%7))
 		m.Header.Set(jetstream.MsgIDHeader, id)
 		m.Data = []byte(id)
 		f, err := js.PublishMsgAsync(m)
@@ -237,6 +399,259 @@ func publish(t *testing.T, js jetstream.JetStream, topic, prefix string, n int) 
 		}
 	}
 	return ids
+}
+
+// lastSeq returns the last sequence of stream in js.
+func lastSeq(t *testing.T, js jetstream.JetStream, stream string) uint64 {
+	t.Helper()
+	ctx := bounded(t, 10*time.Second)
+	s, err := js.Stream(ctx, stream)
+	if err != nil {
+		t.Fatalf("stream %s: %v", stream, err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		t.Fatalf("stream %s info: %v", stream, err)
+	}
+	return info.State.LastSeq
+}
+
+func firstLine(b []byte) string {
+	s, _, _ := strings.Cut(strings.TrimSpace(string(b)), "\n")
+	return s
+}
+
+// rig is a running compose project of compose.yaml.
+type rig struct {
+	dockertest.Project
+	here       string
+	shared     string
+	natsPort   map[string]int    // node -> host port
+	httpPort   map[string]int    // node -> host port
+	containers map[string]string // node -> container id
+}
+
+// startRig builds the binary and the image, starts both regions under a
+// unique project name on free loopback ports and waits until all six
+// nodes are ready. Everything it creates is removed when the test ends.
+func startRig(t *testing.T) *rig {
+	t.Helper()
+	dockertest.SkipShort(t, "docker-regions: skipped with -short (builds an image and runs 6 containers)")
+	compose := dockertest.ComposeCommand(t, "docker-regions", "no Docker engine answers")
+	here, err := filepath.Abs(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := filepath.Join(here, "..", "..")
+	uid, gid := dockertest.RuntimeIDs()
+	tag := "platformd-regions:test-" + randHex(6)
+	dockertest.BuildImage(t, root, here, tag, uid, gid, "eu.yaml", "us.yaml")
+
+	r := &rig{
+		Project: dockertest.Project{
+			Compose: compose,
+			File:    filepath.Join(here, "compose.yaml"),
+			Name:    "platformdregions" + randHex(4),
+		},
+		here:       here,
+		shared:     dockertest.SharedDir(t, uid, gid),
+		natsPort:   map[string]int{},
+		httpPort:   map[string]int{},
+		containers: map[string]string{},
+	}
+	all := append(append([]string(nil), nodes["eu"]...), nodes["us"]...)
+	ports := dockertest.FreePorts(t, 2*len(all))
+	r.Env = append(os.Environ(),
+		"PLATFORM_DOCKER_IMAGE="+tag,
+		"PLATFORM_DOCKER_SHARED="+r.shared,
+		"PLATFORM_DOCKER_RESTART=no",
+	)
+	for i, n := range all {
+		r.natsPort[n], r.httpPort[n] = ports[2*i], ports[2*i+1]
+		up := strings.ToUpper(n)
+		r.Env = append(r.Env,
+			fmt.Sprintf("PLATFORM_DOCKER_%s_NATS=%d", up, r.natsPort[n]),
+			fmt.Sprintf("PLATFORM_DOCKER_%s_HTTP=%d", up, r.httpPort[n]))
+	}
+
+	start := time.Now()
+	r.containers = r.Up(t, 60, all...)
+	r.waitReady(t, 120*time.Second, all...)
+	t.Logf("rig up (project %s, image %s, NATS ports %v, HTTP ports %v) and ready in %s",
+		r.Name, tag, r.natsPort, r.httpPort, time.Since(start).Round(time.Millisecond))
+	return r
+}
+
+// ids returns the container ids of region's nodes.
+func (r *rig) ids(region string) []string {
+	var out []string
+	for _, n := range nodes[region] {
+		out = append(out, r.containers[n])
+	}
+	return out
+}
+
+// docker runs `docker args...` bounded by 60 s.
+func (r *rig) docker(t *testing.T, args ...string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if out, err := exec.CommandContext(ctx, "docker", args...).CombinedOutput(); err != nil {
+		t.Fatalf("docker %v: %v\n%s", args, err, out)
+	}
+}
+
+// linkNetwork is the compose network "link" of the project.
+func (r *rig) linkNetwork() string { return r.Name + "_link" }
+
+// cutLink disconnects the us nodes (the dialling side) from the link
+// network and waits until neither region's JetStream answers from the
+// other; clients keep their published ports (the link network is
+// internal, it carries no published port).
+func (r *rig) cutLink(t *testing.T, conns map[string]*nats.Conn) {
+	t.Helper()
+	for _, id := range r.ids("us") {
+		r.docker(t, "network", "disconnect", r.linkNetwork(), id)
+	}
+	waitFor(t, 30*time.Second, "the link to be cut (neither region's JetStream answering from the other)", func() error {
+		for _, region := range []string{"eu", "us"} {
+			if probeDomain(conns[region], other(region)) == nil {
+				return fmt.Errorf("domain %s still answers in %s", other(region), region)
+			}
+		}
+		return nil
+	})
+}
+
+// reconnectLink reconnects the us nodes to the link network and waits for
+// the link.
+func (r *rig) reconnectLink(t *testing.T, conns map[string]*nats.Conn) {
+	t.Helper()
+	for _, id := range r.ids("us") {
+		r.docker(t, "network", "connect", r.linkNetwork(), id)
+	}
+	back := time.Now()
+	r.waitLinked(t, conns, 60*time.Second)
+	t.Logf("link reconnected and carrying the JetStream API in %s", time.Since(back).Round(time.Millisecond))
+}
+
+// connect connects as the platform admin to region's three published
+// ports and checks that the nodes told the client no other address.
+func (r *rig) connect(t *testing.T, region string) *nats.Conn {
+	t.Helper()
+	var urls []string
+	for _, n := range nodes[region] {
+		urls = append(urls, fmt.Sprintf("nats://127.0.0.1:%d", r.natsPort[n]))
+	}
+	nc, err := nats.Connect(strings.Join(urls, ","),
+		nats.UserCredentials(filepath.Join(r.shared, "creds", "admin.creds")),
+		nats.Name("docker-regions-test-"+region),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(250*time.Millisecond),
+		nats.Timeout(2*time.Second),
+	)
+	if err != nil {
+		t.Fatalf("connect %s (%v): %v", region, urls, err)
+	}
+	t.Cleanup(nc.Close)
+	if d := nc.DiscoveredServers(); len(d) > 0 {
+		t.Fatalf("%s advertised addresses to the client: %v", region, d)
+	}
+	return nc
+}
+
+// natsCLI runs the real nats CLI (~/go/bin/nats, else nats on PATH)
+// against region's published ports: `nats stream add NAME --config FILE`
+// with cfg as the file (what a user bypassing the platform would type).
+// It returns the CLI's output; a failure to create is fatal (mode node
+// does not refuse it: see README.md).
+func (r *rig) natsCLI(t *testing.T, region string, cfg jetstream.StreamConfig) []byte {
+	t.Helper()
+	bin := natsBinary(t)
+	var urls []string
+	for _, n := range nodes[region] {
+		urls = append(urls, fmt.Sprintf("nats://127.0.0.1:%d", r.natsPort[n]))
+	}
+	if cfg.Replicas == 0 {
+		cfg.Replicas = 1
+	}
+	// The JSON form of a cross-domain mirror: the domain's API prefix
+	// (jetstream.StreamSource.Domain is not serialised; nats.go converts
+	// it to this when it creates the stream itself).
+	if m := cfg.Mirror; m != nil && m.Domain != "" {
+		mm := *m
+		mm.External, mm.Domain = &jetstream.ExternalStream{APIPrefix: "$JS." + m.Domain + ".API"}, ""
+		cfg.Mirror = &mm
+	}
+	b, err := json.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), cfg.Name+".json")
+	if err := os.WriteFile(file, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "--server", strings.Join(urls, ","),
+		"--creds", filepath.Join(r.shared, "creds", "admin.creds"), "--timeout", "5s",
+		"stream", "add", cfg.Name, "--config", file)
+	cmd.Env = append(os.Environ(), "HOME="+t.TempDir(), "NATS_CONTEXT=")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s stream add %s --config %s in %s: %v\n%s", bin, cfg.Name, b, region, err, out)
+	}
+	return out
+}
+
+// natsBinary finds the nats CLI, or fails the test saying how to get it.
+func natsBinary(t *testing.T) string {
+	t.Helper()
+	if home, err := os.UserHomeDir(); err == nil {
+		if p := filepath.Join(home, "go", "bin", "nats"); fileExists(p) {
+			return p
+		}
+	}
+	if p, err := exec.LookPath("nats"); err == nil {
+		return p
+	}
+	t.Fatalf("the nats CLI is needed (~/go/bin/nats or on PATH): go install github.com/nats-io/natscli/nats@latest")
+	return ""
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
+
+// probeDomain asks JetStream domain for its account info through nc
+// (across the link when domain is the other region's).
+func probeDomain(nc *nats.Conn, domain string) error {
+	js, err := jetstream.NewWithDomain(nc, domain)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if _, err := js.AccountInfo(ctx); err != nil {
+		return fmt.Errorf("domain %s: %w", domain, err)
+	}
+	return nil
+}
+
+// waitLinked waits until each region's JetStream answers through the
+// leafnode link from the other (the cross-domain API mirrors use).
+func (r *rig) waitLinked(t *testing.T, conns map[string]*nats.Conn, timeout time.Duration) {
+	t.Helper()
+	waitFor(t, timeout, "the leafnode link (each region's JetStream answers from the other)", func() error {
+		return errors.Join(probeDomain(conns["us"], "eu"), probeDomain(conns["eu"], "us"))
+	})
+}
+
+// waitReady polls /readyz on the published HTTP port of each node.
+func (r *rig) waitReady(t *testing.T, timeout time.Duration, names ...string) {
+	t.Helper()
+	dockertest.WaitReady(t, timeout, fmt.Sprintf("%v ready (/readyz 200)", names), r.httpPort, names...)
 }
 
 // waitMirror waits until stream in js holds last seq >= want and returns
@@ -261,21 +676,6 @@ func waitMirror(t *testing.T, js jetstream.JetStream, stream string, want uint64
 		return nil
 	})
 	return time.Since(start)
-}
-
-// streamMsgs returns how many messages stream holds.
-func streamMsgs(t *testing.T, js jetstream.JetStream, stream string) uint64 {
-	t.Helper()
-	ctx := bounded(t, 10*time.Second)
-	s, err := js.Stream(ctx, stream)
-	if err != nil {
-		t.Fatalf("stream %s: %v", stream, err)
-	}
-	info, err := s.Info(ctx)
-	if err != nil {
-		t.Fatalf("stream %s info: %v", stream, err)
-	}
-	return info.State.Msgs
 }
 
 // readIDs reads every message of stream with an ordered consumer and
@@ -361,126 +761,6 @@ func coreCount(t *testing.T, nc *nats.Conn, subject string) (*nats.Subscription,
 		t.Fatalf("flush: %v", err)
 	}
 	return sub, &n
-}
-
-// rig is a running compose project of compose.yaml.
-type rig struct {
-	dockertest.Project
-	here       string
-	shared     string
-	natsPort   map[string]int // region -> host port
-	httpPort   map[string]int
-	containers map[string]string // region -> container id
-}
-
-// startRig builds the binary and the image, starts both regions under a
-// unique project name on free loopback ports and waits until both are
-// ready. Everything it creates is removed when the test ends.
-func startRig(t *testing.T) *rig {
-	t.Helper()
-	dockertest.SkipShort(t, "docker-regions: skipped with -short (builds an image and runs 2 containers)")
-	compose := dockertest.ComposeCommand(t, "docker-regions", "no Docker engine answers")
-	here, err := filepath.Abs(".")
-	if err != nil {
-		t.Fatal(err)
-	}
-	root := filepath.Join(here, "..", "..")
-	uid, gid := dockertest.RuntimeIDs()
-	tag := "platformd-regions:test-" + randHex(6)
-	dockertest.BuildImage(t, root, here, tag, uid, gid, "eu.yaml", "us.yaml")
-
-	r := &rig{
-		Project: dockertest.Project{
-			Compose: compose,
-			File:    filepath.Join(here, "compose.yaml"),
-			Name:    "platformdregions" + randHex(4),
-		},
-		here:       here,
-		shared:     dockertest.SharedDir(t, uid, gid),
-		natsPort:   map[string]int{},
-		httpPort:   map[string]int{},
-		containers: map[string]string{},
-	}
-	ports := dockertest.FreePorts(t, 4)
-	r.natsPort["eu"], r.httpPort["eu"], r.natsPort["us"], r.httpPort["us"] = ports[0], ports[1], ports[2], ports[3]
-	r.Env = append(os.Environ(),
-		"PLATFORM_DOCKER_IMAGE="+tag,
-		"PLATFORM_DOCKER_SHARED="+r.shared,
-		"PLATFORM_DOCKER_RESTART=no",
-		fmt.Sprintf("PLATFORM_DOCKER_EU_NATS=%d", r.natsPort["eu"]),
-		fmt.Sprintf("PLATFORM_DOCKER_EU_HTTP=%d", r.httpPort["eu"]),
-		fmt.Sprintf("PLATFORM_DOCKER_US_NATS=%d", r.natsPort["us"]),
-		fmt.Sprintf("PLATFORM_DOCKER_US_HTTP=%d", r.httpPort["us"]),
-	)
-
-	start := time.Now()
-	ids := r.Up(t, 200, services["eu"], services["us"])
-	for region, svc := range services {
-		r.containers[region] = ids[svc]
-	}
-	r.waitReady(t, 90*time.Second, "eu", "us")
-	t.Logf("rig up (project %s, image %s, NATS ports %v, HTTP ports %v) and ready in %s",
-		r.Name, tag, r.natsPort, r.httpPort, time.Since(start).Round(time.Millisecond))
-	return r
-}
-
-// docker runs `docker args...` bounded by 60 s.
-func (r *rig) docker(t *testing.T, args ...string) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	if out, err := exec.CommandContext(ctx, "docker", args...).CombinedOutput(); err != nil {
-		t.Fatalf("docker %v: %v\n%s", args, err, out)
-	}
-}
-
-// connect connects as the platform admin to region's published port and
-// checks that the node told the client no other address.
-func (r *rig) connect(t *testing.T, region string) *nats.Conn {
-	t.Helper()
-	url := fmt.Sprintf("nats://127.0.0.1:%d", r.natsPort[region])
-	nc, err := nats.Connect(url,
-		nats.UserCredentials(filepath.Join(r.shared, "creds", "admin.creds")),
-		nats.Name("docker-regions-test-"+region),
-		nats.MaxReconnects(-1),
-		nats.ReconnectWait(250*time.Millisecond),
-		nats.Timeout(2*time.Second),
-	)
-	if err != nil {
-		t.Fatalf("connect %s (%s): %v", region, url, err)
-	}
-	t.Cleanup(nc.Close)
-	if d := nc.DiscoveredServers(); len(d) > 0 {
-		t.Fatalf("%s advertised addresses to the client: %v", region, d)
-	}
-	return nc
-}
-
-// waitLinked waits until each region's JetStream answers through the
-// leafnode link from the other (the cross-domain API mirrors use).
-func (r *rig) waitLinked(t *testing.T, eu, us *nats.Conn, timeout time.Duration) {
-	t.Helper()
-	probe := func(nc *nats.Conn, domain string) error {
-		js, err := jetstream.NewWithDomain(nc, domain)
-		if err != nil {
-			return err
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		if _, err := js.AccountInfo(ctx); err != nil {
-			return fmt.Errorf("domain %s: %w", domain, err)
-		}
-		return nil
-	}
-	waitFor(t, timeout, "the leafnode link (each region's JetStream answers from the other)", func() error {
-		return errors.Join(probe(us, "eu"), probe(eu, "us"))
-	})
-}
-
-// waitReady polls /readyz on the published HTTP port of each region.
-func (r *rig) waitReady(t *testing.T, timeout time.Duration, regions ...string) {
-	t.Helper()
-	dockertest.WaitReady(t, timeout, fmt.Sprintf("%v ready (/readyz 200)", regions), r.httpPort, regions...)
 }
 
 func newJS(t *testing.T, nc *nats.Conn) jetstream.JetStream {

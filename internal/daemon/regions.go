@@ -32,6 +32,10 @@ type regionsState struct {
 	mu       sync.Mutex
 	resident map[string]platform.TopicSpec // resident topics known, by name
 
+	// guard refuses cross-border copies of resident topics made directly
+	// through the JetStream API (see platform.ResidencyGuard).
+	guard *platform.ResidencyGuard
+
 	// stop ends the group position recorder; done is closed when it has.
 	stop, done chan struct{}
 }
@@ -129,6 +133,15 @@ func (d *Daemon) startRegions(ctx context.Context) error {
 		}
 	}
 	d.cfg.Catalog = cat
+	auditReplicas := home.Config().Durability.Replicas
+	for _, f := range all.Fabrics() {
+		auditReplicas = min(auditReplicas, f.Config().Durability.Replicas)
+	}
+	guard, err := platform.StartResidencyGuard(ctx, rs.list, platform.GuardOptions{Logger: d.log, Replicas: auditReplicas})
+	if err != nil {
+		return fmt.Errorf("daemon: residency guard: %w", err)
+	}
+	rs.guard = guard
 	d.reg.MustRegister(platform.NewMirrorCollector(func() platform.Regions { return rs.list }))
 	rs.stop, rs.done = make(chan struct{}), make(chan struct{})
 	go rs.recordPositions(positionInterval)
@@ -190,7 +203,30 @@ func (d *Daemon) addResident(ctx context.Context, spec platform.TopicSpec) error
 	return nil
 }
 
+// startNodeGuard starts, in mode node with a leafnode link, the residency
+// guard of the node's own region (platform.ResidencyGuard with
+// ThroughLink: the source of a hand-made mirror in another domain is
+// checked through the link). Every node of the region runs one; they act
+// on the same advisories, the audit record is written once.
+func (d *Daemon) startNodeGuard(ctx context.Context) error {
+	if d.cfg.Mode != conf.ModeNode || !d.cfg.Node.Leaf.Enabled() {
+		return nil
+	}
+	r := d.region
+	r.EnsureDefaults()
+	own := platform.Regions{{Name: r.Name, Domain: r.Domain, JS: d.js}}
+	g, err := platform.StartResidencyGuard(ctx, own, platform.GuardOptions{Logger: d.log, Replicas: d.cfg.Durability().Replicas, ThroughLink: true})
+	if err != nil {
+		return fmt.Errorf("daemon: residency guard: %w", err)
+	}
+	d.nodeGuard = g
+	return nil
+}
+
 func (d *Daemon) closeRegions(ctx context.Context) error {
+	if d.nodeGuard != nil {
+		d.nodeGuard.Stop()
+	}
 	rs := d.regions
 	if rs == nil {
 		return nil
@@ -202,6 +238,9 @@ func (d *Daemon) closeRegions(ctx context.Context) error {
 			close(rs.stop)
 			<-rs.done
 		}
+	}
+	if rs.guard != nil {
+		rs.guard.Stop()
 	}
 	for _, nc := range rs.conn {
 		nc.Close()

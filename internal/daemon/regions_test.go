@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/msgplatform/platform/conf"
 	"github.com/msgplatform/platform/embeddednats"
@@ -118,5 +119,44 @@ func TestRegionsControlAPI(t *testing.T) {
 	}
 	if !strings.Contains(string(body), "platform_mirror_lag_seconds") {
 		t.Errorf("metrics lack platform_mirror_lag_seconds")
+	}
+}
+
+// TestRegionsResidencyGuard: a mirror of the resident orders.eu made in us
+// directly through the JetStream API (bypassing the control API) is
+// deleted by platformd's residency guard, with an audit record in us.
+func TestRegionsResidencyGuard(t *testing.T) {
+	_, nc := startRegionsDaemon(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
+	defer cancel()
+	// us reached through the link (domain us): the test holds only a
+	// connection to the home region.
+	jsUS, err := jetstream.NewWithDomain(nc, "us")
+	if err != nil {
+		t.Fatal(err)
+	}
+	jsEU, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rogue := jetstream.StreamConfig{Name: "rogue_orders_eu", Mirror: &jetstream.StreamSource{Name: platform.StreamName("orders.eu"), Domain: "eu"}}
+	if _, err := jsUS.CreateStream(ctx, rogue); err != nil {
+		t.Fatalf("create hand-made mirror in us: %v", err)
+	}
+	rs := platform.Regions{{Name: "eu", Domain: "eu", JS: jsEU}, {Name: "us", Domain: "us", JS: jsUS}}
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		_, err := jsUS.Stream(ctx, rogue.Name)
+		audit, aerr := rs.ResidencyAudit(ctx, "us")
+		if errors.Is(err, jetstream.ErrStreamNotFound) && aerr == nil && len(audit) == 1 {
+			if audit[0].Stream != rogue.Name || audit[0].Remedy != "deleted" || !strings.Contains(strings.Join(audit[0].Problems, ";"), "topic orders.eu is resident in eu") {
+				t.Fatalf("audit record %+v", audit[0])
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("hand-made mirror of orders.eu in us not refused: stream lookup %v, audit %v (%v)", err, audit, aerr)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }

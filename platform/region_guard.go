@@ -1,0 +1,401 @@
+package platform
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// The residency guard: what stops a cross-border mirror or source of a
+// resident topic created directly through the JetStream API (the nats CLI,
+// any client of the platform account), which never passes through the
+// platform's own check (Regions.CheckStream, run by `platformctl region
+// mirror` and the control API).
+//
+// JetStream has no admission hook: a stream create request is answered by
+// the server, not by the platform. The guard therefore acts on the
+// server's own announcement of every stream created or updated
+// ($JS.EVENT.ADVISORY.STREAM.CREATED/UPDATED.<stream>), in every region,
+// within milliseconds:
+//
+//   - a created stream whose mirror or any source reads a topic resident
+//     in another region (or one of its DLQ streams) is deleted;
+//   - an updated stream that gained such a source loses that source (the
+//     update is undone; the rest of the stream is kept);
+//   - every refusal is appended to the region's residency audit stream
+//     (ResidencyAuditStream, subject ResidencyAuditSubject.<region>.<stream>)
+//     and logged, naming the topic, its residency and the regions.
+//
+// The stream exists for those milliseconds but never holds a resident
+// event: the link's deny list (LinkDeny) already refuses the consumer a
+// cross-domain mirror or source needs, so the guard turns a silently
+// starved copy into a visible refusal. Streams of other accounts are not
+// its concern: the link binds the platform account only, so no other
+// account has a path across the border.
+//
+// Why not permissions instead (denying $JS.API.STREAM.CREATE/UPDATE to
+// everyone but the platform's own user)? It would refuse at the request
+// itself, but also every legitimate stream created with the nats CLI or
+// any tool by an operator of the platform account, and it needs a second
+// identity for the platform; the guard refuses exactly the violations.
+
+// ResidencyAuditStream is the stream, in every region, holding the guard's
+// refusals (ResidencyRefusal, JSON) under
+// ResidencyAuditSubject.<region>.<stream>.
+const (
+	ResidencyAuditStream  = "platform_residency_audit"
+	ResidencyAuditSubject = "platform.residency.audit"
+)
+
+// ResidencyRefusal is one stream the guard refused.
+type ResidencyRefusal struct {
+	Region string `json:"region"`
+	Stream string `json:"stream"`
+	// Action is what was done to the stream: "created" or "updated".
+	Action string `json:"action"`
+	// Remedy is what the guard did: "deleted" or "sources removed".
+	Remedy   string    `json:"remedy"`
+	Problems []string  `json:"problems"`
+	At       time.Time `json:"at"`
+	// Error is set when the remedy itself failed (the stream may remain;
+	// it still holds no resident event, see the file comment).
+	Error string `json:"error,omitempty"`
+}
+
+// GuardOptions configure StartResidencyGuard.
+type GuardOptions struct {
+	// Logger receives refusals and errors (nil: discard).
+	Logger *slog.Logger
+	// Replicas of each region's audit stream (0: 1).
+	Replicas int
+	// OnRefusal, if set, is called after each refusal (tests, metrics).
+	OnRefusal func(ResidencyRefusal)
+	// ThroughLink: a mirror or source in a JetStream domain that is none
+	// of the guard's regions is checked through the link, taking that
+	// domain to be a region of the same name (the default: a region's
+	// domain is its name). platformd in mode node runs the guard with its
+	// own region only and this set; without it such a source is left to
+	// the link's deny list and the residency report.
+	ThroughLink bool
+}
+
+// ResidencyGuard watches every region for streams that would carry a
+// resident topic across the border and removes them (see the file
+// comment). Stop ends it.
+type ResidencyGuard struct {
+	rs      Regions
+	opts    GuardOptions
+	log     *slog.Logger
+	subs    []*nats.Subscription
+	events  chan guardEvent
+	stop    chan struct{}
+	done    chan struct{}
+	once    sync.Once
+	refused atomic.Int64
+	// auditReady: regions whose audit stream exists (worker goroutine only).
+	auditReady map[string]bool
+	// ctx ends with Stop: it bounds the checks in progress.
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+type guardEvent struct {
+	region *Region
+	stream string
+	action string // created, updated, existing (the start-up sweep)
+}
+
+// StartResidencyGuard subscribes to the stream advisories of every
+// region and returns once the subscriptions are in place; refusals then
+// happen in the background. In the background it also creates each
+// region's audit stream (retrying while a region is not ready: a guard
+// never stops its platformd from starting) and sweeps the streams that
+// exist already (a violation made while no guard ran).
+func StartResidencyGuard(ctx context.Context, rs Regions, opts GuardOptions) (*ResidencyGuard, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("platform: residency guard: %w", err)
+	}
+	g := &ResidencyGuard{rs: append(Regions(nil), rs...), opts: opts, log: opts.Logger,
+		events: make(chan guardEvent, 1024), stop: make(chan struct{}), done: make(chan struct{}),
+		auditReady: map[string]bool{}}
+	g.ctx, g.cancel = context.WithCancel(context.Background())
+	if g.log == nil {
+		g.log = slog.New(slog.DiscardHandler)
+	}
+	if g.opts.Replicas == 0 {
+		g.opts.Replicas = 1
+	}
+	for i := range rs {
+		r := &rs[i]
+		for _, action := range []string{"created", "updated"} {
+			subj := "$JS.EVENT.ADVISORY.STREAM." + strings.ToUpper(action) + ".*"
+			sub, err := r.JS.Conn().Subscribe(subj, g.onAdvisory(r, action))
+			if err != nil {
+				g.unsubscribe()
+				g.cancel()
+				return nil, fmt.Errorf("platform: residency guard: subscribe %s in %s: %w", subj, r.Name, err)
+			}
+			g.subs = append(g.subs, sub)
+		}
+		if err := r.JS.Conn().FlushTimeout(10 * time.Second); err != nil {
+			g.unsubscribe()
+			g.cancel()
+			return nil, fmt.Errorf("platform: residency guard in %s: %w", r.Name, err)
+		}
+	}
+	go g.run(rs)
+	return g, nil
+}
+
+// ensureAudit creates region r's audit stream unless done already.
+func (g *ResidencyGuard) ensureAudit(ctx context.Context, r *Region) error {
+	if g.auditReady[r.Name] {
+		return nil
+	}
+	if _, err := r.JS.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:        ResidencyAuditStream,
+		Description: "platform residency guard: streams refused for carrying a resident topic out of its region",
+		Subjects:    []string{ResidencyAuditSubject + "." + r.Name + ".>"},
+		Replicas:    g.opts.Replicas,
+		MaxAge:      90 * 24 * time.Hour,
+		Duplicates:  10 * time.Minute,
+	}); err != nil {
+		return fmt.Errorf("platform: residency audit stream in %s: %w", r.Name, err)
+	}
+	g.auditReady[r.Name] = true
+	return nil
+}
+
+// startup creates the audit streams and queues every existing stream,
+// best effort: a region that does not answer yet gets its audit stream
+// with its first refusal (audit), and its streams are checked as their
+// advisories arrive.
+func (g *ResidencyGuard) startup(rs Regions) {
+	for i := range rs {
+		r := &rs[i]
+		ctx, cancel := context.WithTimeout(g.ctx, 10*time.Second)
+		if err := g.ensureAudit(ctx, r); err != nil {
+			g.log.Warn("residency guard: audit stream not ready (created with the first refusal)", "region", r.Name, "err", err)
+		}
+		l := r.JS.StreamNames(ctx)
+		for name := range l.Name() {
+			g.enqueue(guardEvent{region: r, stream: name, action: "existing"})
+		}
+		if err := l.Err(); err != nil && !errors.Is(err, jetstream.ErrEndOfData) {
+			g.log.Warn("residency guard: sweep of existing streams incomplete", "region", r.Name, "err", err)
+		}
+		cancel()
+	}
+}
+
+// onAdvisory queues the stream an advisory of region r names. Advisories
+// of the other region can arrive over the link (one account on both
+// sides): those carry the other domain and are left to that region's
+// subscription.
+func (g *ResidencyGuard) onAdvisory(r *Region, action string) nats.MsgHandler {
+	return func(m *nats.Msg) {
+		var adv struct {
+			Stream string `json:"stream"`
+			Domain string `json:"domain"`
+		}
+		if err := json.Unmarshal(m.Data, &adv); err != nil || adv.Stream == "" {
+			return
+		}
+		if adv.Domain != "" && adv.Domain != r.Domain {
+			return
+		}
+		g.enqueue(guardEvent{region: r, stream: adv.Stream, action: action})
+	}
+}
+
+func (g *ResidencyGuard) enqueue(e guardEvent) {
+	select {
+	case g.events <- e:
+	default:
+		g.log.Error("residency guard: queue full, stream not checked (the residency report still flags it)", "region", e.region.Name, "stream", e.stream)
+	}
+}
+
+// run creates the audit streams, sweeps, then checks queued streams one
+// at a time until Stop.
+func (g *ResidencyGuard) run(rs Regions) {
+	defer close(g.done)
+	g.startup(rs)
+	for {
+		select {
+		case <-g.stop:
+			return
+		case e := <-g.events:
+			ctx, cancel := context.WithTimeout(g.ctx, 15*time.Second)
+			g.check(ctx, e)
+			cancel()
+		}
+	}
+}
+
+// check refuses e's stream if it carries a resident topic out of its
+// region (see the file comment).
+func (g *ResidencyGuard) check(ctx context.Context, e guardEvent) {
+	if e.stream == ResidencyAuditStream {
+		return
+	}
+	s, err := e.region.JS.Stream(ctx, e.stream)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return
+	}
+	if err != nil {
+		g.log.Error("residency guard: read stream", "region", e.region.Name, "stream", e.stream, "err", err)
+		return
+	}
+	info := s.CachedInfo()
+	cfg := info.Config
+	g.learnDomains(e.region, cfg)
+	vs, _, err := g.rs.residencyViolations(ctx, e.region.Name, cfg)
+	if err != nil {
+		g.log.Error("residency guard: check stream", "region", e.region.Name, "stream", e.stream, "err", err)
+		return
+	}
+	if len(vs) == 0 {
+		return
+	}
+	ref := ResidencyRefusal{Region: e.region.Name, Stream: e.stream, Action: e.action, At: time.Now().UTC()}
+	mirror := false
+	bad := map[*jetstream.StreamSource]bool{}
+	for _, v := range vs {
+		ref.Problems = append(ref.Problems, v.Problem)
+		mirror = mirror || v.Mirror
+		bad[v.Source] = true
+	}
+	if e.action == "updated" && !mirror {
+		ref.Remedy = "sources removed"
+		kept := cfg.Sources[:0:0]
+		for _, src := range cfg.Sources {
+			if !bad[src] {
+				kept = append(kept, src)
+			}
+		}
+		cfg.Sources = kept
+		if _, err := e.region.JS.UpdateStream(ctx, cfg); err != nil {
+			ref.Error = err.Error()
+		}
+	} else {
+		ref.Remedy = "deleted"
+		if err := e.region.JS.DeleteStream(ctx, e.stream); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
+			ref.Error = err.Error()
+		}
+	}
+	g.refused.Add(1)
+	// One record per refusal even when several guards (one per platformd
+	// node of the region) act on the same advisory.
+	g.audit(ctx, e.region, ref, fmt.Sprintf("%s/%s/%s/%d", ref.Region, ref.Stream, ref.Action, info.Created.UnixNano()))
+	if g.opts.OnRefusal != nil {
+		g.opts.OnRefusal(ref)
+	}
+}
+
+// learnDomains adds, with ThroughLink, a region reached through the link
+// (via r's connection) for every domain cfg reads from that the guard does
+// not know.
+func (g *ResidencyGuard) learnDomains(r *Region, cfg jetstream.StreamConfig) {
+	if !g.opts.ThroughLink {
+		return
+	}
+	srcs := append([]*jetstream.StreamSource(nil), cfg.Sources...)
+	if cfg.Mirror != nil {
+		srcs = append(srcs, cfg.Mirror)
+	}
+	for _, src := range srcs {
+		d := sourceDomain(src)
+		if d == "" || g.rs.byDomain(d, nil) != nil {
+			continue
+		}
+		js, err := jetstream.NewWithDomain(r.JS.Conn(), d)
+		if err != nil {
+			g.log.Error("residency guard: reach domain through the link", "domain", d, "err", err)
+			continue
+		}
+		g.rs = append(g.rs, Region{Name: d, Domain: d, JS: js})
+	}
+}
+
+// audit appends ref to the region's audit stream (deduplicated by id) and
+// logs it.
+func (g *ResidencyGuard) audit(ctx context.Context, r *Region, ref ResidencyRefusal, id string) {
+	g.log.Warn("residency guard: refused stream", "region", ref.Region, "stream", ref.Stream, "action", ref.Action,
+		"remedy", ref.Remedy, "problems", strings.Join(ref.Problems, "; "), "error", ref.Error)
+	b, err := json.Marshal(ref)
+	if err != nil {
+		return
+	}
+	err = g.ensureAudit(ctx, r)
+	if err == nil {
+		_, err = r.JS.Publish(ctx, ResidencyAuditSubject+"."+r.Name+"."+ref.Stream, b, jetstream.WithMsgID(id))
+	}
+	if err != nil {
+		g.log.Error("residency guard: audit record not written", "region", r.Name, "stream", ref.Stream, "err", err)
+	}
+}
+
+// Refused returns how many streams the guard has refused.
+func (g *ResidencyGuard) Refused() int64 { return g.refused.Load() }
+
+// Stop unsubscribes and waits for the check in progress.
+func (g *ResidencyGuard) Stop() {
+	g.once.Do(func() {
+		g.unsubscribe()
+		g.cancel()
+		close(g.stop)
+		<-g.done
+	})
+}
+
+func (g *ResidencyGuard) unsubscribe() {
+	for _, s := range g.subs {
+		_ = s.Unsubscribe()
+	}
+	g.subs = nil
+}
+
+// ResidencyAudit reads the refusals recorded in region's audit stream.
+func (rs Regions) ResidencyAudit(ctx context.Context, region string) ([]ResidencyRefusal, error) {
+	r := rs.byName(region)
+	if r == nil {
+		return nil, fmt.Errorf("%w: no region %q (regions: %s)", ErrNotFound, region, strings.Join(rs.names(), ", "))
+	}
+	s, err := r.JS.Stream(ctx, ResidencyAuditStream)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("platform: residency audit in %s: %w", region, err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("platform: residency audit in %s: %w", region, err)
+	}
+	var out []ResidencyRefusal
+	for seq := info.State.FirstSeq; seq <= info.State.LastSeq && info.State.Msgs > 0; seq++ {
+		m, err := s.GetMsg(ctx, seq)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			continue
+		}
+		if err != nil {
+			return out, fmt.Errorf("platform: residency audit in %s: read %d: %w", region, seq, err)
+		}
+		var ref ResidencyRefusal
+		if err := json.Unmarshal(m.Data, &ref); err != nil {
+			return out, fmt.Errorf("platform: residency audit in %s: record %d: %w", region, seq, err)
+		}
+		out = append(out, ref)
+	}
+	return out, nil
+}
