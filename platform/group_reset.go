@@ -33,9 +33,10 @@ import (
 // an ack of an event delivered before the reset is ignored.
 //
 // A topic marked review: required (e.g. payments) refuses a reset without
-// an approved request. The approval mechanism of redrive has not landed,
-// so today every reset of such a topic is refused (ErrApprovalRequired);
-// a dry run still shows the plan.
+// an approved request: ResetGroup always refuses it (ErrApprovalRequired;
+// a dry run still shows the plan), and only ResetGroupApproved moves it,
+// called by redrive.Service.ExecuteReset once it has consumed a request
+// approved by a person other than the requester (redrive/reset.go).
 
 // ErrApprovalRequired: the topic is marked review: required and the
 // change needs a request approved by a second person.
@@ -171,6 +172,21 @@ func DrainTime(backlog uint64, consumeRate, arrivalRate float64) (d time.Duratio
 // ErrNotFound for a missing group, topic or partition consumer,
 // ErrApprovalRequired for a topic marked review: required.
 func (r *Reconciler) ResetGroup(ctx context.Context, req GroupResetRequest) (GroupReset, error) {
+	return r.resetGroup(ctx, req, false)
+}
+
+// ResetGroupApproved is ResetGroup for a request whose approval the caller
+// has verified and consumed (req.ApprovalID names it): it also moves a
+// group on a topic marked review: required. Only the approval workflow
+// (redrive.Service.ExecuteReset) may call it.
+func (r *Reconciler) ResetGroupApproved(ctx context.Context, req GroupResetRequest) (GroupReset, error) {
+	if req.ApprovalID == "" {
+		return GroupReset{}, fmt.Errorf("%w: group reset: an approved reset needs its approval id", ErrInvalidSpec)
+	}
+	return r.resetGroup(ctx, req, true)
+}
+
+func (r *Reconciler) resetGroup(ctx context.Context, req GroupResetRequest, approved bool) (GroupReset, error) {
 	if err := req.Validate(); err != nil {
 		return GroupReset{}, err
 	}
@@ -191,11 +207,8 @@ func (r *Reconciler) ResetGroup(ctx context.Context, req GroupResetRequest) (Gro
 	}
 	out := GroupReset{Group: req.Group, Topic: topic, Target: req.target(), DryRun: req.DryRun,
 		ReviewRequired: spec.Review == ReviewRequired}
-	if out.ReviewRequired && !req.DryRun {
-		if req.ApprovalID == "" {
-			return out, fmt.Errorf("%w: topic %q is marked review: required; resetting group %q on it needs an approved request id (--approval), and the redrive approval mechanism that issues them has not landed yet", ErrApprovalRequired, topic, req.Group)
-		}
-		return out, fmt.Errorf("%w: topic %q is marked review: required and request %q cannot be verified: the redrive approval mechanism has not landed yet, so no reset of this topic can be approved; nothing was changed", ErrApprovalRequired, topic, req.ApprovalID)
+	if out.ReviewRequired && !req.DryRun && !approved {
+		return out, fmt.Errorf("%w: topic %q is marked review: required; resetting group %q on it needs a request approved by another person: platformctl group reset %s ... --request --reason WHY, then --approve ID (someone else), then --execute ID; nothing was changed", ErrApprovalRequired, topic, req.Group, req.Group)
 	}
 
 	cons, pending, err := r.groupConsumers(ctx, si.Config.Name, req.Group, spec.Partitions)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -9,8 +10,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/msgplatform/platform/internal/control"
 	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/redrive"
 )
 
 func newGroupResetCmd(g *globalOptions) *cobra.Command {
@@ -18,9 +19,10 @@ func newGroupResetCmd(g *globalOptions) *cobra.Command {
 		req    platform.GroupResetRequest
 		toTime string
 		output string
+		review resetReviewFlags
 	)
 	cmd := &cobra.Command{
-		Use:   "reset GROUP --to-time T|--to-start|--to-end [--dry-run]",
+		Use:   "reset GROUP --to-time T|--to-start|--to-end [--dry-run | --reason WHY [--request]] | reset --approve|--execute|--show ID",
 		Short: "Move a group's position on every partition (replay by time); other groups are untouched",
 		Long: `Moves the group GROUP to the first event at or after a time (--to-time, RFC 3339
 such as 2026-03-01T12:00:00Z, or a duration ago such as 2h), to the oldest
@@ -31,11 +33,32 @@ per partition, the current and new positions and the events to process, and
 an estimated drain time: events / (consume rate - arrival rate), measured
 over --rate-window unless --consume-rate / --arrival-rate are given.
 
-A topic marked review: required refuses a reset without an approved request
-(--approval); the redrive approval mechanism that issues them has not landed
-yet, so such resets are refused today (a dry run still works).`,
-		Args: exactArgs(1, "GROUP"),
+A topic marked review: required refuses a direct reset (a dry run still
+works). Reset it through a request, as with redrive:
+
+  platformctl group reset GROUP --to-time 2h --request --reason WHY   # prints ID
+  platformctl group reset --approve ID --as bob    # someone other than the requester
+  platformctl group reset --execute ID             # runs once; the approval is used up
+  platformctl group reset --show ID
+
+Every reset but a dry run needs --reason; resets, requests, approvals and
+executions (with every partition's position before and after) are appended
+to the audit stream. --as names you (default
+platformctl:<user>@<host>); every control API caller holds the admin
+credentials, so it is recorded as given.`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if review.id() != "" {
+				return exactArgs(0, "no GROUP with --approve, --execute or --show")(cmd, args)
+			}
+			return exactArgs(1, "GROUP")(cmd, args)
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := review.validate(); err != nil {
+				return usageError{err}
+			}
+			if review.id() != "" {
+				return review.decide(cmd, g, output)
+			}
 			req.Group = args[0]
 			if toTime != "" {
 				t, err := parseResetTime(toTime, time.Now())
@@ -47,11 +70,17 @@ yet, so such resets are refused today (a dry run still works).`,
 			if err := req.Validate(); err != nil {
 				return usageError{err}
 			}
+			if review.request {
+				return review.submit(cmd, g, req, output)
+			}
 			if err := g.extendTimeout(req.RateWindow); err != nil {
 				return err
 			}
+			if !req.DryRun && review.reason == "" {
+				return usageError{errors.New("--reason is required: every reset is audited with who (--as) and why")}
+			}
 			var out platform.GroupReset
-			if err := g.call(cmd.Context(), control.SubjGroupReset, req, &out); err != nil {
+			if err := g.call(cmd.Context(), redrive.SubjResetRun, redrive.ResetRequestBody{Reset: req, By: review.as, Reason: review.reason}, &out); err != nil {
 				return err
 			}
 			if output == "json" {
@@ -66,10 +95,10 @@ yet, so such resets are refused today (a dry run still works).`,
 	f.BoolVar(&req.ToStart, "to-start", false, "the oldest event still stored")
 	f.BoolVar(&req.ToEnd, "to-end", false, "past every stored event (skip the backlog)")
 	f.BoolVar(&req.DryRun, "dry-run", false, "print the positions and events to process; change nothing")
-	f.StringVar(&req.ApprovalID, "approval", "", "approved request id (topics marked review: required)")
 	f.Float64Var(&req.ConsumeRate, "consume-rate", 0, "events/s the group processes (0: measure)")
 	f.Float64Var(&req.ArrivalRate, "arrival-rate", 0, "events/s arriving on the topic (0: measure)")
 	f.DurationVar(&req.RateWindow, "rate-window", 3*time.Second, "how long to measure the rates (0: do not)")
+	review.bind(cmd)
 	addOutputFlag(cmd, &output)
 	return cmd
 }

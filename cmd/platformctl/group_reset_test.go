@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"errors"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -56,16 +57,44 @@ func TestCLIGroupReset(t *testing.T) {
 	if !strings.Contains(out, "dry run: would reset group email-notifier on topic orders to start") {
 		t.Fatalf("dry run output:\n%s", out)
 	}
-	out = mustCLI(t, d, "group", "reset", "email-notifier", "--to-end", "--consume-rate", "50000", "--arrival-rate", "20000")
+	if _, err := runCLI(t, d, "group", "reset", "email-notifier", "--to-end", "--rate-window", "0"); err == nil || !strings.Contains(err.Error(), "--reason") {
+		t.Fatalf("reset without --reason: %v, want a usage error naming --reason", err)
+	}
+	out = mustCLI(t, d, "group", "reset", "email-notifier", "--to-end", "--consume-rate", "50000", "--arrival-rate", "20000", "--reason", "skip the test backlog")
 	if !strings.Contains(out, "reset group email-notifier") {
 		t.Fatalf("reset output:\n%s", out)
 	}
-	// A reviewed topic refuses the reset (no approval mechanism yet).
+	// A reviewed topic refuses a direct reset; it runs through a request
+	// approved by someone else, once.
 	mustCLI(t, d, "topic", "create", "payments", "--review", "required")
 	mustCLI(t, d, "group", "create", "ledger", "--topic", "payments")
-	_, err := runCLI(t, d, "group", "reset", "ledger", "--to-start", "--rate-window", "0", "--approval", "req-7")
-	if !errors.Is(err, control.ErrConflict) || !strings.Contains(err.Error(), "approval mechanism has not landed") {
-		t.Fatalf("reset of a reviewed topic: %v", err)
+	_, err := runCLI(t, d, "group", "reset", "ledger", "--to-start", "--rate-window", "0", "--reason", "replay")
+	if !errors.Is(err, control.ErrConflict) || !strings.Contains(err.Error(), "--request") {
+		t.Fatalf("direct reset of a reviewed topic: %v", err)
+	}
+	if _, err := runCLI(t, d, "group", "reset", "ledger", "--to-start", "--request"); err == nil {
+		t.Fatal("request without --reason accepted")
+	}
+	out = mustCLI(t, d, "group", "reset", "ledger", "--to-start", "--request", "--reason", "replay after the ledger fix", "--as", "alice")
+	m := regexp.MustCompile(`reset request (\S+): requested`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("request output:\n%s", out)
+	}
+	id := m[1]
+	if _, err := runCLI(t, d, "group", "reset", "--approve", id, "--as", "alice"); !errors.Is(err, control.ErrConflict) {
+		t.Fatalf("self-approval: %v, want a refusal", err)
+	}
+	mustCLI(t, d, "group", "reset", "--approve", id, "--as", "bob", "--reason", "checked")
+	out = mustCLI(t, d, "group", "reset", "--execute", id, "--as", "alice")
+	if !strings.Contains(out, "reset group ledger on topic payments to start") {
+		t.Fatalf("execute output:\n%s", out)
+	}
+	if _, err := runCLI(t, d, "group", "reset", "--execute", id, "--as", "alice"); !errors.Is(err, control.ErrConflict) {
+		t.Fatalf("second execute: %v, want a refusal", err)
+	}
+	out = mustCLI(t, d, "group", "reset", "--show", id)
+	if !strings.Contains(out, "executed") || !strings.Contains(out, "approved by bob: checked") {
+		t.Fatalf("show output:\n%s", out)
 	}
 	if _, err := runCLI(t, d, "group", "reset", "ledger"); err == nil {
 		t.Fatal("reset without a target accepted")

@@ -21,12 +21,7 @@ import (
 // pending are metrics the rules use that no code exports yet, and who is
 // to export them. When one lands, remove it here (the test fails until
 // then, so the list cannot go stale).
-var pending = map[string]string{
-	"platform_group_tolerance_seconds": "per-group tolerance from the group spec (not declared yet)",
-	"platform_group_info":              "group -> topic mapping (consumer metrics carry group, partition only)",
-	"platform_topic_retention_seconds": "topic max_age (status/metrics of the reconciler)",
-	"platform_stream_has_leader":       "internal/metrics: per-stream leader presence",
-}
+var pending = map[string]string{}
 
 func loadRules(t *testing.T) *rulefmt.RuleGroups {
 	t.Helper()
@@ -253,6 +248,76 @@ func TestCanaryMissingFollowsTolerance(t *testing.T) {
 		}
 		if len(v) > 0 && (v[0].Metric.Get("topic") != "orders" || v[0].Metric.Get("group") != "g") {
 			t.Errorf("alert labels %v, want topic and group", v[0].Metric)
+		}
+	}
+}
+
+// ruleExpr returns the expression of the named alert.
+func ruleExpr(t *testing.T, alert string) string {
+	t.Helper()
+	for _, g := range loadRules(t).Groups {
+		for _, r := range g.Rules {
+			if r.Alert == alert {
+				return r.Expr
+			}
+		}
+	}
+	t.Fatalf("no alert %s", alert)
+	return ""
+}
+
+// The first alert follows each group's exported tolerance
+// (platform_group_tolerance_seconds), and falls back to 300 s for a group
+// without one; it fires per group, not for its neighbours.
+func TestGroupAboveToleranceFollowsTolerance(t *testing.T) {
+	expr := ruleExpr(t, "PlatformGroupOldestUnprocessedAboveTolerance")
+	engine := promqltest.NewTestEngine(t, false, 0, promqltest.DefaultMaxSamplesPerQuery)
+	for _, c := range []struct {
+		load string
+		want []string // groups firing
+	}{
+		{`platform_consumer_oldest_unprocessed_seconds{group="fraud",partition="0"} 90x20
+  platform_consumer_oldest_unprocessed_seconds{group="analytics",partition="0"} 90x20
+  platform_group_tolerance_seconds{group="fraud"} 60x20
+  platform_group_tolerance_seconds{group="analytics"} 3600x20`, []string{"fraud"}},
+		{`platform_consumer_oldest_unprocessed_seconds{group="analytics",partition="3"} 1000x20
+  platform_group_tolerance_seconds{group="analytics"} 3600x20`, nil},
+		{`platform_consumer_oldest_unprocessed_seconds{group="g",partition="0"} 301x20`, []string{"g"}},
+		{`platform_consumer_oldest_unprocessed_seconds{group="g",partition="0"} 299x20`, nil},
+	} {
+		v := evalAt(t, engine, "load 1m\n  "+c.load+"\n", expr)
+		var got []string
+		for _, s := range v {
+			got = append(got, s.Metric.Get("group"))
+		}
+		if strings.Join(got, ",") != strings.Join(c.want, ",") {
+			t.Errorf("fired for %v, want %v on\n%s", got, c.want, c.load)
+		}
+	}
+}
+
+// Lag vs retention joins the group to its topic (platform_group_info) and
+// the topic's max_age: 50% of 3 days fires, 40% does not, and another
+// topic's shorter retention does not count.
+func TestLagApproachingRetentionJoinsGroupToTopic(t *testing.T) {
+	expr := ruleExpr(t, "PlatformGroupLagApproachingRetention")
+	engine := promqltest.NewTestEngine(t, false, 0, promqltest.DefaultMaxSamplesPerQuery)
+	const catalog = `
+  platform_group_info{group="g",topic="orders"} 1x20
+  platform_group_info{group="h",topic="clicks"} 1x20
+  platform_topic_retention_seconds{topic="orders"} 259200x20
+  platform_topic_retention_seconds{topic="clicks"} 3600x20`
+	for _, c := range []struct {
+		age  string
+		fire bool
+	}{{"130000", true}, {"103680", false}} {
+		load := "load 1m\n  platform_consumer_oldest_unprocessed_seconds{group=\"g\",partition=\"0\"} " + c.age + "x20" + catalog + "\n"
+		v := evalAt(t, engine, load, expr)
+		if fired := len(v) > 0; fired != c.fire {
+			t.Errorf("age %s s of 3 days: fired = %v, want %v", c.age, fired, c.fire)
+		}
+		if len(v) > 0 && v[0].Metric.Get("group") != "g" {
+			t.Errorf("alert labels %v, want group g", v[0].Metric)
 		}
 	}
 }

@@ -8,5 +8,7 @@
 // exported by the node that leads the stream (one series per stream, no
 // double counting) with the replica health the leader sees: a stream with
 // a replica that is not current is under-replicated, and one with no
-// leader has lost quorum.
+// leader has lost quorum: platform_stream_has_leader is 1 from the
+// leader, and 0 from every server hosting a replica of a stream nobody
+// leads (those are listed with all hosted streams, not only led ones).
 package metrics

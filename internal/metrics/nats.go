@@ -58,6 +58,7 @@ var (
 	dStreamReplicas = prometheus.NewDesc("platform_stream_replicas", "Configured replicas of the stream.", streamLabels, nil)
 	dStreamCurrent  = prometheus.NewDesc("platform_stream_replicas_current", "Replicas current with the leader, the leader included.", streamLabels, nil)
 	dStreamLagging  = prometheus.NewDesc("platform_stream_replicas_lagging", "Replicas not current with the leader (under-replicated when > 0).", streamLabels, nil)
+	dStreamHasLdr   = prometheus.NewDesc("platform_stream_has_leader", "1 when the stream has a leader (reported by the leader); 0 reported by every server hosting a replica of a stream with none (quorum lost: publishes are refused).", streamLabels, nil)
 	dConsPending    = prometheus.NewDesc("platform_consumer_pending_messages", "Messages not yet delivered to the consumer.", consLabels, nil)
 	dConsAckPending = prometheus.NewDesc("platform_consumer_ack_pending_messages", "Messages delivered and not yet acknowledged.", consLabels, nil)
 	dConsRedeliv    = prometheus.NewDesc("platform_consumer_redelivered_messages", "Messages redelivered and not yet acknowledged.", consLabels, nil)
@@ -68,7 +69,7 @@ func (c *NATSCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{dUp, dConns, dRoutes, dInMsgs, dOutMsgs, dInBytes, dOutBytes, dSlow, dMem,
 		dJSMem, dJSStore, dJSMemMax, dJSStoreMax, dJSStreams, dJSConsumers, dJSAPI, dJSAPIErrors,
 		dMetaLeader, dMetaHasLeader, dMetaSize, dMetaOffline,
-		dStreamMsgs, dStreamBytes, dStreamFirstSeq, dStreamLastSeq, dStreamReplicas, dStreamCurrent, dStreamLagging,
+		dStreamMsgs, dStreamBytes, dStreamFirstSeq, dStreamLastSeq, dStreamReplicas, dStreamCurrent, dStreamLagging, dStreamHasLdr,
 		dConsPending, dConsAckPending, dConsRedeliv} {
 		ch <- d
 	}
@@ -104,7 +105,9 @@ func (c *NATSCollector) collectServer(ch chan<- prometheus.Metric, s Server) {
 		counter(dSlow, float64(vz.SlowConsumers), lv...)
 		gauge(dMem, float64(vz.Mem), lv...)
 	}
-	jsz, err := s.Srv.Jsz(&server.JSzOptions{Accounts: true, Streams: true, Consumer: true, StreamLeaderOnly: true})
+	// Every hosted stream, not only the led ones: a stream that lost its
+	// leader is led by nobody, and only its replicas can report it.
+	jsz, err := s.Srv.Jsz(&server.JSzOptions{Accounts: true, Streams: true, Consumer: true})
 	if err != nil || jsz.Disabled {
 		return
 	}
@@ -136,10 +139,15 @@ func (c *NATSCollector) collectServer(ch chan<- prometheus.Metric, s Server) {
 	}
 	for _, acc := range jsz.AccountDetails {
 		for _, st := range acc.Streams {
-			if st.Cluster != nil && st.Cluster.Leader != "" && st.Cluster.Leader != name {
+			sl := []string{name, s.Region, accountLabel(acc), st.Name}
+			if st.Cluster != nil && st.Cluster.Leader == "" {
+				gauge(dStreamHasLdr, 0, sl...) // every replica says so
+				continue
+			}
+			if st.Cluster != nil && st.Cluster.Leader != name {
 				continue // followers leave the stream's series to its leader
 			}
-			sl := []string{name, s.Region, accountLabel(acc), st.Name}
+			gauge(dStreamHasLdr, 1, sl...)
 			gauge(dStreamMsgs, float64(st.State.Msgs), sl...)
 			gauge(dStreamBytes, float64(st.State.Bytes), sl...)
 			gauge(dStreamFirstSeq, float64(st.State.FirstSeq), sl...)
@@ -147,6 +155,10 @@ func (c *NATSCollector) collectServer(ch chan<- prometheus.Metric, s Server) {
 			replicas, current := 1, 1
 			if st.Config != nil && st.Config.Replicas > 0 {
 				replicas = st.Config.Replicas
+			} else if st.Cluster != nil {
+				// Jsz leaves the config out unless asked: the leader
+				// lists every other peer, offline ones included.
+				replicas = 1 + len(st.Cluster.Replicas)
 			}
 			if st.Cluster != nil {
 				for _, r := range st.Cluster.Replicas {

@@ -49,10 +49,14 @@ func VersionOf(h nats.Header) (int, bool) {
 type Validator struct {
 	reg    *Registry
 	topics map[string]string
+	// optIn is set by NewTopicValidator: only topics in required are
+	// validated, and every event on them must be.
+	optIn    bool
+	required map[string]bool
 
 	mu       sync.RWMutex
 	subjects map[string]*Subject
-	compiled map[string]*jsonschema.Schema // "<subject>/<version>"
+	compiled map[schemaKey]*compiledSchema
 
 	watcher jetstream.KeyWatcher
 	done    chan struct{}
@@ -67,7 +71,28 @@ func (r *Registry) NewValidator(topics map[string]string) *Validator {
 	for k, v := range topics {
 		t[k] = v
 	}
-	return &Validator{reg: r, topics: t, subjects: map[string]*Subject{}, compiled: map[string]*jsonschema.Schema{}}
+	return &Validator{reg: r, topics: t, subjects: map[string]*Subject{}, compiled: map[schemaKey]*compiledSchema{}}
+}
+
+// NewTopicValidator returns a Validator for the topics that opt in
+// (TopicSpec.ValidateEvents, `validate: true`): an event on one of them is
+// validated against its event type (header Platform-Event-Type, else the
+// topic's event_type) and refused when it has none or does not conform;
+// events on every other topic are published unchecked, whatever their
+// headers. Start it before use.
+func (r *Registry) NewTopicValidator(topics ...platform.TopicSpec) *Validator {
+	bound := map[string]string{}
+	v := &Validator{reg: r, topics: bound, optIn: true, required: map[string]bool{}, subjects: map[string]*Subject{}, compiled: map[schemaKey]*compiledSchema{}}
+	for _, t := range topics {
+		if !t.ValidateEvents {
+			continue
+		}
+		v.required[t.Name] = true
+		if t.EventType != "" {
+			bound[t.Name] = t.EventType
+		}
+	}
+	return v
 }
 
 // Start loads the registry and keeps watching it; it returns once the
@@ -135,11 +160,17 @@ func (v *Validator) Close() error {
 // Validate checks ev against its subject's schema and returns the
 // version it conforms to; 0 when the event is not to be validated.
 func (v *Validator) Validate(topic string, ev *platform.Event) (int, error) {
+	if v.optIn && !v.required[topic] {
+		return 0, nil
+	}
 	subject := ev.Headers.Get(EventTypeHeader)
 	if subject == "" {
 		subject = v.topics[topic]
 	}
 	if subject == "" {
+		if v.optIn {
+			return 0, fmt.Errorf("%w: topic %s validates its events (validate: true) but neither the event (header %s) nor the topic (event_type) names an event type", ErrValidation, topic, EventTypeHeader)
+		}
 		return 0, nil
 	}
 	want := 0
@@ -150,10 +181,14 @@ func (v *Validator) Validate(topic string, ev *platform.Event) (int, error) {
 		}
 		want = n
 	}
-	sch, version, err := v.schema(subject, want)
+	cs, version, err := v.schema(subject, want)
 	if err != nil {
 		return 0, err
 	}
+	if cs.fast != nil && cs.fast.accepts(ev.Payload) {
+		return version, nil
+	}
+	sch := cs.full
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(ev.Payload))
 	if err != nil {
 		return 0, fmt.Errorf("%w: %s v%d: payload is not JSON: %v", ErrValidation, subject, version, err)
@@ -168,18 +203,32 @@ func (v *Validator) Validate(topic string, ev *platform.Event) (int, error) {
 	return version, nil
 }
 
-// schema returns the compiled schema of subject at version (0: latest).
-func (v *Validator) schema(subject string, version int) (*jsonschema.Schema, int, error) {
+// schemaKey names one compiled version of a subject.
+type schemaKey struct {
+	subject string
+	version int
+}
+
+// compiledSchema is one version, compiled once: full is the complete
+// validator (it decides every refusal and its message), fast the
+// allocation-free fast path when the schema allows one (fastpath.go).
+type compiledSchema struct {
+	full *jsonschema.Schema
+	fast *fastSchema
+}
+
+// schema returns the compiled schema of subject at version (0: latest),
+// compiling it on first use only.
+func (v *Validator) schema(subject string, version int) (*compiledSchema, int, error) {
 	v.mu.RLock()
 	s := v.subjects[subject]
 	if s != nil && version == 0 {
 		version = len(s.Versions)
 	}
-	key := subject + "/" + strconv.Itoa(version)
-	sch := v.compiled[key]
+	cs := v.compiled[schemaKey{subject, version}]
 	v.mu.RUnlock()
-	if sch != nil {
-		return sch, version, nil
+	if cs != nil {
+		return cs, version, nil
 	}
 	if s == nil || len(s.Versions) == 0 {
 		return nil, 0, fmt.Errorf("%w: no schema is registered for %s (platformctl schema register %s --file ...)", ErrValidation, subject, subject)
@@ -187,14 +236,16 @@ func (v *Validator) schema(subject string, version int) (*jsonschema.Schema, int
 	if version > len(s.Versions) {
 		return nil, 0, fmt.Errorf("%w: %s has versions 1..%d, not %d", ErrValidation, subject, len(s.Versions), version)
 	}
-	sch, err := compile(s.Versions[version-1].Schema)
+	text := s.Versions[version-1].Schema
+	full, err := compile(text)
 	if err != nil {
 		return nil, 0, err
 	}
+	cs = &compiledSchema{full: full, fast: compileFast(text)}
 	v.mu.Lock()
-	v.compiled[key] = sch
+	v.compiled[schemaKey{subject, version}] = cs
 	v.mu.Unlock()
-	return sch, version, nil
+	return cs, version, nil
 }
 
 var printer = message.NewPrinter(language.English)
