@@ -85,8 +85,10 @@ type settler struct {
 	metrics     *ConsumerMetrics
 	partition   string // metrics label ("" for queues)
 
+	failures  *failureLog // FirstFailuresBucket (nil: memory only)
 	mu        sync.Mutex
 	firstFail map[uint64]time.Time // by stream seq, this process's view
+	groups    map[string]bool      // groups consuming the topic (consumer_redrive.go)
 }
 
 func newSettler(js jetstream.JetStream, object, consumer, group string, policy RetryPolicy, maxDeliver int, b *budget, m *ConsumerMetrics, partition string) *settler {
@@ -108,7 +110,7 @@ func (s *settler) settle(ctx context.Context, msg *Message, herr error, fenced f
 		return outcomeFenced
 	}
 	if herr == nil {
-		s.forget(msg.Seq)
+		s.forget(ctx, msg)
 		if err := msg.raw.Ack(); err != nil {
 			return outcomeRetry // the lease expires and it comes back
 		}
@@ -119,12 +121,28 @@ func (s *settler) settle(ctx context.Context, msg *Message, herr error, fenced f
 	now := time.Now()
 	s.mu.Lock()
 	first, ok := s.firstFail[msg.Seq]
-	if !ok {
-		first = now
-		s.firstFail[msg.Seq] = now
-	}
 	s.mu.Unlock()
-	if class == ClassTransient && msg.Attempt < s.maxAttempts {
+	retry := class == ClassTransient && msg.Attempt < s.maxAttempts
+	if !ok {
+		// Not seen failing by this process: the first failure, or an
+		// earlier one recorded by a process that crashed or lost the
+		// partition since (FirstFailuresBucket).
+		first = now
+		if !retry && msg.Attempt > 1 {
+			fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			if t, found := s.failures.recorded(fctx, s.stream, s.consumer, msg.Seq); found {
+				first = t
+			}
+			cancel()
+		}
+		s.mu.Lock()
+		s.firstFail[msg.Seq] = first
+		s.mu.Unlock()
+		if retry {
+			s.recordFirst(msg.Seq, now)
+		}
+	}
+	if retry {
 		delay := s.policy.Backoff(msg.Attempt)
 		if !s.budget.take() {
 			delay = s.policy.Ceiling(len(s.policy.Delays))
@@ -156,16 +174,47 @@ func (s *settler) settle(ctx context.Context, msg *Message, herr error, fenced f
 		_ = msg.raw.NakWithDelay(s.policy.Ceiling(len(s.policy.Delays)))
 		return outcomeRetry
 	}
-	s.forget(msg.Seq)
+	s.forget(ctx, msg)
 	s.metrics.deadLettered(s.group, s.partition, class)
 	_ = msg.raw.TermWithReason(truncate("platform: dead-lettered ("+string(class)+"): "+reason, 200))
 	return outcomeDead
 }
 
-func (s *settler) forget(seq uint64) {
+// recordFirst records now as the event's first failure in the bucket,
+// off the settling path (the retry's NAK is not held up by it; a crash in
+// between loses only that record), and adopts an earlier time recorded by
+// another process.
+func (s *settler) recordFirst(seq uint64, now time.Time) {
+	if s.failures == nil {
+		return
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		t := s.failures.first(ctx, s.stream, s.consumer, seq, now)
+		if !t.Before(now) {
+			return
+		}
+		s.mu.Lock()
+		if cur, ok := s.firstFail[seq]; ok && t.Before(cur) {
+			s.firstFail[seq] = t
+		}
+		s.mu.Unlock()
+	}()
+}
+
+// forget drops the event's first failure, here and in the bucket if it
+// may be there (a record is made only before a retry, so only a later
+// attempt can find one).
+func (s *settler) forget(ctx context.Context, msg *Message) {
 	s.mu.Lock()
-	delete(s.firstFail, seq)
+	delete(s.firstFail, msg.Seq)
 	s.mu.Unlock()
+	if msg.Attempt > 1 {
+		fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		s.failures.forget(fctx, s.stream, s.consumer, msg.Seq)
+		cancel()
+	}
 }
 
 func truncate(s string, n int) string {

@@ -51,4 +51,29 @@ package platform
 // drops the event nor emits MAX_DELIVERIES until the next pull request;
 // a member taking over resets the consumer instead (the event is retried
 // afresh and dead-lettered by the runtime), so either way it reaches the
-// DLQ once.
+// DLQ once. platformd runs a router for every topic and queue of the
+// platform account (DLQRouters; objects applied later are picked up
+// within seconds), so the advisories are routed even when no Member or
+// Workers of the object runs one.
+//
+// DLQ retention and owner: per object in the spec (dlq: {retention,
+// owner}, DLQSpec), applied by the Reconciler to the DLQ and advisory
+// streams. Default 14 days, or the topic's max_age if longer; an explicit
+// retention shorter than 1h or than the topic's max_age is refused (a
+// dead letter would expire while its event is still in the topic).
+//
+// First failure: recorded at the first retry in FirstFailuresBucket
+// (create wins, so the earliest), read back by whichever process fails or
+// dead-letters the event later (after a crash or a handover), including
+// the DLQRouter. NATS keeps no time of a first delivery, and a NAK cannot
+// add a header to the stored event, hence the bucket.
+//
+// Redrive: a redriven event carries Platform-Redrive-Group (the group
+// that dead-lettered it); every other group's runtime acks it without
+// calling its handler (platform_consumer_redrive_skipped_total), so a
+// redrive reaches only the failed group.
+//
+// Work queues, dropped connection: see WorkerSessionsBucket. Live
+// Workers give back (NAK) the jobs of a Workers instance whose session
+// lapsed, about SessionTTL (5 s) after it crashed or lost its connection
+// instead of a whole lease; the lease stays the fallback.

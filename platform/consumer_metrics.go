@@ -19,14 +19,20 @@ import (
 //
 // Processing rate is rate(platform_consumer_processed_total).
 type ConsumerMetrics struct {
-	processedC   *prometheus.CounterVec
-	retriesC     *prometheus.CounterVec
-	deadC        *prometheus.CounterVec
-	dlqFailC     *prometheus.CounterVec
-	budgetC      *prometheus.CounterVec
-	rebalances   *prometheus.CounterVec
-	handlerH     *prometheus.HistogramVec
-	canaryG      *prometheus.GaugeVec // canary_runtime.go
+	processedC *prometheus.CounterVec
+	retriesC   *prometheus.CounterVec
+	deadC      *prometheus.CounterVec
+	dlqFailC   *prometheus.CounterVec
+	budgetC    *prometheus.CounterVec
+	rebalances *prometheus.CounterVec
+	handlerH   *prometheus.HistogramVec
+	canaryG    *prometheus.GaugeVec // canary_runtime.go
+	// redriveSkippedC counts redriven events for other groups
+	// (consumer_redrive.go).
+	redriveSkippedC *prometheus.CounterVec
+	// reclaimedC counts jobs of lost workers given back early
+	// (workqueue_session.go).
+	reclaimedC   *prometheus.CounterVec
 	pendingD     *prometheus.Desc
 	oldestD      *prometheus.Desc
 	dlqDepthD    *prometheus.Desc
@@ -53,7 +59,10 @@ func NewConsumerMetrics() *ConsumerMetrics {
 		rebalances: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "platform_group_rebalances_total", Help: "Assignments written by this process's members."}, []string{"group"}),
 		handlerH: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "platform_consumer_handler_seconds", Help: "Handler duration.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 10)}, gp),
-		canaryG:      newCanaryGauge(),
+		canaryG:         newCanaryGauge(),
+		redriveSkippedC: newRedriveSkippedCounter(),
+		reclaimedC: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "platform_queue_jobs_reclaimed_total",
+			Help: "Jobs of a worker whose session lapsed (crash, lost connection) given back before their lease."}, []string{"queue"}),
 		pendingD:     prometheus.NewDesc("platform_consumer_pending", "Events not yet acknowledged (undelivered + in flight).", gp, nil),
 		oldestD:      prometheus.NewDesc("platform_consumer_oldest_unprocessed_seconds", "Age of the oldest unacknowledged event by broker append time.", gp, nil),
 		dlqDepthD:    prometheus.NewDesc("platform_dlq_depth", "Entries in the DLQ.", []string{"object"}, nil),
@@ -65,7 +74,7 @@ func NewConsumerMetrics() *ConsumerMetrics {
 }
 
 func (c *ConsumerMetrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{c.processedC, c.retriesC, c.deadC, c.dlqFailC, c.budgetC, c.rebalances, c.handlerH, c.canaryG}
+	return []prometheus.Collector{c.processedC, c.retriesC, c.deadC, c.dlqFailC, c.budgetC, c.rebalances, c.handlerH, c.canaryG, c.redriveSkippedC, c.reclaimedC}
 }
 
 // Describe implements prometheus.Collector.

@@ -59,6 +59,7 @@ func newPartitionRunner(m *Member, p int, fence uint64, c jetstream.Consumer) *p
 			m.budget, m.cfg.Metrics, itoa(p)),
 		lanes: map[string]*lane{}, space: make(chan struct{}, 1), loopDone: make(chan struct{}),
 	}
+	r.set.failures = m.failures
 	r.fetchCtx, r.stopFetch = context.WithCancel(context.Background())
 	r.handlerCtx, r.stopHandler = context.WithCancel(context.Background())
 	return r
@@ -196,7 +197,7 @@ func (r *partitionRunner) keepAlive(every time.Duration) {
 }
 
 func (r *partitionRunner) dispatch(msg jetstream.Msg) {
-	if r.set.canary(msg, r.fenced) {
+	if r.set.canary(msg, r.fenced) || r.set.skipRedrive(msg, r.fenced) {
 		return // acked here, never handed to the handler
 	}
 	meta, err := msg.Metadata()

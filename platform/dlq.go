@@ -7,9 +7,12 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/msgplatform/platform/internal/validate"
 )
 
 // Dead-letter streams. Every topic and queue <name> (stream S =
@@ -30,14 +33,18 @@ import (
 //     dead-letter an event whose consumer died on its last attempt, even
 //     if no router was running at that moment.
 //
-// Both keep DefaultDLQRetention (14 days) and record the object's owner
-// in their metadata (platform.owner).
+// Both keep the object's DLQ retention (DLQSpec.Retention, default
+// DefaultDLQRetention, 14 days) and record the DLQ's owner (DLQSpec.Owner,
+// default the object's owner) in their metadata (platform.owner).
 const (
 	DefaultDLQRetention = 14 * 24 * time.Hour
-	kindDLQ             = "dlq"
-	kindDLQEvents       = "dlq_events"
-	dlqDuplicateWindow  = 10 * time.Minute
-	mdDLQOf             = "platform.dlq_of"
+	// MinDLQRetention is the shortest DLQ retention a spec may set: a DLQ
+	// entry is the only record of a failure, and a person must get to it.
+	MinDLQRetention    = time.Hour
+	kindDLQ            = "dlq"
+	kindDLQEvents      = "dlq_events"
+	dlqDuplicateWindow = 10 * time.Minute
+	mdDLQOf            = "platform.dlq_of"
 )
 
 // DLQ entry headers. An entry's payload and its other headers are the
@@ -76,10 +83,61 @@ func dlqMsgID(stream, consumer string, seq uint64) string {
 	return "dlq:" + stream + ":" + consumer + ":" + strconv.FormatUint(seq, 10)
 }
 
-func dlqStreamConfig(name, owner string, replicas int) jetstream.StreamConfig {
+// DLQSpec is the dead-letter queue settings of a topic or queue, e.g.
+// dlq: {retention: 336h, owner: payments-oncall}.
+//
+// Retention is how long an entry is kept (0: DefaultDLQRetention, or the
+// topic's max_age if longer). It must be at least MinDLQRetention and,
+// for a topic with a max_age, at least that max_age: the entry is the only record that a group skipped
+// the event, and it must not vanish while the event itself is still in
+// the topic (a redrive or replay is then still possible). Expiry from a
+// DLQ is permanent loss, so the Reconciler applies it to the DLQ and its
+// advisory stream as written, and redrive warns at 80 % of it.
+// Owner is the team answerable for the DLQ ("": the object's owner).
+type DLQSpec struct {
+	Retention time.Duration `mapstructure:"retention" json:"retention,omitempty"`
+	Owner     string        `mapstructure:"owner" json:"owner,omitempty"`
+}
+
+// resolve returns s with its defaults filled in: the retention
+// DefaultDLQRetention, or the topic's max_age if that is longer; the
+// owner the object's owner.
+func (s DLQSpec) resolve(objectOwner string, topicMaxAge time.Duration) DLQSpec {
+	if s.Retention == 0 {
+		s.Retention = max(DefaultDLQRetention, topicMaxAge)
+	}
+	if s.Owner == "" {
+		s.Owner = objectOwner
+	}
+	return s
+}
+
+// DLQSettings returns the retention and owner the topic's DLQ gets.
+func (t TopicSpec) DLQSettings() DLQSpec { return t.DLQ.resolve(t.Owner, t.Retention.MaxAge) }
+
+// DLQSettings returns the retention and owner the queue's DLQ gets.
+func (q QueueSpec) DLQSettings() DLQSpec { return q.DLQ.resolve(q.Owner, 0) }
+
+// validateInto records the problems of the DLQ settings of an object
+// whose own retention is topicMaxAge (0: none or a queue).
+func (s DLQSpec) validateInto(p *validate.Problems, topicMaxAge time.Duration) {
+	switch r := s.Retention; {
+	case r < 0:
+		p.Addf("dlq.retention", "must be >= %s (0: default %s), got %s", MinDLQRetention, DefaultDLQRetention, r)
+	case r > 0 && r < MinDLQRetention:
+		p.Addf("dlq.retention", "must be at least %s (0: default %s): entries expire unseen, and expiry is permanent loss; got %s", MinDLQRetention, DefaultDLQRetention, r)
+	case r > 0 && r < topicMaxAge:
+		p.Addf("dlq.retention", "%s is shorter than the topic's retention.max_age %s: a dead letter would expire while its event is still in the topic; set at least %s (or 0 for the default)", r, topicMaxAge, topicMaxAge)
+	}
+	if len(s.Owner) > 128 || strings.ContainsFunc(s.Owner, unicode.IsControl) {
+		p.Addf("dlq.owner", "must be a team name of at most 128 printable characters, got %q", s.Owner)
+	}
+}
+
+func dlqStreamConfig(name string, dlq DLQSpec, replicas int) jetstream.StreamConfig {
 	s := StreamName(name)
 	md := map[string]string{mdKind: kindDLQ, mdDLQOf: name}
-	setIf(md, mdOwner, owner)
+	setIf(md, mdOwner, dlq.Owner)
 	return jetstream.StreamConfig{
 		Name:                 DLQStream(name),
 		Description:          "platform dead letters of " + name,
@@ -87,7 +145,7 @@ func dlqStreamConfig(name, owner string, replicas int) jetstream.StreamConfig {
 		Retention:            jetstream.LimitsPolicy,
 		Storage:              jetstream.FileStorage,
 		Replicas:             replicas,
-		MaxAge:               DefaultDLQRetention,
+		MaxAge:               dlq.Retention,
 		MaxBytes:             -1,
 		MaxMsgsPerSubject:    1,
 		Discard:              jetstream.DiscardNew,
@@ -98,10 +156,10 @@ func dlqStreamConfig(name, owner string, replicas int) jetstream.StreamConfig {
 	}
 }
 
-func dlqEventsStreamConfig(name, owner string, replicas int) jetstream.StreamConfig {
+func dlqEventsStreamConfig(name string, dlq DLQSpec, replicas int) jetstream.StreamConfig {
 	s := StreamName(name)
 	md := map[string]string{mdKind: kindDLQEvents, mdDLQOf: name}
-	setIf(md, mdOwner, owner)
+	setIf(md, mdOwner, dlq.Owner)
 	return jetstream.StreamConfig{
 		Name:        DLQEventsStream(name),
 		Description: "platform delivery advisories of " + name,
@@ -112,7 +170,7 @@ func dlqEventsStreamConfig(name, owner string, replicas int) jetstream.StreamCon
 		Retention:   jetstream.LimitsPolicy,
 		Storage:     jetstream.FileStorage,
 		Replicas:    replicas,
-		MaxAge:      DefaultDLQRetention,
+		MaxAge:      dlq.Retention,
 		MaxBytes:    -1,
 		Discard:     jetstream.DiscardOld,
 		AllowDirect: true,
@@ -122,9 +180,11 @@ func dlqEventsStreamConfig(name, owner string, replicas int) jetstream.StreamCon
 }
 
 // planDLQ adds the creation or update of the DLQ and advisory streams of
-// a topic or queue to its plan item.
-func (p *plan) planDLQ(ctx context.Context, it *planItem, name, owner string, replicas int) {
-	for _, want := range []jetstream.StreamConfig{dlqStreamConfig(name, owner, replicas), dlqEventsStreamConfig(name, owner, replicas)} {
+// a topic or queue to its plan item: their retention and owner follow
+// dlq (the object's DLQSettings), so changing dlq.retention
+// in the spec changes the MaxAge of both streams in place.
+func (p *plan) planDLQ(ctx context.Context, it *planItem, name string, dlq DLQSpec, replicas int) {
+	for _, want := range []jetstream.StreamConfig{dlqStreamConfig(name, dlq, replicas), dlqEventsStreamConfig(name, dlq, replicas)} {
 		info, err := p.stream(ctx, want.Name)
 		if err != nil {
 			p.failRead(err)

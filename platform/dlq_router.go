@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -31,7 +33,7 @@ const DLQRouterConsumer = "dlq-router"
 // and consumer.
 //
 // Members and Workers run a router for their own object unless told not
-// to; a daemon can run one for every object.
+// to; platformd runs one for every object (DLQRouters).
 type DLQRouter struct {
 	js      jetstream.JetStream
 	objects []string
@@ -177,9 +179,15 @@ func (r *DLQRouter) route(ctx context.Context, object string, data []byte) error
 	default:
 		return err
 	}
+	// The first failure, if the runtime recorded one before retrying.
+	failures := newFailureLog(r.js, 1)
+	if t, ok := failures.recorded(actx, a.Stream, a.Consumer, a.StreamSeq); ok {
+		d.first = t
+	}
 	if err := writeDLQ(actx, r.js, d); err != nil {
 		return err
 	}
+	failures.forget(actx, a.Stream, a.Consumer, a.StreamSeq)
 	// A work queue keeps an event its consumer gave up on: remove it now
 	// that it is in the DLQ.
 	if kindOf(&s.CachedInfo().Config) == kindQueue && err == nil && orig != nil {
@@ -188,4 +196,130 @@ func (r *DLQRouter) route(ctx context.Context, object string, data []byte) error
 		}
 	}
 	return nil
+}
+
+// DLQObjects returns the topics and queues of the account that have a
+// DLQ events stream (every object the Reconciler applied), by name.
+func DLQObjects(ctx context.Context, js jetstream.JetStream) ([]string, error) {
+	var out []string
+	it := js.ListStreams(ctx)
+	for info := range it.Info() {
+		if md := info.Config.Metadata; md[mdKind] == kindDLQEvents && md[mdDLQOf] != "" {
+			out = append(out, md[mdDLQOf])
+		}
+	}
+	if err := it.Err(); err != nil && !errors.Is(err, jetstream.ErrEndOfData) {
+		return nil, fmt.Errorf("platform: list DLQ events streams: %w", err)
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// DLQRouters runs one DLQRouter for every topic and queue of an account,
+// as platformd does: at Start for every object applied so far, then every
+// Refresh for objects applied later (through the control API or another
+// daemon). Routers of one object compete on its durable consumer, so
+// running them next to the routers of Members and Workers is safe: each
+// advisory is handled once, and an entry already written is left alone.
+type DLQRouters struct {
+	js      jetstream.JetStream
+	log     *slog.Logger
+	refresh time.Duration
+
+	mu      sync.Mutex
+	routers map[string]*DLQRouter
+	cancel  context.CancelFunc
+	done    chan struct{}
+	once    sync.Once
+}
+
+// NewDLQRouters returns routers for every object of js's account,
+// looking for new objects every refresh (default 10 s).
+func NewDLQRouters(js jetstream.JetStream, refresh time.Duration, log *slog.Logger) *DLQRouters {
+	if refresh <= 0 {
+		refresh = 10 * time.Second
+	}
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return &DLQRouters{js: js, log: log, refresh: refresh, routers: map[string]*DLQRouter{}}
+}
+
+// Start routes for every object applied so far; it returns the first
+// failure to bind (the objects bound so far keep routing until Close).
+func (s *DLQRouters) Start(ctx context.Context) error {
+	err := s.sync(ctx)
+	rctx, cancel := context.WithCancel(context.Background())
+	s.cancel, s.done = cancel, make(chan struct{})
+	go s.loop(rctx)
+	return err
+}
+
+// Objects returns the objects routed now, by name.
+func (s *DLQRouters) Objects() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Sorted(maps.Keys(s.routers))
+}
+
+func (s *DLQRouters) loop(ctx context.Context) {
+	defer close(s.done)
+	t := time.NewTicker(s.refresh)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		sctx, cancel := context.WithTimeout(ctx, s.refresh)
+		if err := s.sync(sctx); err != nil && ctx.Err() == nil {
+			s.log.Warn("platform: DLQ routers: refresh", "err", err)
+		}
+		cancel()
+	}
+}
+
+// sync starts a router for every object that has none yet.
+func (s *DLQRouters) sync(ctx context.Context) error {
+	objects, err := DLQObjects(ctx, s.js)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, obj := range objects {
+		s.mu.Lock()
+		_, running := s.routers[obj]
+		s.mu.Unlock()
+		if running {
+			continue
+		}
+		r := NewDLQRouter(s.js, []string{obj}, s.log)
+		if err := r.Start(ctx); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		s.mu.Lock()
+		s.routers[obj] = r
+		s.mu.Unlock()
+		s.log.Info("platform: DLQ router started", "object", obj)
+	}
+	return errors.Join(errs...)
+}
+
+// Close stops every router within ctx. Idempotent.
+func (s *DLQRouters) Close(ctx context.Context) error {
+	var errs []error
+	s.once.Do(func() {
+		if s.cancel != nil {
+			s.cancel()
+			<-s.done
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for _, r := range s.routers {
+			errs = append(errs, r.Close(ctx))
+		}
+	})
+	return errors.Join(errs...)
 }

@@ -95,6 +95,7 @@ type Member struct {
 	lastBeat time.Time // last successful heartbeat (local clock)
 
 	router    *DLQRouter
+	failures  *failureLog // FirstFailuresBucket
 	paused    atomic.Bool // test hook: stop heartbeating (a stalled process)
 	cancel    context.CancelFunc
 	done      chan struct{}
@@ -157,6 +158,7 @@ func (m *Member) Start(ctx context.Context) error {
 		_ = w.Stop()
 		return err
 	}
+	m.failures = newFailureLog(m.js, topic.Replicas)
 	if !m.cfg.NoDLQRouter {
 		m.router = NewDLQRouter(m.js, []string{topic.Name}, m.log)
 		if err := m.router.Start(ctx); err != nil {

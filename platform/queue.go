@@ -68,7 +68,7 @@ func (p *plan) planQueue(ctx context.Context, q QueueSpec) {
 			it.change.Details = append(it.change.Details, "owner: "+q.Owner)
 		}
 		it.steps = append(it.steps, p.r.createStream(want), p.r.createConsumer(want.Name, wantC))
-		p.planDLQ(ctx, it, q.Name, q.Owner, q.Replicas)
+		p.planDLQ(ctx, it, q.Name, q.DLQSettings(), q.Replicas)
 		p.add(it)
 		return
 	}
@@ -108,6 +108,6 @@ func (p *plan) planQueue(ctx context.Context, q QueueSpec) {
 		}
 	}
 	it.change.Action = ActionUpdate
-	p.planDLQ(ctx, it, q.Name, q.Owner, q.Replicas)
+	p.planDLQ(ctx, it, q.Name, q.DLQSettings(), q.Replicas)
 	p.add(it)
 }

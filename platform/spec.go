@@ -64,6 +64,16 @@ type TopicSpec struct {
 	// Canary is false to opt the topic out of platformd's canary events
 	// (see canary.go); nil or true means on.
 	Canary *bool `mapstructure:"canary" json:"canary,omitempty"`
+	// DLQ sets the retention and owner of the topic's dead-letter queue.
+	DLQ DLQSpec `mapstructure:"dlq" json:"dlq,omitzero"`
+	// ValidateEvents (validate: true) makes publishers check each event
+	// against the registered schema of its event type before publishing
+	// (schema.NewTopicValidator); false publishes unchecked.
+	ValidateEvents bool `mapstructure:"validate" json:"validate,omitempty"`
+	// EventType is the schema registry subject a validating topic's
+	// events conform to, unless an event names its own (header
+	// Platform-Event-Type). Only with validate: true.
+	EventType string `mapstructure:"event_type" json:"event_type,omitempty"`
 }
 
 // Topic cleanup policies and review values.
@@ -98,6 +108,8 @@ type QueueSpec struct {
 	// Canary is false to opt the queue out of platformd's canary jobs;
 	// nil or true means on.
 	Canary *bool `mapstructure:"canary" json:"canary,omitempty"`
+	// DLQ sets the retention and owner of the queue's dead-letter queue.
+	DLQ DLQSpec `mapstructure:"dlq" json:"dlq,omitzero"`
 }
 
 // GroupSpec declares a consumer group: a named durable subscription to a
@@ -105,6 +117,10 @@ type QueueSpec struct {
 type GroupSpec struct {
 	Name  string `mapstructure:"name" json:"name"`
 	Topic string `mapstructure:"topic" json:"topic"`
+	// Tolerance is the oldest unprocessed age the group accepts before
+	// it is alerted on (platform_group_tolerance_seconds); 0 means
+	// DefaultGroupTolerance.
+	Tolerance time.Duration `mapstructure:"tolerance" json:"tolerance,omitempty"`
 }
 
 // DefaultTopicSpec returns a topic with the product defaults: 1 partition,
@@ -159,9 +175,13 @@ func (t TopicSpec) validateInto(p *validate.Problems) {
 	if t.Review != "" && t.Review != ReviewRequired {
 		p.Addf("review", "must be %q or empty, got %q", ReviewRequired, t.Review)
 	}
+	if t.EventType != "" && !t.ValidateEvents {
+		p.Addf("event_type", "applies only to a validating topic (validate: true), got %q", t.EventType)
+	}
 	if t.Residency != "" && !groupNameRE.MatchString(t.Residency) {
 		p.Addf("residency", "must be a region name such as eu, got %q", t.Residency)
 	}
+	t.DLQ.validateInto(p, t.Retention.MaxAge)
 }
 
 // Validate reports every problem with the queue spec.
@@ -182,6 +202,7 @@ func (q QueueSpec) validateInto(p *validate.Problems) {
 		p.Addf("max_attempts", "must be 1..1000, got %d", q.MaxAttempts)
 	}
 	validateReplicas(p, q.Replicas)
+	q.DLQ.validateInto(p, 0)
 }
 
 // Validate reports every problem with the group spec.
@@ -197,6 +218,9 @@ func (g GroupSpec) validateInto(p *validate.Problems) {
 	}
 	if !objectNameRE.MatchString(g.Topic) {
 		p.Addf("topic", "must name a topic, got %q", g.Topic)
+	}
+	if g.Tolerance < 0 {
+		p.Addf("tolerance", "must be >= 0 (0: %s), got %s", DefaultGroupTolerance, g.Tolerance)
 	}
 }
 

@@ -92,7 +92,7 @@ func (p *plan) planTopic(ctx context.Context, t TopicSpec) {
 		it.change.Action = ActionCreate
 		it.change.Details = topicCreateDetails(t)
 		it.steps = append(it.steps, p.r.createStream(want))
-		p.planDLQ(ctx, it, t.Name, t.Owner, t.Replicas)
+		p.planDLQ(ctx, it, t.Name, t.DLQSettings(), t.Replicas)
 		p.add(it)
 		return
 	}
@@ -121,7 +121,7 @@ func (p *plan) planTopic(ctx context.Context, t TopicSpec) {
 		it.change.Details = d
 		it.steps = append(it.steps, p.r.updateStream(mergeTopicStream(&info.Config, want)))
 	}
-	p.planDLQ(ctx, it, t.Name, t.Owner, t.Replicas)
+	p.planDLQ(ctx, it, t.Name, t.DLQSettings(), t.Replicas)
 	p.add(it)
 }
 

@@ -28,6 +28,12 @@ type WorkersConfig struct {
 	Logger   *slog.Logger
 	// NoDLQRouter: do not run a DLQRouter for the queue.
 	NoDLQRouter bool
+	// ID names this Workers instance's session (default: a random id).
+	ID string
+	// SessionHeartbeat is how often the instance renews its session
+	// (default 1s); SessionTTL how long a session may go unrenewed before
+	// live peers give its jobs back (default 5s). See WorkerSessionsBucket.
+	SessionHeartbeat, SessionTTL time.Duration
 }
 
 // Workers compete for the jobs of a queue through its one durable
@@ -36,9 +42,10 @@ type WorkersConfig struct {
 // handler runs, its lease is renewed (InProgress) every third of the
 // lease, up to MaxLease. A worker that crashes stops renewing, so its job
 // comes back after at most one lease. A worker that closes gracefully
-// gives its unfinished jobs back at once (Nak). NATS has no notion of a
-// pull consumer's connection owning its deliveries, so a dropped
-// connection cannot bring a job back sooner than its lease.
+// gives its unfinished jobs back at once (Nak). A worker that crashes or
+// loses its connection stops renewing its session too: a live peer gives
+// its jobs back (Nak on their ack subjects) about SessionTTL later, well
+// before the lease (see WorkerSessionsBucket for why not a shorter lease).
 //
 // Failures follow the retry policy; the attempts are the consumer's
 // MaxDeliver (the queue's MaxAttempts). A dead-lettered job is copied to
@@ -61,6 +68,7 @@ type Workers struct {
 	loopDone chan struct{}
 	wg       sync.WaitGroup
 	router   *DLQRouter
+	sess     *sessions
 	crashed  atomic.Bool
 	once     sync.Once
 }
@@ -84,6 +92,15 @@ func NewWorkers(js jetstream.JetStream, cfg WorkersConfig, handler Handler) (*Wo
 	if cfg.MaxLease < 0 {
 		errs = append(errs, fmt.Errorf("max_lease: must be >= 0, got %s", cfg.MaxLease))
 	}
+	if cfg.SessionHeartbeat == 0 {
+		cfg.SessionHeartbeat = DefaultSessionHeartbeat
+	}
+	if cfg.SessionTTL == 0 {
+		cfg.SessionTTL = DefaultSessionTTL
+	}
+	if cfg.SessionHeartbeat < 0 || cfg.SessionTTL < 2*cfg.SessionHeartbeat {
+		errs = append(errs, fmt.Errorf("session_ttl: must be at least twice session_heartbeat (%s), got %s", cfg.SessionHeartbeat, cfg.SessionTTL))
+	}
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("%w: workers: %w", ErrInvalidSpec, errors.Join(errs...))
 	}
@@ -103,6 +120,10 @@ func (w *Workers) Start(ctx context.Context) error {
 		w.cfg.MaxLease = 10 * w.lease
 	}
 	w.set = newSettler(w.js, w.cfg.Queue, QueueConsumer, w.cfg.Queue, w.cfg.Retry, info.Config.MaxDeliver, w.budget, w.cfg.Metrics, "")
+	if err := w.startSessions(ctx); err != nil {
+		return err
+	}
+	w.set.failures = newFailureLog(w.js, w.sess.replicas)
 	if !w.cfg.NoDLQRouter {
 		w.router = NewDLQRouter(w.js, []string{w.cfg.Queue}, w.log)
 		if err := w.router.Start(ctx); err != nil {
@@ -153,7 +174,9 @@ func (w *Workers) run(ctx context.Context) {
 func (w *Workers) job(raw jetstream.Msg) {
 	defer w.wg.Done()
 	defer func() { <-w.sem }()
-	if w.set.canary(raw, w.crashed.Load) {
+	w.sess.hold(raw.Reply())
+	defer w.sess.release(raw.Reply())
+	if w.set.canary(raw, w.crashed.Load) || w.set.skipRedrive(raw, w.crashed.Load) {
 		return // acked here, never handed to the handler
 	}
 	meta, err := raw.Metadata()
@@ -216,6 +239,7 @@ func (w *Workers) Close(ctx context.Context) error {
 			<-done
 		}
 		w.stopJobs()
+		w.sess.close(ctx, true)
 		if w.router != nil {
 			_ = w.router.Close(ctx)
 		}
@@ -232,6 +256,7 @@ func (w *Workers) crash() {
 	w.once.Do(func() {
 		w.cancel()
 		w.stopJobs()
+		w.sess.close(context.Background(), false)
 		if w.router != nil {
 			_ = w.router.Close(context.Background())
 		}

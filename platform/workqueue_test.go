@@ -102,3 +102,88 @@ func TestWorkersLeasesAndDeadLetters(t *testing.T) {
 		t.Errorf("entry %+v", e)
 	}
 }
+
+// A worker loses its connection mid-job (no crash of the process, no
+// Close): a live peer sees its session lapse and gives the job back, so
+// it is redelivered within seconds, well before the queue's 60 s lease.
+func TestWorkersDroppedConnectionReturnsJobEarly(t *testing.T) {
+	t.Parallel()
+	f := natstest.RunFabric(t, 1)
+	js := f.JetStream()
+	ctx := testCtx(t, 60*time.Second)
+	q := DefaultQueueSpec("shipment-jobs") // lease 60s
+	q.Replicas = 1
+	if _, err := NewReconciler(js, ReconcilerOptions{}).ApplyQueue(ctx, q, ApplyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	fast := func(id string) WorkersConfig {
+		return WorkersConfig{Queue: "shipment-jobs", Concurrency: 1, ID: id, NoDLQRouter: true,
+			SessionHeartbeat: 200 * time.Millisecond, SessionTTL: 2 * time.Second, Metrics: NewConsumerMetrics()}
+	}
+	entered := make(chan struct{}, 1)
+	lostConn := f.Conn()
+	ljs, _ := jetstream.New(lostConn)
+	w1, err := NewWorkers(ljs, fast("w1"), func(ctx context.Context, m *Message) error {
+		entered <- struct{}{}
+		<-ctx.Done()
+		return ctx.Err()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w1.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = w1.Close(cctx) // cancels the handler stuck on the lost connection
+	})
+	if _, err := js.Publish(ctx, "shipment-jobs.ship.1", []byte("ship order 1")); err != nil {
+		t.Fatal(err)
+	}
+	<-entered
+	var handled atomic.Int32
+	var backAfter, droppedAt atomic.Int64
+	cfg2 := fast("w2")
+	w2, err := NewWorkers(js, cfg2, func(ctx context.Context, m *Message) error {
+		if m.Subject == "shipment-jobs.ship.1" && handled.Add(1) == 1 {
+			backAfter.Store(time.Now().UnixNano() - droppedAt.Load())
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w2.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = w2.Close(context.Background()) })
+	time.Sleep(500 * time.Millisecond) // w2's session is up
+	droppedAt.Store(time.Now().UnixNano())
+	lostConn.Close()
+
+	natstest.WaitFor(t, 30*time.Second, func() error {
+		if handled.Load() == 0 {
+			return errors.New("job not redelivered yet")
+		}
+		return nil
+	})
+	if d := time.Duration(backAfter.Load()); d > 15*time.Second {
+		t.Errorf("job came back %s after the connection dropped, want well before the 60s lease", d)
+	}
+	if n := counterSum(t, cfg2.Metrics, "platform_queue_jobs_reclaimed_total"); n != 1 {
+		t.Errorf("jobs reclaimed: %v, want 1", n)
+	}
+	s, err := js.Stream(ctx, "shipment-jobs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	natstest.WaitFor(t, 10*time.Second, func() error {
+		if info, err := s.Info(ctx); err != nil || info.State.Msgs != 0 {
+			return fmt.Errorf("queue still holds the job (%v)", err)
+		}
+		return nil
+	})
+	t.Logf("job back %s after the connection dropped (lease 60s)", time.Duration(backAfter.Load()).Round(time.Millisecond))
+}

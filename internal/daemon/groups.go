@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/msgplatform/platform/internal/control"
 	"github.com/msgplatform/platform/platform"
@@ -27,3 +28,27 @@ type refused struct{ err error }
 func (e refused) Error() string        { return e.err.Error() }
 func (e refused) Unwrap() error        { return e.err }
 func (e refused) Is(target error) bool { return target == control.ErrConflict }
+
+// dlqRouterRefresh is how often the daemon looks for topics and queues
+// applied after it started (control API apply) to route their DLQs too.
+const dlqRouterRefresh = 5 * time.Second
+
+// startDLQRouters runs the DLQ router of every topic and queue of the
+// platform account, so an event whose consumer died on its last attempt,
+// or that a client terminated without copying it, reaches its DLQ with a
+// complete entry even when no Member or Worker of that object runs a
+// router of its own.
+func (d *Daemon) startDLQRouters(ctx context.Context) error {
+	d.dlqRouters = platform.NewDLQRouters(d.js, dlqRouterRefresh, d.log)
+	return d.dlqRouters.Start(ctx)
+}
+
+func (d *Daemon) stopDLQRouters(ctx context.Context) error {
+	if d.dlqRouters == nil {
+		return nil
+	}
+	return d.dlqRouters.Close(ctx)
+}
+
+// DLQRouters returns the daemon's DLQ routers (nil before Start).
+func (d *Daemon) DLQRouters() *platform.DLQRouters { return d.dlqRouters }

@@ -1,0 +1,313 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/spf13/cobra"
+
+	"github.com/msgplatform/platform/internal/bench"
+	"github.com/msgplatform/platform/internal/units"
+	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/redrive"
+)
+
+type benchRedriveOptions struct {
+	count, rateCount, partitions, keys, window, runs int
+	rate                                             float64
+	size                                             string
+	syncAlways                                       bool
+}
+
+func newBenchRedriveCmd(_ *globalOptions) *cobra.Command {
+	o := benchRedriveOptions{}
+	cmd := &cobra.Command{
+		Use:   "redrive",
+		Short: "Redrive throughput at an unlimited rate vs raw publish, and the rate held at --rate",
+		Long: `Starts a temporary 3-node fabric and, on it, in one run:
+
+  raw:       publishes --count events of --size bytes to an R3 bench topic
+             (async, --window in flight; median of --runs), as bench publish;
+  unlimited: fills the topic's DLQ with --count entries (as the consumer
+             runtime writes them) and redrives them all at an unlimited rate
+             through the redrive service (no sample), timing the sending
+             (the run's own Sent / Sending);
+  rated:     fills the DLQ with --rate-count entries and redrives them at
+             --rate events/s, reporting achieved / requested.
+
+Goals: redrive at an unlimited rate >= 0.8 x raw publish; the rated run
+within 0.95..1.05 of --rate. Progress goes to stderr, one figure per line to
+stdout.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			size, err := units.ParseSize(o.size)
+			if err != nil {
+				return usageError{fmt.Errorf("--size: %w", err)}
+			}
+			if err := o.validate(int(size)); err != nil {
+				return usageError{err}
+			}
+			ctx := cmd.Context()
+			if ctx == nil {
+				ctx = context.Background()
+			}
+			dir, err := os.MkdirTemp("", "platformctl-bench-redrive-")
+			if err != nil {
+				return err
+			}
+			defer os.RemoveAll(dir)
+			var res redriveBenchResult
+			err = withBenchFabric(ctx, dir, o.syncAlways, func(nc *nats.Conn, rec *platform.Reconciler) error {
+				res, err = runBenchRedrive(ctx, nc, rec, o, int(size), cmd.ErrOrStderr())
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			printLines(cmd.OutOrStdout(), res.lines())
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&o.count, "count", 20000, "DLQ entries redriven at an unlimited rate (and events of the raw publish)")
+	f.IntVar(&o.rateCount, "rate-count", 10000, "DLQ entries redriven at --rate")
+	f.Float64Var(&o.rate, "rate", 1000, "events/s of the rated run")
+	f.StringVar(&o.size, "size", "1KiB", "payload size")
+	f.IntVar(&o.partitions, "partitions", 24, "partitions of the bench topic")
+	f.IntVar(&o.keys, "keys", 1024, "distinct keys")
+	f.IntVar(&o.window, "window", 512, "raw publishes (and DLQ fills) in flight")
+	f.IntVar(&o.runs, "runs", 3, "raw publish runs; its figure is the median")
+	f.BoolVar(&o.syncAlways, "sync-always", true, "fsync every write (the platform default)")
+	return cmd
+}
+
+func (o benchRedriveOptions) validate(size int) error {
+	var errs []error
+	if o.count < 1 || o.count > redrive.MaxSelection {
+		errs = append(errs, fmt.Errorf("--count: must be 1..%d, got %d", redrive.MaxSelection, o.count))
+	}
+	if o.rateCount < 1 || o.rateCount > redrive.MaxSelection {
+		errs = append(errs, fmt.Errorf("--rate-count: must be 1..%d, got %d", redrive.MaxSelection, o.rateCount))
+	}
+	if o.rate <= 0 || o.rate > redrive.MaxRate {
+		errs = append(errs, fmt.Errorf("--rate: must be > 0 and <= %d events/s, got %g", redrive.MaxRate, o.rate))
+	}
+	if size < 1 || size > 1<<20 {
+		errs = append(errs, fmt.Errorf("--size: must be 1..1MiB, got %d", size))
+	}
+	if o.partitions < 1 || o.partitions > platform.MaxPartitions {
+		errs = append(errs, fmt.Errorf("--partitions: must be 1..%d, got %d", platform.MaxPartitions, o.partitions))
+	}
+	if o.keys < 1 {
+		errs = append(errs, fmt.Errorf("--keys: must be >= 1, got %d", o.keys))
+	}
+	if o.window < 1 || o.window > 65536 {
+		errs = append(errs, fmt.Errorf("--window: must be 1..65536, got %d", o.window))
+	}
+	if o.runs < 1 || o.runs > 20 {
+		errs = append(errs, fmt.Errorf("--runs: must be 1..20, got %d", o.runs))
+	}
+	return errors.Join(errs...)
+}
+
+// redriveBenchResult is the figures of one bench redrive.
+type redriveBenchResult struct {
+	raw, unlimited      float64 // msg/s
+	requested, achieved float64 // events/s of the rated run
+}
+
+func (r redriveBenchResult) lines() []string {
+	ratio := 0.0
+	if r.raw > 0 {
+		ratio = r.unlimited / r.raw
+	}
+	return []string{
+		fmt.Sprintf("bench.redrive.raw_publish_msgs_per_sec: %.0f msg/s", r.raw),
+		fmt.Sprintf("bench.redrive.unlimited_msgs_per_sec: %.0f msg/s", r.unlimited),
+		fmt.Sprintf("bench.redrive.ratio_vs_raw: %.3f ratio", ratio),
+		fmt.Sprintf("bench.redrive.rate_requested: %.0f msg/s", r.requested),
+		fmt.Sprintf("bench.redrive.rate_achieved: %.1f msg/s", r.achieved),
+		fmt.Sprintf("bench.redrive.rate_ratio: %.3f ratio", r.achieved/r.requested),
+	}
+}
+
+const benchRedriveTopic = "bench-redrive"
+
+func runBenchRedrive(ctx context.Context, nc *nats.Conn, rec *platform.Reconciler, o benchRedriveOptions, size int, progress io.Writer) (redriveBenchResult, error) {
+	res := redriveBenchResult{requested: o.rate}
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(max(o.window*2, 256)))
+	if err != nil {
+		return res, err
+	}
+	spec := platform.DefaultTopicSpec(benchRedriveTopic)
+	spec.Partitions = o.partitions
+	if _, err := rec.ApplyTopic(ctx, spec, platform.ApplyOptions{}); err != nil {
+		return res, err
+	}
+	subject := func(i int) string { return platform.TopicSubject(benchRedriveTopic, "key-"+strconv.Itoa(i%o.keys)) }
+	fmt.Fprintf(progress, "bench redrive: raw publish of %d events x %d runs\n", o.count, o.runs)
+	raw, _, err := bench.Publish(ctx, js, bench.PublishOptions{Subject: subject, Count: o.count, Size: size, Window: o.window, Runs: o.runs})
+	if err != nil {
+		return res, fmt.Errorf("bench redrive: raw publish: %w", err)
+	}
+	res.raw = raw.MsgsPerS
+	if err := purge(ctx, js, benchRedriveTopic); err != nil {
+		return res, err
+	}
+	svc, err := redrive.New(js, redrive.Config{Replicas: 3})
+	if err != nil {
+		return res, err
+	}
+	if err := svc.Start(ctx); err != nil {
+		return res, err
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = svc.Close(cctx)
+	}()
+	payload := benchOrderPayload(size)
+
+	fmt.Fprintf(progress, "bench redrive: filling the DLQ with %d entries\n", o.count)
+	first, err := fillDLQ(ctx, js, 1, o.count, o, payload)
+	if err != nil {
+		return res, err
+	}
+	st, err := timedRedrive(ctx, svc, first, 0, o.count, progress)
+	if err != nil {
+		return res, err
+	}
+	res.unlimited = st.Rate
+
+	fmt.Fprintf(progress, "bench redrive: filling the DLQ with %d entries\n", o.rateCount)
+	first, err = fillDLQ(ctx, js, uint64(o.count)+1, o.rateCount, o, payload)
+	if err != nil {
+		return res, err
+	}
+	st, err = timedRedrive(ctx, svc, first, o.rate, o.rateCount, progress)
+	if err != nil {
+		return res, err
+	}
+	res.achieved = st.Rate
+	return res, nil
+}
+
+// fillDLQ writes n DLQ entries of the bench topic, for original sequences
+// from.., as the consumer runtime writes them (group bench, permanent),
+// and returns the DLQ sequence of the first.
+func fillDLQ(ctx context.Context, js jetstream.JetStream, from uint64, n int, o benchRedriveOptions, payload []byte) (uint64, error) {
+	stream := platform.StreamName(benchRedriveTopic)
+	dlq, err := js.Stream(ctx, platform.DLQStream(benchRedriveTopic))
+	if err != nil {
+		return 0, err
+	}
+	info, err := dlq.Info(ctx)
+	if err != nil {
+		return 0, err
+	}
+	firstSeq := info.State.LastSeq + 1
+	consumer := platform.PartitionConsumer("bench", 0)
+	now := time.Now().UTC().Format(time.RFC3339Nano)
+	futs := make(chan jetstream.PubAckFuture, o.window)
+	errc := make(chan error, 1)
+	go func() {
+		defer close(errc)
+		for f := range futs {
+			select {
+			case <-f.Ok():
+			case err := <-f.Err():
+				errc <- fmt.Errorf("bench redrive: fill DLQ: %w", err)
+				for range futs {
+				}
+				return
+			case <-ctx.Done():
+				errc <- ctx.Err()
+				for range futs {
+				}
+				return
+			}
+		}
+	}()
+	for i := range n {
+		seq := from + uint64(i)
+		key := "key-" + strconv.Itoa(int(seq)%o.keys)
+		h := nats.Header{}
+		h.Set("Platform-Event-Id", "bench-"+strconv.FormatUint(seq, 10))
+		h.Set(platform.HeaderDLQReason, "bench: downstream rejected the event")
+		h.Set(platform.HeaderDLQClass, string(platform.ClassPermanent))
+		h.Set(platform.HeaderDLQAttempts, "1")
+		h.Set(platform.HeaderDLQStream, stream)
+		h.Set(platform.HeaderDLQSeq, strconv.FormatUint(seq, 10))
+		h.Set(platform.HeaderDLQSubject, platform.StoredSubject(benchRedriveTopic, key, o.partitions))
+		h.Set(platform.HeaderDLQConsumer, consumer)
+		h.Set(platform.HeaderDLQGroup, "bench")
+		h.Set(platform.HeaderDLQFirstFailure, now)
+		h.Set(platform.HeaderDLQLastFailure, now)
+		f, err := js.PublishMsgAsync(&nats.Msg{Subject: platform.DLQSubject(stream, consumer, seq), Header: h, Data: payload})
+		if err != nil {
+			close(futs)
+			<-errc
+			return 0, fmt.Errorf("bench redrive: fill DLQ: %w", err)
+		}
+		select {
+		case futs <- f:
+		case err := <-errc:
+			close(futs)
+			return 0, err
+		}
+	}
+	close(futs)
+	return firstSeq, <-errc
+}
+
+// timedRedrive redrives the entries of the bench DLQ from DLQ sequence
+// from on at rate (0: unlimited), with no sample, and returns the
+// completed run's status.
+func timedRedrive(ctx context.Context, svc *redrive.Service, from uint64, rate float64, n int, progress io.Writer) (redrive.Status, error) {
+	st, err := svc.Submit(ctx, redrive.Request{DLQ: benchRedriveTopic, Selection: redrive.Selection{FromSeq: from}, Rate: rate,
+		MaxFailureRate: 1, Reason: "bench redrive", Requester: "platformctl:bench"})
+	if err != nil {
+		return st, err
+	}
+	if st.Total != n {
+		return st, fmt.Errorf("bench redrive: request froze %d entries, want %d", st.Total, n)
+	}
+	label := "unlimited"
+	if rate > 0 {
+		label = fmt.Sprintf("%g/s", rate)
+	}
+	fmt.Fprintf(progress, "bench redrive: redriving %d entries at %s (%s)\n", n, label, st.ID)
+	if _, err := svc.Run(ctx, st.ID, "platformctl:bench", "bench"); err != nil {
+		return st, err
+	}
+	last := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return st, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+		st, err = svc.Get(ctx, st.ID)
+		if err != nil {
+			return st, err
+		}
+		switch {
+		case st.State == redrive.StateCompleted:
+			fmt.Fprintf(progress, "bench redrive: %d sent in %s: %.0f events/s\n", st.Progress.Sent, st.Progress.Sending.Round(time.Millisecond), st.Rate)
+			return st, nil
+		case st.State.Terminal() || st.State == redrive.StatePaused:
+			return st, fmt.Errorf("bench redrive: run %s ended %s: %s", st.ID, st.State, st.PauseReason)
+		}
+		if time.Since(last) >= time.Second {
+			last = time.Now()
+			fmt.Fprintf(progress, "bench redrive: %d/%d sent, %.0f events/s\n", st.Progress.Next, st.Total, st.Rate)
+		}
+	}
+}

@@ -1,0 +1,92 @@
+package platform
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// HeaderRedriveGroup names the group (or queue) that dead-lettered a
+// redriven event (redrive sets it from the DLQ entry's group). A redrive
+// sends the event back to the topic, where every group of the topic would
+// receive it again; the runtime of every other group acknowledges it
+// without calling its handler (counted in
+// platform_consumer_redrive_skipped_total), so a redrive reaches only the
+// group that failed. An event without the header, or naming this group,
+// is handled as usual.
+const HeaderRedriveGroup = "Platform-Redrive-Group"
+
+// redriveForOther reports whether raw is a redriven event meant for
+// another group of the same topic. A queue has one consumer, so it never
+// skips; nor does a group when the named group does not consume this
+// topic (a redrive sent to another destination is for its consumers).
+func (s *settler) redriveForOther(raw jetstream.Msg) bool {
+	g := raw.Headers().Get(HeaderRedriveGroup)
+	if g == "" || g == s.group || s.partition == "" {
+		return false
+	}
+	return s.groupConsumes(g)
+}
+
+// groupConsumes reports whether group has a partition consumer on s's
+// topic (cached; on a lookup error it answers false, uncached: better a
+// repeat the handler can catch than an event no group handles).
+func (s *settler) groupConsumes(group string) bool {
+	s.mu.Lock()
+	known, ok := s.groups[group]
+	s.mu.Unlock()
+	if ok {
+		return known
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	c, err := s.js.Consumer(ctx, s.stream, PartitionConsumer(group, 0))
+	switch {
+	case err == nil:
+		known = c.CachedInfo().Config.Metadata[mdGroup] == group
+	case errors.Is(err, jetstream.ErrConsumerNotFound):
+		known = false
+	default:
+		return false
+	}
+	s.mu.Lock()
+	if s.groups == nil {
+		s.groups = map[string]bool{}
+	}
+	s.groups[group] = known
+	s.mu.Unlock()
+	return known
+}
+
+// skipRedrive acknowledges a redriven event meant for another group
+// without handing it to the handler. It reports whether raw was such an
+// event (settled here, or left alone if fenced: the next owner skips it).
+func (s *settler) skipRedrive(raw jetstream.Msg, fenced func() bool) bool {
+	if !s.redriveForOther(raw) {
+		return false
+	}
+	if fenced() {
+		return true
+	}
+	if err := raw.Ack(); err == nil {
+		s.metrics.redriveSkipped(s.group, s.partition)
+	}
+	return true
+}
+
+func newRedriveSkippedCounter() *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "platform_consumer_redrive_skipped_total",
+		Help: "Redriven events acknowledged without calling the handler: their Platform-Redrive-Group names another group.",
+	}, []string{"group", "partition"})
+}
+
+// redriveSkipped is a no-op on a nil *ConsumerMetrics.
+func (c *ConsumerMetrics) redriveSkipped(group, partition string) {
+	if c != nil {
+		c.redriveSkippedC.WithLabelValues(group, partition).Inc()
+	}
+}

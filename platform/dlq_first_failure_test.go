@@ -1,0 +1,92 @@
+package platform
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/msgplatform/platform/embeddednats/natstest"
+)
+
+// A consumer process crashes between two attempts of a failing event;
+// the member that takes over fails it to the end. The DLQ entry's first
+// failure is the first attempt's, in the crashed process, not the first
+// the new one saw.
+func TestFirstFailureSurvivesConsumerCrash(t *testing.T) {
+	t.Parallel()
+	f := natstest.RunFabric(t, 1)
+	js := f.JetStream()
+	ctx := testCtx(t, 60*time.Second)
+	spec := DefaultTopicSpec("refunds")
+	spec.Replicas = 1
+	if _, err := NewReconciler(js, ReconcilerOptions{}).Apply(ctx, Catalog{Topics: map[string]TopicSpec{"refunds": spec},
+		Groups: map[string]GroupSpec{"notifier": {Name: "notifier", Topic: "refunds"}}}, ApplyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var firstAttempt time.Time
+	second := make(chan struct{}, 1)
+	conn1 := f.Conn()
+	js1, _ := jetstream.New(conn1)
+	m1 := startMember(t, js1, fastMember("notifier", "m1"), func(ctx context.Context, m *Message) error {
+		mu.Lock()
+		if firstAttempt.IsZero() {
+			firstAttempt = time.Now()
+		}
+		mu.Unlock()
+		if m.Attempt == 2 {
+			select {
+			case second <- struct{}{}:
+			default:
+			}
+		}
+		return errors.New("refund service unavailable")
+	})
+	if _, err := NewPublisher(js, PublisherOptions{}).Publish(ctx, Event{ID: "r1", Topic: "refunds", Key: "refund:1", Payload: []byte("r1")}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-second:
+	case <-time.After(20 * time.Second):
+		t.Fatal("never reached the second attempt")
+	}
+	time.Sleep(50 * time.Millisecond) // the second attempt is nak'd
+	m1.crash()
+	conn1.Close()
+	crashedAt := time.Now()
+
+	startMember(t, js, fastMember("notifier", "m2"), func(ctx context.Context, m *Message) error {
+		return errors.New("refund service unavailable")
+	})
+	var e DLQEntry
+	natstest.WaitFor(t, 40*time.Second, func() error {
+		es, err := ReadDLQ(ctx, js, "refunds")
+		if err != nil || len(es) != 1 {
+			return fmt.Errorf("%d DLQ entries (%v)", len(es), err)
+		}
+		e = es[0]
+		return nil
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if e.FirstFailure.After(crashedAt) || e.FirstFailure.Before(firstAttempt) || e.FirstFailure.Sub(firstAttempt) > time.Second {
+		t.Errorf("first failure %s, want the crashed process's first attempt (%s), not after the crash (%s)",
+			e.FirstFailure.Format(time.StampMilli), firstAttempt.Format(time.StampMilli), crashedAt.Format(time.StampMilli))
+	}
+	if !e.LastFailure.After(crashedAt) {
+		t.Errorf("last failure %s, want after the crash %s", e.LastFailure, crashedAt)
+	}
+	// The record is gone once the event is dead-lettered.
+	kv, err := js.KeyValue(ctx, FirstFailuresBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Get(ctx, failureKey("refunds", e.Consumer, e.StreamSeq)); !errors.Is(err, jetstream.ErrKeyNotFound) {
+		t.Errorf("first-failure record left after dead-lettering: %v", err)
+	}
+}

@@ -1,0 +1,93 @@
+package platform
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/msgplatform/platform/embeddednats/natstest"
+)
+
+// A DLQ retention that would lose dead letters early is refused, naming
+// the field: shorter than MinDLQRetention, negative, or shorter than the
+// topic's own retention.
+func TestDLQSpecValidation(t *testing.T) {
+	t.Parallel()
+	topic := func(maxAge, dlq time.Duration, owner string) TopicSpec {
+		s := DefaultTopicSpec("payments")
+		s.Retention.MaxAge, s.DLQ = maxAge, DLQSpec{Retention: dlq, Owner: owner}
+		return s
+	}
+	for _, tc := range []struct {
+		name string
+		spec TopicSpec
+		want string // "" for valid
+	}{
+		{"default", topic(72*time.Hour, 0, ""), ""},
+		{"explicit", topic(72*time.Hour, 336*time.Hour, "payments-oncall"), ""},
+		{"equal to topic", topic(72*time.Hour, 72*time.Hour, ""), ""},
+		{"too short", topic(0, 30*time.Minute, ""), "dlq.retention: must be at least 1h0m0s"},
+		{"negative", topic(72*time.Hour, -time.Hour, ""), "dlq.retention: must be >= 1h0m0s"},
+		{"shorter than topic", topic(30*24*time.Hour, 48*time.Hour, ""), "dlq.retention: 48h0m0s is shorter than the topic's retention.max_age 720h0m0s"},
+		{"owner", topic(72*time.Hour, 0, "team\nx"), "dlq.owner: must be a team name"},
+	} {
+		err := tc.spec.Validate()
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s: unexpected error %v", tc.name, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%s: error %v, want it to contain %q", tc.name, err, tc.want)
+		}
+	}
+	q := DefaultQueueSpec("shipment-jobs")
+	q.DLQ.Retention = time.Minute
+	if err := q.Validate(); err == nil || !strings.Contains(err.Error(), "dlq.retention") {
+		t.Errorf("queue with a 1m DLQ retention: %v", err)
+	}
+	// Unset, a topic retained longer than the default DLQ retention gets
+	// a DLQ as long as the topic.
+	if got := topic(30*24*time.Hour, 0, "").DLQSettings().Retention; got != 30*24*time.Hour {
+		t.Errorf("default DLQ retention of a 30-day topic: %s", got)
+	}
+}
+
+// The Reconciler applies the DLQ retention and owner of the spec to the
+// DLQ and advisory streams, and changes them in place on a later apply.
+func TestApplyDLQRetentionAndOwner(t *testing.T) {
+	t.Parallel()
+	f := natstest.RunFabric(t, 1)
+	js := f.JetStream()
+	ctx := testCtx(t, 60*time.Second)
+	r := NewReconciler(js, ReconcilerOptions{DefaultReplicas: 1})
+	topic := DefaultTopicSpec("payments")
+	topic.Replicas, topic.Owner = 1, "checkout"
+	topic.DLQ = DLQSpec{Retention: 336 * time.Hour, Owner: "payments-oncall"}
+	queue := DefaultQueueSpec("shipment-jobs")
+	queue.Replicas, queue.Owner = 1, "fulfilment"
+	cat := Catalog{Topics: map[string]TopicSpec{"payments": topic}, Queues: map[string]QueueSpec{"shipment-jobs": queue}}
+	if _, err := r.Apply(ctx, cat, ApplyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	check := func(object string, age time.Duration, owner string) {
+		t.Helper()
+		for _, s := range []string{DLQStream(object), DLQEventsStream(object)} {
+			cfg := streamConfig(t, js, s)
+			if cfg.MaxAge != age || cfg.Metadata[mdOwner] != owner {
+				t.Errorf("%s: max_age %s owner %q, want %s %q", s, cfg.MaxAge, cfg.Metadata[mdOwner], age, owner)
+			}
+		}
+	}
+	check("payments", 336*time.Hour, "payments-oncall")
+	check("shipment-jobs", DefaultDLQRetention, "fulfilment")
+
+	topic.DLQ = DLQSpec{Retention: 720 * time.Hour}
+	cat.Topics["payments"] = topic
+	changes, err := r.Apply(ctx, cat, ApplyOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := actions(changes)["topic payments"]; a != ActionUpdate {
+		t.Errorf("changing the DLQ retention: action %q (changes %+v)", a, changes)
+	}
+	check("payments", 720*time.Hour, "checkout")
+}
