@@ -22,22 +22,34 @@ const (
 	SubjHistory = "redrive.history"
 )
 
-// Control API requests.
+// Control API requests. Scope (in each request, `platformctl dlq|redrive
+// --tenant T`) names the tenant whose account holds the DLQs; "" is the
+// platform admin account. The control API is served in the PLATFORM
+// account only, so every caller is a platform operator and may name any
+// scope; a tenant's own users reach DLQs through the web console, scoped
+// to their authenticated account.
 type (
+	// ScopeRequest names a scope only (dlq.list).
+	ScopeRequest struct {
+		Scope string `json:"scope,omitempty"`
+	}
 	// ShowRequest names one DLQ entry.
 	ShowRequest struct {
-		DLQ string `json:"dlq"`
-		Seq uint64 `json:"seq"`
+		Scope string `json:"scope,omitempty"`
+		DLQ   string `json:"dlq"`
+		Seq   uint64 `json:"seq"`
 	}
 	// Action approves, rejects, runs, pauses, resumes or cancels
 	// one redrive. Actor is the principal (see Request.Requester).
 	Action struct {
+		Scope string `json:"scope,omitempty"`
 		ID    string `json:"id"`
 		Actor string `json:"actor"`
 		Note  string `json:"note,omitempty"`
 	}
 	// IDRequest names one redrive.
 	IDRequest struct {
-		ID string `json:"id"`
+		Scope string `json:"scope,omitempty"`
+		ID    string `json:"id"`
 	}
 )

@@ -140,18 +140,26 @@ func (a *StreamAuditor) Append(ctx context.Context, r AuditRecord) error {
 
 // HistoryFilter selects redrive audit records.
 type HistoryFilter struct {
+	// Scope is the tenant whose records (control API only; "" every
+	// record).
+	Scope string `json:"scope,omitempty"`
 	// ID keeps one request's records ("" for every request).
 	ID string `json:"id,omitempty"`
 	// Limit keeps the last Limit records (default 200).
 	Limit int `json:"limit,omitempty"`
 }
 
-// readHistory returns the last f.Limit redrive records, oldest first.
-func readHistory(ctx context.Context, js jetstream.JetStream, f HistoryFilter) ([]AuditRecord, error) {
+// readHistory returns the last f.Limit redrive records, oldest first: of
+// tenant only, or of every tenant and the admin account when tenant is "".
+func readHistory(ctx context.Context, js jetstream.JetStream, tenant string, f HistoryFilter) ([]AuditRecord, error) {
 	if f.Limit <= 0 {
 		f.Limit = 200
 	}
-	c, err := js.OrderedConsumer(ctx, AuditStream, jetstream.OrderedConsumerConfig{FilterSubjects: []string{AuditSubject + ".*.redrive.>"}})
+	filter := AuditSubject + ".*.redrive.>"
+	if tenant != "" {
+		filter = AuditSubject + "." + tenant + ".redrive.>"
+	}
+	c, err := js.OrderedConsumer(ctx, AuditStream, jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}})
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		return []AuditRecord{}, nil
 	}

@@ -95,6 +95,8 @@ type Group struct {
 
 // EntryFilter selects entries of one DLQ.
 type EntryFilter struct {
+	// Scope is the tenant whose account holds the DLQ (control API only).
+	Scope       string `json:"scope,omitempty"`
 	DLQ         string `json:"dlq"`
 	FromSeq     uint64 `json:"from_seq,omitempty"`
 	ToSeq       uint64 `json:"to_seq,omitempty"`
@@ -125,12 +127,17 @@ const (
 // dlqRef is a resolved DLQ.
 type dlqRef struct {
 	DLQ
-	info *jetstream.StreamInfo
+	// object is the topic or queue's name in its account (Name with the
+	// lister's prefix).
+	object string
+	info   *jetstream.StreamInfo
 }
 
 // lister lists DLQs and reads their entries.
 type lister struct {
 	js jetstream.JetStream
+	// prefix of stored object names (a tenant's "stored."), not shown.
+	prefix string
 }
 
 func isDLQStream(cfg *jetstream.StreamConfig) bool {
@@ -141,13 +148,19 @@ func isDLQStream(cfg *jetstream.StreamConfig) bool {
 }
 
 func (l lister) describe(ctx context.Context, info *jetstream.StreamInfo, now time.Time) DLQ {
+	d, _ := l.describeRef(ctx, info, now)
+	return d
+}
+
+// describeRef also returns the object's stored name.
+func (l lister) describeRef(ctx context.Context, info *jetstream.StreamInfo, now time.Time) (DLQ, string) {
 	md := info.Config.Metadata
 	name := md[mdDLQOf]
 	if name == "" {
 		name = strings.ReplaceAll(strings.TrimSuffix(info.Config.Name, "_dlq"), "_", ".")
 	}
 	d := DLQ{
-		Name: name, Stream: info.Config.Name, Owner: md[mdOwner],
+		Name: strings.TrimPrefix(name, l.prefix), Stream: info.Config.Name, Owner: md[mdOwner],
 		Depth: info.State.Msgs, Bytes: info.State.Bytes, Retention: info.Config.MaxAge,
 	}
 	if info.State.Msgs > 0 {
@@ -165,7 +178,7 @@ func (l lister) describe(ctx context.Context, info *jetstream.StreamInfo, now ti
 		}
 		d.ReviewRequired = omd[mdReview] == platform.ReviewRequired
 	}
-	return d
+	return d, name
 }
 
 // List returns every DLQ with its owner, depth and oldest age, by name.
@@ -199,6 +212,9 @@ func (l lister) resolve(ctx context.Context, name string) (dlqRef, error) {
 	if strings.HasSuffix(name, "_dlq") {
 		candidates = []string{name, platform.DLQStream(name)}
 	}
+	if l.prefix != "" && !strings.HasPrefix(name, l.prefix) {
+		candidates = append([]string{platform.DLQStream(l.prefix + name)}, candidates...)
+	}
 	for _, c := range candidates {
 		if strings.ContainsAny(c, ". *>") {
 			continue
@@ -217,7 +233,8 @@ func (l lister) resolve(ctx context.Context, name string) (dlqRef, error) {
 		if !isDLQStream(&info.Config) {
 			continue
 		}
-		return dlqRef{DLQ: l.describe(ctx, info, time.Now()), info: info}, nil
+		d, object := l.describeRef(ctx, info, time.Now())
+		return dlqRef{DLQ: d, object: object, info: info}, nil
 	}
 	return dlqRef{}, fmt.Errorf("%w: no DLQ for %q (no stream %s)", ErrNotFound, name, platform.DLQStream(name))
 }

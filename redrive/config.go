@@ -5,14 +5,36 @@ import (
 	"encoding/hex"
 	"log/slog"
 	"os"
+	"strings"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/msgplatform/platform/internal/validate"
 )
 
 // Bucket is the replicated KV bucket holding requests, their frozen
-// selections and the per-DLQ run locks.
+// selections and the per-DLQ run locks of the platform admin account.
 const Bucket = "platform-redrive"
+
+// TenantBucket is the bucket (in the PLATFORM account) holding the
+// requests of tenant's DLQs: one per tenant, so request ids, run locks
+// and adoption never mix tenants.
+func TenantBucket(tenant string) string {
+	if tenant == "" {
+		return Bucket
+	}
+	return Bucket + "-tenant-" + tenant
+}
+
+func validToken(s string) bool {
+	for _, c := range s {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return s != ""
+}
 
 // Config configures a Service.
 type Config struct {
@@ -34,9 +56,27 @@ type Config struct {
 	// AuditBatch is how many links one redrive.sent audit record holds
 	// (default 500).
 	AuditBatch int
-	// Auditor receives the audit records (default: StreamAuditor).
+	// Auditor receives the audit records (default: StreamAuditor over
+	// Control).
 	Auditor Auditor
 	Logger  *slog.Logger
+
+	// Tenant scopes the service to one tenant's account: the js given to
+	// New is a connection in that account (its DLQs are read and its
+	// events redriven there), while the requests live in the bucket
+	// TenantBucket(Tenant) and the audit records in the platform-audit
+	// stream, both reached through Control (the PLATFORM account), so the
+	// tenant's own users can neither read nor alter them. Audit records
+	// carry the tenant and History shows only the tenant's. "" is the
+	// platform admin account (bucket Bucket, every audit record).
+	Tenant string
+	// Control is the PLATFORM account's JetStream holding the bucket and
+	// the audit stream (default: the js given to New).
+	Control jetstream.JetStream
+	// NamePrefix is the prefix of stored object names in the account
+	// (tenancy stores topic NAME as "stored.NAME"): DLQs are shown and
+	// named without it, and a request's destination gets it.
+	NamePrefix string
 
 	// afterSend, for tests, runs after each send; an error stops the run
 	// at once without writing anything (a crash).
@@ -91,6 +131,12 @@ func (c Config) Validate() error {
 	}
 	if c.AuditBatch < 1 || c.AuditBatch > 2000 {
 		p.Addf("audit_batch", "must be 1..2000, got %d", c.AuditBatch)
+	}
+	if c.Tenant != "" && !validToken(c.Tenant) {
+		p.Addf("tenant", "must be letters, digits, - and _ only (it names a bucket), got %q", c.Tenant)
+	}
+	if c.NamePrefix != "" && !strings.HasSuffix(c.NamePrefix, ".") {
+		p.Addf("name_prefix", "must end with a dot, got %q", c.NamePrefix)
 	}
 	return p.Err(ErrInvalid)
 }

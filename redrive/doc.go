@@ -13,19 +13,25 @@
 //     explicit list of DLQ sequences (stored compactly under sel.<id> in
 //     the replicated KV bucket platform-redrive), so entries that fail
 //     after the review are never included.
+//
 //   - Every state transition (requested → approved | rejected → running →
 //     paused | completed | cancelled | failed) is a compare-and-set on the
 //     record's KV revision, re-checked against the latest state on every
 //     retry: of two approvers, or two clicks on run, exactly one wins and
 //     the other gets ErrConflict. At most one run per DLQ at a time (a
 //     lock key, also compare-and-set), since two selections may overlap.
+//
 //   - Four eyes: a topic marked review: required (platform.TopicSpec
 //     Review) refuses approval by the requester (ErrForbidden) and refuses
 //     to run unapproved; other DLQs may be run by the requester directly.
-//     The principal is the caller's identity string as the control API
-//     receives it (platformctl --as, default platformctl:<user>@<host>);
-//     every control API caller holds the admin credentials, so it is
-//     recorded as given, not authenticated.
+//     The principal is the caller's identity: in the web console
+//     (internal/console) the user the broker authenticated from their
+//     .creds (alice@harbor-retail, admin@platform), so four eyes there
+//     means two authenticated users; through the control API the string
+//     the caller gives (platformctl --as, default
+//     platformctl:<user>@<host>): every control API caller holds the
+//     admin credentials, so it is recorded as given, not authenticated.
+//
 //   - Each redriven event is published with Nats-Msg-Id
 //     redrive:<request>:<dlq seq> (MsgID) and its first event id in
 //     Platform-Original-Msg-Id: a retried or adopted run is deduplicated
@@ -37,19 +43,33 @@
 //     Checkpoint, fenced by an epoch; a run whose record was not written
 //     for LeaseTTL (its runner crashed) is adopted by another instance
 //     and continues from that position.
+//
 //   - Sample first: SampleSize events are sent, then their outcome is
 //     watched for SampleWindow (did they reach a DLQ again? counted from
 //     the watched DLQ by Platform-Redrive-Request). Above MaxFailureRate
 //     the run pauses itself and says why; the rate is also watched during
 //     the rest of the run. The rate is held by a token bucket
 //     (golang.org/x/time/rate) that starts empty.
+//
 //   - Every request, approval, rejection, run, pause, resume, adoption,
 //     outcome, and every batch of sent events (linking each DLQ seq to
 //     its redriven message id and stream seq) is appended to the
 //     platform-audit stream with who and why (tenancy's record shape).
 //
-// Not yet: per-tenant visibility (the API serves the platform admin
-// account's DLQs only), the web console, and a consumer-side skip of a
-// redriven event by the groups that did not dead-letter it
-// (Platform-Redrive-Group names the group that did).
+//   - Tenant scope: a Service with Config.Tenant serves the DLQs of that
+//     tenant's account over a connection in it (platformd mints a user
+//     of the account; tenancy stores topic NAME as stored.NAME, and DLQs
+//     are named without that prefix), while its requests live in
+//     TenantBucket(tenant) and its audit records (Tenant set) in
+//     platform-audit, both in the PLATFORM account where the tenant's
+//     users cannot reach them. Another tenant's DLQs are not in the
+//     account, so they can be neither seen nor redriven; History shows the
+//     tenant's records only. A redrive in a tenant account publishes to
+//     stored.<subject> directly: the request's rate holds, not the
+//     tenant's publish-rate quota.
+//
+// Not yet: a consumer-side skip of a redriven event by the groups that
+// did not dead-letter it (Platform-Redrive-Group names the group that
+// did); DLQ metrics (Collector) of tenant accounts (only the admin
+// account's are exported).
 package redrive

@@ -43,6 +43,9 @@ type Selection struct {
 
 // Request is a redrive as a requester asks for it.
 type Request struct {
+	// Scope is the tenant whose account holds the DLQ ("" the platform
+	// admin account; see ScopeRequest).
+	Scope string `json:"scope,omitempty"`
 	// DLQ names the DLQ by its topic or queue (e.g. "orders").
 	DLQ       string    `json:"dlq"`
 	Selection Selection `json:"selection"`
@@ -224,7 +227,12 @@ type Redrive struct {
 	Request
 	State State `json:"state"`
 	// Resolved at request time.
-	Object         string `json:"object"`
+	Object string `json:"object"`
+	// StoredObject is the object's name in its account when it differs
+	// (a tenant's topic payments is stored as stored.payments).
+	StoredObject string `json:"stored_object,omitempty"`
+	// Tenant owns the DLQ ("" for the platform admin account).
+	Tenant         string `json:"tenant,omitempty"`
 	Kind           string `json:"kind,omitempty"`
 	DLQStream      string `json:"dlq_stream"`
 	Owner          string `json:"owner,omitempty"`
@@ -249,6 +257,14 @@ type Redrive struct {
 	PauseReason string `json:"pause_reason,omitempty"`
 	Error       string `json:"error,omitempty"`
 	Steps       []Step `json:"steps"`
+}
+
+// object is the name the DLQ's topic or queue has in its account.
+func (r *Redrive) object() string {
+	if r.StoredObject != "" {
+		return r.StoredObject
+	}
+	return r.Object
 }
 
 // Status is a redrive with its rate and ETA.

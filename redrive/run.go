@@ -424,7 +424,7 @@ func (rn *runner) prepare(f fetched) item {
 	}
 	m := f.m
 	e := toEntry(m, false)
-	dest := destination(r.Destination, r.Object, r.Kind, e)
+	dest := destination(r.Destination, r.object(), r.Kind, e)
 	if dest == "" {
 		return item{idx: f.idx, skip: true}
 	}

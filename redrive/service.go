@@ -25,7 +25,8 @@ import (
 // Service browses DLQs and runs redrives: requests, approvals and runs
 // kept in the replicated Bucket, every transition by compare-and-set.
 type Service struct {
-	js    jetstream.JetStream
+	js    jetstream.JetStream // the account holding the DLQs
+	ctl   jetstream.JetStream // the PLATFORM account: bucket and audit
 	cfg   Config
 	log   *slog.Logger
 	l     lister
@@ -56,11 +57,15 @@ func New(js jetstream.JetStream, cfg Config) (*Service, error) {
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
+	ctl := cfg.Control
+	if ctl == nil {
+		ctl = js
+	}
 	a := cfg.Auditor
 	if a == nil {
-		a = NewStreamAuditor(js, cfg.Replicas)
+		a = NewStreamAuditor(ctl, cfg.Replicas)
 	}
-	return &Service{js: js, cfg: cfg, log: log, l: lister{js: js}, audit: a, runs: map[string]*localRun{}}, nil
+	return &Service{js: js, ctl: ctl, cfg: cfg, log: log, l: lister{js: js, prefix: cfg.NamePrefix}, audit: a, runs: map[string]*localRun{}}, nil
 }
 
 // Start opens (or creates) the bucket and starts adopting runs whose
@@ -68,7 +73,7 @@ func New(js jetstream.JetStream, cfg Config) (*Service, error) {
 func (s *Service) Start(ctx context.Context) error {
 	kv, err := s.openBucket(ctx)
 	if err != nil {
-		return fmt.Errorf("redrive: bucket %s: %w", Bucket, err)
+		return fmt.Errorf("redrive: bucket %s: %w", TenantBucket(s.cfg.Tenant), err)
 	}
 	s.kv = kv
 	s.ctx, s.cancel = context.WithCancel(context.Background())
@@ -82,15 +87,19 @@ func (s *Service) Start(ctx context.Context) error {
 // or a create race is retried with a bounded wait per attempt until ctx
 // ends.
 func (s *Service) openBucket(ctx context.Context) (jetstream.KeyValue, error) {
+	desc := "platform redrive requests, approvals and runs"
+	if s.cfg.Tenant != "" {
+		desc += " of tenant " + s.cfg.Tenant
+	}
 	cfg := jetstream.KeyValueConfig{
-		Bucket: Bucket, Description: "platform redrive requests, approvals and runs",
+		Bucket: TenantBucket(s.cfg.Tenant), Description: desc,
 		Replicas: s.cfg.Replicas, Storage: jetstream.FileStorage, History: 1,
 	}
 	for attempt := 1; ; attempt++ {
 		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		kv, err := s.js.CreateOrUpdateKeyValue(actx, cfg)
+		kv, err := s.ctl.CreateOrUpdateKeyValue(actx, cfg)
 		if err != nil {
-			kv, err = s.js.KeyValue(actx, Bucket)
+			kv, err = s.ctl.KeyValue(actx, cfg.Bucket)
 		}
 		cancel()
 		if err == nil {
@@ -130,6 +139,10 @@ func (s *Service) Close(ctx context.Context) error {
 // Instance is this service's runner name.
 func (s *Service) Instance() string { return s.cfg.Instance }
 
+// Tenant is the tenant whose DLQs the service serves ("" for the
+// platform admin account).
+func (s *Service) Tenant() string { return s.cfg.Tenant }
+
 // ListDLQs returns every DLQ with owner, depth and oldest age.
 func (s *Service) ListDLQs(ctx context.Context) ([]DLQ, error) { return s.l.List(ctx) }
 
@@ -156,7 +169,7 @@ func (s *Service) Groups(ctx context.Context, f EntryFilter) ([]Group, error) {
 
 // History returns the redrive audit records.
 func (s *Service) History(ctx context.Context, f HistoryFilter) ([]AuditRecord, error) {
-	return readHistory(ctx, s.js, f)
+	return readHistory(ctx, s.ctl, s.cfg.Tenant, f)
 }
 
 // Preview is what a redrive would send: a dry run.
@@ -222,6 +235,7 @@ func (s *Service) freeze(ctx context.Context, req Request) (*frozen, error) {
 	if err != nil {
 		return nil, err
 	}
+	req.Destination = s.storedSubject(req.Destination)
 	f := &frozen{ref: ref, groups: map[string]*Group{}, dests: map[string]int{}}
 	sel := req.Selection
 	want := map[uint64]bool{}
@@ -249,7 +263,7 @@ func (s *Service) freeze(ctx context.Context, req Request) (*frozen, error) {
 			return true
 		}
 		delete(want, e.Seq)
-		d := destination(req.Destination, ref.Name, ref.Kind, e)
+		d := destination(req.Destination, ref.object, ref.Kind, e)
 		if d == "" {
 			f.excluded++
 			return true
@@ -360,6 +374,26 @@ func (s *Service) Preview(ctx context.Context, req Request) (Preview, error) {
 	return f.preview(req), nil
 }
 
+// storedSubject is a destination as stored in the service's account: a
+// tenant names its topic's subject (payments.<key>), which the platform
+// stores under the NamePrefix (stored.payments.<key>). Redriven events
+// are published there directly: they bypass the tenant's publish-rate
+// ingest (the request's rate holds instead) and keep the
+// Platform-Tenant header their DLQ entry carries.
+func (s *Service) storedSubject(dest string) string {
+	if dest == "" || s.cfg.NamePrefix == "" || strings.HasPrefix(dest, s.cfg.NamePrefix) {
+		return dest
+	}
+	return s.cfg.NamePrefix + dest
+}
+
+func storedIfDifferent(stored, name string) string {
+	if stored == name {
+		return ""
+	}
+	return stored
+}
+
 // KV keys.
 func recKey(id string) string      { return "req." + id }
 func selKey(id string) string      { return "sel." + id }
@@ -419,6 +453,8 @@ func (s *Service) Submit(ctx context.Context, req Request) (Status, error) {
 	if err != nil {
 		return Status{}, err
 	}
+	req.Destination = s.storedSubject(req.Destination)
+	req.Scope = s.cfg.Tenant
 	id := newID()
 	groups := sortedGroups(f.groups)
 	if len(groups) > 20 {
@@ -426,6 +462,7 @@ func (s *Service) Submit(ctx context.Context, req Request) (Status, error) {
 	}
 	r := &Redrive{
 		ID: id, Request: req, State: StateRequested, Object: f.ref.Name, Kind: f.ref.Kind, DLQStream: f.ref.Stream,
+		Tenant: s.cfg.Tenant, StoredObject: storedIfDifferent(f.ref.object, f.ref.Name),
 		Owner: f.ref.Owner, ReviewRequired: f.ref.ReviewRequired, WatchDLQ: f.watch,
 		Total: len(f.seqs), Excluded: f.excluded, Groups: groups, Created: time.Now().UTC(),
 	}
@@ -456,6 +493,9 @@ func (s *Service) Submit(ctx context.Context, req Request) (Status, error) {
 // auditf appends r, retrying briefly; a record that cannot be written is
 // logged (the state change it describes has already happened).
 func (s *Service) auditf(ctx context.Context, r AuditRecord) {
+	if r.Tenant == "" {
+		r.Tenant = s.cfg.Tenant
+	}
 	var err error
 	for attempt := range 3 {
 		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
@@ -525,6 +565,8 @@ func (s *Service) Get(ctx context.Context, id string) (Status, error) {
 
 // ListFilter selects requests.
 type ListFilter struct {
+	// Scope is the tenant whose requests (control API only).
+	Scope string `json:"scope,omitempty"`
 	DLQ   string `json:"dlq,omitempty"`
 	State State  `json:"state,omitempty"`
 }
@@ -570,7 +612,7 @@ func (s *Service) DryRun(ctx context.Context, id string) (Preview, error) {
 		return Preview{}, err
 	}
 	left := seqs[min(r.Progress.Next, len(seqs)):]
-	f := &frozen{ref: dlqRef{DLQ: DLQ{Name: r.Object, Kind: r.Kind, Stream: r.DLQStream, ReviewRequired: r.ReviewRequired}},
+	f := &frozen{ref: dlqRef{DLQ: DLQ{Name: r.Object, Kind: r.Kind, Stream: r.DLQStream, ReviewRequired: r.ReviewRequired}, object: r.object()},
 		groups: map[string]*Group{}, dests: map[string]int{}, watch: r.WatchDLQ}
 	gone := 0
 	if len(left) > 0 {
@@ -586,7 +628,7 @@ func (s *Service) DryRun(ctx context.Context, id string) (Preview, error) {
 				return true
 			}
 			e := toEntry(m, false)
-			d := destination(r.Destination, r.Object, r.Kind, e)
+			d := destination(r.Destination, r.object(), r.Kind, e)
 			if d == "" {
 				f.excluded++
 				return true

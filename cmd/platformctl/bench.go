@@ -33,6 +33,7 @@ func newBenchCmd(g *globalOptions) *cobra.Command {
 	cmd.AddCommand(newBenchGroupCmd(g))
 	cmd.AddCommand(newBenchQuotaCmd(g))
 	cmd.AddCommand(newBenchMirrorCmd(g))
+	cmd.AddCommand(newBenchRedriveCmd(g))
 	return cmd
 }
 
@@ -297,7 +298,10 @@ func benchValidate(ctx context.Context, out io.Writer, nc *nats.Conn, o benchPub
 	if _, err := reg.Register(actx, eventType, []byte(benchValidateSchema), schema.RegisterOptions{Mode: schema.ModeNone}); err != nil {
 		return fmt.Errorf("register bench schema: %w", err)
 	}
-	val := reg.NewValidator(map[string]string{o.topic: eventType})
+	// The topic opts in (validate: true, event_type), as a service's
+	// catalog declares it.
+	spec.ValidateEvents, spec.EventType = true, eventType
+	val := reg.NewTopicValidator(spec)
 	if err := val.Start(actx); err != nil {
 		return err
 	}

@@ -16,15 +16,20 @@ import (
 )
 
 func newDLQCmd(g *globalOptions) *cobra.Command {
+	var scope string
 	cmd := &cobra.Command{
 		Use:   "dlq",
 		Short: "Browse dead-letter queues: owners, depth, entries, failures grouped by fingerprint",
+		Long: `Browse dead-letter queues. Without --tenant, the platform admin account's DLQs
+(the declared catalog); with --tenant T, the DLQs of tenant T's topics and
+queues, in T's own account.`,
 	}
-	cmd.AddCommand(newDLQListCmd(g), newDLQShowCmd(g), newDLQGroupsCmd(g))
+	cmd.PersistentFlags().StringVar(&scope, "tenant", "", "the tenant whose DLQs (default: the platform admin account's)")
+	cmd.AddCommand(newDLQListCmd(g, &scope), newDLQShowCmd(g, &scope), newDLQGroupsCmd(g, &scope))
 	return cmd
 }
 
-func newDLQListCmd(g *globalOptions) *cobra.Command {
+func newDLQListCmd(g *globalOptions, scope *string) *cobra.Command {
 	var output string
 	cmd := &cobra.Command{
 		Use:   "list",
@@ -32,7 +37,7 @@ func newDLQListCmd(g *globalOptions) *cobra.Command {
 		Args:  exactArgs(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var ds []redrive.DLQ
-			if err := g.call(cmd.Context(), redrive.SubjDLQList, nil, &ds); err != nil {
+			if err := g.call(cmd.Context(), redrive.SubjDLQList, redrive.ScopeRequest{Scope: *scope}, &ds); err != nil {
 				return err
 			}
 			if output == "json" {
@@ -62,7 +67,7 @@ func writeDLQs(w io.Writer, ds []redrive.DLQ) error {
 	return tw.Flush()
 }
 
-func newDLQShowCmd(g *globalOptions) *cobra.Command {
+func newDLQShowCmd(g *globalOptions, scope *string) *cobra.Command {
 	var (
 		f      redrive.EntryFilter
 		output string
@@ -71,7 +76,7 @@ func newDLQShowCmd(g *globalOptions) *cobra.Command {
 		Use:   "show DLQ [SEQ]",
 		Short: "List a DLQ's entries, or show one entry with its payload and headers",
 		Long: `DLQ is the topic or queue (orders) or its DLQ stream (orders_dlq). Without SEQ,
-lists entries (filter with --from, --to, --fingerprint, --tenant); with SEQ,
+lists entries (filter with --from, --to, --fingerprint, --entry-tenant); with SEQ,
 shows that entry: reason, class, attempts, original stream/seq/subject,
 consumer, group, tenant, failure times, headers and payload.`,
 		Args: func(cmd *cobra.Command, args []string) error {
@@ -81,14 +86,14 @@ consumer, group, tenant, failure times, headers and payload.`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			f.DLQ = args[0]
+			f.DLQ, f.Scope = args[0], *scope
 			if len(args) == 2 {
 				seq, err := strconv.ParseUint(args[1], 10, 64)
 				if err != nil || seq == 0 {
 					return usageError{fmt.Errorf("SEQ: want a DLQ sequence number, got %q", args[1])}
 				}
 				var e redrive.Entry
-				if err := g.call(cmd.Context(), redrive.SubjDLQShow, redrive.ShowRequest{DLQ: f.DLQ, Seq: seq}, &e); err != nil {
+				if err := g.call(cmd.Context(), redrive.SubjDLQShow, redrive.ShowRequest{Scope: *scope, DLQ: f.DLQ, Seq: seq}, &e); err != nil {
 					return err
 				}
 				if output == "json" {
@@ -116,7 +121,7 @@ consumer, group, tenant, failure times, headers and payload.`,
 	fl.Uint64Var(&f.FromSeq, "from", 0, "first DLQ sequence")
 	fl.Uint64Var(&f.ToSeq, "to", 0, "last DLQ sequence")
 	fl.StringVar(&f.Fingerprint, "fingerprint", "", "only entries with this error fingerprint (see dlq groups)")
-	fl.StringVar(&f.Tenant, "tenant", "", "only this tenant's entries")
+	fl.StringVar(&f.Tenant, "entry-tenant", "", "only entries whose Platform-Tenant header names this tenant")
 	fl.IntVar(&f.Limit, "limit", 100, "at most N entries")
 	addOutputFlag(cmd, &output)
 	return cmd
@@ -163,7 +168,7 @@ func clip(s string, n int) string {
 	return s[:n-1] + "…"
 }
 
-func newDLQGroupsCmd(g *globalOptions) *cobra.Command {
+func newDLQGroupsCmd(g *globalOptions, scope *string) *cobra.Command {
 	var (
 		f      redrive.EntryFilter
 		output string
@@ -173,7 +178,7 @@ func newDLQGroupsCmd(g *globalOptions) *cobra.Command {
 		Short: "Group a DLQ's entries by error fingerprint (class + normalized reason), largest first",
 		Args:  exactArgs(1, "DLQ"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			f.DLQ = args[0]
+			f.DLQ, f.Scope = args[0], *scope
 			var gs []redrive.Group
 			if err := g.call(cmd.Context(), redrive.SubjDLQGroups, f, &gs); err != nil {
 				return err
@@ -184,7 +189,7 @@ func newDLQGroupsCmd(g *globalOptions) *cobra.Command {
 			return writeGroups(cmd.OutOrStdout(), gs)
 		},
 	}
-	cmd.Flags().StringVar(&f.Tenant, "tenant", "", "only this tenant's entries")
+	cmd.Flags().StringVar(&f.Tenant, "entry-tenant", "", "only entries whose Platform-Tenant header names this tenant")
 	addOutputFlag(cmd, &output)
 	return cmd
 }

@@ -16,6 +16,7 @@ import (
 
 // redriveOptions are shared by the redrive subcommands.
 type redriveOptions struct {
+	tenant   string // scope: the tenant whose DLQs ("" the admin account)
 	as       string
 	note     string
 	output   string
@@ -35,11 +36,18 @@ unless too many of the sample failed again, in which case the run pauses and
 says why. A topic marked review: required needs another person's approval
 before anything is sent.
 
+--tenant T works on the DLQs of tenant T's topics and queues (in T's own
+account; its requests and audit records are T's); without it, on the platform
+admin account's.
+
 --as names you (default platformctl:<user>@<host>). Every caller holds the
 admin credentials, so the name is recorded as given: it is what the
-four-eyes rule and the audit log compare, not an authenticated identity.`,
+four-eyes rule and the audit log compare, not an authenticated identity.
+The web console (/console/ on platformd's HTTP port) authenticates each
+user by their .creds instead.`,
 	}
 	cmd.PersistentFlags().StringVar(&o.as, "as", actor(), "who you are, for the review rule and the audit log")
+	cmd.PersistentFlags().StringVar(&o.tenant, "tenant", "", "the tenant whose DLQs (default: the platform admin account's)")
 	cmd.AddCommand(newRedriveRequestCmd(g, o),
 		newRedriveActionCmd(g, o, "approve", redrive.SubjApprove, "Approve a request (review: required topics: not by its requester)", false),
 		newRedriveActionCmd(g, o, "reject", redrive.SubjReject, "Reject a request", false),
@@ -62,7 +70,7 @@ func newRedriveRequestCmd(g *globalOptions, o *redriveOptions) *cobra.Command {
 		Short: "Request a redrive (the selection is frozen now); --dry-run shows what would be sent",
 		Args:  exactArgs(1, "DLQ"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			r.DLQ, r.Requester = args[0], o.as
+			r.DLQ, r.Requester, r.Scope = args[0], o.as, o.tenant
 			if seqs != "" {
 				for _, s := range strings.Split(seqs, ",") {
 					n, err := strconv.ParseUint(strings.TrimSpace(s), 10, 64)
@@ -164,7 +172,7 @@ func newRedriveActionCmd(g *globalOptions, o *redriveOptions, verb, subject, sho
 		Args:  exactArgs(1, "ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var st redrive.Status
-			if err := g.call(cmd.Context(), subject, redrive.Action{ID: args[0], Actor: o.as, Note: o.note}, &st); err != nil {
+			if err := g.call(cmd.Context(), subject, redrive.Action{Scope: o.tenant, ID: args[0], Actor: o.as, Note: o.note}, &st); err != nil {
 				return err
 			}
 			if o.output == "json" && !follows {
@@ -172,7 +180,7 @@ func newRedriveActionCmd(g *globalOptions, o *redriveOptions, verb, subject, sho
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s: %s\n", st.ID, st.State)
 			if follows && !o.detach {
-				return g.follow(cmd.Context(), cmd.OutOrStdout(), st.ID, o.interval)
+				return g.follow(cmd.Context(), cmd.OutOrStdout(), o.tenant, st.ID, o.interval)
 			}
 			return nil
 		},
@@ -200,20 +208,20 @@ func newRedriveRunCmd(g *globalOptions, o *redriveOptions) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if dryRun {
 				var p redrive.Preview
-				if err := g.call(cmd.Context(), redrive.SubjDryRun, redrive.IDRequest{ID: args[0]}, &p); err != nil {
+				if err := g.call(cmd.Context(), redrive.SubjDryRun, redrive.IDRequest{Scope: o.tenant, ID: args[0]}, &p); err != nil {
 					return err
 				}
 				return writePreview(cmd.OutOrStdout(), p)
 			}
 			var st redrive.Status
-			if err := g.call(cmd.Context(), redrive.SubjRun, redrive.Action{ID: args[0], Actor: o.as, Note: o.note}, &st); err != nil {
+			if err := g.call(cmd.Context(), redrive.SubjRun, redrive.Action{Scope: o.tenant, ID: args[0], Actor: o.as, Note: o.note}, &st); err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s: running (%d entries, rate %s, sample %d)\n", st.ID, st.Total, rateText(st.Request.Rate), st.SampleSize)
 			if o.detach {
 				return nil
 			}
-			return g.follow(cmd.Context(), cmd.OutOrStdout(), st.ID, o.interval)
+			return g.follow(cmd.Context(), cmd.OutOrStdout(), o.tenant, st.ID, o.interval)
 		},
 	}
 	cmd.Flags().StringVar(&o.note, "note", "", "why (recorded in the audit log)")
@@ -230,13 +238,13 @@ func rateText(r float64) string {
 }
 
 // follow prints a redrive's progress until it is no longer running.
-func (g *globalOptions) follow(ctx context.Context, w io.Writer, id string, every time.Duration) error {
+func (g *globalOptions) follow(ctx context.Context, w io.Writer, scope, id string, every time.Duration) error {
 	if every <= 0 {
 		every = time.Second
 	}
 	for {
 		var st redrive.Status
-		if err := g.call(ctx, redrive.SubjStatus, redrive.IDRequest{ID: id}, &st); err != nil {
+		if err := g.call(ctx, redrive.SubjStatus, redrive.IDRequest{Scope: scope, ID: id}, &st); err != nil {
 			return err
 		}
 		fmt.Fprintln(w, progressLine(st))
@@ -282,7 +290,7 @@ func newRedriveStatusCmd(g *globalOptions, o *redriveOptions) *cobra.Command {
 			w := cmd.OutOrStdout()
 			if len(args) == 1 {
 				var st redrive.Status
-				if err := g.call(cmd.Context(), redrive.SubjStatus, redrive.IDRequest{ID: args[0]}, &st); err != nil {
+				if err := g.call(cmd.Context(), redrive.SubjStatus, redrive.IDRequest{Scope: o.tenant, ID: args[0]}, &st); err != nil {
 					return err
 				}
 				if o.output == "json" {
@@ -291,6 +299,7 @@ func newRedriveStatusCmd(g *globalOptions, o *redriveOptions) *cobra.Command {
 				return writeRedrive(w, st)
 			}
 			var sts []redrive.Status
+			f.Scope = o.tenant
 			if err := g.call(cmd.Context(), redrive.SubjList, f, &sts); err != nil {
 				return err
 			}
@@ -368,6 +377,7 @@ func newRedriveHistoryCmd(g *globalOptions, o *redriveOptions) *cobra.Command {
 				f.ID = args[0]
 			}
 			var rs []redrive.AuditRecord
+			f.Scope = o.tenant
 			if err := g.call(cmd.Context(), redrive.SubjHistory, f, &rs); err != nil {
 				return err
 			}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"regexp"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"github.com/msgplatform/platform/internal/daemon/daemontest"
 	"github.com/msgplatform/platform/redrive"
 	"github.com/msgplatform/platform/redrive/redrivetest"
+	"github.com/msgplatform/platform/tenancy"
 )
 
 func TestRedrivePreviewGolden(t *testing.T) {
@@ -104,5 +106,68 @@ func TestCLIRedrive(t *testing.T) {
 	}
 	if out = mustCLI(t, d, "redrive", "status"); !strings.Contains(out, id) {
 		t.Errorf("status list:\n%s", out)
+	}
+}
+
+// platformctl dlq|redrive --tenant T work on tenant T's DLQs in its own
+// account: T's DLQs are listed and redriven, another tenant's DLQ is not
+// found in T's scope, and T's history holds T's records only.
+func TestCLIRedriveTenant(t *testing.T) {
+	d := daemontest.Start(t, 1)
+	mustCLI(t, d, "tenant", "create", "harbor")
+	mustCLI(t, d, "tenant", "create", "meridian")
+	mustCLI(t, d, "tenant", "topic", "harbor", "payments", "--replicas", "1")
+	mustCLI(t, d, "tenant", "topic", "meridian", "refunds", "--replicas", "1")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	nc, err := d.ConnectTenant(ctx, "harbor", "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	redrivetest.DeadLetter(t, js, tenancy.StoredName("payments"), "ledger", 0, 5, "card number %d is not a number")
+
+	out := mustCLI(t, d, "dlq", "list", "--tenant", "harbor")
+	if !regexp.MustCompile(`payments\s+topic\s+-\s+-\s+5\s`).MatchString(out) {
+		t.Fatalf("dlq list --tenant harbor:\n%s", out)
+	}
+	if out := mustCLI(t, d, "dlq", "list"); strings.Contains(out, "payments") {
+		t.Fatalf("the admin account's dlq list shows harbor's DLQ:\n%s", out)
+	}
+	if out := mustCLI(t, d, "dlq", "list", "--tenant", "meridian"); strings.Contains(out, "payments") || !strings.Contains(out, "refunds") {
+		t.Fatalf("dlq list --tenant meridian:\n%s", out)
+	}
+	if _, err := runCLI(t, d, "dlq", "show", "payments", "--tenant", "meridian"); !errors.Is(err, control.ErrNotFound) {
+		t.Fatalf("harbor's DLQ in meridian's scope: %v, want not found", err)
+	}
+	if _, err := runCLI(t, d, "dlq", "list", "--tenant", "nobody"); !errors.Is(err, control.ErrNotFound) {
+		t.Fatalf("unknown tenant: %v, want not found", err)
+	}
+	out = mustCLI(t, d, "dlq", "show", "payments", "1", "--tenant", "harbor")
+	if !strings.Contains(out, "card number 0 is not a number") {
+		t.Fatalf("dlq show --tenant:\n%s", out)
+	}
+	out = mustCLI(t, d, "redrive", "request", "payments", "--tenant", "harbor", "--all", "--reason", "fixed", "--sample", "0", "--rate", "0", "--as", "alice")
+	m := regexp.MustCompile(`requested (rd-\S+): 5 entries`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("request --tenant:\n%s", out)
+	}
+	if _, err := runCLI(t, d, "redrive", "status", m[1], "--tenant", "meridian"); !errors.Is(err, control.ErrNotFound) {
+		t.Fatalf("harbor's request in meridian's scope: %v, want not found", err)
+	}
+	out = mustCLI(t, d, "redrive", "run", m[1], "--tenant", "harbor", "--as", "alice", "--interval", "200ms")
+	if !strings.Contains(out, m[1]+" completed: 5/5 done, 5 sent") {
+		t.Fatalf("run --tenant:\n%s", out)
+	}
+	s, _ := js.Stream(ctx, tenancy.StreamName("payments"))
+	if info, _ := s.Info(ctx); info.State.Msgs != 10 {
+		t.Fatalf("harbor's topic holds %d events, want 5 originals + 5 redriven", info.State.Msgs)
+	}
+	if out := mustCLI(t, d, "redrive", "history", "--tenant", "harbor"); !strings.Contains(out, "redrive.complete") {
+		t.Fatalf("history --tenant harbor:\n%s", out)
+	}
+	if out := mustCLI(t, d, "redrive", "history", "--tenant", "meridian"); strings.Contains(out, m[1]) {
+		t.Fatalf("meridian's history shows harbor's request:\n%s", out)
 	}
 }

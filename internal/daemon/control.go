@@ -46,6 +46,7 @@ func (d *Daemon) serveControl() (micro.Service, error) {
 	eps = append(eps, d.tenancyEndpoints()...)
 	eps = append(eps, d.groupEndpoints()...)
 	eps = append(eps, d.redriveEndpoints()...)
+	eps = append(eps, d.resetReviewEndpoints()...)
 	eps = append(eps, d.schemaEndpoints()...)
 	eps = append(eps, d.regionEndpoints()...)
 	for i := range eps {

@@ -36,6 +36,9 @@ type Daemon struct {
 	region embeddednats.Region
 	// regions is set in mode regions (regions.go).
 	regions *regionsState
+	// nodeGuard is the residency guard of a mode-node daemon linked to
+	// other regions (regions.go, startNodeGuard).
+	nodeGuard *platform.ResidencyGuard
 
 	nc      *nats.Conn
 	js      jetstream.JetStream
@@ -44,6 +47,10 @@ type Daemon struct {
 	tenants *tenancy.Manager
 	canary  *platform.Canary
 	redrive *redrive.Service
+	// dlqRouters dead-letters for every topic and queue (groups.go).
+	dlqRouters *platform.DLQRouters
+	// redrives are the tenants' redrive services (redrive.go).
+	redrives *redriveScopes
 
 	reg      *prometheus.Registry
 	own      *ownMetrics
@@ -117,8 +124,15 @@ func (d *Daemon) Start(ctx context.Context) (err error) {
 	d.rec = platform.NewReconciler(d.js, platform.ReconcilerOptions{DefaultReplicas: d.cfg.Durability().Replicas, Logger: d.log})
 	d.own = newOwnMetrics(d.reg)
 	d.reg.MustRegister(metrics.NewNATSCollector(d.metricSource))
+	d.registerCatalogMetrics()
 
 	if err := d.reconcile(ctx); err != nil {
+		return err
+	}
+	if err := d.startNodeGuard(ctx); err != nil {
+		return err
+	}
+	if err := d.startDLQRouters(ctx); err != nil {
 		return err
 	}
 	if err := d.startTenancy(ctx); err != nil {
@@ -224,6 +238,7 @@ func (d *Daemon) Close(ctx context.Context) error {
 	errs = append(errs, d.stopRedrive(ctx))
 	errs = append(errs, d.stopCanary(ctx))
 	errs = append(errs, d.stopTenancy(ctx))
+	errs = append(errs, d.stopDLQRouters(ctx))
 	if d.nc != nil {
 		d.nc.Close()
 	}

@@ -68,6 +68,9 @@ func (d *Daemon) startHTTP() error {
 		fmt.Fprintln(w, "ready")
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(d.reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}))
+	if err := d.mountConsole(mux); err != nil {
+		return err
+	}
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		return fmt.Errorf("daemon: http listen %s: %w", listen, err)

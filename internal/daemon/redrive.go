@@ -2,16 +2,32 @@ package daemon
 
 import (
 	"context"
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/hkdf"
+	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/jwt/v2"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nkeys"
 
 	"github.com/msgplatform/platform/internal/control"
 	"github.com/msgplatform/platform/redrive"
+	"github.com/msgplatform/platform/tenancy"
 )
 
-// startRedrive starts the redrive service: its KV bucket, and the
-// adoption of runs whose runner (another platformd, or this one before a
-// restart) went silent.
+// startRedrive starts the redrive service of the platform admin account:
+// its KV bucket, and the adoption of runs whose runner (another
+// platformd, or this one before a restart) went silent. Tenants'
+// services start on first use (RedriveFor), and at start for every
+// tenant that has used redrive before, so their runs are adopted too.
 func (d *Daemon) startRedrive(ctx context.Context) error {
 	cfg := redrive.DefaultConfig()
 	cfg.Replicas = d.cfg.Durability().Replicas
@@ -24,19 +40,272 @@ func (d *Daemon) startRedrive(ctx context.Context) error {
 		return err
 	}
 	d.redrive = s
+	d.redrives = &redriveScopes{d: d, byTenant: map[string]*tenantRedrive{}}
 	d.reg.MustRegister(s.Collector())
+	d.redrives.startUsed(ctx)
 	return nil
 }
 
 func (d *Daemon) stopRedrive(ctx context.Context) error {
-	if d.redrive == nil {
-		return nil
+	var errs []error
+	if d.redrives != nil {
+		errs = append(errs, d.redrives.close(ctx))
 	}
-	return d.redrive.Close(ctx)
+	if d.redrive != nil {
+		errs = append(errs, d.redrive.Close(ctx))
+	}
+	return errors.Join(errs...)
 }
 
-// Redrive returns the redrive service (nil before Start).
+// Redrive returns the redrive service of the platform admin account (nil
+// before Start).
 func (d *Daemon) Redrive() *redrive.Service { return d.redrive }
+
+// RedriveFor returns the redrive service of tenant's account, starting
+// it on first use ("" is the platform admin account's). It fails with
+// redrive.ErrNotFound for an unknown tenant and redrive.ErrConflict for a
+// suspended one.
+func (d *Daemon) RedriveFor(ctx context.Context, tenant string) (*redrive.Service, error) {
+	if tenant == "" {
+		if d.redrive == nil {
+			return nil, redrive.ErrClosed
+		}
+		return d.redrive, nil
+	}
+	if d.redrives == nil {
+		return nil, redrive.ErrClosed
+	}
+	return d.redrives.get(ctx, tenant)
+}
+
+// redriveScopes holds the redrive services of tenant accounts: each over a
+// connection of a user this daemon mints in the tenant's account (signed
+// with the tenant's account signing key; unrestricted in that account,
+// like tenancy's own platform user), with its requests in
+// redrive.TenantBucket(tenant) and its audit records in platform-audit,
+// both in the PLATFORM account.
+type redriveScopes struct {
+	d        *Daemon
+	mu       sync.Mutex
+	byTenant map[string]*tenantRedrive
+	closed   bool
+}
+
+type tenantRedrive struct {
+	s  *redrive.Service
+	nc *nats.Conn
+}
+
+func (r *redriveScopes) get(ctx context.Context, tenant string) (*redrive.Service, error) {
+	if err := tenancy.ValidateName("tenant", tenant); err != nil {
+		return nil, fmt.Errorf("%w: %w", redrive.ErrInvalid, err)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return nil, redrive.ErrClosed
+	}
+	if tr := r.byTenant[tenant]; tr != nil {
+		if !tr.nc.IsClosed() {
+			return tr.s, nil
+		}
+		// The connection was closed (the tenant was suspended and its
+		// users revoked): start over with a fresh user.
+		_ = tr.s.Close(ctx)
+		delete(r.byTenant, tenant)
+	}
+	tr, err := r.start(ctx, tenant)
+	if err != nil {
+		return nil, err
+	}
+	r.byTenant[tenant] = tr
+	return tr.s, nil
+}
+
+// start connects a minted user to tenant's account and starts its
+// service. Callers hold r.mu.
+func (r *redriveScopes) start(ctx context.Context, tenant string) (*tenantRedrive, error) {
+	d := r.d
+	t, err := d.tenantRecord(ctx, tenant)
+	if err != nil {
+		return nil, err
+	}
+	if t.State != tenancy.StateActive {
+		return nil, fmt.Errorf("%w: tenant %s is %s: its DLQs cannot be reached until it is resumed", redrive.ErrConflict, tenant, t.State)
+	}
+	nc, err := d.connectTenant(t, "platform-redrive", nats.MaxReconnects(-1), nats.ReconnectWait(250*time.Millisecond))
+	if err != nil {
+		return nil, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	cfg := redrive.DefaultConfig()
+	cfg.Replicas = d.cfg.Durability().Replicas
+	cfg.Logger = d.log.With("tenant", tenant)
+	cfg.Tenant, cfg.Control, cfg.NamePrefix = tenant, d.js, tenancy.StoredName("")
+	cfg.Instance = d.redrive.Instance()
+	s, err := redrive.New(js, cfg)
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	if err := s.Start(ctx); err != nil {
+		nc.Close()
+		return nil, err
+	}
+	return &tenantRedrive{s: s, nc: nc}, nil
+}
+
+// startUsed starts the service of every active tenant that has a redrive
+// bucket, so a run left by a stopped daemon is adopted. Failures are
+// logged: the tenant's service starts again on first use.
+func (r *redriveScopes) startUsed(ctx context.Context) {
+	if r.d.tenants == nil {
+		return
+	}
+	ts, err := r.d.tenants.List(ctx)
+	if err != nil {
+		return
+	}
+	for _, t := range ts {
+		if t.State != tenancy.StateActive {
+			continue
+		}
+		if _, err := r.d.js.KeyValue(ctx, redrive.TenantBucket(t.Name)); err != nil {
+			continue
+		}
+		if _, err := r.get(ctx, t.Name); err != nil {
+			r.d.log.Warn("platformd: tenant redrive service not started", "tenant", t.Name, "err", err)
+		}
+	}
+}
+
+func (r *redriveScopes) close(ctx context.Context) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.closed = true
+	var errs []error
+	for name, tr := range r.byTenant {
+		errs = append(errs, tr.s.Close(ctx))
+		tr.nc.Close()
+		delete(r.byTenant, name)
+	}
+	return errors.Join(errs...)
+}
+
+// ConnectTenant connects to this daemon's nodes as a platform-operated
+// user named name of tenant's account, unrestricted inside that account
+// (like tenancy's own platform user). The tenant redrive services use
+// it; tests use it to prepare a tenant's data.
+func (d *Daemon) ConnectTenant(ctx context.Context, tenant, name string, opts ...nats.Option) (*nats.Conn, error) {
+	t, err := d.tenantRecord(ctx, tenant)
+	if err != nil {
+		return nil, err
+	}
+	return d.connectTenant(t, name, opts...)
+}
+
+func (d *Daemon) connectTenant(t *tenancy.Tenant, name string, opts ...nats.Option) (*nats.Conn, error) {
+	token, seed, err := d.mintTenantUser(t, name)
+	if err != nil {
+		return nil, err
+	}
+	urls := make([]string, len(d.nodes))
+	for i, n := range d.nodes {
+		urls[i] = n.ClientURL()
+	}
+	all := append([]nats.Option{nats.UserJWTAndSeed(token, seed), nats.Name(name + "-" + t.Name)}, opts...)
+	nc, err := nats.Connect(strings.Join(urls, ","), all...)
+	if err != nil {
+		return nil, fmt.Errorf("redrive: connect to tenant %s: %w", t.Name, err)
+	}
+	return nc, nil
+}
+
+// tenantRecord reads tenant's registry record with its sealed signing
+// seed (tenancy.Manager.Get returns it without).
+func (d *Daemon) tenantRecord(ctx context.Context, name string) (*tenancy.Tenant, error) {
+	kv, err := d.js.KeyValue(ctx, tenancy.RegistryBucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		return nil, fmt.Errorf("%w: no tenant %q (there are no tenants)", redrive.ErrNotFound, name)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("redrive: tenant registry: %w", err)
+	}
+	e, err := kv.Get(ctx, name)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, fmt.Errorf("%w: no tenant %q (platformctl tenant list shows them)", redrive.ErrNotFound, name)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("redrive: tenant %s: %w", name, err)
+	}
+	var t tenancy.Tenant
+	if err := json.Unmarshal(e.Value(), &t); err != nil {
+		return nil, fmt.Errorf("redrive: tenant %s: decode record: %w", name, err)
+	}
+	return &t, nil
+}
+
+// mintTenantUser issues a user of t's account signed by its account
+// signing key, which the registry keeps sealed under a key derived from
+// trust.json exactly as tenancy/seal.go does (HKDF-SHA256 of the
+// operator signing seed, AES-256-GCM, the account key as additional
+// data). If tenancy ever changes that scheme, opening fails loudly here
+// (and TestConsoleTenantIsolation with it).
+func (d *Daemon) mintTenantUser(t *tenancy.Tenant, name string) (token, seed string, err error) {
+	signing, err := openSealedSeed(d.trust.OperatorSigningSeed, t.SealedSigningSeed, t.Account)
+	if err != nil {
+		return "", "", fmt.Errorf("redrive: tenant %s: %w", t.Name, err)
+	}
+	signer, err := nkeys.FromSeed(signing)
+	if err != nil {
+		return "", "", fmt.Errorf("redrive: tenant %s signing key: %w", t.Name, err)
+	}
+	kp, err := nkeys.CreateUser()
+	if err != nil {
+		return "", "", err
+	}
+	pub, _ := kp.PublicKey()
+	us, err := kp.Seed()
+	if err != nil {
+		return "", "", err
+	}
+	uc := jwt.NewUserClaims(pub)
+	uc.Name = name
+	uc.IssuerAccount = t.Account
+	uc.Tags.Add("tenant:" + t.Name)
+	if token, err = uc.Encode(signer); err != nil {
+		return "", "", fmt.Errorf("redrive: tenant %s: encode user: %w", t.Name, err)
+	}
+	return token, string(us), nil
+}
+
+func openSealedSeed(operatorSigningSeed string, sealed []byte, account string) ([]byte, error) {
+	key, err := hkdf.Key(sha256.New, []byte(operatorSigningSeed), nil, "msgplatform tenancy signing seed v1", 32)
+	if err != nil {
+		return nil, err
+	}
+	block, err := aes.NewCipher(key)
+	if err != nil {
+		return nil, err
+	}
+	aead, err := cipher.NewGCM(block)
+	if err != nil {
+		return nil, err
+	}
+	n := aead.NonceSize()
+	if len(sealed) < n {
+		return nil, errors.New("sealed signing seed too short")
+	}
+	plain, err := aead.Open(nil, sealed[:n], sealed[n:], []byte(account))
+	if err != nil {
+		return nil, fmt.Errorf("open signing seed of %s (different trust.json?): %w", account, err)
+	}
+	return plain, nil
+}
 
 // redriveErr maps redrive errors onto the control API's kinds. A
 // four-eyes refusal is a 409 (refused, nothing changed) with its message.
@@ -61,53 +330,88 @@ func rep[Req, Resp any](name, subject string, fn func(ctx context.Context, req R
 	})}
 }
 
-// redriveEndpoints are the DLQ browse and redrive operations.
+// scoped adapts fn to run on the service of the request's scope.
+func scoped[Req, Resp any](d *Daemon, scope func(Req) string, fn func(ctx context.Context, s *redrive.Service, req Req) (Resp, error)) func(context.Context, Req) (Resp, error) {
+	return func(ctx context.Context, r Req) (Resp, error) {
+		s, err := d.RedriveFor(ctx, scope(r))
+		if err != nil {
+			var zero Resp
+			return zero, err
+		}
+		return fn(ctx, s, r)
+	}
+}
+
+// redriveEndpoints are the DLQ browse and redrive operations. Each
+// request's scope selects the platform admin account ("") or a tenant's.
 func (d *Daemon) redriveEndpoints() []control.Endpoint {
-	s := d.redrive
-	if s == nil {
+	if d.redrive == nil {
 		return nil
 	}
-	action := func(name, subject string, fn func(ctx context.Context, id, actor, note string) (redrive.Status, error)) control.Endpoint {
-		return rep(name, subject, func(ctx context.Context, r redrive.Action) (redrive.Status, error) {
-			return fn(ctx, r.ID, r.Actor, r.Note)
-		})
+	action := func(name, subject string, fn func(s *redrive.Service) func(ctx context.Context, id, actor, note string) (redrive.Status, error)) control.Endpoint {
+		return rep(name, subject, scoped(d, func(r redrive.Action) string { return r.Scope },
+			func(ctx context.Context, s *redrive.Service, r redrive.Action) (redrive.Status, error) {
+				return fn(s)(ctx, r.ID, r.Actor, r.Note)
+			}))
 	}
 	return []control.Endpoint{
-		rep("dlq_list", redrive.SubjDLQList, func(ctx context.Context, _ struct{}) ([]redrive.DLQ, error) {
-			return s.ListDLQs(ctx)
+		rep("dlq_list", redrive.SubjDLQList, scoped(d, func(r redrive.ScopeRequest) string { return r.Scope },
+			func(ctx context.Context, s *redrive.Service, _ redrive.ScopeRequest) ([]redrive.DLQ, error) {
+				return s.ListDLQs(ctx)
+			})),
+		rep("dlq_entries", redrive.SubjDLQEntries, scoped(d, func(r redrive.EntryFilter) string { return r.Scope },
+			func(ctx context.Context, s *redrive.Service, f redrive.EntryFilter) ([]redrive.Entry, error) {
+				return s.Entries(ctx, f)
+			})),
+		rep("dlq_show", redrive.SubjDLQShow, scoped(d, func(r redrive.ShowRequest) string { return r.Scope },
+			func(ctx context.Context, s *redrive.Service, r redrive.ShowRequest) (redrive.Entry, error) {
+				return s.Show(ctx, r.DLQ, r.Seq)
+			})),
+		rep("dlq_groups", redrive.SubjDLQGroups, scoped(d, func(r redrive.EntryFilter) string { return r.Scope },
+			func(ctx context.Context, s *redrive.Service, f redrive.EntryFilter) ([]redrive.Group, error) {
+				return s.Groups(ctx, f)
+			})),
+		rep("redrive_preview", redrive.SubjPreview, scoped(d, func(r redrive.Request) string { return r.Scope },
+			func(ctx context.Context, s *redrive.Service, r redrive.Request) (redrive.Preview, error) {
+				return s.Preview(ctx, r)
+			})),
+		rep("redrive_request", redrive.SubjRequest, scoped(d, func(r redrive.Request) string { return r.Scope },
+			func(ctx context.Context, s *redrive.Service, r redrive.Request) (redrive.Status, error) {
+				return s.Submit(ctx, r)
+			})),
+		action("redrive_approve", redrive.SubjApprove, func(s *redrive.Service) func(context.Context, string, string, string) (redrive.Status, error) {
+			return s.Approve
 		}),
-		rep("dlq_entries", redrive.SubjDLQEntries, func(ctx context.Context, f redrive.EntryFilter) ([]redrive.Entry, error) {
-			return s.Entries(ctx, f)
+		action("redrive_reject", redrive.SubjReject, func(s *redrive.Service) func(context.Context, string, string, string) (redrive.Status, error) {
+			return s.Reject
 		}),
-		rep("dlq_show", redrive.SubjDLQShow, func(ctx context.Context, r redrive.ShowRequest) (redrive.Entry, error) {
-			return s.Show(ctx, r.DLQ, r.Seq)
+		action("redrive_run", redrive.SubjRun, func(s *redrive.Service) func(context.Context, string, string, string) (redrive.Status, error) {
+			return s.Run
 		}),
-		rep("dlq_groups", redrive.SubjDLQGroups, func(ctx context.Context, f redrive.EntryFilter) ([]redrive.Group, error) {
-			return s.Groups(ctx, f)
+		action("redrive_pause", redrive.SubjPause, func(s *redrive.Service) func(context.Context, string, string, string) (redrive.Status, error) {
+			return s.Pause
 		}),
-		rep("redrive_preview", redrive.SubjPreview, func(ctx context.Context, r redrive.Request) (redrive.Preview, error) {
-			return s.Preview(ctx, r)
+		action("redrive_resume", redrive.SubjResume, func(s *redrive.Service) func(context.Context, string, string, string) (redrive.Status, error) {
+			return s.Resume
 		}),
-		rep("redrive_request", redrive.SubjRequest, func(ctx context.Context, r redrive.Request) (redrive.Status, error) {
-			return s.Submit(ctx, r)
+		action("redrive_cancel", redrive.SubjCancel, func(s *redrive.Service) func(context.Context, string, string, string) (redrive.Status, error) {
+			return s.Cancel
 		}),
-		action("redrive_approve", redrive.SubjApprove, s.Approve),
-		action("redrive_reject", redrive.SubjReject, s.Reject),
-		action("redrive_run", redrive.SubjRun, s.Run),
-		action("redrive_pause", redrive.SubjPause, s.Pause),
-		action("redrive_resume", redrive.SubjResume, s.Resume),
-		action("redrive_cancel", redrive.SubjCancel, s.Cancel),
-		rep("redrive_status", redrive.SubjStatus, func(ctx context.Context, r redrive.IDRequest) (redrive.Status, error) {
-			return s.Get(ctx, r.ID)
-		}),
-		rep("redrive_list", redrive.SubjList, func(ctx context.Context, f redrive.ListFilter) ([]redrive.Status, error) {
-			return s.List(ctx, f)
-		}),
-		rep("redrive_dryrun", redrive.SubjDryRun, func(ctx context.Context, r redrive.IDRequest) (redrive.Preview, error) {
-			return s.DryRun(ctx, r.ID)
-		}),
-		rep("redrive_history", redrive.SubjHistory, func(ctx context.Context, f redrive.HistoryFilter) ([]redrive.AuditRecord, error) {
-			return s.History(ctx, f)
-		}),
+		rep("redrive_status", redrive.SubjStatus, scoped(d, func(r redrive.IDRequest) string { return r.Scope },
+			func(ctx context.Context, s *redrive.Service, r redrive.IDRequest) (redrive.Status, error) {
+				return s.Get(ctx, r.ID)
+			})),
+		rep("redrive_list", redrive.SubjList, scoped(d, func(r redrive.ListFilter) string { return r.Scope },
+			func(ctx context.Context, s *redrive.Service, f redrive.ListFilter) ([]redrive.Status, error) {
+				return s.List(ctx, f)
+			})),
+		rep("redrive_dryrun", redrive.SubjDryRun, scoped(d, func(r redrive.IDRequest) string { return r.Scope },
+			func(ctx context.Context, s *redrive.Service, r redrive.IDRequest) (redrive.Preview, error) {
+				return s.DryRun(ctx, r.ID)
+			})),
+		rep("redrive_history", redrive.SubjHistory, scoped(d, func(r redrive.HistoryFilter) string { return r.Scope },
+			func(ctx context.Context, s *redrive.Service, f redrive.HistoryFilter) ([]redrive.AuditRecord, error) {
+				return s.History(ctx, f)
+			})),
 	}
 }

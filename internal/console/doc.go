@@ -1,0 +1,40 @@
+// Package console is the web console of dead-letter review and redrive,
+// served by platformd under /console/ on its HTTP port: DLQ list (owner,
+// depth, oldest age, retention warning), entries and one entry (payload,
+// headers, reason, class, attempts, original stream/seq, tenant, failure
+// times), fingerprint groups, the redrive request form, the request list
+// with approve / reject / run / pause / resume / cancel, live run progress
+// (count, rate, ETA; polled by a few lines of JavaScript) and the audit
+// history. Plain server-rendered HTML (html/template) with its CSS and JS
+// embedded; no build step.
+//
+// Guarantees:
+//
+//   - Identity is authenticated by the broker. A user signs in with their
+//     NATS .creds file; the console connects to the local node with it
+//     and only if the server accepts the connection (signature chain to
+//     the operator, not revoked, not expired, tenant not suspended) takes
+//     the principal from that user JWT: its account decides the scope
+//     (the PLATFORM account: a platform operator, who may look at every
+//     tenant; a tenant's account: that tenant only; any other account is
+//     refused) and its name plus the scope name the principal
+//     (alice@harbor-retail, admin@platform). That principal is the
+//     requester, approver and actor of every redrive action: never a form
+//     field. Four eyes therefore means two different authenticated users.
+//   - A tenant's operator sees only that tenant's DLQs, requests and audit
+//     records: every page and action runs on the redrive service of the
+//     tenant's own account (another tenant's DLQs are not there), and a
+//     request naming another scope is refused with 403 and a message
+//     saying why.
+//   - Sessions are a cookie (HttpOnly, SameSite=Strict, Path=/console/)
+//     holding the principal, signed with HMAC-SHA256 under a key drawn at
+//     random when the daemon starts (a restart signs everybody out) and
+//     valid for Config.SessionTTL. Every mutating request is a POST
+//     carrying a CSRF token bound to the session; without it the request
+//     is refused (403) and nothing changes. Logout forgets the session on
+//     this daemon.
+//
+// Not guaranteed: sessions are per daemon (a load balancer must stick a
+// user to one platformd), and a credential revoked after sign-in stays
+// usable in the console until the session expires or the user logs out.
+package console

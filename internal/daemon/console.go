@@ -1,0 +1,54 @@
+package daemon
+
+import (
+	"context"
+	"net/http"
+	"strings"
+
+	"github.com/msgplatform/platform/internal/console"
+	"github.com/msgplatform/platform/redrive"
+)
+
+// mountConsole serves the web console (internal/console) under
+// console.Prefix on the HTTP listener: users sign in with their .creds,
+// which the console checks against this daemon's nodes; platform
+// operators see every scope, a tenant's users their tenant's DLQs only.
+func (d *Daemon) mountConsole(mux *http.ServeMux) error {
+	if d.redrive == nil {
+		return nil
+	}
+	urls := make([]string, len(d.nodes))
+	for i, n := range d.nodes {
+		urls[i] = n.ClientURL()
+	}
+	c, err := console.New(console.Config{
+		URL:          strings.Join(urls, ","),
+		AdminAccount: d.trust.AdminAccount(),
+		Tenants:      d.consoleTenants,
+		Redrive: func(ctx context.Context, tenant string) (*redrive.Service, error) {
+			return d.RedriveFor(ctx, tenant)
+		},
+		Logger: d.log,
+	})
+	if err != nil {
+		return err
+	}
+	mux.Handle(console.Prefix, c.Handler())
+	mux.Handle("GET /console", http.RedirectHandler(console.Prefix, http.StatusMovedPermanently))
+	return nil
+}
+
+func (d *Daemon) consoleTenants(ctx context.Context) ([]console.TenantRef, error) {
+	if d.tenants == nil {
+		return nil, nil
+	}
+	ts, err := d.tenants.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]console.TenantRef, 0, len(ts))
+	for _, t := range ts {
+		out = append(out, console.TenantRef{Name: t.Name, Account: t.Account})
+	}
+	return out, nil
+}
