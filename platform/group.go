@@ -42,12 +42,24 @@ func groupConsumerConfig(g GroupSpec, p int) jetstream.ConsumerConfig {
 		PriorityPolicy: jetstream.PriorityPolicyPinned,
 		PriorityGroups: []string{g.Name},
 		PinnedTTL:      groupPinnedTTL,
-		Metadata: map[string]string{
-			mdGroup:     g.Name,
-			mdTopic:     g.Topic,
-			mdPartition: strconv.Itoa(p),
-		},
+		Metadata:       groupMetadata(g, p),
 	}
+}
+
+// groupMetadata is the replicated record of a group on each of its
+// partition consumers, the declared tolerance included (the catalog
+// metrics read it back, so a group applied through the control API
+// exports its own tolerance).
+func groupMetadata(g GroupSpec, p int) map[string]string {
+	md := map[string]string{
+		mdGroup:     g.Name,
+		mdTopic:     g.Topic,
+		mdPartition: strconv.Itoa(p),
+	}
+	if g.Tolerance > 0 {
+		md[mdTolerance] = g.Tolerance.String()
+	}
+	return md
 }
 
 // planGroup plans a group's N partition consumers. topic is the group's

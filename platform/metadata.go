@@ -31,6 +31,9 @@ const (
 	mdTombstone   = "platform.tombstone_retention"
 	mdReview      = "platform.review"
 	mdCanary      = "platform.canary" // "off" when opted out
+	mdValidate    = "platform.validate"
+	mdEventType   = "platform.event_type"
+	mdTolerance   = "platform.tolerance"
 
 	kindTopic = "topic"
 	kindQueue = "queue"
@@ -46,6 +49,10 @@ func topicMetadata(t TopicSpec) map[string]string {
 	setIf(md, mdOwner, t.Owner)
 	setIf(md, mdResidency, t.Residency)
 	setIf(md, mdReview, t.Review)
+	if t.ValidateEvents {
+		md[mdValidate] = "true"
+	}
+	setIf(md, mdEventType, t.EventType)
 	if !t.CanaryEnabled() {
 		md[mdCanary] = canaryOff
 	}
@@ -124,15 +131,17 @@ func topicFromStream(cfg *jetstream.StreamConfig) (TopicSpec, error) {
 		return TopicSpec{}, fmt.Errorf("platform: stream %q: metadata %s is %q, not a partition count", cfg.Name, mdPartitions, cfg.Metadata[mdPartitions])
 	}
 	t := TopicSpec{
-		Name:       objectName(cfg),
-		Partitions: n,
-		Replicas:   cfg.Replicas,
-		Retention:  Retention{MaxAge: cfg.MaxAge, MaxBytes: max(cfg.MaxBytes, 0)},
-		Key:        cfg.Metadata[mdKey],
-		Residency:  cfg.Metadata[mdResidency],
-		Owner:      cfg.Metadata[mdOwner],
-		Review:     cfg.Metadata[mdReview],
-		Canary:     canaryFromMetadata(cfg.Metadata),
+		Name:           objectName(cfg),
+		Partitions:     n,
+		Replicas:       cfg.Replicas,
+		Retention:      Retention{MaxAge: cfg.MaxAge, MaxBytes: max(cfg.MaxBytes, 0)},
+		Key:            cfg.Metadata[mdKey],
+		Residency:      cfg.Metadata[mdResidency],
+		Owner:          cfg.Metadata[mdOwner],
+		Review:         cfg.Metadata[mdReview],
+		Canary:         canaryFromMetadata(cfg.Metadata),
+		ValidateEvents: cfg.Metadata[mdValidate] == "true",
+		EventType:      cfg.Metadata[mdEventType],
 	}
 	if cfg.Metadata[mdCleanup] == CleanupCompact {
 		t.Cleanup = CleanupCompact

@@ -30,9 +30,9 @@ func (g GroupSpec) EffectiveTolerance() time.Duration {
 //
 // Topics and groups are read from the broker (stream and consumer
 // metadata), so objects applied through the control API are included.
-// The tolerance comes from the Tolerances function (the declared catalog:
-// tolerances are not recorded in the broker), DefaultGroupTolerance for a
-// group it does not know. A scrape that cannot list the catalog within
+// The tolerance is the one recorded on the group's consumers when it was
+// applied, else the tolerances function's (the declared catalog), else
+// DefaultGroupTolerance. A scrape that cannot list the catalog within
 // its timeout exports nothing for it (the alerts then fall back to their
 // defaults) rather than stale values.
 type CatalogCollector struct {
@@ -94,7 +94,11 @@ func (c *CatalogCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(dGroupInfo, prometheus.GaugeValue, 1, g, t.Spec.Name)
 			if !seen[g] {
 				seen[g] = true
-				ch <- prometheus.MustNewConstMetric(dGroupTolerance, prometheus.GaugeValue, c.tolerance(g).Seconds(), g)
+				tol := c.tolerance(g)
+				if d, err := time.ParseDuration(ci.Config.Metadata[mdTolerance]); err == nil && d > 0 {
+					tol = d // recorded on the group's consumers when it was applied
+				}
+				ch <- prometheus.MustNewConstMetric(dGroupTolerance, prometheus.GaugeValue, tol.Seconds(), g)
 			}
 		}
 	}

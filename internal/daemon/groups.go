@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/msgplatform/platform/internal/control"
@@ -12,7 +13,13 @@ import (
 // groupEndpoints are the control API's group operations beyond apply.
 func (d *Daemon) groupEndpoints() []control.Endpoint {
 	return []control.Endpoint{
+		// group.reset answers dry runs only: a reset that moves a group
+		// goes through group.reset.run (or request → approve → execute),
+		// which needs a reason and appends it to the audit stream.
 		{Name: "group_reset", Subject: control.SubjGroupReset, Handle: control.JSON(func(ctx context.Context, r control.GroupResetRequest) (platform.GroupReset, error) {
+			if !r.DryRun {
+				return platform.GroupReset{}, fmt.Errorf("%w: group.reset answers dry runs only; a reset that moves group %q is audited: use group.reset.run with a reason (platformctl group reset --reason WHY)", control.ErrInvalid, r.Group)
+			}
 			out, err := d.rec.ResetGroup(ctx, r)
 			if errors.Is(err, platform.ErrApprovalRequired) {
 				err = refused{err}
