@@ -41,11 +41,12 @@ type Config struct {
 	// Fabric is used in mode fabric, Node in mode node.
 	Fabric embeddednats.FabricConfig `mapstructure:"fabric"`
 	Node   embeddednats.Config       `mapstructure:"node"`
-	// Regions is used in mode regions.
-	Regions   embeddednats.RegionsConfig `mapstructure:"regions"`
-	HTTP      HTTPConfig                 `mapstructure:"http"`
-	Control   ControlConfig              `mapstructure:"control"`
-	Reconcile ReconcileConfig            `mapstructure:"reconcile"`
+	// Regions is used in mode regions; its peers (regions.peers) in mode
+	// node.
+	Regions   RegionsConfig   `mapstructure:"regions"`
+	HTTP      HTTPConfig      `mapstructure:"http"`
+	Control   ControlConfig   `mapstructure:"control"`
+	Reconcile ReconcileConfig `mapstructure:"reconcile"`
 	// Canary is platformd's canary (canary.interval, canary.tolerance).
 	Canary platform.CanaryConfig `mapstructure:"canary"`
 	// Catalog is the declared topics, queues and groups: the top-level
@@ -140,6 +141,7 @@ func (c *Config) EnsureDefaults() {
 	if len(c.Regions.Deny) == 0 {
 		c.Regions.Deny = nil
 	}
+	c.Regions.ensurePeerDefaults()
 	if len(c.Node.Leaf.Remotes) == 0 {
 		c.Node.Leaf.Remotes = nil
 	}
@@ -214,6 +216,7 @@ func (c *Config) validateInto(p *validate.Problems) {
 		// left out of the message: it is not a deployment mode.)
 		p.Addf("mode", "must be %s or %s, got %q", ModeFabric, ModeNode, c.Mode)
 	}
+	p.Merge("regions", c.Regions.validatePeers(c.Mode, c.Node.Region))
 	if c.DataDir == "" {
 		p.Addf("data_dir", "must be set")
 	}

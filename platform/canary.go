@@ -53,8 +53,16 @@ import (
 // in stream sizes, partition counts, pending and group-reset estimates;
 // on a compacted topic each partition keeps its latest canary as key
 // CanaryKey). A consumer not built on this runtime must ack messages
-// whose IsCanary is true without processing them. Only the platform
-// account's topics and queues get canaries, not tenants'.
+// whose IsCanary is true without processing them.
+//
+// Tenants: platformd runs one more Canary per active tenant
+// (NewTenantCanary) over tenancy's platform connection to the tenant's
+// account. It publishes straight to the stored subjects (stored.<topic>
+// ...), never through the tenant's ingest, so canaries are not subject to
+// the tenant's publish-rate quota and not counted as its accepted
+// publishes; they are stored events of its streams (its storage, and its
+// delivered messages once consumed). Ages carry the tenant and its own
+// object names: platform_canary_age_seconds{tenant,topic,group}.
 
 // CanaryHeader marks a canary event or job.
 const CanaryHeader = "Platform-Canary"

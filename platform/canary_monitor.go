@@ -10,6 +10,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -39,6 +40,11 @@ type Canary struct {
 	log *slog.Logger
 	pub *Publisher
 
+	// tenant and prefix are set for a tenant account's canary
+	// (NewTenantCanary): ages are labelled tenant, and prefix is cut from
+	// the stored object names.
+	tenant, prefix string
+
 	ageD, tolD *prometheus.Desc
 	publishes  *prometheus.CounterVec
 
@@ -59,6 +65,9 @@ var _ prometheus.Collector = (*Canary)(nil)
 
 // CanaryAge is one group's (or queue's) canary age.
 type CanaryAge struct {
+	// Tenant is the tenant whose account holds the topic ("" for the
+	// platform account).
+	Tenant string `json:"tenant,omitempty"`
 	// Topic is the topic, or the queue. Group is the group, or the queue
 	// again for a queue's workers.
 	Topic string `json:"topic"`
@@ -115,6 +124,8 @@ type canaryLook struct {
 
 type canaryGroup struct{ topic, group string }
 
+const canaryAgeHelp = "Age of the newest canary the group has processed on every partition (ack floor at or past it); for a queue, group is the queue; tenant is set for a tenant account's groups."
+
 // maxCanaryRecs bounds the canaries remembered per partition (a week at
 // one a minute); older ones are looked up again if needed.
 const maxCanaryRecs = 10080
@@ -133,9 +144,7 @@ func NewCanary(js jetstream.JetStream, cfg CanaryConfig, log *slog.Logger) (*Can
 	}
 	return &Canary{
 		js: js, cfg: cfg, log: log.With("component", "canary"), pub: NewPublisher(js, PublisherOptions{}),
-		ageD: prometheus.NewDesc("platform_canary_age_seconds",
-			"Age of the newest canary the group has processed on every partition (ack floor at or past it); for a queue, group is the queue.",
-			[]string{"topic", "group"}, nil),
+		ageD: prometheus.NewDesc("platform_canary_age_seconds", canaryAgeHelp, []string{"topic", "group"}, nil),
 		tolD: prometheus.NewDesc("platform_canary_tolerance_seconds",
 			"Canary age past which a group is not processing accepted work.", nil, nil),
 		publishes: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -368,7 +377,10 @@ func (c *Canary) check(ctx context.Context) error {
 			continue
 		}
 		for g, parts := range floors {
-			age := CanaryAge{Topic: o.name, Group: g}
+			age := CanaryAge{Tenant: c.tenant, Topic: c.display(o.name), Group: g}
+			if o.queue() {
+				age.Group = age.Topic
+			}
 			known := false
 			for p, f := range parts {
 				seenCons[canaryCons{o.stream, f.consumer}] = true
@@ -612,6 +624,41 @@ func (c *Canary) Ages() []CanaryAge {
 	return out
 }
 
+// NewTenantCanary returns the Canary of a tenant's account: js is bound
+// to that account (a platform service user of it), and its topics and
+// queues are stored under prefix (tenancy.StoredName("")): the canary
+// publishes straight to their stored subjects, so canaries never pass the
+// tenant's ingest (no publish-rate quota, not counted as the tenant's
+// accepted publishes). Ages carry Tenant and the tenant's own object
+// names; export them with CollectAges (the platform Canary is the one
+// registered).
+func NewTenantCanary(js jetstream.JetStream, cfg CanaryConfig, log *slog.Logger, tenant, prefix string) (*Canary, error) {
+	if tenant == "" {
+		return nil, fmt.Errorf("%w: canary: tenant name is empty", ErrInvalidSpec)
+	}
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	c, err := NewCanary(js, cfg, log.With("tenant", tenant))
+	if err != nil {
+		return nil, err
+	}
+	c.tenant, c.prefix = tenant, prefix
+	c.ageD = prometheus.NewDesc("platform_canary_age_seconds", canaryAgeHelp, []string{"topic", "group"}, prometheus.Labels{"tenant": tenant})
+	return c, nil
+}
+
+// display is the name of a stored object as its owner knows it.
+func (c *Canary) display(name string) string { return strings.TrimPrefix(name, c.prefix) }
+
+// CollectAges sends platform_canary_age_seconds of every group (labelled
+// tenant for a tenant's Canary) and nothing else.
+func (c *Canary) CollectAges(ch chan<- prometheus.Metric) {
+	for _, a := range c.Ages() {
+		ch <- prometheus.MustNewConstMetric(c.ageD, prometheus.GaugeValue, a.Age.Seconds(), a.Topic, a.Group)
+	}
+}
+
 // Describe implements prometheus.Collector.
 func (c *Canary) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.ageD
@@ -621,9 +668,7 @@ func (c *Canary) Describe(ch chan<- *prometheus.Desc) {
 
 // Collect implements prometheus.Collector.
 func (c *Canary) Collect(ch chan<- prometheus.Metric) {
-	for _, a := range c.Ages() {
-		ch <- prometheus.MustNewConstMetric(c.ageD, prometheus.GaugeValue, a.Age.Seconds(), a.Topic, a.Group)
-	}
+	c.CollectAges(ch)
 	ch <- prometheus.MustNewConstMetric(c.tolD, prometheus.GaugeValue, c.cfg.EffectiveTolerance().Seconds())
 	c.publishes.Collect(ch)
 }

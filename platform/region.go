@@ -3,7 +3,8 @@ package platform
 import "github.com/nats-io/nats.go/jetstream"
 
 // Control API subjects of the regional features (relative to the control
-// API prefix, platform.v1), served by platformd in mode regions.
+// API prefix, platform.v1), served by platformd in mode regions and in mode
+// node with regions.peers (the other regions' client URLs).
 const (
 	SubjRegionMirror       = "region.mirror"        // MirrorRequest -> MirrorStatus
 	SubjRegionMirrors      = "region.mirrors"       // {} -> []MirrorStatus

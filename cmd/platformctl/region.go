@@ -17,6 +17,12 @@ func newRegionCmd(g *globalOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "region",
 		Short: "Regions (each its own cluster and JetStream domain) and mirroring between them",
+		Long: `Regions (each its own cluster and JetStream domain) and mirroring,
+failover and failback between them. Served by platformd in mode regions
+(every region in one process) and by every mode-node platformd whose
+configuration names the other regions in regions.peers (their client URLs,
+reached directly, never through the leafnode link); any node of any region
+answers for all of them.`,
 	}
 	cmd.AddCommand(newRegionListCmd(g), newRegionMirrorCmd(g), newRegionMirrorsCmd(g), newRegionFailoverCmd(g), newRegionFailbackCmd(g))
 	return cmd

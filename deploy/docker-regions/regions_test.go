@@ -55,12 +55,12 @@ func (l ledger) add(topic string, ids []string) { l[topic] = append(l[topic], id
 
 // TestDockerRegions runs compose.yaml (region eu and region us, three
 // clustered platformd containers each, R3 streams, us dialling the three
-// eu leafnode listeners over the compose network "link") and drives, from
-// this process, the platform's region operations (platform.Regions: mirror,
-// residency check and report, failover, failback) with one admin
-// connection per region on its published loopback ports, as platformd does
-// in mode regions (mode node serves no region operations on its control
-// API, see README.md).
+// eu leafnode listeners over the compose network "link", each region
+// naming the other in regions.peers, reached over the network "peers").
+// Mirror, failover and failback are run with the platformctl binary
+// against the control API of the region's own platformd nodes; the
+// residency checks and report use platform.Regions from this process (one
+// admin connection per region on its published loopback ports).
 //
 //  1. orders is mirrored eu -> us and invoices us -> eu; N events are
 //     published to each of the four topics (resident and not, in both
@@ -76,9 +76,11 @@ func (l ledger) add(topic string, ids []string) { l[topic] = append(l[topic], id
 //  3. The link is cut (docker network disconnect of the us nodes from
 //     "link"): both regions keep acknowledging writes to all four topics,
 //     the mirrors stall; reconnected, both mirrors catch up exactly once.
-//  4. The three eu nodes are killed; orders fails over to us (0
+//  4. The three eu nodes are killed; orders fails over to us
+//     (`platformctl region failover orders --to us` against us: 0
 //     unreplicated); M events are written to orders (and invoices) in us.
-//  5. eu is restarted; orders fails back; every acknowledged event of all
+//  5. eu is restarted; orders fails back (`platformctl region failback
+//     orders` against us); every acknowledged event of all
 //     four topics exists exactly once in its home region, both mirrors
 //     hold their topic exactly once, and no resident event is in the other
 //     region (lost 0, duplicated 0).
@@ -86,6 +88,7 @@ func TestDockerRegions(t *testing.T) {
 	start := time.Now()
 	rig := startRig(t)
 	checkLinkDeny(t, rig.here)
+	checkPeers(t, rig.here)
 
 	conns := map[string]*nats.Conn{"eu": rig.connect(t, "eu"), "us": rig.connect(t, "us")}
 	js := map[string]jetstream.JetStream{"eu": newJS(t, conns["eu"]), "us": newJS(t, conns["us"])}
@@ -106,16 +109,13 @@ func TestDockerRegions(t *testing.T) {
 	}
 
 	// 1. Mirror the non-resident topics to the other region; publish to all.
-	ctx := bounded(t, 30*time.Second)
 	for _, tp := range topics {
 		if tp.Resident {
 			continue
 		}
-		ms, err := rs.Mirror(ctx, platform.MirrorRequest{Topic: tp.Name, To: other(tp.Region)})
-		if err != nil {
-			t.Fatalf("mirror %s to %s: %v", tp.Name, other(tp.Region), err)
-		}
-		t.Logf("1. mirror of %s %s -> %s created: %v", tp.Name, tp.Region, other(tp.Region), ms.Created)
+		var ms platform.MirrorStatus
+		rig.platformctl(t, tp.Region, &ms, "region", "mirror", tp.Name, "--to", other(tp.Region))
+		t.Logf("1. platformctl region mirror %s --to %s (against %s): created %v", tp.Name, other(tp.Region), tp.Region, ms.Created)
 	}
 	const N = 200
 	publishAll("a", N)
@@ -156,12 +156,9 @@ func TestDockerRegions(t *testing.T) {
 	// 4. Lose eu (all three nodes), fail orders over to us, write there.
 	rig.docker(t, append([]string{"kill"}, rig.ids("eu")...)...)
 	killed := time.Now()
-	fctx := bounded(t, 60*time.Second)
-	fo, err := rs.Failover(fctx, platform.FailoverRequest{Topic: "orders", To: "us"})
-	if err != nil {
-		t.Fatalf("failover orders to us with eu down: %v", err)
-	}
-	t.Logf("4. eu1-3 killed; failover of orders to us in %s: origin reachable %v, mirror last seq %d, lag %d events / %.1fs, unreplicated %d, promoted at %d, duplicate window %d",
+	var fo platform.Failover
+	rig.platformctl(t, "us", &fo, "region", "failover", "orders", "--to", "us")
+	t.Logf("4. eu1-3 killed; platformctl region failover (against us): failover of orders to us in %s: origin reachable %v, mirror last seq %d, lag %d events / %.1fs, unreplicated %d, promoted at %d, duplicate window %d",
 		time.Since(killed).Round(time.Millisecond), fo.OriginReachable, fo.MirrorLastSeq, fo.LagEvents, fo.LagSeconds, fo.Unreplicated, fo.PromotedAtSeq, fo.DuplicateWindow)
 	if fo.OriginReachable || fo.Unreplicated != 0 || fo.PromotedAtSeq != N+K {
 		t.Fatalf("failover report: origin reachable %v, unreplicated %d, promoted at %d; want false, 0, %d", fo.OriginReachable, fo.Unreplicated, fo.PromotedAtSeq, N+K)
@@ -178,11 +175,9 @@ func TestDockerRegions(t *testing.T) {
 	rig.waitLinked(t, conns, 60*time.Second)
 	t.Logf("5. eu1-3 restarted, ready and linked in %s", time.Since(restarted).Round(time.Millisecond))
 	bctx := bounded(t, 60*time.Second)
-	fb, err := rs.Failback(bctx, platform.FailbackRequest{Topic: "orders"})
-	if err != nil {
-		t.Fatalf("failback orders: %v", err)
-	}
-	t.Logf("5. failback orders %s -> %s: scanned %d, copied %d, deduplicated %d, origin-only %d; mirror in %s: %d messages, last seq %d, lag %d; notes %v",
+	var fb platform.Failback
+	rig.platformctl(t, "us", &fb, "region", "failback", "orders")
+	t.Logf("5. platformctl region failback (against us): orders %s -> %s: scanned %d, copied %d, deduplicated %d, origin-only %d; mirror in %s: %d messages, last seq %d, lag %d; notes %v",
 		fb.From, fb.To, fb.Scanned, fb.Copied, fb.Deduplicated, fb.OriginOnly, fb.Mirror.To, fb.Mirror.Messages, fb.Mirror.LastSeq, fb.Mirror.LagMessages, fb.Notes)
 	if fb.To != "eu" || fb.Copied != M {
 		t.Errorf("failback: to %s, copied %d; want eu, %d", fb.To, fb.Copied, M)
@@ -334,6 +329,41 @@ func checkResidency(t *testing.T, rig *rig, rs platform.Regions, js map[string]j
 // platform.LinkDeny of the resident topics of eu.yaml and us.yaml (mode
 // node does not derive it from the other region's catalog; it is written
 // by hand).
+// TestDockerRegionsConfig checks eu.yaml and us.yaml without Docker: they
+// load, the link's deny list is platform.LinkDeny of both regions' resident
+// topics, and each names the other in regions.peers (the region operations
+// of its control API), on the peers network's names with the shared creds.
+func TestDockerRegionsConfig(t *testing.T) {
+	here, err := filepath.Abs(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkLinkDeny(t, here)
+	checkPeers(t, here)
+}
+
+// checkPeers checks that eu.yaml and us.yaml each name the other region as
+// their only peer, on its three nodes' "-peer" names (the compose network
+// peers, never the link) with the shared admin creds.
+func checkPeers(t *testing.T, here string) {
+	t.Helper()
+	for _, me := range []string{"eu", "us"} {
+		c, err := conf.Load(conf.LoadOptions{File: filepath.Join(here, me+".yaml"), Env: []string{}})
+		if err != nil {
+			t.Fatalf("load %s.yaml: %v", me, err)
+		}
+		peer := other(me)
+		var want []string
+		for _, n := range nodes[peer] {
+			want = append(want, "nats://"+n+"-peer:4222")
+		}
+		ps := c.Regions.Peers
+		if len(ps) != 1 || ps[0].Name != peer || ps[0].Domain != peer || !slices.Equal(ps[0].URLs, want) || ps[0].Creds != "/shared/creds/admin.creds" {
+			t.Fatalf("%s.yaml regions.peers = %+v; want region %s at %v with /shared/creds/admin.creds", me, ps, peer, want)
+		}
+	}
+}
+
 func checkLinkDeny(t *testing.T, here string) {
 	t.Helper()
 	load := func(f string) *conf.Config {
@@ -425,6 +455,7 @@ func firstLine(b []byte) string {
 type rig struct {
 	dockertest.Project
 	here       string
+	ctl        string // the platformctl binary
 	shared     string
 	natsPort   map[string]int    // node -> host port
 	httpPort   map[string]int    // node -> host port
@@ -446,6 +477,7 @@ func startRig(t *testing.T) *rig {
 	uid, gid := dockertest.RuntimeIDs()
 	tag := "platformd-regions:test-" + randHex(6)
 	dockertest.BuildImage(t, root, here, tag, uid, gid, "eu.yaml", "us.yaml")
+	ctl := buildPlatformctl(t, root)
 
 	r := &rig{
 		Project: dockertest.Project{
@@ -454,6 +486,7 @@ func startRig(t *testing.T) *rig {
 			Name:    "platformdregions" + randHex(4),
 		},
 		here:       here,
+		ctl:        ctl,
 		shared:     dockertest.SharedDir(t, uid, gid),
 		natsPort:   map[string]int{},
 		httpPort:   map[string]int{},
@@ -480,6 +513,45 @@ func startRig(t *testing.T) *rig {
 	t.Logf("rig up (project %s, image %s, NATS ports %v, HTTP ports %v) and ready in %s",
 		r.Name, tag, r.natsPort, r.httpPort, time.Since(start).Round(time.Millisecond))
 	return r
+}
+
+// platformctl runs the platformctl binary with args and -o json against
+// region's three nodes (their published ports, the shared admin creds) and
+// decodes its output into out; the region's platformd serves the request
+// on its control API (regions.peers names the other region).
+func (r *rig) platformctl(t *testing.T, region string, out any, args ...string) {
+	t.Helper()
+	var urls []string
+	for _, n := range nodes[region] {
+		urls = append(urls, fmt.Sprintf("nats://127.0.0.1:%d", r.natsPort[n]))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	full := append([]string{"--server", strings.Join(urls, ","), "--creds", filepath.Join(r.shared, "creds", "admin.creds"), "--timeout", "60s"}, args...)
+	cmd := exec.CommandContext(ctx, r.ctl, append(full, "-o", "json")...)
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("platformctl %s (against %s): %v\n%s%s", strings.Join(args, " "), region, err, stdout.String(), stderr.String())
+	}
+	if err := json.Unmarshal([]byte(stdout.String()), out); err != nil {
+		t.Fatalf("platformctl %s: decode %q: %v", strings.Join(args, " "), stdout.String(), err)
+	}
+}
+
+// buildPlatformctl builds the platformctl binary of the repository at root
+// into a temporary directory.
+func buildPlatformctl(t *testing.T, root string) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "platformctl")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/platformctl")
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build platformctl: %v\n%s", err, out)
+	}
+	return bin
 }
 
 // ids returns the container ids of region's nodes.

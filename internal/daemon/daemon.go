@@ -39,6 +39,8 @@ type Daemon struct {
 	// nodeGuard is the residency guard of a mode-node daemon linked to
 	// other regions (regions.go, startNodeGuard).
 	nodeGuard *platform.ResidencyGuard
+	// peers is set in mode node with regions.peers (regions_peers.go).
+	peers *peersState
 
 	nc      *nats.Conn
 	js      jetstream.JetStream
@@ -51,6 +53,9 @@ type Daemon struct {
 	dlqRouters *platform.DLQRouters
 	// redrives are the tenants' redrive services (redrive.go).
 	redrives *redriveScopes
+
+	// tenantCanaries are the canaries of tenants' accounts (canary.go).
+	tenantCanaries *tenantCanaries
 
 	reg      *prometheus.Registry
 	own      *ownMetrics

@@ -2,21 +2,13 @@ package daemon
 
 import (
 	"context"
-	"crypto/aes"
-	"crypto/cipher"
-	"crypto/hkdf"
-	"crypto/sha256"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
-	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/nats-io/nkeys"
 
 	"github.com/msgplatform/platform/internal/control"
 	"github.com/msgplatform/platform/redrive"
@@ -79,11 +71,11 @@ func (d *Daemon) RedriveFor(ctx context.Context, tenant string) (*redrive.Servic
 }
 
 // redriveScopes holds the redrive services of tenant accounts: each over a
-// connection of a user this daemon mints in the tenant's account (signed
-// with the tenant's account signing key; unrestricted in that account,
-// like tenancy's own platform user), with its requests in
-// redrive.TenantBucket(tenant) and its audit records in platform-audit,
-// both in the PLATFORM account.
+// connection of the platform service user platform-svc:redrive of the
+// tenant's account (tenancy.Manager.ConnectTenant: signed with the
+// tenant's account signing key, unrestricted in that account, not one of
+// the tenant's users), with its requests in redrive.TenantBucket(tenant)
+// and its audit records in platform-audit, both in the PLATFORM account.
 type redriveScopes struct {
 	d        *Daemon
 	mu       sync.Mutex
@@ -122,18 +114,11 @@ func (r *redriveScopes) get(ctx context.Context, tenant string) (*redrive.Servic
 	return tr.s, nil
 }
 
-// start connects a minted user to tenant's account and starts its
-// service. Callers hold r.mu.
+// start connects a platform service user (tenancy's ConnectTenant) to
+// tenant's account and starts its service. Callers hold r.mu.
 func (r *redriveScopes) start(ctx context.Context, tenant string) (*tenantRedrive, error) {
 	d := r.d
-	t, err := d.tenantRecord(ctx, tenant)
-	if err != nil {
-		return nil, err
-	}
-	if t.State != tenancy.StateActive {
-		return nil, fmt.Errorf("%w: tenant %s is %s: its DLQs cannot be reached until it is resumed", redrive.ErrConflict, tenant, t.State)
-	}
-	nc, err := d.connectTenant(t, "platform-redrive", nats.MaxReconnects(-1), nats.ReconnectWait(250*time.Millisecond))
+	nc, err := d.ConnectTenant(ctx, tenant, "redrive", nats.MaxReconnects(-1), nats.ReconnectWait(250*time.Millisecond))
 	if err != nil {
 		return nil, err
 	}
@@ -196,115 +181,29 @@ func (r *redriveScopes) close(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// ConnectTenant connects to this daemon's nodes as a platform-operated
-// user named name of tenant's account, unrestricted inside that account
-// (like tenancy's own platform user). The tenant redrive services use
-// it; tests use it to prepare a tenant's data.
+// ConnectTenant connects as the platform service user
+// tenancy.ServiceUserName(name) of tenant's account (unrestricted inside
+// that account, not one of the tenant's users; see
+// tenancy.Manager.ConnectTenant). The tenant redrive services use it;
+// tests use it to prepare a tenant's data. Errors carry redrive's kinds:
+// ErrNotFound for an unknown tenant, ErrConflict for a suspended one,
+// ErrInvalid for a malformed name.
 func (d *Daemon) ConnectTenant(ctx context.Context, tenant, name string, opts ...nats.Option) (*nats.Conn, error) {
-	t, err := d.tenantRecord(ctx, tenant)
-	if err != nil {
-		return nil, err
+	if d.tenants == nil {
+		return nil, redrive.ErrClosed
 	}
-	return d.connectTenant(t, name, opts...)
-}
-
-func (d *Daemon) connectTenant(t *tenancy.Tenant, name string, opts ...nats.Option) (*nats.Conn, error) {
-	token, seed, err := d.mintTenantUser(t, name)
-	if err != nil {
-		return nil, err
+	nc, err := d.tenants.ConnectTenant(ctx, tenant, name, opts...)
+	switch {
+	case err == nil:
+		return nc, nil
+	case errors.Is(err, tenancy.ErrNotFound):
+		return nil, fmt.Errorf("%w: %w", redrive.ErrNotFound, err)
+	case errors.Is(err, tenancy.ErrConflict):
+		return nil, fmt.Errorf("%w: %w", redrive.ErrConflict, err)
+	case errors.Is(err, tenancy.ErrInvalid):
+		return nil, fmt.Errorf("%w: %w", redrive.ErrInvalid, err)
 	}
-	urls := make([]string, len(d.nodes))
-	for i, n := range d.nodes {
-		urls[i] = n.ClientURL()
-	}
-	all := append([]nats.Option{nats.UserJWTAndSeed(token, seed), nats.Name(name + "-" + t.Name)}, opts...)
-	nc, err := nats.Connect(strings.Join(urls, ","), all...)
-	if err != nil {
-		return nil, fmt.Errorf("redrive: connect to tenant %s: %w", t.Name, err)
-	}
-	return nc, nil
-}
-
-// tenantRecord reads tenant's registry record with its sealed signing
-// seed (tenancy.Manager.Get returns it without).
-func (d *Daemon) tenantRecord(ctx context.Context, name string) (*tenancy.Tenant, error) {
-	kv, err := d.js.KeyValue(ctx, tenancy.RegistryBucket)
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		return nil, fmt.Errorf("%w: no tenant %q (there are no tenants)", redrive.ErrNotFound, name)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("redrive: tenant registry: %w", err)
-	}
-	e, err := kv.Get(ctx, name)
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return nil, fmt.Errorf("%w: no tenant %q (platformctl tenant list shows them)", redrive.ErrNotFound, name)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("redrive: tenant %s: %w", name, err)
-	}
-	var t tenancy.Tenant
-	if err := json.Unmarshal(e.Value(), &t); err != nil {
-		return nil, fmt.Errorf("redrive: tenant %s: decode record: %w", name, err)
-	}
-	return &t, nil
-}
-
-// mintTenantUser issues a user of t's account signed by its account
-// signing key, which the registry keeps sealed under a key derived from
-// trust.json exactly as tenancy/seal.go does (HKDF-SHA256 of the
-// operator signing seed, AES-256-GCM, the account key as additional
-// data). If tenancy ever changes that scheme, opening fails loudly here
-// (and TestConsoleTenantIsolation with it).
-func (d *Daemon) mintTenantUser(t *tenancy.Tenant, name string) (token, seed string, err error) {
-	signing, err := openSealedSeed(d.trust.OperatorSigningSeed, t.SealedSigningSeed, t.Account)
-	if err != nil {
-		return "", "", fmt.Errorf("redrive: tenant %s: %w", t.Name, err)
-	}
-	signer, err := nkeys.FromSeed(signing)
-	if err != nil {
-		return "", "", fmt.Errorf("redrive: tenant %s signing key: %w", t.Name, err)
-	}
-	kp, err := nkeys.CreateUser()
-	if err != nil {
-		return "", "", err
-	}
-	pub, _ := kp.PublicKey()
-	us, err := kp.Seed()
-	if err != nil {
-		return "", "", err
-	}
-	uc := jwt.NewUserClaims(pub)
-	uc.Name = name
-	uc.IssuerAccount = t.Account
-	uc.Tags.Add("tenant:" + t.Name)
-	if token, err = uc.Encode(signer); err != nil {
-		return "", "", fmt.Errorf("redrive: tenant %s: encode user: %w", t.Name, err)
-	}
-	return token, string(us), nil
-}
-
-func openSealedSeed(operatorSigningSeed string, sealed []byte, account string) ([]byte, error) {
-	key, err := hkdf.Key(sha256.New, []byte(operatorSigningSeed), nil, "msgplatform tenancy signing seed v1", 32)
-	if err != nil {
-		return nil, err
-	}
-	block, err := aes.NewCipher(key)
-	if err != nil {
-		return nil, err
-	}
-	aead, err := cipher.NewGCM(block)
-	if err != nil {
-		return nil, err
-	}
-	n := aead.NonceSize()
-	if len(sealed) < n {
-		return nil, errors.New("sealed signing seed too short")
-	}
-	plain, err := aead.Open(nil, sealed[:n], sealed[n:], []byte(account))
-	if err != nil {
-		return nil, fmt.Errorf("open signing seed of %s (different trust.json?): %w", account, err)
-	}
-	return plain, nil
+	return nil, err
 }
 
 // redriveErr maps redrive errors onto the control API's kinds. A

@@ -46,30 +46,12 @@ type regionsState struct {
 // at most the events of one interval plus the mirror's lag).
 const positionInterval = 5 * time.Second
 
-// recordPositions runs platform.Regions.RecordPositions every interval
-// until stop is closed.
-func (rs *regionsState) recordPositions(interval time.Duration) {
-	defer close(rs.done)
-	tick := time.NewTicker(interval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-rs.stop:
-			return
-		case <-tick.C:
-			ctx, cancel := context.WithTimeout(context.Background(), interval)
-			_, _ = rs.list.RecordPositions(ctx)
-			cancel()
-		}
-	}
-}
-
 // startRegions starts every region, links them with the residency deny
 // list of the declared catalog, applies the declared topics resident in a
 // non-home region there (taking them and their groups out of the catalog
 // the home reconciler applies) and registers the mirror lag metrics.
 func (d *Daemon) startRegions(ctx context.Context) error {
-	rc := d.cfg.Regions
+	rc := d.cfg.Regions.RegionsConfig
 	var topics []platform.TopicSpec
 	for _, t := range d.cfg.Catalog.Topics {
 		topics = append(topics, t)
@@ -144,7 +126,7 @@ func (d *Daemon) startRegions(ctx context.Context) error {
 	rs.guard = guard
 	d.reg.MustRegister(platform.NewMirrorCollector(func() platform.Regions { return rs.list }))
 	rs.stop, rs.done = make(chan struct{}), make(chan struct{})
-	go rs.recordPositions(positionInterval)
+	go recordPositions(rs.list, positionInterval, rs.stop, rs.done)
 	return nil
 }
 
@@ -209,6 +191,9 @@ func (d *Daemon) addResident(ctx context.Context, spec platform.TopicSpec) error
 // checked through the link). Every node of the region runs one; they act
 // on the same advisories, the audit record is written once.
 func (d *Daemon) startNodeGuard(ctx context.Context) error {
+	if err := d.startPeers(ctx); err != nil {
+		return err
+	}
 	if d.cfg.Mode != conf.ModeNode || !d.cfg.Node.Leaf.Enabled() {
 		return nil
 	}
@@ -227,6 +212,7 @@ func (d *Daemon) closeRegions(ctx context.Context) error {
 	if d.nodeGuard != nil {
 		d.nodeGuard.Stop()
 	}
+	d.closePeers()
 	rs := d.regions
 	if rs == nil {
 		return nil
@@ -248,14 +234,16 @@ func (d *Daemon) closeRegions(ctx context.Context) error {
 	return rs.all.Close(ctx)
 }
 
-// regionEndpoints are the control API's region and residency operations
-// (answered with a clear error outside mode regions).
+// regionEndpoints are the control API's region and residency operations:
+// on every region in mode regions, on this node's region and its peers in
+// mode node with regions.peers; answered with a clear error otherwise.
 func (d *Daemon) regionEndpoints() []control.Endpoint {
-	need := func() (*regionsState, error) {
-		if d.regions == nil {
-			return nil, fmt.Errorf("%w: platformd runs one region (mode %s); regions need mode regions (see conf/dev-regions.yaml)", control.ErrInvalid, d.cfg.Mode)
+	need := func() (platform.Regions, error) {
+		list, ok := d.regionList()
+		if !ok {
+			return nil, fmt.Errorf("%w: platformd knows only its own region (mode %s, no regions.peers); region operations need the other regions: list them in regions.peers (mode node, see deploy/docker-regions) or run mode regions (conf/dev-regions.yaml)", control.ErrInvalid, d.cfg.Mode)
 		}
-		return d.regions, nil
+		return list, nil
 	}
 	return []control.Endpoint{
 		{Name: "region_list", Subject: platform.SubjRegionList, Handle: control.JSON(func(ctx context.Context, _ struct{}) ([]platform.RegionInfo, error) {
@@ -264,7 +252,7 @@ func (d *Daemon) regionEndpoints() []control.Endpoint {
 				return nil, err
 			}
 			out := []platform.RegionInfo{}
-			for i, r := range rs.list {
+			for i, r := range rs {
 				ri := platform.RegionInfo{Name: r.Name, Domain: r.Domain, Home: i == 0}
 				n := 0
 				l := r.JS.StreamNames(ctx)
@@ -285,7 +273,7 @@ func (d *Daemon) regionEndpoints() []control.Endpoint {
 			if err != nil {
 				return platform.MirrorStatus{}, err
 			}
-			st, err := rs.list.Mirror(ctx, r)
+			st, err := rs.Mirror(ctx, r)
 			return st, residencyRefusal(err)
 		})},
 		{Name: "region_mirrors", Subject: platform.SubjRegionMirrors, Handle: control.JSON(func(ctx context.Context, _ struct{}) ([]platform.MirrorStatus, error) {
@@ -293,7 +281,7 @@ func (d *Daemon) regionEndpoints() []control.Endpoint {
 			if err != nil {
 				return nil, err
 			}
-			ms, err := rs.list.Mirrors(ctx)
+			ms, err := rs.Mirrors(ctx)
 			if ms == nil {
 				ms = []platform.MirrorStatus{}
 			}
@@ -301,10 +289,11 @@ func (d *Daemon) regionEndpoints() []control.Endpoint {
 		})},
 		{Name: "region_topic_mirrors", Subject: platform.SubjRegionTopicMirrors, Handle: control.JSON(func(ctx context.Context, r control.NameRequest) ([]platform.MirrorStatus, error) {
 			out := []platform.MirrorStatus{}
-			if d.regions == nil {
+			list, ok := d.regionList()
+			if !ok {
 				return out, nil
 			}
-			ms, err := d.regions.list.Mirrors(ctx)
+			ms, err := list.Mirrors(ctx)
 			for _, m := range ms {
 				if m.Topic == r.Name {
 					out = append(out, m)
@@ -318,7 +307,7 @@ func (d *Daemon) regionEndpoints() []control.Endpoint {
 			if err != nil {
 				return platform.Failover{}, err
 			}
-			out, err := rs.list.Failover(ctx, r)
+			out, err := rs.Failover(ctx, r)
 			if errors.Is(err, platform.ErrConflict) {
 				err = refused{err}
 			}
@@ -332,7 +321,7 @@ func (d *Daemon) regionEndpoints() []control.Endpoint {
 			if err != nil {
 				return platform.Failback{}, err
 			}
-			out, err := rs.list.Failback(ctx, r)
+			out, err := rs.Failback(ctx, r)
 			if errors.Is(err, platform.ErrConflict) || errors.Is(err, platform.ErrRegionDown) {
 				err = refused{err}
 			}
@@ -346,14 +335,14 @@ func (d *Daemon) regionEndpoints() []control.Endpoint {
 			if err != nil {
 				return platform.ResidencyReport{}, err
 			}
-			return rs.list.Report(ctx)
+			return rs.Report(ctx)
 		})},
 		{Name: "residency_check", Subject: platform.SubjResidencyCheck, Handle: control.JSON(func(ctx context.Context, r platform.StreamCheckRequest) (struct{}, error) {
 			rs, err := need()
 			if err != nil {
 				return struct{}{}, err
 			}
-			return struct{}{}, residencyRefusal(rs.list.CheckStream(ctx, r.Region, r.Config))
+			return struct{}{}, residencyRefusal(rs.CheckStream(ctx, r.Region, r.Config))
 		})},
 	}
 }
