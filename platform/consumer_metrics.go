@@ -15,7 +15,10 @@ import (
 // also reads from the broker, per group and partition, the events pending
 // and the age of the oldest unprocessed one (by the broker's append time,
 // not the producer's clock), and per topic or queue the DLQ depth and the
-// age of its oldest entry. Register it once: reg.MustRegister(m).
+// age of its oldest entry (platform_consumer_dlq_depth and
+// platform_consumer_dlq_oldest_seconds: the DLQs this process consumes;
+// platformd exports every DLQ's, with its owner, as platform_dlq_* in
+// redrive/metrics.go). Register it once: reg.MustRegister(m).
 //
 // Processing rate is rate(platform_consumer_processed_total).
 type ConsumerMetrics struct {
@@ -65,8 +68,8 @@ func NewConsumerMetrics() *ConsumerMetrics {
 			Help: "Jobs of a worker whose session lapsed (crash, lost connection) given back before their lease."}, []string{"queue"}),
 		pendingD:     prometheus.NewDesc("platform_consumer_pending", "Events not yet acknowledged (undelivered + in flight).", gp, nil),
 		oldestD:      prometheus.NewDesc("platform_consumer_oldest_unprocessed_seconds", "Age of the oldest unacknowledged event by broker append time.", gp, nil),
-		dlqDepthD:    prometheus.NewDesc("platform_dlq_depth", "Entries in the DLQ.", []string{"object"}, nil),
-		dlqOldestD:   prometheus.NewDesc("platform_dlq_oldest_seconds", "Age of the oldest DLQ entry.", []string{"object"}, nil),
+		dlqDepthD:    prometheus.NewDesc("platform_consumer_dlq_depth", "Entries in the DLQ of an object this process consumes.", []string{"object"}, nil),
+		dlqOldestD:   prometheus.NewDesc("platform_consumer_dlq_oldest_seconds", "Age of the oldest entry in the DLQ of an object this process consumes.", []string{"object"}, nil),
 		scrapeBudget: 3 * time.Second,
 		members:      map[*Member]struct{}{},
 		workers:      map[*Workers]struct{}{},

@@ -149,7 +149,7 @@ func TestGroupRetriesAndDeadLetters(t *testing.T) {
 	if n := counterSum(t, metrics, "platform_consumer_dead_lettered_total"); n != 2 {
 		t.Errorf("dead-lettered metric = %v, want 2", n)
 	}
-	if n := counterSum(t, metrics, "platform_dlq_depth"); n != 2 {
+	if n := counterSum(t, metrics, "platform_consumer_dlq_depth"); n != 2 {
 		t.Errorf("dlq depth metric = %v, want 2", n)
 	}
 }

@@ -30,7 +30,9 @@ type DLQ struct {
 	Name   string `json:"name"`
 	Kind   string `json:"kind"` // topic, queue, or "" if the object is gone
 	Stream string `json:"stream"`
-	// Owner is the team answerable for the object (spec owner).
+	// Owner is the team answerable for the DLQ: the DLQ stream's own
+	// platform.owner (the spec's dlq.owner, which defaults to the
+	// object's owner), else the object's owner.
 	Owner string `json:"owner,omitempty"`
 	// ReviewRequired: the topic is marked review: required, so a redrive
 	// needs a second person's approval.
@@ -173,8 +175,8 @@ func (l lister) describeRef(ctx context.Context, info *jetstream.StreamInfo, now
 	if s, err := l.js.Stream(ctx, platform.StreamName(name)); err == nil {
 		omd := s.CachedInfo().Config.Metadata
 		d.Kind = omd[mdKind]
-		if o := omd[mdOwner]; o != "" {
-			d.Owner = o
+		if o := omd[mdOwner]; d.Owner == "" && o != "" {
+			d.Owner = o // a DLQ from before DLQs recorded their owner
 		}
 		d.ReviewRequired = omd[mdReview] == platform.ReviewRequired
 	}
@@ -279,15 +281,30 @@ func scan(ctx context.Context, js jetstream.JetStream, stream string, from uint6
 		return nil
 	}
 	from = max(from, info.State.FirstSeq, 1)
-	c, err := js.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{
-		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: from,
-	})
-	if err != nil {
-		return fmt.Errorf("redrive: read %s: %w", stream, err)
-	}
+	var c jetstream.Consumer
+	failures := 0
 	for {
+		if c == nil {
+			if c, err = js.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{
+				DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: from,
+			}); err != nil {
+				if transient(err) && failures < 5 {
+					failures++
+					sleepCtx(ctx, time.Duration(100<<failures)*time.Millisecond)
+					c = nil
+					continue
+				}
+				return fmt.Errorf("redrive: read %s: %w", stream, err)
+			}
+		}
 		batch, err := c.Fetch(500, jetstream.FetchMaxWait(2*time.Second))
 		if err != nil {
+			if transient(err) && failures < 5 {
+				failures++
+				sleepCtx(ctx, time.Duration(100<<failures)*time.Millisecond)
+				c = nil // read again from the next sequence
+				continue
+			}
 			return fmt.Errorf("redrive: read %s: %w", stream, err)
 		}
 		n := 0
@@ -299,17 +316,33 @@ func scan(ctx context.Context, js jetstream.JetStream, stream string, from uint6
 				continue
 			}
 			raw := &jetstream.RawStreamMsg{Subject: msg.Subject(), Sequence: md.Sequence.Stream, Header: msg.Headers(), Data: msg.Data(), Time: md.Timestamp}
+			from = md.Sequence.Stream + 1
 			if !fn(raw) || md.Sequence.Stream >= last || md.NumPending == 0 {
 				done = true
 			}
 		}
 		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, context.DeadlineExceeded) {
+			if transient(err) && failures < 5 && !done {
+				failures++
+				sleepCtx(ctx, time.Duration(100<<failures)*time.Millisecond)
+				c = nil
+				continue
+			}
 			return fmt.Errorf("redrive: read %s: %w", stream, err)
+		}
+		if n > 0 {
+			failures = 0
 		}
 		if done || n == 0 || ctx.Err() != nil {
 			return ctx.Err()
 		}
 	}
+}
+
+// transient reports whether a read may succeed when tried again: the
+// stream's leader is moving (no one answers the API for a moment).
+func transient(err error) bool {
+	return errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse)
 }
 
 func (f EntryFilter) match(e Entry) bool {

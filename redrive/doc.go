@@ -36,13 +36,28 @@
 //     redrive:<request>:<dlq seq> (MsgID) and its first event id in
 //     Platform-Original-Msg-Id: a retried or adopted run is deduplicated
 //     by the destination stream within its duplicate window, and beyond
-//     it by a consumer inbox keyed on the original id. An entry is deleted
-//     from the DLQ after its publish is acknowledged; a retried run skips
-//     entries already gone. A run writes its position (the index in the
-//     frozen list below which everything was acknowledged) every
-//     Checkpoint, fenced by an epoch; a run whose record was not written
-//     for LeaseTTL (its runner crashed) is adopted by another instance
-//     and continues from that position.
+//     it by a consumer inbox keyed on the original id. It also carries
+//     Platform-Redrive-Group, the group that dead-lettered it: the
+//     consumer runtime of every other group of the topic acknowledges it
+//     without handling it (platform/consumer_redrive.go), so a redrive
+//     reaches only the group that failed.
+//
+//   - The send path is a pipeline (run.go, deleter.go): entries are read
+//     ahead from the DLQ, published asynchronously with a bounded window,
+//     and their acks awaited in order (a failed publish is retried with
+//     the same id). An entry is deleted from the DLQ only after its
+//     publish is acknowledged, in batches: one purge below a contiguous
+//     stretch of acknowledged entries when nothing else is left beneath
+//     it, one delete per entry otherwise. The run's position (Progress
+//     Next, the index in the frozen list below which everything was
+//     acknowledged and deleted) advances only past deleted entries, so a
+//     run that says completed has emptied its selection from the DLQ,
+//     and an entry acknowledged but not deleted before a crash is sent
+//     again (same id) and deleted by the next runner; a retried run skips
+//     entries already gone. The position is written every Checkpoint,
+//     fenced by an epoch; a run whose record was not written for LeaseTTL
+//     (its runner crashed) is adopted by another instance and continues
+//     from it.
 //
 //   - Sample first: SampleSize events are sent, then their outcome is
 //     watched for SampleWindow (did they reach a DLQ again? counted from
@@ -68,8 +83,6 @@
 //     stored.<subject> directly: the request's rate holds, not the
 //     tenant's publish-rate quota.
 //
-// Not yet: a consumer-side skip of a redriven event by the groups that
-// did not dead-letter it (Platform-Redrive-Group names the group that
-// did); DLQ metrics (Collector) of tenant accounts (only the admin
+// Not yet: DLQ metrics (Collector) of tenant accounts (only the admin
 // account's are exported).
 package redrive

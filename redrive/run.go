@@ -4,11 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -54,6 +52,7 @@ type runner struct {
 	epoch uint64
 
 	rec      *Redrive
+	dlqName  string // rec.DLQStream, for the goroutines (checkpoints replace rec)
 	seqs     []uint64
 	dlq      jetstream.Stream
 	w        *watcher
@@ -62,15 +61,16 @@ type runner struct {
 	segStart time.Time
 	lastCk   time.Time
 	// issued is the index of the next entry to hand to the pipeline;
-	// p.Next (acknowledged prefix) trails it.
+	// p.Next (the prefix acknowledged and gone from the DLQ) trails it.
 	issued int
 	fetch  <-chan fetched
 	items  chan item
 
-	mu     sync.Mutex // guards p, links and ackErr (the acker writes them)
-	p      Progress
-	links  []Link
-	ackErr error
+	flushMu sync.Mutex // serializes flushLinks
+	mu      sync.Mutex // guards p, links and ackErr (the acker and deleter write them)
+	p       Progress
+	links   []Link
+	ackErr  error
 }
 
 func newLimiter(r float64) *rate.Limiter {
@@ -89,8 +89,9 @@ func newLimiter(r float64) *rate.Limiter {
 // trips: a prefetcher reads the frozen entries from the DLQ ahead of the
 // sender; the sender takes one per token and publishes it asynchronously;
 // the acker waits for the acks in order (retrying a failed publish with
-// the same id) and advances Next, the acknowledged prefix, which is what
-// checkpoints record.
+// the same id); the deleter (deleter.go) removes the acknowledged entries
+// from the DLQ in batches and advances Next, the prefix acknowledged and
+// deleted, which is what checkpoints record.
 type fetched struct {
 	idx int
 	seq uint64
@@ -99,15 +100,28 @@ type fetched struct {
 }
 
 type item struct {
-	idx  int
-	skip bool
-	msg  *nats.Msg
-	fut  jetstream.PubAckFuture
-	link Link
+	idx int
+	seq uint64 // the DLQ entry's sequence
+	// skip: nothing sent; gone: because the entry is no longer in the DLQ
+	// (a skipped entry that is not gone stays where it is).
+	skip, gone bool
+	msg        *nats.Msg
+	fut        jetstream.PubAckFuture
+	link       Link
 }
 
+const (
+	// prefetchAhead is how many DLQ entries the prefetcher pulls ahead of
+	// the sender.
+	prefetchAhead = 2048
+	// sendWindow bounds the publishes awaiting their ack (also bounded by
+	// the JetStream context's PublishAsyncMaxPending, nats.go default
+	// 4000: a full window waits for acks to land).
+	sendWindow = 2048
+)
+
 func (rn *runner) prefetch(ctx context.Context, from int) <-chan fetched {
-	ch := make(chan fetched, 256)
+	ch := make(chan fetched, prefetchAhead)
 	emit := func(f fetched) bool {
 		select {
 		case ch <- f:
@@ -116,48 +130,18 @@ func (rn *runner) prefetch(ctx context.Context, from int) <-chan fetched {
 			return false
 		}
 	}
+	stream := rn.dlqName
 	go func() {
 		defer close(ch)
 		idx := from
 		if idx >= len(rn.seqs) {
 			return
 		}
-		// Fast path: stream the range with an ordered consumer; a frozen
-		// seq the stream skips over is gone from the DLQ.
-		c, err := rn.s.js.OrderedConsumer(ctx, rn.rec.DLQStream, jetstream.OrderedConsumerConfig{
-			DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: rn.seqs[idx],
-		})
-		for err == nil && idx < len(rn.seqs) && ctx.Err() == nil {
-			batch, ferr := c.Fetch(256, jetstream.FetchMaxWait(time.Second))
-			if ferr != nil {
-				break
-			}
-			n := 0
-			for msg := range batch.Messages() {
-				n++
-				md, merr := msg.Metadata()
-				if merr != nil {
-					continue
-				}
-				sq := md.Sequence.Stream
-				for idx < len(rn.seqs) && rn.seqs[idx] < sq {
-					if !emit(fetched{idx: idx, seq: rn.seqs[idx]}) {
-						return
-					}
-					idx++
-				}
-				if idx < len(rn.seqs) && rn.seqs[idx] == sq {
-					raw := &jetstream.RawStreamMsg{Subject: msg.Subject(), Sequence: sq, Header: msg.Headers(), Data: msg.Data(), Time: md.Timestamp}
-					if !emit(fetched{idx: idx, seq: sq, m: raw}) {
-						return
-					}
-					idx++
-				}
-			}
-			if n == 0 {
-				break // nothing streamed: settle the rest one by one
-			}
-		}
+		// Fast path: stream the range with an ordered consumer that pulls
+		// ahead (no round trip per batch); a frozen seq the stream skips
+		// over is gone from the DLQ, and so is every frozen seq after the
+		// stream's last message (sequences never come back).
+		idx = rn.stream(ctx, stream, idx, emit)
 		// Exact path for whatever is left.
 		for ; idx < len(rn.seqs); idx++ {
 			seq := rn.seqs[idx]
@@ -177,7 +161,7 @@ func (rn *runner) prefetch(ctx context.Context, from int) <-chan fetched {
 			case errors.Is(err, jetstream.ErrMsgNotFound):
 				f.m = nil
 			case err != nil:
-				f.err = fmt.Errorf("redrive: read DLQ %s entry %d: %w", rn.rec.DLQStream, seq, err)
+				f.err = fmt.Errorf("redrive: read DLQ %s entry %d: %w", stream, seq, err)
 			}
 			if !emit(f) {
 				return
@@ -187,36 +171,99 @@ func (rn *runner) prefetch(ctx context.Context, from int) <-chan fetched {
 	return ch
 }
 
-// acker settles the pipeline's items in order.
+// stream emits the frozen entries from index idx on as an ordered
+// consumer delivers them, and returns the index it got to: the caller
+// reads whatever is left one by one (the stream stalled or failed).
+func (rn *runner) stream(ctx context.Context, stream string, idx int, emit func(fetched) bool) int {
+	c, err := rn.s.js.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{
+		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: rn.seqs[idx],
+	})
+	if err != nil {
+		return idx
+	}
+	it, err := c.Messages(jetstream.PullMaxMessages(prefetchAhead))
+	if err != nil {
+		return idx
+	}
+	defer it.Stop()
+	for idx < len(rn.seqs) && ctx.Err() == nil {
+		msg, err := it.Next(jetstream.NextMaxWait(time.Second))
+		if err != nil {
+			return idx
+		}
+		md, err := msg.Metadata()
+		if err != nil {
+			return idx
+		}
+		sq := md.Sequence.Stream
+		for idx < len(rn.seqs) && rn.seqs[idx] < sq {
+			if !emit(fetched{idx: idx, seq: rn.seqs[idx]}) {
+				return len(rn.seqs)
+			}
+			idx++
+		}
+		if idx < len(rn.seqs) && rn.seqs[idx] == sq {
+			raw := &jetstream.RawStreamMsg{Subject: msg.Subject(), Sequence: sq, Header: msg.Headers(), Data: msg.Data(), Time: md.Timestamp}
+			if !emit(fetched{idx: idx, seq: sq, m: raw}) {
+				return len(rn.seqs)
+			}
+			idx++
+		}
+		if md.NumPending == 0 { // the last message: the rest is gone
+			for ; idx < len(rn.seqs); idx++ {
+				if !emit(fetched{idx: idx, seq: rn.seqs[idx]}) {
+					return len(rn.seqs)
+				}
+			}
+		}
+	}
+	return idx
+}
+
+// acker waits for the pipeline's acks in order and hands each
+// acknowledged (or skipped) item to the deleter, which settles it.
 func (rn *runner) acker(ctx context.Context) {
+	defer rn.del.close()
 	for it := range rn.items {
 		if !it.skip {
 			ack, err := rn.await(ctx, it)
 			if err != nil {
-				rn.mu.Lock()
-				if rn.ackErr == nil {
-					rn.ackErr = err
-				}
-				rn.mu.Unlock()
+				rn.fail(err)
 				for range rn.items { // drain: nothing after a failure counts
 				}
 				return
 			}
 			it.link.Stream, it.link.Seq, it.link.Duplicate = ack.Stream, ack.Sequence, ack.Duplicate
-			rn.del.add(it.link.DLQSeq)
 		}
-		rn.mu.Lock()
+		rn.del.add(it)
+	}
+}
+
+// fail records the pipeline's first failure.
+func (rn *runner) fail(err error) {
+	rn.mu.Lock()
+	defer rn.mu.Unlock()
+	if rn.ackErr == nil {
+		rn.ackErr = err
+	}
+}
+
+// settle advances the position past items (in order) whose entries are
+// gone from the DLQ: sent and deleted, or skipped.
+func (rn *runner) settle(items []item) {
+	rn.mu.Lock()
+	defer rn.mu.Unlock()
+	for _, it := range items {
 		rn.p.Next = it.idx + 1
 		if it.skip {
 			rn.p.Skipped++
-		} else {
-			rn.p.Sent++
-			if rn.p.Phase == PhaseSample {
-				rn.p.SampleSent++
-			}
-			rn.links = append(rn.links, it.link)
+			continue
 		}
-		rn.mu.Unlock()
+		rn.p.Sent++
+		if rn.p.Phase == PhaseSample {
+			rn.p.SampleSent++
+		}
+		rn.links = append(rn.links, it.link)
 	}
 }
 
@@ -259,7 +306,7 @@ func (rn *runner) run(ctx context.Context) error {
 	if r.State != StateRunning || r.Epoch != rn.epoch || r.Runner != s.cfg.Instance {
 		return errFenced
 	}
-	rn.rec, rn.p = r, r.Progress
+	rn.rec, rn.p, rn.dlqName = r, r.Progress, r.DLQStream
 	if rn.seqs, err = s.selection(ctx, rn.id); err != nil {
 		return err
 	}
@@ -271,11 +318,12 @@ func (rn *runner) run(ctx context.Context) error {
 	}
 	defer rn.w.stop()
 	pctx, stopPipeline := context.WithCancel(ctx)
-	rn.del = newDeleter(rn.dlq, s.log)
+	rn.del = newDeleter(rn, rn.dlq, r.DLQStream)
 	rn.issued = rn.p.Next
 	rn.fetch = rn.prefetch(pctx, rn.p.Next)
-	rn.items = make(chan item, 512)
+	rn.items = make(chan item, sendWindow)
 	ackerDone := make(chan struct{})
+	go rn.del.loop(pctx)
 	go func() { defer close(ackerDone); rn.acker(pctx) }()
 	crashed := false
 	defer func() {
@@ -284,8 +332,8 @@ func (rn *runner) run(ctx context.Context) error {
 		}
 		close(rn.items)
 		<-ackerDone
+		<-rn.del.done
 		stopPipeline()
-		rn.del.close(crashed)
 	}()
 	rn.lim = newLimiter(r.Rate)
 	rn.segStart, rn.lastCk = time.Now(), time.Now()
@@ -420,13 +468,14 @@ func (rn *runner) issue(ctx context.Context) error {
 func (rn *runner) prepare(f fetched) item {
 	r := rn.rec
 	if f.m == nil {
-		return item{idx: f.idx, skip: true}
+		return item{idx: f.idx, seq: f.seq, skip: true, gone: true}
 	}
 	m := f.m
-	e := toEntry(m, false)
+	d := platform.ParseDLQEntry(m) // not toEntry: no fingerprint on the hot path
+	e := Entry{Subject: d.Subject, Group: d.Group, Stream: d.Stream, StreamSeq: d.StreamSeq}
 	dest := destination(r.Destination, r.object(), r.Kind, e)
 	if dest == "" {
-		return item{idx: f.idx, skip: true}
+		return item{idx: f.idx, seq: f.seq, skip: true}
 	}
 	h := nats.Header{}
 	for k, v := range m.Header {
@@ -444,7 +493,7 @@ func (rn *runner) prepare(f fetched) item {
 	if e.Group != "" {
 		h.Set(HeaderForGroup, e.Group)
 	}
-	return item{idx: f.idx, msg: &nats.Msg{Subject: dest, Header: h, Data: m.Data},
+	return item{idx: f.idx, seq: f.seq, msg: &nats.Msg{Subject: dest, Header: h, Data: m.Data},
 		link: Link{DLQSeq: f.seq, MsgID: MsgID(rn.id, f.seq), OriginalID: orig, OrigStream: e.Stream, OrigSeq: e.StreamSeq, Subject: dest}}
 }
 
@@ -454,8 +503,8 @@ func (rn *runner) pipelineErr() error {
 	return rn.ackErr
 }
 
-// drain waits until every issued item is acknowledged (or the pipeline
-// failed).
+// drain waits until every issued item is acknowledged and deleted from
+// the DLQ (or the pipeline failed).
 func (rn *runner) drain(ctx context.Context) error {
 	for {
 		rn.mu.Lock()
@@ -545,7 +594,6 @@ func (rn *runner) checkpoint(ctx context.Context, mutate func(r *Redrive)) (stop
 	rn.p.UpdatedAt = time.Now().UTC()
 	p := rn.p
 	rn.mu.Unlock()
-	rn.flushLinks(ctx, false)
 	r, _, err := s.update(ctx, rn.id, func(r *Redrive) error {
 		if r.Epoch != rn.epoch || r.Runner != s.cfg.Instance {
 			return errFenced
@@ -640,8 +688,12 @@ func orNone(s string) string {
 }
 
 // flushLinks appends the links gathered so far to the audit log, in
-// records of at most AuditBatch links (all if force).
+// records of at most AuditBatch links (all if force). The deleter calls
+// it as links settle (off the sending path), the run when it stops;
+// flushMu keeps the records in order.
 func (rn *runner) flushLinks(ctx context.Context, force bool) {
+	rn.flushMu.Lock()
+	defer rn.flushMu.Unlock()
 	n := rn.s.cfg.AuditBatch
 	for {
 		rn.mu.Lock()
@@ -654,7 +706,7 @@ func (rn *runner) flushLinks(ctx context.Context, force bool) {
 		rn.links = rn.links[k:]
 		rn.mu.Unlock()
 		rn.s.auditf(ctx, AuditRecord{Actor: rn.s.cfg.Instance, Action: ActionSent, Target: rn.id, After: batch,
-			Detail: fmt.Sprintf("%d events redriven from DLQ %s (entries %d..%d) as redrive:%s:<dlq seq>", k, rn.rec.DLQStream, batch[0].DLQSeq, batch[k-1].DLQSeq, rn.id)})
+			Detail: fmt.Sprintf("%d events redriven from DLQ %s (entries %d..%d) as redrive:%s:<dlq seq>", k, rn.dlqName, batch[0].DLQSeq, batch[k-1].DLQSeq, rn.id)})
 	}
 }
 
@@ -712,42 +764,4 @@ func (w *watcher) stop() {
 	if w.cc != nil {
 		w.cc.Stop()
 	}
-}
-
-// deleter removes sent entries from the DLQ behind the sends. A deletion
-// that never happens (crash) is harmless: the next attempt sends the
-// entry again with the same message id.
-type deleter struct {
-	st        jetstream.Stream
-	log       *slog.Logger
-	ch        chan uint64
-	done      chan struct{}
-	abandoned atomic.Bool
-}
-
-func newDeleter(st jetstream.Stream, log *slog.Logger) *deleter {
-	d := &deleter{st: st, log: log, ch: make(chan uint64, 4096), done: make(chan struct{})}
-	go func() {
-		defer close(d.done)
-		for seq := range d.ch {
-			if d.abandoned.Load() {
-				continue
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			err := d.st.DeleteMsg(ctx, seq)
-			cancel()
-			if err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
-				d.log.Warn("redrive: delete redriven DLQ entry", "seq", seq, "err", err)
-			}
-		}
-	}()
-	return d
-}
-
-func (d *deleter) add(seq uint64) { d.ch <- seq }
-
-func (d *deleter) close(abandon bool) {
-	d.abandoned.Store(abandon)
-	close(d.ch)
-	<-d.done
 }

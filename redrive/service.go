@@ -513,7 +513,7 @@ func (s *Service) get(ctx context.Context, id string) (*Redrive, jetstream.KeyVa
 	if id == "" || strings.ContainsAny(id, " .*>") {
 		return nil, nil, fmt.Errorf("%w: bad request id %q", ErrInvalid, id)
 	}
-	e, err := s.kv.Get(ctx, recKey(id))
+	e, err := s.kvGet(ctx, recKey(id))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return nil, nil, fmt.Errorf("%w: no redrive request %s", ErrNotFound, id)
 	}
@@ -648,8 +648,20 @@ func (s *Service) DryRun(ctx context.Context, id string) (Preview, error) {
 	return p, nil
 }
 
+// kvGet reads key. The bucket answers reads from any replica (direct
+// get): one that has not applied a key just stored says it is not there,
+// so a missing key is asked for again briefly before that is believed.
+func (s *Service) kvGet(ctx context.Context, key string) (jetstream.KeyValueEntry, error) {
+	e, err := s.kv.Get(ctx, key)
+	for attempt := 0; errors.Is(err, jetstream.ErrKeyNotFound) && attempt < 3 && ctx.Err() == nil; attempt++ {
+		sleepCtx(ctx, time.Duration(25<<attempt)*time.Millisecond)
+		e, err = s.kv.Get(ctx, key)
+	}
+	return e, err
+}
+
 func (s *Service) selection(ctx context.Context, id string) ([]uint64, error) {
-	e, err := s.kv.Get(ctx, selKey(id))
+	e, err := s.kvGet(ctx, selKey(id))
 	if err != nil {
 		return nil, fmt.Errorf("redrive: selection of %s: %w", id, err)
 	}

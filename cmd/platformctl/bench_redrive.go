@@ -38,7 +38,9 @@ func newBenchRedriveCmd(_ *globalOptions) *cobra.Command {
   unlimited: fills the topic's DLQ with --count entries (as the consumer
              runtime writes them) and redrives them all at an unlimited rate
              through the redrive service (no sample), timing the sending
-             (the run's own Sent / Sending);
+             (the run's own Sent / Sending, which covers deleting the sent
+             entries from the DLQ: a run completes only once they are gone,
+             and the bench checks the DLQ is empty after each run);
   rated:     fills the DLQ with --rate-count entries and redrives them at
              --rate events/s, reporting achieved / requested.
 
@@ -142,7 +144,7 @@ const benchRedriveTopic = "bench-redrive"
 
 func runBenchRedrive(ctx context.Context, nc *nats.Conn, rec *platform.Reconciler, o benchRedriveOptions, size int, progress io.Writer) (redriveBenchResult, error) {
 	res := redriveBenchResult{requested: o.rate}
-	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(max(o.window*2, 256)))
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(max(o.window*2, 4096)))
 	if err != nil {
 		return res, err
 	}
@@ -184,6 +186,9 @@ func runBenchRedrive(ctx context.Context, nc *nats.Conn, rec *platform.Reconcile
 	if err != nil {
 		return res, err
 	}
+	if err := dlqEmptied(ctx, js, st); err != nil {
+		return res, err
+	}
 	res.unlimited = st.Rate
 
 	fmt.Fprintf(progress, "bench redrive: filling the DLQ with %d entries\n", o.rateCount)
@@ -193,6 +198,9 @@ func runBenchRedrive(ctx context.Context, nc *nats.Conn, rec *platform.Reconcile
 	}
 	st, err = timedRedrive(ctx, svc, first, o.rate, o.rateCount, progress)
 	if err != nil {
+		return res, err
+	}
+	if err := dlqEmptied(ctx, js, st); err != nil {
 		return res, err
 	}
 	res.achieved = st.Rate
@@ -265,6 +273,24 @@ func fillDLQ(ctx context.Context, js jetstream.JetStream, from uint64, n int, o 
 	}
 	close(futs)
 	return firstSeq, <-errc
+}
+
+// dlqEmptied checks that a completed run left none of the bench DLQ's
+// entries behind (every one was selected): a run only completes once the
+// entries it sent are deleted from the DLQ.
+func dlqEmptied(ctx context.Context, js jetstream.JetStream, st redrive.Status) error {
+	dlq, err := js.Stream(ctx, platform.DLQStream(benchRedriveTopic))
+	if err != nil {
+		return err
+	}
+	info, err := dlq.Info(ctx)
+	if err != nil {
+		return err
+	}
+	if info.State.Msgs != 0 {
+		return fmt.Errorf("bench redrive: run %s completed (%d sent) but %d entries are still in DLQ %s", st.ID, st.Progress.Sent, info.State.Msgs, dlq.CachedInfo().Config.Name)
+	}
+	return nil
 }
 
 // timedRedrive redrives the entries of the bench DLQ from DLQ sequence

@@ -146,10 +146,10 @@ var firing = map[string]string{
 	"PlatformClockSkewLagJump":     `platform_consumer_oldest_unprocessed_seconds{group="g",partition="0"} 100+60x15 9000x4`,
 	"PlatformCanaryMissing": `platform_canary_age_seconds{topic="orders",group="g"} 500x20
   platform_canary_tolerance_seconds 180x20`,
-	"PlatformDLQNotEmpty":                  `platform_dlq_depth{object="orders"} 3x20`,
-	"PlatformDLQDepthHigh":                 `platform_dlq_depth{object="orders"} 5000x20`,
-	"PlatformDLQOldestEntryOld":            `platform_dlq_oldest_seconds{object="orders"} 100000x20`,
-	"PlatformDLQApproachingRetention":      `platform_dlq_oldest_seconds{object="orders"} 1000000x20`,
+	"PlatformDLQNotEmpty":                  `platform_dlq_depth{dlq="orders",owner="checkout"} 3x20`,
+	"PlatformDLQDepthHigh":                 `platform_dlq_depth{dlq="orders",owner="checkout"} 5000x20`,
+	"PlatformDLQOldestEntryOld":            `platform_dlq_oldest_age_seconds{dlq="orders",owner="checkout"} 100000x20`,
+	"PlatformDLQApproachingRetention":      `platform_dlq_oldest_age_retention_ratio{dlq="orders",owner="checkout"} 0.85x20`,
 	"PlatformOutboxOldestUnsent":           `outboxrelay_oldest_unsent_age_seconds{outbox="orders"} 120x20`,
 	"PlatformOutboxUnknownPublishOutcomes": `outboxrelay_publishes_total{outbox="orders",outcome="unknown"} 0+1x20`,
 	"PlatformPublisherUnknownOutcomes":     `platform_publish_outcomes_total{topic="orders",outcome="unknown"} 0+1x20`,
@@ -167,8 +167,9 @@ const healthy = `load 1m
   platform_topic_retention_seconds{topic="orders"} 259200x20
   platform_canary_age_seconds{topic="orders",group="g"} 70x20
   platform_canary_tolerance_seconds 180x20
-  platform_dlq_depth{object="orders"} 0x20
-  platform_dlq_oldest_seconds{object="orders"} 0x20
+  platform_dlq_depth{dlq="orders",owner="checkout"} 0x20
+  platform_dlq_oldest_age_seconds{dlq="orders",owner="checkout"} 0x20
+  platform_dlq_oldest_age_retention_ratio{dlq="orders",owner="checkout"} 0x20
   outboxrelay_oldest_unsent_age_seconds{outbox="orders"} 0x20
   outboxrelay_publishes_total{outbox="orders",outcome="unknown"} 3x20
   platform_publish_outcomes_total{topic="orders",outcome="unknown"} 3x20

@@ -1,0 +1,218 @@
+package redrive
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Deletion of redriven entries. The deleter takes the acker's items in
+// order, removes the sent ones from the DLQ in batches, and only then
+// settles them (advances Progress.Next and counts them sent): the run's
+// position, and so its checkpoints and its completion, never run ahead of
+// the DLQ. An entry acknowledged but not yet deleted when a run crashes
+// lies beyond the checkpointed position: the next runner sends it again
+// with the same message id (dropped by the destination's duplicate
+// window) and deletes it then.
+//
+// A batch is removed with one purge where that is safe, one delete per
+// entry otherwise. Purging the DLQ below sequence s+1 is safe when every
+// entry still present at or below s is one this run has acknowledged:
+// the batch's entries form a contiguous stretch lo..s of the frozen
+// selection, each acknowledged or already gone, and nothing is present
+// below lo (the stream's first sequence is at least lo, or an earlier
+// purge of this run cleared everything below it). Sequences never come
+// back and new entries only ever get higher ones, so the check stays true
+// once made. Any other shape (a fingerprint selection with foreign
+// entries between, entries older than the selection still present) falls
+// back to deletes, deleteConcurrency at a time.
+const (
+	deleteBatch       = 4096
+	deleteConcurrency = 32
+	deleteAttempts    = 5
+)
+
+type deleter struct {
+	rn   *runner
+	st   jetstream.Stream
+	name string // the DLQ stream
+	ch   chan item
+	done chan struct{}
+	// clear: no entry below this sequence is present in the DLQ.
+	clear uint64
+}
+
+func newDeleter(rn *runner, st jetstream.Stream, name string) *deleter {
+	return &deleter{rn: rn, st: st, name: name, ch: make(chan item, 4*deleteBatch), done: make(chan struct{})}
+}
+
+func (d *deleter) add(it item) { d.ch <- it }
+
+// close ends the input; loop returns once it has settled what it got.
+func (d *deleter) close() { close(d.ch) }
+
+// loop removes and settles batches until the input ends. After a failure
+// (recorded as the pipeline's error) or once ctx ends (a crash or a
+// shutdown) it settles nothing more: the position stays where the DLQ is.
+func (d *deleter) loop(ctx context.Context) {
+	defer close(d.done)
+	for it := range d.ch {
+		batch := append(make([]item, 0, 64), it)
+	more:
+		for len(batch) < deleteBatch {
+			select {
+			case it, ok := <-d.ch:
+				if !ok {
+					break more
+				}
+				batch = append(batch, it)
+			default:
+				break more
+			}
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		if err := d.remove(ctx, batch); err != nil {
+			d.rn.fail(err)
+			break
+		}
+		d.rn.settle(batch)
+		d.rn.flushLinks(ctx, false)
+	}
+	for range d.ch { // drain so the acker never blocks
+	}
+}
+
+// stretch is a contiguous run lo..hi of DLQ sequences that are all gone
+// or acknowledged; sent are the acknowledged ones.
+type stretch struct {
+	lo, hi uint64
+	sent   []uint64
+}
+
+func stretches(batch []item) []stretch {
+	var out []stretch
+	open := false
+	for _, it := range batch {
+		if it.skip && !it.gone {
+			open = false // still present and not sent: never purged
+			continue
+		}
+		if n := len(out); open && it.seq == out[n-1].hi+1 {
+			out[n-1].hi = it.seq
+		} else {
+			out = append(out, stretch{lo: it.seq, hi: it.seq})
+			open = true
+		}
+		if !it.skip {
+			out[len(out)-1].sent = append(out[len(out)-1].sent, it.seq)
+		}
+	}
+	return out
+}
+
+// remove deletes the batch's sent entries from the DLQ.
+func (d *deleter) remove(ctx context.Context, batch []item) error {
+	refreshed := false
+	for _, s := range stretches(batch) {
+		if len(s.sent) == 0 {
+			continue
+		}
+		if s.lo > d.clear && !refreshed {
+			if err := d.refresh(ctx); err != nil {
+				return err
+			}
+			refreshed = true
+		}
+		if s.lo <= d.clear {
+			if err := d.purge(ctx, s.hi+1); err != nil {
+				return err
+			}
+			d.clear = max(d.clear, s.hi+1)
+			continue
+		}
+		if err := d.deleteEach(ctx, s.sent); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// refresh learns the DLQ's first sequence.
+func (d *deleter) refresh(ctx context.Context) error {
+	return retry(ctx, func(ctx context.Context) error {
+		info, err := d.st.Info(ctx)
+		if err != nil {
+			return fmt.Errorf("redrive: read DLQ %s: %w", d.name, err)
+		}
+		d.clear = max(d.clear, info.State.FirstSeq)
+		return nil
+	})
+}
+
+// purge removes every entry below seq.
+func (d *deleter) purge(ctx context.Context, seq uint64) error {
+	return retry(ctx, func(ctx context.Context) error {
+		if err := d.st.Purge(ctx, jetstream.WithPurgeSequence(seq)); err != nil {
+			return fmt.Errorf("redrive: remove redriven entries below %d from DLQ %s: %w", seq, d.name, err)
+		}
+		return nil
+	})
+}
+
+// deleteEach deletes seqs, deleteConcurrency at a time.
+func (d *deleter) deleteEach(ctx context.Context, seqs []uint64) error {
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		first error
+	)
+	sem := make(chan struct{}, deleteConcurrency)
+	for _, seq := range seqs {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			err := retry(ctx, func(ctx context.Context) error {
+				err := d.st.DeleteMsg(ctx, seq)
+				if err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+					return fmt.Errorf("redrive: delete redriven entry %d from DLQ %s: %w", seq, d.name, err)
+				}
+				return nil
+			})
+			if err != nil {
+				mu.Lock()
+				if first == nil {
+					first = err
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return first
+}
+
+// retry runs op with a 5s timeout per attempt, backing off between
+// attempts, until it succeeds, deleteAttempts fail, or ctx ends.
+func retry(ctx context.Context, op func(context.Context) error) error {
+	var err error
+	for attempt := range deleteAttempts {
+		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err = op(actx)
+		cancel()
+		if err == nil || ctx.Err() != nil {
+			break
+		}
+		sleepCtx(ctx, time.Duration(100<<attempt)*time.Millisecond)
+	}
+	if err == nil && ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return err
+}

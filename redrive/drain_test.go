@@ -1,0 +1,161 @@
+package redrive
+
+import (
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/msgplatform/platform/platform"
+)
+
+// Regression (issue 6): a redrive of a whole DLQ at an unlimited rate
+// reported completed while most of its entries were still in the DLQ
+// (they were deleted one by one behind the sends, after the completion
+// was written). Completion now means: every entry sent exactly once and
+// gone from the DLQ.
+func TestUnlimitedRedriveEmptiesDLQBeforeCompleting(t *testing.T) {
+	t.Parallel()
+	const n = 400
+	e := newEnv(t, topic("orders", "checkout", ""))
+	e.deadLetter("orders", "email-notifier", 0, n, permanent("template %d missing"))
+	s := e.service(nil)
+	ctx := testCtx(t, 60*time.Second)
+	st, err := s.Submit(ctx, req("orders", "alice", Selection{All: true}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Total != n {
+		t.Fatalf("froze %d entries, want %d", st.Total, n)
+	}
+	if _, err := s.Run(ctx, st.ID, "alice", ""); err != nil {
+		t.Fatal(err)
+	}
+	done := waitState(t, s, st.ID, StateCompleted, 30*time.Second)
+	dlq, err := e.js.Stream(ctx, "orders_dlq")
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := dlq.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.Msgs != 0 {
+		t.Errorf("completed, but %d of %d entries are still in the DLQ", info.State.Msgs, n)
+	}
+	if done.Progress.Sent != n || done.Progress.Skipped != 0 {
+		t.Errorf("sent %d skipped %d, want %d and 0", done.Progress.Sent, done.Progress.Skipped, n)
+	}
+	got := e.redriven("orders", st.ID)
+	seen := map[string]bool{}
+	for _, m := range got {
+		k := m.Header.Get(HeaderDLQSeq)
+		if seen[k] {
+			t.Errorf("DLQ entry %s redriven twice", k)
+		}
+		seen[k] = true
+	}
+	if len(seen) != n || len(got) != n {
+		t.Errorf("%d events stored for %d distinct entries, want %d", len(got), len(seen), n)
+	}
+}
+
+// A dlq.owner in the spec (stored on the DLQ stream as platform.owner)
+// names the DLQ's owner, not the topic's owner; without one the DLQ
+// inherits the topic's.
+func TestDLQOwnerFromDLQSpec(t *testing.T) {
+	t.Parallel()
+	payments := topic("payments", "payments-team", "")
+	payments.DLQ.Owner = "payments-oncall"
+	e := newEnv(t, payments, topic("orders", "checkout", ""))
+	s := e.service(nil)
+	ctx := testCtx(t, 30*time.Second)
+	dlqs, err := s.ListDLQs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	owners := map[string]string{}
+	for _, d := range dlqs {
+		owners[d.Name] = d.Owner
+	}
+	if owners["payments"] != "payments-oncall" || owners["orders"] != "checkout" {
+		t.Errorf("owners %v, want payments: payments-oncall (its dlq.owner), orders: checkout (the topic's)", owners)
+	}
+	e.deadLetter("payments", "ledger", 0, 1, permanent("card %d declined"))
+	st, err := s.Submit(ctx, req("payments", "alice", Selection{All: true}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Owner != "payments-oncall" {
+		t.Errorf("request owner %q, want payments-oncall", st.Owner)
+	}
+}
+
+// Redriven entries leave the DLQ by purge only where nothing else lies
+// beneath them: a fingerprint selection with other entries between, or a
+// range above older entries, removes exactly what it sent.
+func TestRedriveRemovesOnlyWhatItSent(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, topic("orders", "checkout", ""))
+	e.deadLetter("orders", "email-notifier", 0, 120, func(i int) (platform.ErrorClass, string) {
+		if i%2 == 0 {
+			return platform.ClassPermanent, "card declined"
+		}
+		return platform.ClassTransient, "ledger timed out"
+	})
+	s := e.service(nil)
+	ctx := testCtx(t, 60*time.Second)
+	dlq, err := e.js.Stream(ctx, "orders_dlq")
+	if err != nil {
+		t.Fatal(err)
+	}
+	declined := Fingerprint(string(platform.ClassPermanent), "card declined")
+	run := func(sel Selection, want int) {
+		t.Helper()
+		st, err := s.Submit(ctx, req("orders", "alice", sel))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Run(ctx, st.ID, "alice", ""); err != nil {
+			t.Fatal(err)
+		}
+		done := waitState(t, s, st.ID, StateCompleted, 30*time.Second)
+		if done.Progress.Sent != want || len(e.redriven("orders", st.ID)) != want {
+			t.Fatalf("%+v: sent %d, want %d", sel, done.Progress.Sent, want)
+		}
+	}
+	// remaining reports the DLQ's entries by reason.
+	remaining := func() map[uint64]string {
+		t.Helper()
+		out := map[uint64]string{}
+		if err := scan(ctx, e.js, "orders_dlq", 1, func(m *jetstream.RawStreamMsg) bool {
+			out[m.Sequence] = m.Header.Get(platform.HeaderDLQReason)
+			return true
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	run(Selection{Fingerprint: declined, FromSeq: 41}, 40)
+	left := remaining()
+	for seq := uint64(1); seq <= 120; seq++ {
+		_, there := left[seq]
+		if wantThere := seq <= 40 || seq%2 == 0; there != wantThere {
+			t.Fatalf("after the fingerprint redrive: entry %d present %v, want %v", seq, there, wantThere)
+		}
+	}
+	run(Selection{FromSeq: 81}, 20)
+	left = remaining()
+	if len(left) != 60 {
+		t.Fatalf("after the range redrive: %d entries left, want 60", len(left))
+	}
+	for seq := range left {
+		if seq > 80 {
+			t.Fatalf("entry %d still there", seq)
+		}
+	}
+	run(Selection{All: true}, 60)
+	if info, err := dlq.Info(ctx); err != nil || info.State.Msgs != 0 {
+		t.Fatalf("after redriving all: %v entries left (%v)", info.State.Msgs, err)
+	}
+}
