@@ -77,9 +77,11 @@ func newLimiter(r float64) *rate.Limiter {
 	if r <= 0 {
 		return rate.NewLimiter(rate.Inf, 1)
 	}
-	// A burst of 50ms worth lets the bucket make up for a slow moment
-	// without ever running ahead of the rate; it starts empty.
-	burst := max(1, int(r/20))
+	// A burst of 250ms worth lets the bucket make up for a slow moment
+	// (a GC pause, an fsync, a busy core) without ever running ahead of
+	// the rate: it starts empty, so by any time t at most r·t events have
+	// been sent since the run began.
+	burst := max(1, int(r/4))
 	l := rate.NewLimiter(rate.Limit(r), burst)
 	l.AllowN(time.Now(), burst)
 	return l
