@@ -80,16 +80,9 @@ it breaks and nothing is written. --mode sets TYPE's mode in the same write
 returns its version.`,
 		Args: exactArgs(1, "TYPE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			b, err := readSchemaFile(cmd, file)
+			b, m, err := schemaInput(cmd, args[0], file, mode)
 			if err != nil {
 				return err
-			}
-			m, err := parseModeFlag(mode)
-			if err != nil {
-				return err
-			}
-			if err := schema.ValidateSubject(args[0]); err != nil {
-				return usageError{err}
 			}
 			var r schema.Registered
 			if err := g.call(cmd.Context(), schema.SubjRegister, schema.RegisterRequest{Subject: args[0], Schema: b, Mode: m}, &r); err != nil {
@@ -107,6 +100,23 @@ returns its version.`,
 	cmd.Flags().StringVar(&file, "file", "", "JSON Schema file (- for stdin)")
 	cmd.Flags().StringVar(&mode, "mode", "", "set TYPE's compatibility mode: none, backward, forward, full, backward_transitive, forward_transitive, full_transitive")
 	return cmd
+}
+
+// schemaInput reads what register and check send: the schema in file,
+// the --mode flag, and a valid event type name.
+func schemaInput(cmd *cobra.Command, subject, file, mode string) ([]byte, schema.Mode, error) {
+	b, err := readSchemaFile(cmd, file)
+	if err != nil {
+		return nil, "", err
+	}
+	m, err := parseModeFlag(mode)
+	if err != nil {
+		return nil, "", err
+	}
+	if err := schema.ValidateSubject(subject); err != nil {
+		return nil, "", usageError{err}
+	}
+	return b, m, nil
 }
 
 func checkedAgainst(vs []int) string {
@@ -134,16 +144,9 @@ func newSchemaCheckCmd(g *globalOptions) *cobra.Command {
 listing every rule it breaks.`,
 		Args: exactArgs(1, "TYPE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			b, err := readSchemaFile(cmd, file)
+			b, m, err := schemaInput(cmd, args[0], file, mode)
 			if err != nil {
 				return err
-			}
-			m, err := parseModeFlag(mode)
-			if err != nil {
-				return err
-			}
-			if err := schema.ValidateSubject(args[0]); err != nil {
-				return usageError{err}
 			}
 			var r schema.CheckResult
 			if err := g.call(cmd.Context(), schema.SubjCheck, schema.CheckRequest{Subject: args[0], Schema: b, Mode: m}, &r); err != nil {
