@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -37,14 +38,40 @@ func ComposeCommand(tb testing.TB, name, noEngine string) []string {
 	if out, err := exec.CommandContext(ctx, "docker", "info", "--format", "{{.ServerVersion}}").CombinedOutput(); err != nil {
 		tb.Skipf("%s: %s (docker info failed): %v: %s", name, noEngine, err, strings.TrimSpace(string(out)))
 	}
+	var compose []string
 	if err := exec.CommandContext(ctx, "docker", "compose", "version").Run(); err == nil {
-		return []string{"docker", "compose"}
+		compose = []string{"docker", "compose"}
+	} else if p, err := exec.LookPath("docker-compose"); err == nil {
+		compose = []string{p}
+	} else {
+		tb.Skipf("%s: no compose tool (neither `docker compose` nor docker-compose works)", name)
 	}
-	if p, err := exec.LookPath("docker-compose"); err == nil {
-		return []string{p}
+	exclusive(tb, name)
+	return compose
+}
+
+// exclusive holds a host-wide lock until the test ends, so the Docker
+// rigs of different test packages (go test runs packages in parallel)
+// take turns: nine containers at once on a 2-core machine starve each
+// other's restarts past any readiness timeout.
+func exclusive(tb testing.TB, name string) {
+	tb.Helper()
+	f, err := os.OpenFile(filepath.Join(os.TempDir(), "platform-dockertest.lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		tb.Fatalf("%s: open the Docker test lock: %v", name, err)
 	}
-	tb.Skipf("%s: no compose tool (neither `docker compose` nor docker-compose works)", name)
-	return nil
+	start := time.Now()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		tb.Fatalf("%s: take the Docker test lock: %v", name, err)
+	}
+	if waited := time.Since(start); waited > time.Second {
+		tb.Logf("%s: waited %s for another package's Docker rig to finish", name, waited.Round(time.Second))
+	}
+	tb.Cleanup(func() {
+		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		f.Close()
+	})
 }
 
 // RuntimeIDs returns the user and group the containers run as: the
