@@ -146,6 +146,12 @@ func TestGroupRetriesAndDeadLetters(t *testing.T) {
 			t.Errorf("flaky-1 first failure %s not before last %s", e.FirstFailure, e.LastFailure)
 		}
 	}
+	// The counter is incremented after the DLQ write is acknowledged,
+	// which can trail the entry becoming readable: give it a moment.
+	deadline := time.Now().Add(10 * time.Second)
+	for counterSum(t, metrics, "platform_consumer_dead_lettered_total") != 2 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
 	if n := counterSum(t, metrics, "platform_consumer_dead_lettered_total"); n != 2 {
 		t.Errorf("dead-lettered metric = %v, want 2", n)
 	}

@@ -94,13 +94,26 @@ func (r *rig) platformctl(t *testing.T, region string, out any, args ...string) 
 	for _, n := range nodes[region] {
 		urls = append(urls, fmt.Sprintf("nats://127.0.0.1:%d", r.natsPort[n]))
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
 	full := append([]string{"--server", strings.Join(urls, ","), "--creds", filepath.Join(r.shared, "creds", "admin.creds"), "--timeout", "60s"}, args...)
-	cmd := exec.CommandContext(ctx, r.ctl, append(full, "-o", "json")...)
 	var stdout, stderr strings.Builder
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
+	for attempt := 1; ; attempt++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+		cmd := exec.CommandContext(ctx, r.ctl, append(full, "-o", "json")...)
+		stdout.Reset()
+		stderr.Reset()
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		cancel()
+		if err == nil {
+			break
+		}
+		// A region just restarted may not have elected a stream leader
+		// yet; the region commands say when running them again is safe.
+		if attempt < 5 && strings.Contains(stderr.String(), "again") {
+			t.Logf("platformctl %s (against %s), attempt %d: %s; running it again", strings.Join(args, " "), region, attempt, firstLine([]byte(stderr.String())))
+			time.Sleep(3 * time.Second)
+			continue
+		}
 		t.Fatalf("platformctl %s (against %s): %v\n%s%s", strings.Join(args, " "), region, err, stdout.String(), stderr.String())
 	}
 	if err := json.Unmarshal([]byte(stdout.String()), out); err != nil {
