@@ -42,6 +42,13 @@ import (
 // its concern: the link binds the platform account only, so no other
 // account has a path across the border.
 //
+// With GuardOptions.Gate the guard also runs the residency gate
+// (region_gate.go), which refuses such a create or update at the request
+// itself: the requester gets a JetStream API error and the stream never
+// exists. The guard then only sees what passes the gate unchecked (a
+// node restarted or an account updated moments ago, a source whose
+// region did not answer).
+//
 // Why not permissions instead (denying $JS.API.STREAM.CREATE/UPDATE to
 // everyone but the platform's own user)? It would refuse at the request
 // itself, but also every legitimate stream created with the nats CLI or
@@ -60,9 +67,13 @@ const (
 type ResidencyRefusal struct {
 	Region string `json:"region"`
 	Stream string `json:"stream"`
-	// Action is what was done to the stream: "created" or "updated".
+	// Action is what was done to the stream: "created" or "updated"; or
+	// what was asked, "create" or "update", for a request the gate
+	// refused.
 	Action string `json:"action"`
-	// Remedy is what the guard did: "deleted" or "sources removed".
+	// Remedy is what the guard did: "deleted" or "sources removed"; or
+	// "refused" (the gate answered the request with an error; nothing was
+	// created or changed).
 	Remedy   string    `json:"remedy"`
 	Problems []string  `json:"problems"`
 	At       time.Time `json:"at"`
@@ -86,6 +97,9 @@ type GuardOptions struct {
 	// own region only and this set; without it such a source is left to
 	// the link's deny list and the residency report.
 	ThroughLink bool
+	// Gate, if set, runs the residency gate: cross-border copies are
+	// refused at the JetStream API request itself (see region_gate.go).
+	Gate *GateOptions
 }
 
 // ResidencyGuard watches every region for streams that would carry a
@@ -101,6 +115,11 @@ type ResidencyGuard struct {
 	done    chan struct{}
 	once    sync.Once
 	refused atomic.Int64
+	// gated counts the refusals at the request (the gate's).
+	gated atomic.Int64
+	// rsMu guards rs against learnDomains while the gate reads it.
+	rsMu sync.Mutex
+	gate *gate
 	// auditReady: regions whose audit stream exists (worker goroutine only).
 	auditReady map[string]bool
 	// ctx ends with Stop: it bounds the checks in progress.
@@ -112,6 +131,8 @@ type guardEvent struct {
 	region *Region
 	stream string
 	action string // created, updated, existing (the start-up sweep)
+	// refusal, if set, is a request the gate refused: audited only.
+	refusal *ResidencyRefusal
 }
 
 // StartResidencyGuard subscribes to the stream advisories of every
@@ -151,6 +172,15 @@ func StartResidencyGuard(ctx context.Context, rs Regions, opts GuardOptions) (*R
 			g.cancel()
 			return nil, fmt.Errorf("platform: residency guard in %s: %w", r.Name, err)
 		}
+	}
+	if opts.Gate != nil {
+		gt, err := startGate(g, append(Regions(nil), rs...), *opts.Gate)
+		if err != nil {
+			g.unsubscribe()
+			g.cancel()
+			return nil, err
+		}
+		g.gate = gt
 	}
 	go g.run(rs)
 	return g, nil
@@ -236,7 +266,14 @@ func (g *ResidencyGuard) run(rs Regions) {
 			return
 		case e := <-g.events:
 			ctx, cancel := context.WithTimeout(g.ctx, 15*time.Second)
-			g.check(ctx, e)
+			if e.refusal != nil {
+				g.audit(ctx, e.region, *e.refusal, fmt.Sprintf("%s/%s/%s/%d", e.refusal.Region, e.refusal.Stream, e.refusal.Action, e.refusal.At.UnixNano()))
+				if g.opts.OnRefusal != nil {
+					g.opts.OnRefusal(*e.refusal)
+				}
+			} else {
+				g.check(ctx, e)
+			}
 			cancel()
 		}
 	}
@@ -323,14 +360,46 @@ func (g *ResidencyGuard) learnDomains(r *Region, cfg jetstream.StreamConfig) {
 			g.log.Error("residency guard: reach domain through the link", "domain", d, "err", err)
 			continue
 		}
+		g.rsMu.Lock()
 		g.rs = append(g.rs, Region{Name: d, Domain: d, JS: js})
+		g.rsMu.Unlock()
 	}
+}
+
+// checkRegions returns the regions a check of a stream in r reads from:
+// the guard's, and with ThroughLink every other domain reached through
+// the link (the gate's view; learnDomains is the worker's).
+func (g *ResidencyGuard) checkRegions(r *Region, cfg jetstream.StreamConfig) Regions {
+	g.rsMu.Lock()
+	rs := append(Regions(nil), g.rs...)
+	g.rsMu.Unlock()
+	if !g.opts.ThroughLink {
+		return rs
+	}
+	srcs := append([]*jetstream.StreamSource(nil), cfg.Sources...)
+	if cfg.Mirror != nil {
+		srcs = append(srcs, cfg.Mirror)
+	}
+	for _, src := range srcs {
+		d := sourceDomain(src)
+		if d == "" || rs.byDomain(d, nil) != nil {
+			continue
+		}
+		if js, err := jetstream.NewWithDomain(r.JS.Conn(), d); err == nil {
+			rs = append(rs, Region{Name: d, Domain: d, JS: js})
+		}
+	}
+	return rs
 }
 
 // audit appends ref to the region's audit stream (deduplicated by id) and
 // logs it.
 func (g *ResidencyGuard) audit(ctx context.Context, r *Region, ref ResidencyRefusal, id string) {
-	g.log.Warn("residency guard: refused stream", "region", ref.Region, "stream", ref.Stream, "action", ref.Action,
+	msg := "residency guard: refused stream"
+	if ref.Remedy == "refused" {
+		msg = "residency gate: refused request"
+	}
+	g.log.Warn(msg, "region", ref.Region, "stream", ref.Stream, "action", ref.Action,
 		"remedy", ref.Remedy, "problems", strings.Join(ref.Problems, "; "), "error", ref.Error)
 	b, err := json.Marshal(ref)
 	if err != nil {
@@ -345,12 +414,20 @@ func (g *ResidencyGuard) audit(ctx context.Context, r *Region, ref ResidencyRefu
 	}
 }
 
-// Refused returns how many streams the guard has refused.
+// Refused returns how many streams the guard has refused, at the request
+// (the gate) or after the fact.
 func (g *ResidencyGuard) Refused() int64 { return g.refused.Load() }
+
+// RefusedAtRequest returns how many of those the gate refused at the
+// request (nothing was created).
+func (g *ResidencyGuard) RefusedAtRequest() int64 { return g.gated.Load() }
 
 // Stop unsubscribes and waits for the check in progress.
 func (g *ResidencyGuard) Stop() {
 	g.once.Do(func() {
+		if g.gate != nil {
+			g.gate.close()
+		}
 		g.unsubscribe()
 		g.cancel()
 		close(g.stop)

@@ -210,6 +210,14 @@ func (n *natsTool) streamEdit(cfg jetstream.StreamConfig) error {
 
 func (n *natsTool) runConfig(cfg jetstream.StreamConfig, args ...string) error {
 	n.t.Helper()
+	_, err := n.runConfigOut(cfg, nil, args...)
+	return err
+}
+
+// runConfigOut runs the nats CLI with global flags global, args and
+// --config FILE (cfg), and returns its combined output.
+func (n *natsTool) runConfigOut(cfg jetstream.StreamConfig, global []string, args ...string) (string, error) {
+	n.t.Helper()
 	if cfg.Replicas == 0 {
 		cfg.Replicas = 1
 	}
@@ -223,13 +231,20 @@ func (n *natsTool) runConfig(cfg jetstream.StreamConfig, args ...string) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	full := append([]string{"--server", n.urls, "--creds", n.creds, "--timeout", "5s"}, args...)
-	full = append(full, "--config", file)
+	return n.run(ctx, global, append(args, "--config", file)...)
+}
+
+// run runs the nats CLI with global flags global and args, and returns
+// its combined output (also in the error when it exits non-zero).
+func (n *natsTool) run(ctx context.Context, global []string, args ...string) (string, error) {
+	n.t.Helper()
+	full := append([]string{"--server", n.urls, "--creds", n.creds, "--timeout", "5s"}, global...)
+	full = append(full, args...)
 	cmd := exec.CommandContext(ctx, n.bin, full...)
 	cmd.Env = append(os.Environ(), "HOME="+n.t.TempDir(), "NATS_CONTEXT=")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		return errors.New(strings.TrimSpace(string(out)) + ": " + err.Error())
+		return string(out), errors.New(strings.TrimSpace(string(out)) + ": " + err.Error())
 	}
-	return nil
+	return string(out), nil
 }

@@ -64,7 +64,8 @@ func (l ledger) add(topic string, ids []string) { l[topic] = append(l[topic], id
 //     mirror to the other region, the residency check of a hand-made one
 //     and their failover; a hand-made mirror created with the real nats
 //     CLI (`nats stream add --config`, a cross-domain mirror) in the other
-//     region is deleted by that region's residency guard, which records
+//     region is refused at the request by that region's residency gate
+//     (the CLI exits non-zero, the stream never exists), which records
 //     why in its audit stream; a core subscriber in the other region
 //     receives 0 events while one at home receives them all; the residency
 //     report finds no violation.
@@ -236,18 +237,22 @@ func checkResidency(t *testing.T, rig *rig, rs platform.Regions, js map[string]j
 			refused++
 		}
 		// Bypassing the platform: the real nats CLI against the other
-		// region's JetStream API. JetStream creates the stream; the
-		// residency guard of that region's platformd nodes deletes it
-		// and records why (platform.ResidencyGuard).
+		// region's JetStream API. The residency gate of that region's
+		// platformd nodes refuses the request itself (the CLI exits
+		// non-zero with the residency error, the stream never exists)
+		// and records why (platform.ResidencyGuard with its gate).
 		attempts++
-		out := rig.natsCLI(t, away, rogue)
+		out, err := rig.natsCLIOut(t, away, rogue)
 		rogues[tp.Name] = rogue.Name
-		t.Logf("2. nats stream add %s in %s (a mirror of %s in domain %s): %s", rogue.Name, away, platform.StreamName(tp.Name), tp.Region, firstLine(out))
+		t.Logf("2. nats stream add %s in %s (a mirror of %s in domain %s): %s", rogue.Name, away, platform.StreamName(tp.Name), tp.Region, strings.TrimSpace(string(out)))
+		if err == nil || !strings.Contains(string(out), "residency: stream "+rogue.Name) {
+			t.Fatalf("nats stream add %s in %s: want a non-zero exit with the residency error, got %v: %s", rogue.Name, away, err, out)
+		}
+		if _, err := js[away].Stream(ctx, rogue.Name); !errors.Is(err, jetstream.ErrStreamNotFound) {
+			t.Fatalf("refused stream %s exists in %s (%v)", rogue.Name, away, err)
+		}
 		var ref platform.ResidencyRefusal
-		waitFor(t, 20*time.Second, fmt.Sprintf("the residency guard in %s to refuse %s", away, rogue.Name), func() error {
-			if _, err := js[away].Stream(ctx, rogue.Name); !errors.Is(err, jetstream.ErrStreamNotFound) {
-				return fmt.Errorf("stream %s still exists (%v)", rogue.Name, err)
-			}
+		waitFor(t, 20*time.Second, fmt.Sprintf("the residency gate in %s to record its refusal of %s", away, rogue.Name), func() error {
 			audit, err := rs.ResidencyAudit(ctx, away)
 			if err != nil {
 				return err
@@ -261,7 +266,10 @@ func checkResidency(t *testing.T, rig *rig, rs platform.Regions, js map[string]j
 			return fmt.Errorf("no audit record for %s in %s", rogue.Name, away)
 		})
 		refused++
-		t.Logf("2. the residency guard in %s %s %s (%s): %v", away, ref.Remedy, rogue.Name, ref.Action, ref.Problems)
+		if ref.Remedy != "refused" {
+			t.Errorf("refusal of %s: remedy %q, want refused (at the request)", rogue.Name, ref.Remedy)
+		}
+		t.Logf("2. the residency gate in %s %s %s (%s): %v", away, ref.Remedy, rogue.Name, ref.Action, ref.Problems)
 		if !slices.ContainsFunc(ref.Problems, func(p string) bool { return strings.Contains(p, "topic "+tp.Name+" is resident in "+tp.Region) }) {
 			t.Errorf("refusal of %s does not name topic %s and its region %s: %v", rogue.Name, tp.Name, tp.Region, ref.Problems)
 		}

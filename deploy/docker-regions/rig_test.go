@@ -221,6 +221,16 @@ func (r *rig) connect(t *testing.T, region string) *nats.Conn {
 // does not refuse it: see README.md).
 func (r *rig) natsCLI(t *testing.T, region string, cfg jetstream.StreamConfig) []byte {
 	t.Helper()
+	out, err := r.natsCLIOut(t, region, cfg)
+	if err != nil {
+		t.Fatalf("nats stream add %s in %s: %v\n%s", cfg.Name, region, err, out)
+	}
+	return out
+}
+
+// natsCLIOut is natsCLI returning the CLI's output and exit error.
+func (r *rig) natsCLIOut(t *testing.T, region string, cfg jetstream.StreamConfig) ([]byte, error) {
+	t.Helper()
 	bin := natsBinary(t)
 	var urls []string
 	for _, n := range nodes[region] {
@@ -251,11 +261,7 @@ func (r *rig) natsCLI(t *testing.T, region string, cfg jetstream.StreamConfig) [
 		"--creds", filepath.Join(r.shared, "creds", "admin.creds"), "--timeout", "5s",
 		"stream", "add", cfg.Name, "--config", file)
 	cmd.Env = append(os.Environ(), "HOME="+t.TempDir(), "NATS_CONTEXT=")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("%s stream add %s --config %s in %s: %v\n%s", bin, cfg.Name, b, region, err, out)
-	}
-	return out
+	return cmd.CombinedOutput()
 }
 
 // natsBinary finds the nats CLI, or fails the test saying how to get it.

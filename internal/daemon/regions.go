@@ -10,8 +10,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/msgplatform/platform/conf"
 	"github.com/msgplatform/platform/embeddednats"
@@ -56,7 +58,7 @@ func (d *Daemon) startRegions(ctx context.Context) error {
 	for _, t := range d.cfg.Catalog.Topics {
 		topics = append(topics, t)
 	}
-	rc.Deny = append(append([]string(nil), rc.Deny...), platform.LinkDeny(topics)...)
+	rc.Deny = append(append(append([]string(nil), rc.Deny...), platform.LinkDeny(topics)...), platform.GateLinkDeny)
 	all, err := embeddednats.NewRegions(rc, d.trust)
 	if err != nil {
 		return err
@@ -119,11 +121,20 @@ func (d *Daemon) startRegions(ctx context.Context) error {
 	for _, f := range all.Fabrics() {
 		auditReplicas = min(auditReplicas, f.Config().Durability.Replicas)
 	}
-	guard, err := platform.StartResidencyGuard(ctx, rs.list, platform.GuardOptions{Logger: d.log, Replicas: auditReplicas})
+	// The gate refuses such a copy at the JetStream API request itself, on
+	// every node of every region (all in this process).
+	gate := d.residencyGate(func(region string) []*embeddednats.Node {
+		if f := all.Region(region); f != nil {
+			return f.Nodes()
+		}
+		return nil
+	})
+	guard, err := platform.StartResidencyGuard(ctx, rs.list, platform.GuardOptions{Logger: d.log, Replicas: auditReplicas, Gate: gate})
 	if err != nil {
 		return fmt.Errorf("daemon: residency guard: %w", err)
 	}
 	rs.guard = guard
+	registerResidencyMetrics(d.reg, guard)
 	d.reg.MustRegister(platform.NewMirrorCollector(func() platform.Regions { return rs.list }))
 	rs.stop, rs.done = make(chan struct{}), make(chan struct{})
 	go recordPositions(rs.list, positionInterval, rs.stop, rs.done)
@@ -178,7 +189,7 @@ func (d *Daemon) addResident(ctx context.Context, spec platform.TopicSpec) error
 	for _, t := range rs.resident {
 		topics = append(topics, t)
 	}
-	deny := append(append([]string(nil), d.cfg.Regions.Deny...), platform.LinkDeny(topics)...)
+	deny := append(append(append([]string(nil), d.cfg.Regions.Deny...), platform.LinkDeny(topics)...), platform.GateLinkDeny)
 	if err := rs.all.SetDeny(ctx, deny); err != nil {
 		return fmt.Errorf("daemon: update the region link for resident topic %s: %w", spec.Name, err)
 	}
@@ -188,8 +199,10 @@ func (d *Daemon) addResident(ctx context.Context, spec platform.TopicSpec) error
 // startNodeGuard starts, in mode node with a leafnode link, the residency
 // guard of the node's own region (platform.ResidencyGuard with
 // ThroughLink: the source of a hand-made mirror in another domain is
-// checked through the link). Every node of the region runs one; they act
-// on the same advisories, the audit record is written once.
+// checked through the link) and its gate on this platformd's node. Every
+// node of the region runs one; they act on the same advisories, the audit
+// record is written once; the gates of the region serve its requests in
+// one queue group.
 func (d *Daemon) startNodeGuard(ctx context.Context) error {
 	if err := d.startPeers(ctx); err != nil {
 		return err
@@ -200,12 +213,51 @@ func (d *Daemon) startNodeGuard(ctx context.Context) error {
 	r := d.region
 	r.EnsureDefaults()
 	own := platform.Regions{{Name: r.Name, Domain: r.Domain, JS: d.js}}
-	g, err := platform.StartResidencyGuard(ctx, own, platform.GuardOptions{Logger: d.log, Replicas: d.cfg.Durability().Replicas, ThroughLink: true})
+	gate := d.residencyGate(func(region string) []*embeddednats.Node {
+		if region != r.Name {
+			return nil
+		}
+		return d.nodes
+	})
+	g, err := platform.StartResidencyGuard(ctx, own, platform.GuardOptions{Logger: d.log, Replicas: d.cfg.Durability().Replicas, ThroughLink: true, Gate: gate})
 	if err != nil {
 		return fmt.Errorf("daemon: residency guard: %w", err)
 	}
 	d.nodeGuard = g
+	registerResidencyMetrics(d.reg, g)
 	return nil
+}
+
+// registerResidencyMetrics exports the guard's refusals: every refusal,
+// and those of its gate at the request (nothing was created).
+func registerResidencyMetrics(reg prometheus.Registerer, g *platform.ResidencyGuard) {
+	reg.MustRegister(
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "platform_residency_refusals_total",
+			Help: "Streams refused for carrying a resident topic out of its region: at the JetStream API request (the residency gate) or deleted/trimmed after the fact (the guard)."},
+			func() float64 { return float64(g.Refused()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "platform_residency_refused_requests_total",
+			Help: "Stream create/update requests the residency gate refused at the request (the requester got the error; nothing was created)."},
+			func() float64 { return float64(g.RefusedAtRequest()) }),
+	)
+}
+
+// residencyGate is the gate of the regions whose in-process nodes nodes
+// returns, in the platform account, its forward token derived from the
+// installation's trust material (the same on every platformd).
+func (d *Daemon) residencyGate(nodes func(region string) []*embeddednats.Node) *platform.GateOptions {
+	return &platform.GateOptions{
+		Account: d.trust.AdminAccount(),
+		Secret:  []byte(d.trust.AdminAccountSigningSeed),
+		Servers: func(region string) []*server.Server {
+			var out []*server.Server
+			for _, n := range nodes(region) {
+				if s := n.Server(); s != nil {
+					out = append(out, s)
+				}
+			}
+			return out
+		},
+	}
 }
 
 func (d *Daemon) closeRegions(ctx context.Context) error {

@@ -124,9 +124,11 @@ func TestRegionsControlAPI(t *testing.T) {
 
 // TestRegionsResidencyGuard: a mirror of the resident orders.eu made in us
 // directly through the JetStream API (bypassing the control API) is
-// deleted by platformd's residency guard, with an audit record in us.
+// refused at the request by platformd's residency gate: the requester gets
+// a JetStream API error naming the topic and its region, the stream never
+// exists, and us's audit holds the refusal (remedy "refused").
 func TestRegionsResidencyGuard(t *testing.T) {
-	_, nc := startRegionsDaemon(t)
+	d, nc := startRegionsDaemon(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
 	defer cancel()
 	// us reached through the link (domain us): the test holds only a
@@ -140,23 +142,40 @@ func TestRegionsResidencyGuard(t *testing.T) {
 		t.Fatal(err)
 	}
 	rogue := jetstream.StreamConfig{Name: "rogue_orders_eu", Mirror: &jetstream.StreamSource{Name: platform.StreamName("orders.eu"), Domain: "eu"}}
-	if _, err := jsUS.CreateStream(ctx, rogue); err != nil {
-		t.Fatalf("create hand-made mirror in us: %v", err)
+	_, err = jsUS.CreateStream(ctx, rogue)
+	var apiErr *jetstream.APIError
+	if !errors.As(err, &apiErr) || apiErr.ErrorCode != platform.GateErrCode || !strings.Contains(apiErr.Description, "topic orders.eu is resident in eu") {
+		t.Fatalf("create hand-made mirror in us: want the residency gate's APIError naming orders.eu and eu, got %T %v", err, err)
+	}
+	if _, err := jsUS.Stream(ctx, rogue.Name); !errors.Is(err, jetstream.ErrStreamNotFound) {
+		t.Fatalf("refused mirror exists in us: %v", err)
 	}
 	rs := platform.Regions{{Name: "eu", Domain: "eu", JS: jsEU}, {Name: "us", Domain: "us", JS: jsUS}}
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		_, err := jsUS.Stream(ctx, rogue.Name)
 		audit, aerr := rs.ResidencyAudit(ctx, "us")
-		if errors.Is(err, jetstream.ErrStreamNotFound) && aerr == nil && len(audit) == 1 {
-			if audit[0].Stream != rogue.Name || audit[0].Remedy != "deleted" || !strings.Contains(strings.Join(audit[0].Problems, ";"), "topic orders.eu is resident in eu") {
+		if aerr == nil && len(audit) == 1 {
+			if audit[0].Stream != rogue.Name || audit[0].Remedy != "refused" || audit[0].Action != "create" || !strings.Contains(strings.Join(audit[0].Problems, ";"), "topic orders.eu is resident in eu") {
 				t.Fatalf("audit record %+v", audit[0])
 			}
-			return
+			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("hand-made mirror of orders.eu in us not refused: stream lookup %v, audit %v (%v)", err, audit, aerr)
+			t.Fatalf("no audit record of the refusal in us: %v (%v)", audit, aerr)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+	resp, err := http.Get("http://" + d.HTTPAddr().String() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(body), "platform_residency_refused_requests_total 1") {
+		t.Errorf("metrics lack platform_residency_refused_requests_total 1")
+	}
+	// A legitimate hand-made stream still passes the gate.
+	if _, err := jsUS.CreateStream(ctx, jetstream.StreamConfig{Name: "us_plain", Subjects: []string{"us.plain.>"}}); err != nil {
+		t.Fatalf("plain stream in us through the gate: %v", err)
 	}
 }

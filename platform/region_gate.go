@@ -1,0 +1,419 @@
+package platform
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// The residency gate: what refuses a cross-border mirror or source of a
+// resident topic at the JetStream API request itself, so the requester
+// (the nats CLI, any JetStream client of the platform account) gets an
+// error and the stream never exists. The guard (region_guard.go) stays as
+// the backstop for what the gate cannot see (a window after a node
+// restart or an account update, see below).
+//
+// JetStream has no admission hook, but an account's subject mappings are
+// applied to every message a client or leafnode publishes, before it is
+// delivered. The gate adds, in the platform account of every in-process
+// server of a region (server.Account.AddMapping):
+//
+//	$JS.API.STREAM.CREATE.*            -> $PLATFORM.GATE.<region>.STREAM.CREATE.<stream>
+//	$JS.API.STREAM.UPDATE.*            -> $PLATFORM.GATE.<region>.STREAM.UPDATE.<stream>
+//	$JS.<domain>.API.STREAM.CREATE.*   -> (the same)   (nats --js-domain, other regions)
+//	$JS.<domain>.API.STREAM.UPDATE.*   -> (the same)
+//	$PLATFORM.GATE.<region>.FWD.<token>.STREAM.> -> $JS.API.STREAM.>
+//
+// and serves $PLATFORM.GATE.<region>.STREAM.*.* in a queue group (any
+// platformd of the region answers). A request whose mirror or sources
+// read a topic resident in another region (residencyViolations, the same
+// check as Regions.CheckStream and the guard) is answered with a
+// JetStream API error (code 400, err_code 10052, "residency: ..."),
+// audited (ResidencyRefusal, Remedy "refused") and counted; any other
+// request is forwarded unchanged (headers included) on the forward
+// subject and JetStream's reply relayed unchanged.
+//
+// Why the forward subject: mappings are applied once per message, so the
+// forward subject's mapping delivers to the real JetStream API without
+// being mapped to the gate again. A service import cannot do it: a
+// service import applies the exporting account's mappings to its
+// destination subject (nats-server client.go processServiceImport), so a
+// request imported into the platform account as $JS.API.STREAM.CREATE.X
+// would be mapped to the gate again. The forward subject holds a token
+// derived from the installation's secret (GateOptions.Secret: every
+// platformd of a region derives the same one, so a forward works on
+// whichever node the gate's connection is on); a client that does not
+// know it cannot skip the gate. One that learns it (it is visible in the
+// server's account monitoring, /accountz) creates the stream unchecked:
+// the guard then deletes it as before, and the link's deny list still
+// carries no resident event.
+//
+// Why in-process mappings and not the account JWT: the mappings name the
+// region and its domain, must appear only once the gate listens (else a
+// stream create gets "no responders") and only in installations running
+// regions. A JWT update of the platform account drops every mapping not in
+// the JWT, and a restarted node starts without them: the gate checks
+// every server every GateOptions.Interval (server.Accountz) and installs
+// them again; in between, a stream create goes straight to JetStream and
+// the guard is the backstop.
+//
+// The gate fails open: when the residency of a source cannot be read
+// within a few seconds (its region is down), the request is forwarded
+// and the guard checks the stream once it exists.
+
+// GateErrCode is the JetStream err_code of a residency refusal
+// (JSStreamInvalidConfigF: the stream configuration is refused).
+const GateErrCode = 10052
+
+// GateOptions turn on the residency gate (GuardOptions.Gate).
+type GateOptions struct {
+	// Account is the account whose JetStream API the gate fronts: the
+	// platform admin account's public key.
+	Account string
+	// Servers returns the in-process servers of region (a name of the
+	// guard's regions) running now; the gate installs its mappings on
+	// each. A region for which it returns none is not gated.
+	Servers func(region string) []*server.Server
+	// Secret derives the forward subject's token; every platformd of a
+	// region must be given the same one (the installation's trust
+	// material). Empty: a random token (every server of the region in
+	// this process).
+	Secret []byte
+	// Interval between checks that every server has the mappings (0: 1s).
+	Interval time.Duration
+	// CheckTimeout bounds the residency check of one request (0: 2s).
+	CheckTimeout time.Duration
+	// ForwardTimeout bounds JetStream's answer to a forwarded request
+	// (0: 30s).
+	ForwardTimeout time.Duration
+}
+
+// GateLinkDeny belongs on every region link's deny list: the gate's
+// forward subjects (and their interest) never cross, so no other region
+// sees a forward token.
+const GateLinkDeny = "$PLATFORM.GATE.*.FWD.>"
+
+// gateQueue is the queue group of every gate of a region.
+const gateQueue = "platform-residency-gate"
+
+// gate is the residency gate of a ResidencyGuard.
+type gate struct {
+	g       *ResidencyGuard
+	opts    GateOptions
+	regions []*gateRegion
+	stop    chan struct{}
+	done    chan struct{}
+
+	mu     sync.Mutex
+	closed bool
+	wg     sync.WaitGroup
+}
+
+// gateRegion is the gate of one region.
+type gateRegion struct {
+	r        *Region
+	subject  string // $PLATFORM.GATE.<region>.STREAM.
+	fwd      string // $PLATFORM.GATE.<region>.FWD.<token>.STREAM.
+	mappings [][2]string
+	// shadow is the server's own domain mapping our domain mappings must
+	// precede ("" without a domain).
+	shadow string
+	sub    *nats.Subscription
+}
+
+// gateToken derives region's forward token from secret (random without
+// one).
+func gateToken(secret []byte, region string) (string, error) {
+	if len(secret) == 0 {
+		b := make([]byte, 16)
+		if _, err := rand.Read(b); err != nil {
+			return "", err
+		}
+		return hex.EncodeToString(b), nil
+	}
+	m := hmac.New(sha256.New, secret)
+	m.Write([]byte("msgplatform residency gate forward v1/" + region))
+	return hex.EncodeToString(m.Sum(nil)[:16]), nil
+}
+
+// startGate subscribes the gate of every region with servers, then
+// installs the mappings on them.
+func startGate(g *ResidencyGuard, rs Regions, opts GateOptions) (*gate, error) {
+	if opts.Account == "" || opts.Servers == nil {
+		return nil, fmt.Errorf("%w: residency gate needs Account and Servers", ErrInvalidSpec)
+	}
+	if opts.Interval <= 0 {
+		opts.Interval = time.Second
+	}
+	if opts.CheckTimeout <= 0 {
+		opts.CheckTimeout = 2 * time.Second
+	}
+	if opts.ForwardTimeout <= 0 {
+		opts.ForwardTimeout = 30 * time.Second
+	}
+	gt := &gate{g: g, opts: opts, stop: make(chan struct{}), done: make(chan struct{})}
+	for i := range rs {
+		r := &rs[i]
+		if len(opts.Servers(r.Name)) == 0 {
+			continue
+		}
+		tok, err := gateToken(opts.Secret, r.Name)
+		if err != nil {
+			gt.unsubscribe()
+			return nil, fmt.Errorf("platform: residency gate: %w", err)
+		}
+		gr := &gateRegion{r: r, subject: "$PLATFORM.GATE." + r.Name + ".STREAM.", fwd: "$PLATFORM.GATE." + r.Name + ".FWD." + tok + ".STREAM."}
+		gr.mappings = [][2]string{{gr.fwd + ">", "$JS.API.STREAM.>"}}
+		prefixes := []string{"$JS.API."}
+		if r.Domain != "" {
+			prefixes = append(prefixes, "$JS."+r.Domain+".API.")
+			gr.shadow = "$JS." + r.Domain + ".API.STREAM.>"
+		}
+		for _, p := range prefixes {
+			for _, op := range []string{"CREATE", "UPDATE"} {
+				gr.mappings = append(gr.mappings, [2]string{p + "STREAM." + op + ".*", gr.subject + op + ".{{wildcard(1)}}"})
+			}
+		}
+		sub, err := r.JS.Conn().QueueSubscribe(gr.subject+"*.*", gateQueue, gt.onRequest(gr))
+		if err != nil {
+			gt.unsubscribe()
+			return nil, fmt.Errorf("platform: residency gate: subscribe in %s: %w", r.Name, err)
+		}
+		gr.sub = sub
+		gt.regions = append(gt.regions, gr)
+		if err := r.JS.Conn().FlushTimeout(10 * time.Second); err != nil {
+			gt.unsubscribe()
+			return nil, fmt.Errorf("platform: residency gate in %s: %w", r.Name, err)
+		}
+	}
+	// A server that cannot take the mappings now (not ready) gets them
+	// from keep: a gate never stops its platformd from starting.
+	if err := gt.install(); err != nil {
+		g.log.Warn("residency gate: mappings not installed yet (retried; the guard remains the backstop)", "err", err)
+	}
+	go gt.keep()
+	return gt, nil
+}
+
+// install puts the mappings on every server that lacks them.
+func (gt *gate) install() error {
+	var errs []error
+	for _, gr := range gt.regions {
+		for _, s := range gt.opts.Servers(gr.r.Name) {
+			if err := gr.installOn(s, gt.opts.Account); err != nil {
+				errs = append(errs, fmt.Errorf("platform: residency gate on %s (region %s): %w", s.Name(), gr.r.Name, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// installOn adds the gate's mappings to the account on server s unless
+// they are all there. The server's own domain mapping
+// ($JS.<domain>.API.STREAM.>, which the first matching mapping would
+// shadow ours with) is then moved behind them.
+func (gr *gateRegion) installOn(s *server.Server, account string) error {
+	acc, err := s.LookupAccount(account)
+	if err != nil {
+		return err
+	}
+	if gr.installed(s, account) {
+		return nil
+	}
+	for _, m := range gr.mappings {
+		if err := acc.AddMapping(m[0], m[1]); err != nil {
+			return fmt.Errorf("mapping %s -> %s: %w", m[0], m[1], err)
+		}
+	}
+	if gr.shadow != "" && acc.RemoveMapping(gr.shadow) {
+		if err := acc.AddMapping(gr.shadow, "$JS.API.STREAM.>"); err != nil {
+			return fmt.Errorf("mapping %s: %w", gr.shadow, err)
+		}
+	}
+	return nil
+}
+
+// installed reports whether every mapping of the gate is on s.
+func (gr *gateRegion) installed(s *server.Server, account string) bool {
+	az, err := s.Accountz(&server.AccountzOptions{Account: account})
+	if err != nil || az.Account == nil {
+		return false
+	}
+	for _, m := range gr.mappings {
+		if _, ok := az.Account.Mappings[m[0]]; !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// keep installs the mappings again where they went missing (a restarted
+// node, an update of the account's JWT) until Stop.
+func (gt *gate) keep() {
+	defer close(gt.done)
+	t := time.NewTicker(gt.opts.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-gt.stop:
+			return
+		case <-t.C:
+			if err := gt.install(); err != nil {
+				gt.g.log.Warn("residency gate: mappings not installed (the guard remains the backstop)", "err", err)
+			}
+		}
+	}
+}
+
+// uninstall removes the gate's mappings from every server: the request
+// mappings (fwd false) or the forward mappings (fwd true).
+func (gt *gate) uninstall(fwd bool) {
+	for _, gr := range gt.regions {
+		for _, s := range gt.opts.Servers(gr.r.Name) {
+			acc, err := s.LookupAccount(gt.opts.Account)
+			if err != nil {
+				continue
+			}
+			for i, m := range gr.mappings {
+				if (i == 0) == fwd {
+					acc.RemoveMapping(m[0])
+				}
+			}
+		}
+	}
+}
+
+func (gt *gate) unsubscribe() {
+	for _, gr := range gt.regions {
+		if gr.sub != nil {
+			_ = gr.sub.Unsubscribe()
+		}
+	}
+}
+
+// close hands JetStream's API back: stream creates go straight to it
+// again, the requests in flight are answered, then the forward mappings
+// go.
+func (gt *gate) close() {
+	close(gt.stop)
+	<-gt.done
+	gt.uninstall(false)
+	gt.unsubscribe()
+	gt.mu.Lock()
+	gt.closed = true
+	gt.mu.Unlock()
+	gt.wg.Wait()
+	gt.uninstall(true)
+}
+
+// onRequest serves each request in its own goroutine: a forwarded stream
+// create waits for JetStream (the gate's own audit stream among them).
+func (gt *gate) onRequest(gr *gateRegion) nats.MsgHandler {
+	return func(m *nats.Msg) {
+		gt.mu.Lock()
+		if gt.closed {
+			gt.mu.Unlock()
+			return
+		}
+		gt.wg.Add(1)
+		gt.mu.Unlock()
+		go func() {
+			defer gt.wg.Done()
+			gt.serve(gr, m)
+		}()
+	}
+}
+
+// gateAPIError is the JetStream API error shape.
+type gateAPIError struct {
+	Code        int    `json:"code"`
+	ErrCode     int    `json:"err_code"`
+	Description string `json:"description"`
+}
+
+// serve checks one request and refuses or forwards it.
+func (gt *gate) serve(gr *gateRegion, m *nats.Msg) {
+	rest := strings.TrimPrefix(m.Subject, gr.subject)
+	op, stream, ok := strings.Cut(rest, ".")
+	if !ok || (op != "CREATE" && op != "UPDATE") {
+		return
+	}
+	var cfg jetstream.StreamConfig
+	if err := json.Unmarshal(m.Data, &cfg); err == nil && (cfg.Mirror != nil || len(cfg.Sources) > 0) {
+		ctx, cancel := context.WithTimeout(context.Background(), gt.opts.CheckTimeout)
+		vs, _, err := gt.g.checkRegions(gr.r, cfg).residencyViolations(ctx, gr.r.Name, cfg)
+		cancel()
+		switch {
+		case err != nil:
+			gt.g.log.Warn("residency gate: check failed, request forwarded (the guard checks the stream)", "region", gr.r.Name, "stream", stream, "err", err)
+		case len(vs) > 0:
+			gt.refuse(gr, m, op, stream, vs)
+			return
+		}
+	}
+	gt.forward(gr, m, op, stream)
+}
+
+// refuse answers m with the residency error and audits the refusal.
+func (gt *gate) refuse(gr *gateRegion, m *nats.Msg, op, stream string, vs []sourceViolation) {
+	ref := ResidencyRefusal{Region: gr.r.Name, Stream: stream, Action: strings.ToLower(op), Remedy: "refused", At: time.Now().UTC()}
+	for _, v := range vs {
+		ref.Problems = append(ref.Problems, v.Problem)
+	}
+	resp := struct {
+		Type  string       `json:"type"`
+		Error gateAPIError `json:"error"`
+	}{
+		Type: "io.nats.jetstream.api.v1.stream_" + strings.ToLower(op) + "_response",
+		Error: gateAPIError{Code: 400, ErrCode: GateErrCode,
+			Description: fmt.Sprintf("residency: stream %s refused in region %s: %s", stream, gr.r.Name, strings.Join(ref.Problems, "; "))},
+	}
+	if m.Reply != "" {
+		b, _ := json.Marshal(resp)
+		if err := m.Respond(b); err != nil {
+			ref.Error = "reply not sent: " + err.Error()
+		}
+	}
+	gt.g.refused.Add(1)
+	gt.g.gated.Add(1)
+	gt.g.enqueue(guardEvent{region: gr.r, stream: stream, action: ref.Action, refusal: &ref})
+}
+
+// forward passes m unchanged to JetStream's API and relays the reply.
+func (gt *gate) forward(gr *gateRegion, m *nats.Msg, op, stream string) {
+	fm := &nats.Msg{Subject: gr.fwd + op + "." + stream, Data: m.Data}
+	if len(m.Header) > 0 {
+		fm.Header = m.Header
+	}
+	resp, err := gr.r.JS.Conn().RequestMsg(fm, gt.opts.ForwardTimeout)
+	if m.Reply == "" {
+		return
+	}
+	if err != nil {
+		if errors.Is(err, nats.ErrNoResponders) {
+			_ = m.RespondMsg(&nats.Msg{Header: nats.Header{"Status": []string{"503"}}})
+			return
+		}
+		gt.g.log.Warn("residency gate: forwarded request not answered", "region", gr.r.Name, "stream", stream, "op", op, "err", err)
+		return
+	}
+	out := &nats.Msg{Data: resp.Data}
+	if len(resp.Header) > 0 {
+		out.Header = resp.Header
+	}
+	if err := m.RespondMsg(out); err != nil {
+		gt.g.log.Warn("residency gate: reply not relayed", "region", gr.r.Name, "stream", stream, "err", err)
+	}
+}
