@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
+
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
@@ -33,8 +35,8 @@ func newBenchMirrorCmd(_ *globalOptions) *cobra.Command {
 		Use:   "mirror",
 		Short: "Cross-region mirror lag p50/p99 at a fixed publish rate, and mirrored vs raw publish throughput",
 		Long: `Starts a temporary in-process two-region fabric (eu and us, one node each,
-linked by a leafnode with the residency layer's deny list) and, in the same
-run:
+linked by a leafnode with the residency layer's deny list, and the residency
+guard and gate running as platformd runs them) and, in the same run:
 
   raw:      publishes --rate events/s of --size bytes for --duration to a
             topic in eu that has no mirror;
@@ -109,6 +111,25 @@ func benchMirror(ctx context.Context, out, progress io.Writer, rate int, d time.
 		}
 		rs = append(rs, platform.Region{Name: f.Config().Region.Name, Domain: f.Config().Region.Domain, JS: js})
 	}
+	// The residency layer as platformd runs it: the guard and the gate in
+	// front of every region's stream create/update API, so the figures
+	// include what residency costs.
+	guard, err := platform.StartResidencyGuard(ctx, rs, platform.GuardOptions{Gate: &platform.GateOptions{
+		Account: trust.AdminAccount(),
+		Servers: func(region string) []*server.Server {
+			var out []*server.Server
+			for _, n := range all.Region(region).Nodes() {
+				if s := n.Server(); s != nil {
+					out = append(out, s)
+				}
+			}
+			return out
+		},
+	}})
+	if err != nil {
+		return fmt.Errorf("residency guard: %w", err)
+	}
+	defer guard.Stop()
 	rec := platform.NewReconciler(rs[0].JS, platform.ReconcilerOptions{DefaultReplicas: 1})
 	for _, name := range []string{"bench.raw", "bench.mirrored"} {
 		t := platform.DefaultTopicSpec(name)
