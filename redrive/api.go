@@ -25,9 +25,11 @@ const (
 // Control API requests. Scope (in each request, `platformctl dlq|redrive
 // --tenant T`) names the tenant whose account holds the DLQs; "" is the
 // platform admin account. The control API is served in the PLATFORM
-// account only, so every caller is a platform operator and may name any
-// scope; a tenant's own users reach DLQs through the web console, scoped
-// to their authenticated account.
+// account only, so every caller holds the admin credentials. A
+// state-changing request may be signed by a user's .creds
+// (internal/principal.Envelope around the request): platformd then takes
+// the requester or actor from the verified user, not from the body, and a
+// tenant's user may name its own tenant's scope only.
 type (
 	// ScopeRequest names a scope only (dlq.list).
 	ScopeRequest struct {
@@ -40,7 +42,9 @@ type (
 		Seq   uint64 `json:"seq"`
 	}
 	// Action approves, rejects, runs, pauses, resumes or cancels
-	// one redrive. Actor is the principal (see Request.Requester).
+	// one redrive. Actor is the name an unsigned request gives (recorded
+	// as unauthenticated:<Actor>); a signed one's principal replaces it
+	// (see Request.Requester).
 	Action struct {
 		Scope string `json:"scope,omitempty"`
 		ID    string `json:"id"`

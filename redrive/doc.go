@@ -24,13 +24,20 @@
 //   - Four eyes: a topic marked review: required (platform.TopicSpec
 //     Review) refuses approval by the requester (ErrForbidden) and refuses
 //     to run unapproved; other DLQs may be run by the requester directly.
-//     The principal is the caller's identity: in the web console
-//     (internal/console) the user the broker authenticated from their
-//     .creds (alice@harbor-retail, admin@platform), so four eyes there
-//     means two authenticated users; through the control API the string
-//     the caller gives (platformctl --as, default
-//     platformctl:<user>@<host>): every control API caller holds the
-//     admin credentials, so it is recorded as given, not authenticated.
+//     The principal is the caller's authenticated identity, user@tenant
+//     or user@platform: in the web console (internal/console) the user
+//     the broker authenticated from their .creds; through the control
+//     API the user whose .creds signed the request (platformctl
+//     --user-creds; platformd verifies it with internal/principal:
+//     signature, account, expiry, revocation, suspension, timestamp,
+//     nonce), and a tenant's user acts in its tenant's scope only.
+//     Request.Authenticated records that the requester was authenticated
+//     (set by the server, never taken from a client). On a review:
+//     required DLQ platformd refuses an unsigned request, approval, run
+//     or resume, and an approval of a request whose requester was not
+//     authenticated, so four eyes means two authenticated users on both
+//     paths. Elsewhere an unsigned control request still works and is
+//     recorded as unauthenticated:<name> (the deprecated --as).
 //
 //   - Each redriven event is published with Nats-Msg-Id
 //     redrive:<request>:<dlq seq> (MsgID) and its first event id in

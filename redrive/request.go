@@ -65,11 +65,15 @@ type Request struct {
 	MaxFailureRate float64 `json:"max_failure_rate,omitempty"`
 	// Reason is why (required: it goes to the audit log).
 	Reason string `json:"reason"`
-	// Requester is the principal asking. platformctl sends the admin
-	// caller's identity (--as, default platformctl:<os user>@<host>); every
-	// caller of the control API holds the admin credentials, so the name
-	// is recorded as given, not authenticated.
+	// Requester is the principal asking: user@tenant or user@platform
+	// when authenticated (the web console's session; platformd from a
+	// request signed with the user's .creds, see internal/principal),
+	// else unauthenticated:<name> as an unsigned control request gave it.
 	Requester string `json:"requester"`
+	// Authenticated says Requester was authenticated. The server sets it
+	// (platformd overwrites whatever a control request says); a review:
+	// required redrive is approved only when it is true.
+	Authenticated bool `json:"authenticated,omitempty"`
 }
 
 // Validate reports every problem with the request.

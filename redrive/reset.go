@@ -34,9 +34,11 @@ import (
 //     an execution's record carries each partition's position before
 //     (current_seq) and after (new_seq) the move.
 //
-// The principal ("by") is as given by the caller, the same as redrive's
-// (see doc.go): through the control API every caller holds the admin
-// credentials.
+// The principal ("by") is the caller's, as platformd established it:
+// request, approve and execute through the control API need a request
+// signed with the user's .creds (internal/principal), so four eyes
+// compares two authenticated users; a direct reset may be unsigned and
+// is then recorded as unauthenticated:<name> (see doc.go).
 
 // Reset request states.
 const (
@@ -51,18 +53,20 @@ const (
 type ResetRequest struct {
 	ID string `json:"id"`
 	// Reset is the move that runs once approved (never a dry run).
-	Reset         platform.GroupResetRequest `json:"reset"`
-	State         string                     `json:"state"`
-	Requester     string                     `json:"requester"`
-	Reason        string                     `json:"reason"`
-	Approver      string                     `json:"approver,omitempty"`
-	ApproveReason string                     `json:"approve_reason,omitempty"`
-	Executor      string                     `json:"executor,omitempty"`
-	Created       time.Time                  `json:"created"`
-	Approved      time.Time                  `json:"approved,omitzero"`
-	Executed      time.Time                  `json:"executed,omitzero"`
-	Result        *platform.GroupReset       `json:"result,omitempty"`
-	Error         string                     `json:"error,omitempty"`
+	Reset     platform.GroupResetRequest `json:"reset"`
+	State     string                     `json:"state"`
+	Requester string                     `json:"requester"`
+	// Authenticated says Requester was authenticated (set by the server).
+	Authenticated bool                 `json:"authenticated,omitempty"`
+	Reason        string               `json:"reason"`
+	Approver      string               `json:"approver,omitempty"`
+	ApproveReason string               `json:"approve_reason,omitempty"`
+	Executor      string               `json:"executor,omitempty"`
+	Created       time.Time            `json:"created"`
+	Approved      time.Time            `json:"approved,omitzero"`
+	Executed      time.Time            `json:"executed,omitzero"`
+	Result        *platform.GroupReset `json:"result,omitempty"`
+	Error         string               `json:"error,omitempty"`
 }
 
 // Resetter moves a group whose approval has been consumed:
@@ -81,6 +85,12 @@ func resetKey(id string) string { return "reset." + id }
 // and ApprovalID are ignored) by principal by, for reason. Both are
 // required.
 func (s *Service) RequestReset(ctx context.Context, req platform.GroupResetRequest, by, reason string) (ResetRequest, error) {
+	return s.RequestResetAs(ctx, req, by, reason, false)
+}
+
+// RequestResetAs is RequestReset recording whether by is an
+// authenticated principal (platformd: from a signed request).
+func (s *Service) RequestResetAs(ctx context.Context, req platform.GroupResetRequest, by, reason string, authenticated bool) (ResetRequest, error) {
 	req.DryRun, req.ApprovalID = false, ""
 	var problems []string
 	if err := req.Validate(); err != nil {
@@ -95,7 +105,7 @@ func (s *Service) RequestReset(ctx context.Context, req platform.GroupResetReque
 	if len(problems) > 0 {
 		return ResetRequest{}, fmt.Errorf("%w: group reset request: %s", ErrInvalid, strings.Join(problems, "; "))
 	}
-	r := ResetRequest{ID: newID(), Reset: req, State: ResetRequested, Requester: by, Reason: reason, Created: time.Now().UTC()}
+	r := ResetRequest{ID: newID(), Reset: req, State: ResetRequested, Requester: by, Authenticated: authenticated, Reason: reason, Created: time.Now().UTC()}
 	b, err := json.Marshal(r)
 	if err != nil {
 		return ResetRequest{}, err
@@ -327,7 +337,8 @@ const (
 	SubjResetRun = "group.reset.run"
 )
 
-// ResetRequestBody asks for a reset (reply: ResetRequest).
+// ResetRequestBody asks for a reset (reply: ResetRequest). By is the
+// name an unsigned request gives; a signed one's principal replaces it.
 type ResetRequestBody struct {
 	Reset  platform.GroupResetRequest `json:"reset"`
 	By     string                     `json:"by"`

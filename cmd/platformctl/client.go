@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -9,8 +10,10 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/spf13/pflag"
 
 	"github.com/msgplatform/platform/internal/control"
+	"github.com/msgplatform/platform/internal/principal"
 )
 
 // connect opens an admin connection to the platform with the configured
@@ -53,4 +56,45 @@ func (g *globalOptions) call(ctx context.Context, subject string, req, resp any)
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	return control.Call(ctx, nc, subject, req, resp)
+}
+
+// userCredsFlag binds --user-creds (default $PLATFORM_USER_CREDS): the
+// .creds file whose user signs state-changing requests.
+func userCredsFlag(f *pflag.FlagSet, p *string) {
+	f.StringVar(p, "user-creds", os.Getenv("PLATFORM_USER_CREDS"),
+		"your .creds file (from `platformctl user add`, or a platform user's): signs the request so platformd knows who you are (env PLATFORM_USER_CREDS)")
+}
+
+// signer loads the user's .creds (nil when none is given: the request
+// goes unsigned).
+func signer(path string) (*principal.Signer, error) {
+	if path == "" {
+		return nil, nil
+	}
+	s, err := principal.LoadSigner(path)
+	if err != nil {
+		return nil, usageError{fmt.Errorf("--user-creds: %w", err)}
+	}
+	return s, nil
+}
+
+// callAs is call with the request signed by the user of the .creds file
+// at userCreds (principal.Envelope); unsigned when userCreds is "".
+func (g *globalOptions) callAs(ctx context.Context, userCreds, subject string, req, resp any) error {
+	s, err := signer(userCreds)
+	if err != nil || s == nil {
+		if err != nil {
+			return err
+		}
+		return g.call(ctx, subject, req, resp)
+	}
+	body, err := json.Marshal(req)
+	if err != nil {
+		return fmt.Errorf("encode request: %w", err)
+	}
+	env, err := s.Sign(control.SubjectPrefix+"."+subject, body, time.Now())
+	if err != nil {
+		return err
+	}
+	return g.call(ctx, subject, env, resp)
 }

@@ -36,16 +36,18 @@ over --rate-window unless --consume-rate / --arrival-rate are given.
 A topic marked review: required refuses a direct reset (a dry run still
 works). Reset it through a request, as with redrive:
 
-  platformctl group reset GROUP --to-time 2h --request --reason WHY   # prints ID
-  platformctl group reset --approve ID --as bob    # someone other than the requester
-  platformctl group reset --execute ID             # runs once; the approval is used up
+  platformctl group reset GROUP --to-time 2h --request --reason WHY --user-creds alice.creds  # prints ID
+  platformctl group reset --approve ID --user-creds bob.creds  # another user than the requester
+  platformctl group reset --execute ID --user-creds bob.creds  # runs once; the approval is used up
   platformctl group reset --show ID
 
-Every reset but a dry run needs --reason; resets, requests, approvals and
-executions (with every partition's position before and after) are appended
-to the audit stream. --as names you (default
-platformctl:<user>@<host>); every control API caller holds the admin
-credentials, so it is recorded as given.`,
+--request, --approve and --execute must be signed with your own .creds
+(--user-creds FILE, or PLATFORM_USER_CREDS: a platform user's): platformd
+records the user it authenticated (alice@platform), and refuses an approval by
+the requester. Every reset but a dry run needs --reason; resets, requests,
+approvals and executions (with every partition's position before and after)
+are appended to the audit stream. A direct reset may be unsigned: it is then
+recorded as unauthenticated:<--as> (--as is deprecated).`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if review.id() != "" {
 				return exactArgs(0, "no GROUP with --approve, --execute or --show")(cmd, args)
@@ -77,10 +79,10 @@ credentials, so it is recorded as given.`,
 				return err
 			}
 			if !req.DryRun && review.reason == "" {
-				return usageError{errors.New("--reason is required: every reset is audited with who (--as) and why")}
+				return usageError{errors.New("--reason is required: every reset is audited with who (--user-creds) and why")}
 			}
 			var out platform.GroupReset
-			if err := g.call(cmd.Context(), redrive.SubjResetRun, redrive.ResetRequestBody{Reset: req, By: review.as, Reason: review.reason}, &out); err != nil {
+			if err := g.callAs(cmd.Context(), review.userCreds, redrive.SubjResetRun, redrive.ResetRequestBody{Reset: req, By: review.as, Reason: review.reason}, &out); err != nil {
 				return err
 			}
 			if output == "json" {

@@ -16,6 +16,7 @@ type resetReviewFlags struct {
 	request                bool
 	approve, execute, show string
 	reason, as             string
+	userCreds              string
 }
 
 func (r *resetReviewFlags) bind(cmd *cobra.Command) {
@@ -25,7 +26,9 @@ func (r *resetReviewFlags) bind(cmd *cobra.Command) {
 	f.StringVar(&r.execute, "execute", "", "run approved reset request ID (once)")
 	f.StringVar(&r.show, "show", "", "show reset request ID")
 	f.StringVar(&r.reason, "reason", "", "why (required with --request; recorded in the audit log)")
-	f.StringVar(&r.as, "as", actor(), "who you are, for the review rule and the audit log")
+	userCredsFlag(f, &r.userCreds)
+	f.StringVar(&r.as, "as", actor(), "label of an unsigned direct reset (deprecated: use --user-creds)")
+	_ = f.MarkDeprecated("as", "sign with --user-creds FILE instead; --as is recorded as unauthenticated:<name>")
 }
 
 // id is the request id of --approve, --execute or --show ("" for none).
@@ -56,7 +59,7 @@ func (r *resetReviewFlags) validate() error {
 
 func (r *resetReviewFlags) submit(cmd *cobra.Command, g *globalOptions, req platform.GroupResetRequest, output string) error {
 	var out redrive.ResetRequest
-	if err := g.call(cmd.Context(), redrive.SubjResetRequest, redrive.ResetRequestBody{Reset: req, By: r.as, Reason: r.reason}, &out); err != nil {
+	if err := g.callAs(cmd.Context(), r.userCreds, redrive.SubjResetRequest, redrive.ResetRequestBody{Reset: req, By: r.as, Reason: r.reason}, &out); err != nil {
 		return err
 	}
 	if output == "json" {
@@ -72,7 +75,7 @@ func (r *resetReviewFlags) decide(cmd *cobra.Command, g *globalOptions, output s
 	body := redrive.ResetDecision{ID: r.id(), By: r.as, Reason: r.reason}
 	if r.execute != "" {
 		var out platform.GroupReset
-		if err := g.call(cmd.Context(), redrive.SubjResetExecute, body, &out); err != nil {
+		if err := g.callAs(cmd.Context(), r.userCreds, redrive.SubjResetExecute, body, &out); err != nil {
 			return err
 		}
 		if output == "json" {
@@ -80,12 +83,12 @@ func (r *resetReviewFlags) decide(cmd *cobra.Command, g *globalOptions, output s
 		}
 		return writeGroupReset(w, out)
 	}
-	subj := redrive.SubjResetShow
+	subj, creds := redrive.SubjResetShow, ""
 	if r.approve != "" {
-		subj = redrive.SubjResetApprove
+		subj, creds = redrive.SubjResetApprove, r.userCreds
 	}
 	var out redrive.ResetRequest
-	if err := g.call(cmd.Context(), subj, body, &out); err != nil {
+	if err := g.callAs(cmd.Context(), creds, subj, body, &out); err != nil {
 		return err
 	}
 	if output == "json" {

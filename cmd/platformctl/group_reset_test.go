@@ -10,6 +10,7 @@ import (
 
 	"github.com/msgplatform/platform/internal/control"
 	"github.com/msgplatform/platform/internal/daemon/daemontest"
+	"github.com/msgplatform/platform/internal/principal/principaltest"
 	"github.com/msgplatform/platform/platform"
 )
 
@@ -75,25 +76,34 @@ func TestCLIGroupReset(t *testing.T) {
 	if _, err := runCLI(t, d, "group", "reset", "ledger", "--to-start", "--request"); err == nil {
 		t.Fatal("request without --reason accepted")
 	}
-	out = mustCLI(t, d, "group", "reset", "ledger", "--to-start", "--request", "--reason", "replay after the ledger fix", "--as", "alice")
+	// The review path is signed: each user with their own .creds.
+	alice := principaltest.WriteCreds(t, "alice", principaltest.PlatformUser(t, d.Trust(), "alice"))
+	bob := principaltest.WriteCreds(t, "bob", principaltest.PlatformUser(t, d.Trust(), "bob"))
+	if _, err := runCLI(t, d, "group", "reset", "ledger", "--to-start", "--request", "--reason", "replay", "--as", "alice"); !errors.Is(err, control.ErrConflict) || !strings.Contains(err.Error(), "--user-creds") {
+		t.Fatalf("unsigned reset request: %v, want a refusal saying to pass --user-creds", err)
+	}
+	out = mustCLI(t, d, "group", "reset", "ledger", "--to-start", "--request", "--reason", "replay after the ledger fix", "--user-creds", alice)
 	m := regexp.MustCompile(`reset request (\S+): requested`).FindStringSubmatch(out)
-	if m == nil {
+	if m == nil || !strings.Contains(out, "requested by alice@platform") {
 		t.Fatalf("request output:\n%s", out)
 	}
 	id := m[1]
-	if _, err := runCLI(t, d, "group", "reset", "--approve", id, "--as", "alice"); !errors.Is(err, control.ErrConflict) {
+	if _, err := runCLI(t, d, "group", "reset", "--approve", id, "--user-creds", alice); !errors.Is(err, control.ErrConflict) || !strings.Contains(err.Error(), "cannot approve it") {
 		t.Fatalf("self-approval: %v, want a refusal", err)
 	}
-	mustCLI(t, d, "group", "reset", "--approve", id, "--as", "bob", "--reason", "checked")
-	out = mustCLI(t, d, "group", "reset", "--execute", id, "--as", "alice")
+	if _, err := runCLI(t, d, "group", "reset", "--approve", id, "--as", "bob", "--reason", "checked"); !errors.Is(err, control.ErrConflict) || !strings.Contains(err.Error(), "--user-creds") {
+		t.Fatalf("unsigned approval: %v, want a refusal", err)
+	}
+	mustCLI(t, d, "group", "reset", "--approve", id, "--user-creds", bob, "--reason", "checked")
+	out = mustCLI(t, d, "group", "reset", "--execute", id, "--user-creds", alice)
 	if !strings.Contains(out, "reset group ledger on topic payments to start") {
 		t.Fatalf("execute output:\n%s", out)
 	}
-	if _, err := runCLI(t, d, "group", "reset", "--execute", id, "--as", "alice"); !errors.Is(err, control.ErrConflict) {
+	if _, err := runCLI(t, d, "group", "reset", "--execute", id, "--user-creds", alice); !errors.Is(err, control.ErrConflict) {
 		t.Fatalf("second execute: %v, want a refusal", err)
 	}
 	out = mustCLI(t, d, "group", "reset", "--show", id)
-	if !strings.Contains(out, "executed") || !strings.Contains(out, "approved by bob: checked") {
+	if !strings.Contains(out, "executed") || !strings.Contains(out, "approved by bob@platform: checked") || !strings.Contains(out, "executed by alice@platform") {
 		t.Fatalf("show output:\n%s", out)
 	}
 	if _, err := runCLI(t, d, "group", "reset", "ledger"); err == nil {

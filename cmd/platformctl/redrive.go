@@ -16,12 +16,13 @@ import (
 
 // redriveOptions are shared by the redrive subcommands.
 type redriveOptions struct {
-	tenant   string // scope: the tenant whose DLQs ("" the admin account)
-	as       string
-	note     string
-	output   string
-	detach   bool
-	interval time.Duration
+	tenant    string // scope: the tenant whose DLQs ("" the admin account)
+	as        string // deprecated: the label of an unsigned request
+	userCreds string // signs state-changing requests
+	note      string
+	output    string
+	detach    bool
+	interval  time.Duration
 }
 
 func newRedriveCmd(g *globalOptions) *cobra.Command {
@@ -40,13 +41,19 @@ before anything is sent.
 account; its requests and audit records are T's); without it, on the platform
 admin account's.
 
---as names you (default platformctl:<user>@<host>). Every caller holds the
-admin credentials, so the name is recorded as given: it is what the
-four-eyes rule and the audit log compare, not an authenticated identity.
-The web console (/console/ on platformd's HTTP port) authenticates each
-user by their .creds instead.`,
+--user-creds FILE (or PLATFORM_USER_CREDS) is your own .creds (a tenant
+user's from ` + "`platformctl user add`" + `, or a platform user's): platformctl signs
+every request, approval, rejection, run, pause, resume and cancel with it, and
+platformd records you as the user it authenticated (alice@harbor-retail,
+admin@platform), the name the web console gives too. A tenant's user acts on
+its tenant's DLQs only. On a review: required DLQ the request, the approval and
+the run must be signed, and the approver must be another user than the
+requester. Unsigned requests still work on other DLQs; they are recorded as
+unauthenticated:<--as> (--as is deprecated: it names nobody for sure).`,
 	}
-	cmd.PersistentFlags().StringVar(&o.as, "as", actor(), "who you are, for the review rule and the audit log")
+	userCredsFlag(cmd.PersistentFlags(), &o.userCreds)
+	cmd.PersistentFlags().StringVar(&o.as, "as", actor(), "label of an unsigned request (deprecated: use --user-creds)")
+	_ = cmd.PersistentFlags().MarkDeprecated("as", "sign with --user-creds FILE instead; --as is recorded as unauthenticated:<name>")
 	cmd.PersistentFlags().StringVar(&o.tenant, "tenant", "", "the tenant whose DLQs (default: the platform admin account's)")
 	cmd.AddCommand(newRedriveRequestCmd(g, o),
 		newRedriveActionCmd(g, o, "approve", redrive.SubjApprove, "Approve a request (review: required topics: not by its requester)", false),
@@ -94,7 +101,7 @@ func newRedriveRequestCmd(g *globalOptions, o *redriveOptions) *cobra.Command {
 				return writePreview(cmd.OutOrStdout(), p)
 			}
 			var st redrive.Status
-			if err := g.call(cmd.Context(), redrive.SubjRequest, r, &st); err != nil {
+			if err := g.callAs(cmd.Context(), o.userCreds, redrive.SubjRequest, r, &st); err != nil {
 				return err
 			}
 			if o.output == "json" {
@@ -107,7 +114,7 @@ func newRedriveRequestCmd(g *globalOptions, o *redriveOptions) *cobra.Command {
 			}
 			fmt.Fprintln(w)
 			if st.ReviewRequired {
-				fmt.Fprintf(w, "%s is marked review: required: someone other than %s must run `platformctl redrive approve %s`\n", st.Object, st.Requester, st.ID)
+				fmt.Fprintf(w, "%s is marked review: required: someone other than %s must run `platformctl redrive approve %s --user-creds THEIR.creds`\n", st.Object, st.Requester, st.ID)
 			} else {
 				fmt.Fprintf(w, "no review required: run it with `platformctl redrive run %s`\n", st.ID)
 			}
@@ -172,7 +179,7 @@ func newRedriveActionCmd(g *globalOptions, o *redriveOptions, verb, subject, sho
 		Args:  exactArgs(1, "ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var st redrive.Status
-			if err := g.call(cmd.Context(), subject, redrive.Action{Scope: o.tenant, ID: args[0], Actor: o.as, Note: o.note}, &st); err != nil {
+			if err := g.callAs(cmd.Context(), o.userCreds, subject, redrive.Action{Scope: o.tenant, ID: args[0], Actor: o.as, Note: o.note}, &st); err != nil {
 				return err
 			}
 			if o.output == "json" && !follows {
@@ -214,7 +221,7 @@ func newRedriveRunCmd(g *globalOptions, o *redriveOptions) *cobra.Command {
 				return writePreview(cmd.OutOrStdout(), p)
 			}
 			var st redrive.Status
-			if err := g.call(cmd.Context(), redrive.SubjRun, redrive.Action{Scope: o.tenant, ID: args[0], Actor: o.as, Note: o.note}, &st); err != nil {
+			if err := g.callAs(cmd.Context(), o.userCreds, redrive.SubjRun, redrive.Action{Scope: o.tenant, ID: args[0], Actor: o.as, Note: o.note}, &st); err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s: running (%d entries, rate %s, sample %d)\n", st.ID, st.Total, rateText(st.Request.Rate), st.SampleSize)

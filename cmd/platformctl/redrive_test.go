@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"github.com/msgplatform/platform/embeddednats"
 	"github.com/msgplatform/platform/internal/control"
 	"github.com/msgplatform/platform/internal/daemon/daemontest"
+	"github.com/msgplatform/platform/internal/principal/principaltest"
 	"github.com/msgplatform/platform/redrive"
 	"github.com/msgplatform/platform/redrive/redrivetest"
 	"github.com/msgplatform/platform/tenancy"
@@ -75,25 +77,41 @@ func TestCLIRedrive(t *testing.T) {
 	if _, err := runCLI(t, d, "redrive", "request", "payments", "--all"); err == nil || !strings.Contains(err.Error(), "reason") {
 		t.Fatalf("request without a reason: %v", err)
 	}
-	out = mustCLI(t, d, "redrive", "request", "payments", "--all", "--reason", "parser fixed", "--sample", "3", "--sample-window", "1s", "--rate", "100", "--as", "alice")
+	// Four eyes with authenticated principals: each user signs with their
+	// own .creds (--user-creds, or PLATFORM_USER_CREDS).
+	alice := principaltest.WriteCreds(t, "alice", principaltest.PlatformUser(t, d.Trust(), "alice"))
+	bob := principaltest.WriteCreds(t, "bob", principaltest.PlatformUser(t, d.Trust(), "bob"))
+	request := []string{"redrive", "request", "payments", "--all", "--reason", "parser fixed", "--sample", "3", "--sample-window", "1s", "--rate", "100"}
+	if _, err := runCLI(t, d, append(request, "--as", "alice")...); !errors.Is(err, control.ErrConflict) || !strings.Contains(err.Error(), "--user-creds") {
+		t.Fatalf("unsigned request on a review: required DLQ: %v, want a refusal saying to pass --user-creds", err)
+	}
+	if _, err := runCLI(t, d, append(request, "--user-creds", filepath.Join(t.TempDir(), "none.creds"))...); err == nil || !strings.Contains(err.Error(), "--user-creds") {
+		t.Fatalf("missing --user-creds file: %v", err)
+	}
+	out = mustCLI(t, d, append(request, "--user-creds", alice)...)
 	m := regexp.MustCompile(`requested (rd-\S+): 12 entries`).FindStringSubmatch(out)
-	if m == nil {
+	if m == nil || !strings.Contains(out, "someone other than alice@platform must run") {
 		t.Fatalf("request:\n%s", out)
 	}
 	id := m[1]
-	if _, err := runCLI(t, d, "redrive", "approve", id, "--as", "alice"); !errors.Is(err, control.ErrConflict) {
+	if _, err := runCLI(t, d, "redrive", "approve", id, "--user-creds", alice); !errors.Is(err, control.ErrConflict) || !strings.Contains(err.Error(), "someone else") {
 		t.Fatalf("self-approval: %v", err)
 	}
-	if _, err := runCLI(t, d, "redrive", "run", id, "--as", "alice"); !errors.Is(err, control.ErrConflict) {
+	if _, err := runCLI(t, d, "redrive", "approve", id, "--as", "bob"); !errors.Is(err, control.ErrConflict) || !strings.Contains(err.Error(), "--user-creds") {
+		t.Fatalf("unsigned approval: %v", err)
+	}
+	if _, err := runCLI(t, d, "redrive", "run", id, "--user-creds", alice); !errors.Is(err, control.ErrConflict) {
 		t.Fatalf("run before approval: %v", err)
 	}
-	mustCLI(t, d, "redrive", "approve", id, "--as", "bob", "--note", "reviewed the fix")
-	out = mustCLI(t, d, "redrive", "run", id, "--as", "alice", "--interval", "200ms")
+	t.Setenv("PLATFORM_USER_CREDS", bob)
+	mustCLI(t, d, "redrive", "approve", id, "--note", "reviewed the fix")
+	t.Setenv("PLATFORM_USER_CREDS", "")
+	out = mustCLI(t, d, "redrive", "run", id, "--user-creds", alice, "--interval", "200ms")
 	if !strings.Contains(out, id+": running (12 entries, rate 100/s, sample 3)") || !strings.Contains(out, id+" completed: 12/12 done, 12 sent, 0 skipped, 0 failed again") {
 		t.Fatalf("run progress:\n%s", out)
 	}
 	out = mustCLI(t, d, "redrive", "status", id)
-	for _, want := range []string{"Redrive " + id + ": completed", "approved by bob", "requester:    alice: parser fixed"} {
+	for _, want := range []string{"Redrive " + id + ": completed", "approved by bob@platform", "requester:    alice@platform: parser fixed"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("status lacks %q:\n%s", want, out)
 		}
@@ -156,7 +174,17 @@ func TestCLIRedriveTenant(t *testing.T) {
 	if _, err := runCLI(t, d, "redrive", "status", m[1], "--tenant", "meridian"); !errors.Is(err, control.ErrNotFound) {
 		t.Fatalf("harbor's request in meridian's scope: %v, want not found", err)
 	}
-	out = mustCLI(t, d, "redrive", "run", m[1], "--tenant", "harbor", "--as", "alice", "--interval", "200ms")
+	if !strings.Contains(mustCLI(t, d, "redrive", "status", m[1], "--tenant", "harbor"), "requester:    unauthenticated:alice") {
+		t.Fatal("an unsigned request is not recorded as unauthenticated:<--as>")
+	}
+	// A tenant's user signs with the .creds `user add` wrote: it acts on
+	// its tenant's DLQs, never on another tenant's.
+	carol := filepath.Join(t.TempDir(), "carol.creds")
+	mustCLI(t, d, "user", "add", "harbor", "carol", "--pub", "payments", "--out", carol)
+	if _, err := runCLI(t, d, "redrive", "request", "refunds", "--tenant", "meridian", "--all", "--reason", "x", "--user-creds", carol); !errors.Is(err, control.ErrConflict) || !strings.Contains(err.Error(), "cannot act on tenant meridian") {
+		t.Fatalf("harbor's user on meridian's DLQ: %v", err)
+	}
+	out = mustCLI(t, d, "redrive", "run", m[1], "--tenant", "harbor", "--user-creds", carol, "--interval", "200ms")
 	if !strings.Contains(out, m[1]+" completed: 5/5 done, 5 sent") {
 		t.Fatalf("run --tenant:\n%s", out)
 	}

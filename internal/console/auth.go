@@ -17,6 +17,8 @@ import (
 
 	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats.go"
+
+	"github.com/msgplatform/platform/internal/principal"
 )
 
 const cookieName = "platform_console"
@@ -33,16 +35,24 @@ type Session struct {
 	Tenant   string `json:"t,omitempty"`
 	Operator bool   `json:"op,omitempty"`
 	Expires  int64  `json:"exp"`
+	// Issuer is the key that signed the user JWT; IssuedAt and UserExp
+	// its times (Unix seconds; UserExp 0: never). Every request re-checks
+	// them against the account's current revocations and signing keys.
+	Issuer   string `json:"i"`
+	IssuedAt int64  `json:"iat"`
+	UserExp  int64  `json:"uexp,omitempty"`
+}
+
+// principal is the session's user, for principal.Verifier.Check.
+func (s Session) principal() principal.Principal {
+	return principal.Principal{User: s.User, UserKey: s.UserKey, Account: s.Account, Tenant: s.Tenant, Operator: s.Operator,
+		Issuer: s.Issuer, IssuedAt: s.IssuedAt, Expires: s.UserExp}
 }
 
 // Principal is the identity recorded on every action: user@tenant, or
-// user@platform for a platform operator.
-func (s Session) Principal() string {
-	if s.Operator {
-		return s.User + "@platform"
-	}
-	return s.User + "@" + s.Tenant
-}
+// user@platform for a platform operator; platformd names a signed control
+// request's principal with the same function (principal.Principal.Name).
+func (s Session) Principal() string { return s.principal().Name() }
 
 // sessions signs and checks session cookies and CSRF tokens.
 type sessions struct {
@@ -52,10 +62,14 @@ type sessions struct {
 	out map[string]time.Time // logged-out session ids until they expire
 }
 
-func newSessions(ttl time.Duration) (*sessions, error) {
-	key := make([]byte, 32)
-	if _, err := rand.Read(key); err != nil {
-		return nil, fmt.Errorf("console: session key: %w", err)
+// newSessions signs with key, or with a key drawn at random when key is
+// empty (sessions then end with the process).
+func newSessions(key []byte, ttl time.Duration) (*sessions, error) {
+	if len(key) == 0 {
+		key = make([]byte, 32)
+		if _, err := rand.Read(key); err != nil {
+			return nil, fmt.Errorf("console: session key: %w", err)
+		}
 	}
 	return &sessions{key: key, ttl: ttl, out: map[string]time.Time{}}, nil
 }
@@ -191,7 +205,7 @@ func (c *Console) authenticate(ctx context.Context, creds string) (Session, erro
 	if name == "" {
 		name = uc.Subject
 	}
-	s := Session{User: name, UserKey: uc.Subject, Account: account}
+	s := Session{User: name, UserKey: uc.Subject, Account: account, Issuer: uc.Issuer, IssuedAt: uc.IssuedAt, UserExp: uc.Expires}
 	if account == c.cfg.AdminAccount {
 		s.Operator = true
 		return s, nil

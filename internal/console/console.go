@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/msgplatform/platform/internal/principal"
 	"github.com/msgplatform/platform/internal/validate"
 	"github.com/msgplatform/platform/redrive"
 )
@@ -46,6 +47,16 @@ type Config struct {
 	// Redrive returns the redrive service of a scope ("" the platform
 	// admin account, else a tenant's).
 	Redrive func(ctx context.Context, tenant string) (*redrive.Service, error)
+	// Verifier re-checks the signed-in user on every request (revoked,
+	// expired, tenant suspended, signing key removed; cached per user for
+	// about a second) and signs them out when they no longer check out.
+	// nil: sessions are checked at sign-in only.
+	Verifier *principal.Verifier
+	// SessionKey signs the session cookies. Every daemon of an
+	// installation given the same key (platformd derives it from the
+	// installation's trust) accepts the others' sessions; empty: a key
+	// drawn at random per process.
+	SessionKey []byte
 	// SessionTTL bounds a sign-in (default 8h).
 	SessionTTL time.Duration
 	Logger     *slog.Logger
@@ -62,6 +73,9 @@ func (c Config) Validate() error {
 	}
 	if c.Redrive == nil {
 		p.Addf("redrive", "is required")
+	}
+	if n := len(c.SessionKey); n > 0 && n < 32 {
+		p.Addf("session_key", "must be at least 32 bytes, got %d", n)
 	}
 	if c.SessionTTL < 0 {
 		p.Addf("session_ttl", "must be >= 0, got %s", c.SessionTTL)
@@ -89,7 +103,7 @@ func New(cfg Config) (*Console, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	ss, err := newSessions(cfg.SessionTTL)
+	ss, err := newSessions(cfg.SessionKey, cfg.SessionTTL)
 	if err != nil {
 		return nil, err
 	}
@@ -198,6 +212,12 @@ func (c *Console) authed(h func(w http.ResponseWriter, r *http.Request, s Sessio
 			http.Redirect(w, r, "/console/login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
 			return
 		}
+		if c.cfg.Verifier != nil {
+			if err := c.cfg.Verifier.Check(r.Context(), s.principal()); err != nil {
+				c.signOut(w, r, s, err)
+				return
+			}
+		}
 		if r.Method == http.MethodPost {
 			if err := r.ParseMultipartForm(1 << 20); err != nil && !errors.Is(err, http.ErrNotMultipart) {
 				c.fail(w, r, &s, http.StatusBadRequest, fmt.Errorf("console: cannot read the form: %v", err))
@@ -210,6 +230,20 @@ func (c *Console) authed(h func(w http.ResponseWriter, r *http.Request, s Sessio
 		}
 		h(w, r, s)
 	}
+}
+
+// signOut ends the session of a user who no longer checks out (revoked,
+// expired, tenant suspended) and says why; nothing the request asked for
+// is done.
+func (c *Console) signOut(w http.ResponseWriter, r *http.Request, s Session, why error) {
+	c.ss.forget(w, s)
+	msg := fmt.Sprintf("signed out: %s no longer checks out (%v); nothing was done", s.Principal(), why)
+	c.log.Warn("console: session ended", "principal", s.Principal(), "err", why)
+	if strings.HasPrefix(r.URL.Path, "/console/api/") {
+		http.Error(w, "console: "+msg, http.StatusUnauthorized)
+		return
+	}
+	c.render(w, r, http.StatusUnauthorized, "login", view{Title: "Sign in", Error: msg, Data: Prefix})
 }
 
 // errScope is a tenant's operator reaching for another scope.

@@ -26,15 +26,23 @@
 //     tenant's own account (another tenant's DLQs are not there), and a
 //     request naming another scope is refused with 403 and a message
 //     saying why.
+//   - A user who no longer checks out is signed out at their next
+//     request: every request re-checks the session's user against the
+//     installation as it is now (internal/principal.Verifier: revoked,
+//     expired, tenant suspended, signing key removed; the result cached
+//     per user for about a second), and a user who fails is signed out
+//     with a message saying why (401); the action they posted is not
+//     done.
 //   - Sessions are a cookie (HttpOnly, SameSite=Strict, Path=/console/)
-//     holding the principal, signed with HMAC-SHA256 under a key drawn at
-//     random when the daemon starts (a restart signs everybody out) and
-//     valid for Config.SessionTTL. Every mutating request is a POST
-//     carrying a CSRF token bound to the session; without it the request
-//     is refused (403) and nothing changes. Logout forgets the session on
-//     this daemon.
+//     holding the principal, signed with HMAC-SHA256 under
+//     Config.SessionKey (platformd derives it from the installation's
+//     trust, so every platformd of the installation accepts a session
+//     another one issued, and a restart signs nobody out) and valid for
+//     Config.SessionTTL. Every mutating request is a POST carrying a CSRF
+//     token bound to the session; without it the request is refused
+//     (403) and nothing changes.
 //
-// Not guaranteed: sessions are per daemon (a load balancer must stick a
-// user to one platformd), and a credential revoked after sign-in stays
-// usable in the console until the session expires or the user logs out.
+// Not guaranteed: logout forgets the session on the daemon that served
+// it only; another platformd of the installation accepts the cookie until
+// it expires if it is replayed (the browser deletes it at logout).
 package console

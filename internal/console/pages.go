@@ -211,7 +211,7 @@ func parseRequest(r *http.Request, s Session) (redrive.Request, error) {
 	var p validate.Problems
 	req := redrive.Request{
 		DLQ: strings.TrimSpace(r.PostFormValue("dlq")), Destination: strings.TrimSpace(r.PostFormValue("destination")),
-		Reason: strings.TrimSpace(r.PostFormValue("reason")), Requester: s.Principal(),
+		Reason: strings.TrimSpace(r.PostFormValue("reason")), Requester: s.Principal(), Authenticated: true,
 	}
 	num := func(name string, fn func(v string) error) {
 		if v := strings.TrimSpace(r.PostFormValue(name)); v != "" {

@@ -21,10 +21,20 @@ func (d *Daemon) mountConsole(mux *http.ServeMux) error {
 	for i, n := range d.nodes {
 		urls[i] = n.ClientURL()
 	}
+	v, err := d.newVerifier()
+	if err != nil {
+		return err
+	}
+	key, err := d.consoleSessionKey()
+	if err != nil {
+		return err
+	}
 	c, err := console.New(console.Config{
 		URL:          strings.Join(urls, ","),
 		AdminAccount: d.trust.AdminAccount(),
 		Tenants:      d.consoleTenants,
+		Verifier:     v,
+		SessionKey:   key,
 		Redrive: func(ctx context.Context, tenant string) (*redrive.Service, error) {
 			return d.RedriveFor(ctx, tenant)
 		},

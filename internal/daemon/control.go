@@ -17,6 +17,10 @@ import (
 )
 
 func (d *Daemon) serveControl() (micro.Service, error) {
+	v, err := d.newVerifier()
+	if err != nil {
+		return nil, err
+	}
 	eps := []control.Endpoint{
 		{Name: "status", Subject: control.SubjStatus, Handle: control.JSON(func(ctx context.Context, _ struct{}) (control.Status, error) {
 			return d.Status(ctx)
@@ -45,8 +49,8 @@ func (d *Daemon) serveControl() (micro.Service, error) {
 	}
 	eps = append(eps, d.tenancyEndpoints()...)
 	eps = append(eps, d.groupEndpoints()...)
-	eps = append(eps, d.redriveEndpoints()...)
-	eps = append(eps, d.resetReviewEndpoints()...)
+	eps = append(eps, d.redriveEndpoints(v)...)
+	eps = append(eps, d.resetReviewEndpoints(v)...)
 	eps = append(eps, d.schemaEndpoints()...)
 	eps = append(eps, d.regionEndpoints()...)
 	for i := range eps {

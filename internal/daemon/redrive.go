@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/msgplatform/platform/internal/control"
+	"github.com/msgplatform/platform/internal/principal"
 	"github.com/msgplatform/platform/redrive"
 	"github.com/msgplatform/platform/tenancy"
 )
@@ -243,15 +244,35 @@ func scoped[Req, Resp any](d *Daemon, scope func(Req) string, fn func(ctx contex
 
 // redriveEndpoints are the DLQ browse and redrive operations. Each
 // request's scope selects the platform admin account ("") or a tenant's.
-func (d *Daemon) redriveEndpoints() []control.Endpoint {
+// The state-changing ones take a signed request (internal/principal, v
+// verifies it): its principal is the requester or actor, and a tenant's
+// user may act in its tenant's scope only. An unsigned request is
+// recorded as unauthenticated:<name> and may not request, approve, run
+// or resume a redrive of a review: required DLQ: four eyes needs two
+// authenticated principals.
+func (d *Daemon) redriveEndpoints(v *principal.Verifier) []control.Endpoint {
 	if d.redrive == nil {
 		return nil
 	}
+	// guarded: approve, run and resume of a review: required DLQ need an
+	// authenticated caller; an approval also an authenticated requester.
+	guarded := map[string]string{redrive.SubjApprove: "approving", redrive.SubjRun: "running", redrive.SubjResume: "resuming"}
 	action := func(name, subject string, fn func(s *redrive.Service) func(ctx context.Context, id, actor, note string) (redrive.Status, error)) control.Endpoint {
-		return rep(name, subject, scoped(d, func(r redrive.Action) string { return r.Scope },
-			func(ctx context.Context, s *redrive.Service, r redrive.Action) (redrive.Status, error) {
-				return fn(s)(ctx, r.ID, r.Actor, r.Note)
-			}))
+		return signedRep(v, name, subject, func(ctx context.Context, c caller, r redrive.Action) (redrive.Status, error) {
+			if err := c.mayAct(r.Scope); err != nil {
+				return redrive.Status{}, err
+			}
+			s, err := d.RedriveFor(ctx, r.Scope)
+			if err != nil {
+				return redrive.Status{}, err
+			}
+			if verb, ok := guarded[subject]; ok {
+				if err := reviewGuard(ctx, s, c, r.ID, verb, subject == redrive.SubjApprove); err != nil {
+					return redrive.Status{}, err
+				}
+			}
+			return fn(s)(ctx, r.ID, c.name(r.Actor), r.Note)
+		})
 	}
 	return []control.Endpoint{
 		rep("dlq_list", redrive.SubjDLQList, scoped(d, func(r redrive.ScopeRequest) string { return r.Scope },
@@ -274,10 +295,25 @@ func (d *Daemon) redriveEndpoints() []control.Endpoint {
 			func(ctx context.Context, s *redrive.Service, r redrive.Request) (redrive.Preview, error) {
 				return s.Preview(ctx, r)
 			})),
-		rep("redrive_request", redrive.SubjRequest, scoped(d, func(r redrive.Request) string { return r.Scope },
-			func(ctx context.Context, s *redrive.Service, r redrive.Request) (redrive.Status, error) {
-				return s.Submit(ctx, r)
-			})),
+		signedRep(v, "redrive_request", redrive.SubjRequest, func(ctx context.Context, c caller, r redrive.Request) (redrive.Status, error) {
+			if err := c.mayAct(r.Scope); err != nil {
+				return redrive.Status{}, err
+			}
+			s, err := d.RedriveFor(ctx, r.Scope)
+			if err != nil {
+				return redrive.Status{}, err
+			}
+			r.Requester, r.Authenticated = c.name(r.Requester), c.authenticated()
+			if err := r.Validate(); err != nil {
+				return redrive.Status{}, err // bad input first, whoever asks
+			}
+			if !c.authenticated() {
+				if q, err := s.DescribeDLQ(ctx, r.DLQ); err == nil && q.ReviewRequired {
+					return redrive.Status{}, c.needAuth(fmt.Sprintf("DLQ %s is marked review: required: a redrive request for it", q.Name))
+				}
+			}
+			return s.Submit(ctx, r)
+		}),
 		action("redrive_approve", redrive.SubjApprove, func(s *redrive.Service) func(context.Context, string, string, string) (redrive.Status, error) {
 			return s.Approve
 		}),
@@ -313,4 +349,23 @@ func (d *Daemon) redriveEndpoints() []control.Endpoint {
 				return s.History(ctx, f)
 			})),
 	}
+}
+
+// reviewGuard refuses, on a DLQ marked review: required, an unsigned
+// approve, run or resume (verb), and an approval of a request whose
+// requester was not authenticated (four eyes cannot be checked). The
+// service itself then refuses an approval by the requester.
+func reviewGuard(ctx context.Context, s *redrive.Service, c caller, id, verb string, approve bool) error {
+	st, err := s.Get(ctx, id)
+	if err != nil || !st.ReviewRequired {
+		return err
+	}
+	if err := c.needAuth(fmt.Sprintf("%s redrive %s of %s (marked review: required)", verb, id, st.Object)); err != nil {
+		return err
+	}
+	if approve && !st.Authenticated {
+		return refused{fmt.Errorf("%w: redrive %s of %s (marked review: required) was requested by %s without an authenticated principal, so four eyes cannot be checked: file a new request with --user-creds; nothing was done",
+			redrive.ErrForbidden, id, st.Object, st.Requester)}
+	}
+	return nil
 }

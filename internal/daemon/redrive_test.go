@@ -14,6 +14,7 @@ import (
 	"github.com/msgplatform/platform/embeddednats/natstest"
 	"github.com/msgplatform/platform/internal/control"
 	"github.com/msgplatform/platform/internal/daemon/daemontest"
+	"github.com/msgplatform/platform/internal/principal/principaltest"
 	"github.com/msgplatform/platform/platform"
 	"github.com/msgplatform/platform/redrive"
 	"github.com/msgplatform/platform/redrive/redrivetest"
@@ -61,19 +62,23 @@ func TestRedriveControlAPI(t *testing.T) {
 	if err := call(redrive.SubjRequest, redrive.Request{DLQ: "payments"}, nil); !errors.Is(err, control.ErrInvalid) || !strings.Contains(err.Error(), "reason") {
 		t.Fatalf("malformed request: %v", err)
 	}
+	// Four eyes through the control API: signed with each user's .creds
+	// (principal_test.go covers the refusals in detail).
+	alice := signer(t, principaltest.PlatformUser(t, d.Trust(), "alice"))
+	bob := signer(t, principaltest.PlatformUser(t, d.Trust(), "bob"))
 	r := redrive.Request{DLQ: "payments", Selection: redrive.Selection{All: true}, Rate: 200, Reason: "parser fixed", Requester: "alice"}
 	var st redrive.Status
-	if err := call(redrive.SubjRequest, r, &st); err != nil {
+	if err := signedCall(ctx, nc, alice, time.Time{}, redrive.SubjRequest, r, &st); err != nil {
 		t.Fatal(err)
 	}
-	err = call(redrive.SubjApprove, redrive.Action{ID: st.ID, Actor: "alice"}, nil)
+	err = signedCall(ctx, nc, alice, time.Time{}, redrive.SubjApprove, redrive.Action{ID: st.ID}, nil)
 	if !errors.Is(err, control.ErrConflict) || !strings.Contains(err.Error(), "someone else") {
 		t.Fatalf("self-approval: %v, want a 409 naming the review rule", err)
 	}
-	if err := call(redrive.SubjApprove, redrive.Action{ID: st.ID, Actor: "bob", Note: "ok"}, nil); err != nil {
+	if err := signedCall(ctx, nc, bob, time.Time{}, redrive.SubjApprove, redrive.Action{ID: st.ID, Note: "ok"}, nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := call(redrive.SubjRun, redrive.Action{ID: st.ID, Actor: "alice"}, nil); err != nil {
+	if err := signedCall(ctx, nc, alice, time.Time{}, redrive.SubjRun, redrive.Action{ID: st.ID}, nil); err != nil {
 		t.Fatal(err)
 	}
 	natstest.WaitFor(t, 20*time.Second, func() error {
