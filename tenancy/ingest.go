@@ -1,6 +1,7 @@
 package tenancy
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/time/rate"
 )
 
@@ -64,21 +66,33 @@ type ingest struct {
 	subs      map[string]*nats.Subscription
 	quota     Quota
 	unlimited atomic.Bool // no rate quota: forward in the callback
-	policy    Policy
+	reject    atomic.Bool // policy reject (else throttle)
 	msgs      *rate.Limiter
 	bytes     *rate.Limiter
 	maxQueue  atomic.Int64
 	queued    atomic.Int64  // payload bytes waiting in the throttle queue
 	slow      atomic.Uint64 // events the client library dropped (slow consumer) on removed subscriptions
 	desc      string
-	refusals  map[string][]byte // why -> encoded 429 error
+	refusals  atomic.Pointer[refusals] // replaced by setQuota; read without a lock
 
 	queue   chan *nats.Msg
 	done    chan struct{}
 	wg      sync.WaitGroup
 	lastHit atomic.Int64
-	stamp   []string // the Platform-Tenant header value, shared
+	stamp   []string    // the Platform-Tenant header value, shared
+	only    nats.Header // {Platform-Tenant: stamp}: the headers of an event that had none, shared (read only)
 }
+
+// refusals are the encoded 429 errors of one quota, by reason: built
+// once per quota and reason, so refusing a flood costs one publish per
+// event and no lock.
+type refusals struct {
+	desc   string
+	bodies map[string][]byte // why -> encoded error
+}
+
+// placeWait bounds placeLeader.
+const placeWait = time.Second
 
 // queueCap bounds the throttle queue in events, maxQueuedBytes in
 // payload bytes: whatever the quota, a flood cannot make the ingest
@@ -98,6 +112,7 @@ func newIngest(tenant string, nc *nats.Conn, q Quota, stats *Stats, onHit func(s
 		queue: make(chan *nats.Msg, queueCap),
 		done:  make(chan struct{}),
 	}
+	in.only = nats.Header{HeaderTenant: in.stamp}
 	in.setQuota(q)
 	in.wg.Add(1)
 	go in.worker()
@@ -112,7 +127,7 @@ func (in *ingest) setQuota(q Quota) {
 		return
 	}
 	in.quota = q
-	in.policy = q.Policy
+	in.reject.Store(q.Policy == PolicyReject)
 	in.unlimited.Store(q.PublishRate <= 0 && q.PublishBytesRate <= 0)
 	now := time.Now()
 	if q.PublishRate > 0 {
@@ -137,20 +152,92 @@ func (in *ingest) setQuota(q Quota) {
 	// at their window and send no more) instead of being refused and
 	// immediately sending again, which would cost every tenant CPU.
 	in.maxQueue.Store(int64(min(queueCap, max(256, 2*q.PublishRate))))
-	in.refusals = map[string][]byte{}
 	in.desc = fmt.Sprintf("%d events/s, %d bytes/s (0: unlimited), policy %s", q.PublishRate, q.PublishBytesRate, q.Policy)
+	in.refusals.Store(&refusals{desc: in.desc, bodies: map[string][]byte{}})
 }
 
 // subscribe adds subject (e.g. "orders.*") to what the ingest takes; it
-// subscribes at once if the ingest is active.
+// subscribes at once if the ingest is active. A subject new to an active
+// ingest whose stream holds nothing yet (a topic or queue just created)
+// first has its stream leader placed on the ingest's server (see
+// placeLeader).
 func (in *ingest) subscribe(subject string) error {
 	in.mu.Lock()
 	defer in.mu.Unlock()
+	isNew := !in.subjects[subject]
 	in.subjects[subject] = true
 	if !in.active {
 		return nil
 	}
+	if _, ok := in.subs[subject]; !ok && isNew {
+		in.placeLeader(subject)
+	}
 	return in.subscribeLocked(subject)
+}
+
+// placeLeader asks JetStream to move the leader of the (empty) stream
+// behind subject to the server the ingest is connected to, and waits
+// (placeWait at most: the heartbeat may be the caller, and must renew the
+// lease in time) until it has moved. Every event passes the ingest and is then
+// published to that leader: on the same server the republish crosses no
+// route, so the ingest costs one local client hop over a raw publish
+// instead of up to two extra route hops. Best effort: a stream that
+// already holds events, an R1 stream on another server or a failed
+// request is left where it is. Callers hold in.mu.
+func (in *ingest) placeLeader(subject string) {
+	obj, ok := strings.CutSuffix(subject, ".*")
+	if !ok {
+		if obj, ok = strings.CutSuffix(subject, ".>"); !ok {
+			return
+		}
+	}
+	server := in.nc.ConnectedServerName()
+	if server == "" {
+		return
+	}
+	js, err := jetstream.New(in.nc)
+	if err != nil {
+		return
+	}
+	stream := StreamName(obj)
+	leader := func(ctx context.Context) (*jetstream.StreamInfo, bool) {
+		s, err := js.Stream(ctx, stream)
+		if err != nil {
+			return nil, false
+		}
+		info := s.CachedInfo()
+		return info, info.Cluster != nil && info.Cluster.Leader != ""
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), placeWait)
+	defer cancel()
+	info, ok := leader(ctx)
+	if !ok || info.State.Msgs > 0 || info.Cluster.Leader == server {
+		return
+	}
+	peer := false
+	for _, r := range info.Cluster.Replicas {
+		peer = peer || r.Name == server
+	}
+	if !peer {
+		return
+	}
+	body, _ := json.Marshal(map[string]any{"placement": map[string]string{"preferred": server}})
+	resp, err := in.nc.RequestWithContext(ctx, "$JS.API.STREAM.LEADER.STEPDOWN."+stream, body)
+	if err != nil {
+		return
+	}
+	var r struct {
+		Error *struct{} `json:"error"`
+	}
+	if json.Unmarshal(resp.Data, &r) != nil || r.Error != nil {
+		return
+	}
+	for ctx.Err() == nil {
+		if info, ok := leader(ctx); ok && info.Cluster.Leader == server {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 func (in *ingest) subscribeLocked(subject string) error {
@@ -207,15 +294,21 @@ func (in *ingest) isActive() bool {
 	return in.active
 }
 
+// handle is the subscription callback: per event, two atomic loads on
+// the unlimited path, no lock and no clock.
+//
+// Order: one subscription per subject delivers in the order the server
+// received (a publisher's events on a subject come in its order), and
+// each event is forwarded here or queued for the single worker, so they
+// are published in that order. Events still queued when the quota is
+// lifted go first: new ones queue behind them until the queue is empty.
 func (in *ingest) handle(m *nats.Msg) {
-	if in.unlimited.Load() {
+	unlimited := in.unlimited.Load()
+	if unlimited && len(in.queue) == 0 {
 		in.forward(m)
 		return
 	}
-	in.mu.Lock()
-	policy := in.policy
-	in.mu.Unlock()
-	if policy == PolicyReject {
+	if in.reject.Load() && !unlimited {
 		now := time.Now()
 		if !in.msgs.AllowN(now, 1) || !in.bytes.AllowN(now, len(m.Data)) {
 			in.refuse(m, "publish rate quota exceeded")
@@ -225,7 +318,7 @@ func (in *ingest) handle(m *nats.Msg) {
 		return
 	}
 	n := int64(len(m.Data))
-	if int64(len(in.queue)) >= in.maxQueue.Load() || in.queued.Load()+n > maxQueuedBytes {
+	if !unlimited && (int64(len(in.queue)) >= in.maxQueue.Load() || in.queued.Load()+n > maxQueuedBytes) {
 		in.refuse(m, "publish rate quota exceeded and the throttle queue is full")
 		return
 	}
@@ -238,9 +331,12 @@ func (in *ingest) handle(m *nats.Msg) {
 	}
 }
 
-// worker forwards queued events as fast as the quota allows.
+// worker forwards queued events as fast as the quota allows; one timer,
+// reset per wait, so waiting allocates nothing.
 func (in *ingest) worker() {
 	defer in.wg.Done()
+	wait := time.NewTimer(time.Hour)
+	wait.Stop()
 	for {
 		select {
 		case <-in.done:
@@ -256,9 +352,11 @@ func (in *ingest) worker() {
 			}
 			if d := max(r1.DelayFrom(now), r2.DelayFrom(now)); d > 0 {
 				in.stats.Throttled.Add(1)
+				wait.Reset(d)
 				select {
-				case <-time.After(d):
+				case <-wait.C:
 				case <-in.done:
+					wait.Stop()
 					return
 				}
 			}
@@ -268,18 +366,23 @@ func (in *ingest) worker() {
 }
 
 // forward rewrites m in place (it is not used after) and republishes it:
-// no copy of the payload or the headers per event.
+// no copy of the payload or the headers per event. An event without
+// headers (the common case) gets the shared, read-only stamp header, so
+// nothing is allocated for it here; one with headers (nats.go parsed
+// them into m.Header already) has any client Platform-Tenant removed and
+// the stamp set in that map.
 func (in *ingest) forward(m *nats.Msg) {
 	subject, n := m.Subject, len(m.Data)
-	if m.Header == nil {
-		m.Header = nats.Header{}
-	}
-	for k := range m.Header {
-		if strings.EqualFold(k, HeaderTenant) {
-			delete(m.Header, k) // a client cannot choose its tenant
+	if len(m.Header) == 0 {
+		m.Header = in.only
+	} else {
+		for k := range m.Header {
+			if strings.EqualFold(k, HeaderTenant) {
+				delete(m.Header, k) // a client cannot choose its tenant
+			}
 		}
+		m.Header[HeaderTenant] = in.stamp
 	}
-	m.Header[HeaderTenant] = in.stamp
 	m.Subject = storedPrefix + "." + subject
 	if err := in.nc.PublishMsg(m); err != nil {
 		m.Subject = subject
@@ -308,18 +411,22 @@ func (in *ingest) refuse(m *nats.Msg, why string) {
 	} else {
 		in.stats.Rejected.Add(1)
 	}
-	in.mu.Lock()
-	body, ok := in.refusals[why]
+	rs := in.refusals.Load()
+	body, ok := rs.bodies[why]
 	if !ok {
 		var e apiError
 		e.Error.Code, e.Error.ErrCode = 429, ErrCodeRateLimited
-		e.Error.Description = fmt.Sprintf("tenant %s: %s (quota %s)", in.tenant, why, in.desc)
+		e.Error.Description = fmt.Sprintf("tenant %s: %s (quota %s)", in.tenant, why, rs.desc)
 		body, _ = json.Marshal(e)
-		if len(in.refusals) < 8 {
-			in.refusals[why] = body
+		if len(rs.bodies) < 8 { // copy on write; a lost race only encodes again
+			next := &refusals{desc: rs.desc, bodies: make(map[string][]byte, len(rs.bodies)+1)}
+			for k, v := range rs.bodies {
+				next.bodies[k] = v
+			}
+			next.bodies[why] = body
+			in.refusals.CompareAndSwap(rs, next)
 		}
 	}
-	in.mu.Unlock()
 	if m.Reply != "" {
 		_ = in.nc.Publish(m.Reply, body)
 	}

@@ -8,6 +8,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync"
@@ -27,15 +29,16 @@ import (
 )
 
 type benchQuotaOptions struct {
-	quota, conns, bRate  int
-	flood                float64
-	duration, warmup     time.Duration
-	size                 string
-	count, window, runs  int
-	partitions, replicas int
-	policy               string
-	syncAlways           bool
-	inProcess            bool
+	quota, conns, bRate    int
+	flood                  float64
+	duration, warmup       time.Duration
+	size                   string
+	count, window, runs    int
+	partitions, replicas   int
+	policy                 string
+	syncAlways             bool
+	inProcess              bool
+	cpuProfile, memProfile string
 }
 
 func newBenchQuotaCmd(g *globalOptions) *cobra.Command {
@@ -75,6 +78,14 @@ stdout as 'name: value unit', progress to stderr.`,
 			if err := o.validate(); err != nil {
 				return usageError{err}
 			}
+			stop, err := startCPUProfile(o.cpuProfile)
+			if err != nil {
+				return usageError{err}
+			}
+			defer stop()
+			if o.memProfile != "" {
+				defer writeHeapProfile(o.memProfile, cmd.ErrOrStderr())
+			}
 			var tgt quotaTarget
 			if o.inProcess {
 				tgt, err = newInProcessQuotaTarget(cmd.Context(), o)
@@ -106,6 +117,8 @@ stdout as 'name: value unit', progress to stderr.`,
 	f.StringVar(&o.policy, "policy", string(tenancy.PolicyThrottle), "tenant A's policy over the quota: throttle or reject")
 	f.BoolVar(&o.syncAlways, "sync-always", false, "with --in-process: fsync every write")
 	f.BoolVar(&o.inProcess, "in-process", false, "start a temporary 3-node fabric and tenancy manager instead of using --server")
+	f.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole bench to this file")
+	f.StringVar(&o.memProfile, "memprofile", "", "write a heap profile (allocations of the whole bench) to this file")
 	return cmd
 }
 
@@ -138,6 +151,13 @@ type quotaTarget interface {
 	// applyRaw creates a platform (not tenant) topic.
 	applyRaw(ctx context.Context, spec platform.TopicSpec) error
 	admin() *nats.Conn
+	// rawConn is the connection of the raw publish: like tenant C's, on
+	// the first node of urls().
+	rawConn() *nats.Conn
+	// arrange puts the raw topic's stream leader where tenant C's is
+	// (like for like: the raw publish and C's differ by the ingest only)
+	// and describes where the streams and ingests are. Best effort.
+	arrange(ctx context.Context, rawStream string) string
 	urls() []string
 	close()
 }
@@ -206,7 +226,8 @@ func runBenchQuota(ctx context.Context, tgt quotaTarget, o benchQuotaOptions, si
 			_ = js.DeleteStream(dctx, platform.StreamName(raw.Name))
 		}
 	}()
-	rawJS, err := jetstream.New(tgt.admin(), jetstream.WithPublishAsyncMaxPending(max(o.window*2, 256)))
+	logf("layout: %s", tgt.arrange(ctx, platform.StreamName(raw.Name)))
+	rawJS, err := jetstream.New(tgt.rawConn(), jetstream.WithPublishAsyncMaxPending(max(o.window*2, 256)))
 	if err != nil {
 		return nil, err
 	}
@@ -221,18 +242,28 @@ func runBenchQuota(ctx context.Context, tgt quotaTarget, o benchQuotaOptions, si
 		return nil, err
 	}
 	// Interleaved runs, medians: neither side gets the cold fabric.
+	// The CPU time of this process per event (user+system) as well: with
+	// --in-process it holds the servers, the ingest and the publisher, so
+	// it is the whole cost of an event, and unlike the rate it hardly
+	// depends on what else the machine runs.
 	var raws, uns []bench.Result
+	var rawCPU, unCPU []float64
 	for r := range o.runs {
 		logf("run %d/%d: raw publish, then the unthrottled tenant through the ingest, %d events each", r+1, o.runs, o.count)
+		c0 := processCPU()
 		res, _, err := bench.Publish(ctx, rawJS, rawOpts)
 		if err != nil {
 			return nil, fmt.Errorf("raw publish: %w", err)
 		}
+		c1 := processCPU()
 		raws = append(raws, res)
 		if res, _, err = bench.Publish(ctx, cjs, popts); err != nil {
 			return nil, fmt.Errorf("unthrottled tenant: %w", err)
 		}
+		c2 := processCPU()
 		uns = append(uns, res)
+		rawCPU = append(rawCPU, float64(c1-c0)/float64(time.Microsecond)/float64(o.count))
+		unCPU = append(unCPU, float64(c2-c1)/float64(time.Microsecond)/float64(o.count))
 	}
 	rawRes, unRes := bench.Median(raws), bench.Median(uns)
 
@@ -266,10 +297,12 @@ func runBenchQuota(ctx context.Context, tgt quotaTarget, o benchQuotaOptions, si
 	var fls []floodResult
 	for r := range o.runs {
 		logf("run %d/%d: tenant B alone at %d/s for %s", r+1, o.runs, o.bRate, o.duration)
+		gc := gcSince()
 		bAlone, err := paced(ctx, bjs, o.bRate, o.duration, payload)
 		if err != nil {
 			return nil, fmt.Errorf("tenant B alone: %w", err)
 		}
+		logf("run %d/%d: B alone: p50 %s p99 %s; %s", r+1, o.runs, bAlone.p50, bAlone.p99, gc())
 		logf("run %d/%d: tenant A floods at %.0f/s (quota %d/s, %s) over %d connections while B publishes at %d/s, %s + %s warmup",
 			r+1, o.runs, o.flood*float64(o.quota), o.quota, o.policy, o.conns, o.bRate, o.duration, o.warmup)
 		var fl floodResult
@@ -282,11 +315,14 @@ func runBenchQuota(ctx context.Context, tgt quotaTarget, o benchQuotaOptions, si
 			fl = flood(ctx, ajs, o.flood*float64(o.quota), o.warmup, o.duration, payload)
 		}()
 		time.Sleep(o.warmup)
+		gc = gcSince()
 		bFlooded, bErr = paced(ctx, bjs, o.bRate, o.duration, payload)
+		gcs := gc()
 		wg.Wait()
 		if bErr != nil {
 			return nil, fmt.Errorf("tenant B while A floods: %w", bErr)
 		}
+		logf("run %d/%d: B, A flooding: p50 %s p99 %s; %s", r+1, o.runs, bFlooded.p50, bFlooded.p99, gcs)
 		// The same with A offering exactly its quota: what A's admitted
 		// load alone costs B (on shared cores, A's quota of replicated
 		// writes is real work); against it, the flood's own cost.
@@ -298,11 +334,14 @@ func runBenchQuota(ctx context.Context, tgt quotaTarget, o benchQuotaOptions, si
 			_ = flood(ctx, ajs, float64(o.quota), o.warmup, o.duration, payload)
 		}()
 		time.Sleep(o.warmup)
+		gc = gcSince()
 		bAtQuota, bErr = paced(ctx, bjs, o.bRate, o.duration, payload)
+		gcs = gc()
 		wg.Wait()
 		if bErr != nil {
 			return nil, fmt.Errorf("tenant B while A publishes at its quota: %w", bErr)
 		}
+		logf("run %d/%d: B, A at its quota: p50 %s p99 %s; %s", r+1, o.runs, bAtQuota.p50, bAtQuota.p99, gcs)
 		alones, floodeds, fls = append(alones, bAlone), append(floodeds, bFlooded), append(fls, fl)
 		atQuotas = append(atQuotas, bAtQuota)
 	}
@@ -339,7 +378,43 @@ func runBenchQuota(ctx context.Context, tgt quotaTarget, o benchQuotaOptions, si
 		fmt.Sprintf("bench.quota.unthrottled_ack_p99: %.3f ms", ms(unRes.P99)),
 		fmt.Sprintf("bench.quota.unthrottled_over_raw: %.3f x", ratio(unRes.MsgsPerS, rawRes.MsgsPerS)),
 	}
+	if o.inProcess {
+		rc, uc := bench.MedianOf(rawCPU), bench.MedianOf(unCPU)
+		lines = append(lines,
+			fmt.Sprintf("bench.quota.raw_cpu_per_msg: %.1f us", rc),
+			fmt.Sprintf("bench.quota.unthrottled_cpu_per_msg: %.1f us", uc),
+			fmt.Sprintf("bench.quota.raw_cpu_over_unthrottled_cpu: %.3f x", ratio(rc, uc)))
+	}
 	return lines, nil
+}
+
+// writeHeapProfile writes the allocation profile of the whole run to path.
+func writeHeapProfile(path string, progress io.Writer) {
+	f, err := os.Create(path)
+	if err == nil {
+		err = pprof.Lookup("allocs").WriteTo(f, 0)
+		f.Close()
+	}
+	if err != nil {
+		fmt.Fprintf(progress, "bench quota: --memprofile: %v\n", err)
+	}
+}
+
+// gcSince starts counting this process's garbage collections; the
+// function it returns describes them (with --in-process the servers'
+// allocations are counted too: they are what B's tail may wait for).
+func gcSince() func() string {
+	var a runtime.MemStats
+	runtime.ReadMemStats(&a)
+	start := time.Now()
+	return func() string {
+		var b runtime.MemStats
+		runtime.ReadMemStats(&b)
+		s := time.Since(start).Seconds()
+		return fmt.Sprintf("process GC: %.1f cycles/s, %.0f MiB/s allocated, heap %d MiB, stop-the-world %s in all",
+			float64(b.NumGC-a.NumGC)/s, float64(b.TotalAlloc-a.TotalAlloc)/s/(1<<20), b.HeapAlloc>>20,
+			time.Duration(b.PauseTotalNs-a.PauseTotalNs))
+	}
 }
 
 type latencies struct {
@@ -486,6 +561,7 @@ type inProcessQuotaTarget struct {
 	dir string
 	f   *embeddednats.Fabric
 	nc  *nats.Conn
+	raw *nats.Conn // admin, on the first node (where tenant C's publisher is)
 	m   *tenancy.Manager
 }
 
@@ -516,6 +592,9 @@ func newInProcessQuotaTarget(ctx context.Context, o benchQuotaOptions) (_ *inPro
 		return nil, err
 	}
 	if t.nc, err = t.f.Connect(nats.MaxReconnects(-1)); err != nil {
+		return nil, err
+	}
+	if t.raw, err = embeddednats.ConnectAdmin(trust, t.f.Nodes()[0].ClientURL(), nats.Name("platformctl-bench-raw")); err != nil {
 		return nil, err
 	}
 	n := len(t.f.Nodes())
@@ -550,6 +629,51 @@ func (t *inProcessQuotaTarget) applyRaw(ctx context.Context, spec platform.Topic
 
 func (t *inProcessQuotaTarget) admin() *nats.Conn { return t.nc }
 
+func (t *inProcessQuotaTarget) rawConn() *nats.Conn { return t.raw }
+
+// arrange moves the raw stream's leader to the server leading tenant C's
+// stream and reports, per tenant, the server of its ingest and of its
+// stream leader, and the raw stream's leader.
+func (t *inProcessQuotaTarget) arrange(ctx context.Context, rawStream string) string {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	leaderOf := func(js jetstream.JetStream, stream string) string {
+		s, err := js.Stream(ctx, stream)
+		if err != nil || s.CachedInfo().Cluster == nil {
+			return "?"
+		}
+		return s.CachedInfo().Cluster.Leader
+	}
+	var parts []string
+	cLeader := ""
+	for _, name := range []string{"bench-quota-a", "bench-quota-b", "bench-quota-c"} {
+		js, err := t.m.TenantJetStream(name)
+		if err != nil {
+			parts = append(parts, name+": ?")
+			continue
+		}
+		l := leaderOf(js, tenancy.StreamName("orders"))
+		if name == "bench-quota-c" {
+			cLeader = l
+		}
+		parts = append(parts, fmt.Sprintf("%s ingest on %s, stream leader %s", name, js.Conn().ConnectedServerName(), l))
+	}
+	js, err := jetstream.New(t.nc)
+	if err != nil {
+		return strings.Join(parts, "; ")
+	}
+	if cLeader != "" && cLeader != "?" && leaderOf(js, rawStream) != cLeader {
+		body := fmt.Sprintf(`{"placement":{"preferred":%q}}`, cLeader)
+		if _, err := t.nc.RequestWithContext(ctx, "$JS.API.STREAM.LEADER.STEPDOWN."+rawStream, []byte(body)); err == nil {
+			for ctx.Err() == nil && leaderOf(js, rawStream) != cLeader {
+				time.Sleep(50 * time.Millisecond)
+			}
+		}
+	}
+	parts = append(parts, fmt.Sprintf("raw stream leader %s; raw and C publish from %s", leaderOf(js, rawStream), t.raw.ConnectedServerName()))
+	return strings.Join(parts, "; ")
+}
+
 func (t *inProcessQuotaTarget) urls() []string {
 	var out []string
 	for _, n := range t.f.Nodes() {
@@ -566,6 +690,9 @@ func (t *inProcessQuotaTarget) close() {
 	}
 	if t.nc != nil {
 		t.nc.Close()
+	}
+	if t.raw != nil {
+		t.raw.Close()
 	}
 	if t.f != nil {
 		_ = t.f.Close(ctx)
@@ -615,6 +742,12 @@ func (t *remoteQuotaTarget) applyRaw(ctx context.Context, spec platform.TopicSpe
 }
 
 func (t *remoteQuotaTarget) admin() *nats.Conn { return t.nc }
+
+func (t *remoteQuotaTarget) rawConn() *nats.Conn { return t.nc }
+
+func (t *remoteQuotaTarget) arrange(context.Context, string) string {
+	return "remote platform: placement as it is"
+}
 
 func (t *remoteQuotaTarget) urls() []string { return strings.Split(t.g.server, ",") }
 

@@ -26,7 +26,7 @@ func TestBenchQuotaOutputFormat(t *testing.T) {
 	if err := root.ExecuteContext(ctx); err != nil {
 		t.Fatalf("bench quota: %v\n%s", err, progress.String())
 	}
-	line := regexp.MustCompile(`^bench\.quota\.[a-z0-9_]+: -?[0-9]+(\.[0-9]+)? (msg/s|msgs|ms|x)$`)
+	line := regexp.MustCompile(`^bench\.quota\.[a-z0-9_]+: -?[0-9]+(\.[0-9]+)? (msg/s|msgs|ms|us|x)$`)
 	names := map[string]bool{}
 	for _, l := range strings.Split(strings.TrimSpace(out.String()), "\n") {
 		if !line.MatchString(l) {
