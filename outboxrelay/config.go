@@ -25,8 +25,9 @@ type Config struct {
 	TopicMap map[string]string
 
 	// BatchSize is how many unsent records one read returns (default
-	// 1000); the next read starts while fewer than 2*BatchSize records
-	// are being published or marked.
+	// 1000; at most MaxInFlight when nothing is in the pipeline, so that
+	// publishing starts sooner); the next read starts while fewer than
+	// 2*BatchSize records are being published or marked.
 	BatchSize int
 	// MaxInFlight bounds async publishes awaiting an ack (default 1024).
 	MaxInFlight int

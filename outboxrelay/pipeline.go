@@ -54,11 +54,13 @@ type pipeline struct {
 	pending  int         // publishes awaiting an ack
 
 	reading     bool
+	readLimit   int // of the read in progress
 	nextRead    time.Time
 	readBackoff time.Duration
 
 	marking     bool
 	toMark      []Record
+	toMarkSince time.Time // when the oldest record of toMark was acked
 	nextMark    time.Time
 	markBackoff time.Duration
 
@@ -227,7 +229,7 @@ func (p *pipeline) nextWake(now time.Time) time.Duration {
 		d = min(d, p.nextRead.Sub(now))
 	}
 	if !p.marking && len(p.toMark) > 0 {
-		d = min(d, p.nextMark.Sub(now))
+		d = min(d, max(p.nextMark.Sub(now), p.toMarkSince.Add(markLinger).Sub(now)))
 	}
 	for _, k := range p.waiting {
 		d = min(d, k.retryAt.Sub(now))
@@ -251,6 +253,14 @@ func (p *pipeline) startRead(ctx context.Context, now time.Time, reads chan<- re
 	}
 	slices.Sort(skip)
 	limit := p.r.cfg.BatchSize
+	if len(p.inflight) == 0 {
+		// Nothing to publish meanwhile: a read of one window's worth
+		// returns sooner (a backlog's first read of a large BatchSize
+		// takes a while on PostgreSQL), and the next read, of BatchSize,
+		// runs while it is being published.
+		limit = min(limit, p.r.cfg.MaxInFlight)
+	}
+	p.readLimit = limit
 	go func() {
 		recs, err := p.r.store.Unsent(ctx, limit, skip)
 		reads <- readResult{recs: recs, err: err}
@@ -269,7 +279,7 @@ func (p *pipeline) readDone(res readResult) {
 		return
 	}
 	p.readBackoff = p.r.cfg.BackoffMin
-	if len(res.recs) < p.r.cfg.BatchSize {
+	if len(res.recs) < p.readLimit {
 		// Caught up: poll again after PollInterval, stretched while many
 		// records are in the pipeline (a read costs in proportion to its
 		// skip list, and new events queue behind those anyway).
@@ -364,6 +374,9 @@ func (p *pipeline) acked(a ackResult) {
 	if p.r.cfg.OnAck != nil {
 		p.r.cfg.OnAck(a.rec, a.dup)
 	}
+	if len(p.toMark) == 0 {
+		p.toMarkSince = time.Now()
+	}
 	p.toMark = append(p.toMark, a.rec)
 	k.backoff = p.r.cfg.BackoffMin
 	k.recs[0] = Record{}
@@ -378,8 +391,21 @@ func (p *pipeline) acked(a ackResult) {
 	}
 }
 
+// markLinger is how long acked records may wait for more before a mark
+// starts with fewer than markMin of them: acks arrive one by one, and a
+// mark per ack would cost the store a transaction each (a PostgreSQL round
+// trip and commit). The wait only delays the bookkeeping, not a publish;
+// a crash in it repeats at most those records (deduplicated like any
+// republish).
+const markLinger = 10 * time.Millisecond
+
+func (p *pipeline) markMin() int { return max(1, min(p.r.cfg.MaxInFlight, p.r.cfg.BatchSize)/4) }
+
 func (p *pipeline) startMark(ctx context.Context, now time.Time, marks chan<- markResult) {
 	if p.marking || len(p.toMark) == 0 || now.Before(p.nextMark) {
+		return
+	}
+	if len(p.toMark) < p.markMin() && now.Sub(p.toMarkSince) < markLinger {
 		return
 	}
 	p.marking = true

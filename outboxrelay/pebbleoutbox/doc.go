@@ -10,6 +10,8 @@
 // Store.Discard; one committed with b.Commit would hold the relay back.
 //
 // Single writer: exactly one Store per database (Pebble's directory lock
-// keeps other processes out); the relay runs in the same process, and
-// the fencing token is kept in memory.
+// keeps other processes out); the relay runs in the same process. The
+// fencing token is stored in the database (key <prefix>f) and loaded by
+// Open, so after a restart a relay holding an older token is still
+// refused.
 package pebbleoutbox

@@ -32,6 +32,7 @@ type Store struct {
 	db     *pebble.DB
 	unsent []byte // prefix + "u"
 	sent   []byte // prefix + "s"
+	fence  []byte // prefix + "f": the fencing token, 8 bytes big-endian
 
 	mu       sync.Mutex
 	next     uint64                     // last seq handed out
@@ -39,7 +40,7 @@ type Store struct {
 	scanFrom uint64                     // every unsent seq is >= scanFrom
 
 	markMu sync.Mutex
-	token  uint64
+	token  uint64 // the token recorded under fence (loaded by Open)
 }
 
 var _ outboxrelay.Store = (*Store)(nil)
@@ -54,7 +55,21 @@ func Open(db *pebble.DB, o Options) (*Store, error) {
 		db:      db,
 		unsent:  []byte(o.Prefix + "u"),
 		sent:    []byte(o.Prefix + "s"),
+		fence:   []byte(o.Prefix + "f"),
 		pending: map[*pebble.Batch][]uint64{},
+	}
+	v, closer, err := db.Get(s.fence)
+	switch {
+	case errors.Is(err, pebble.ErrNotFound):
+	case err != nil:
+		return nil, fmt.Errorf("pebbleoutbox: open: fencing token: %w", err)
+	default:
+		if len(v) != 8 {
+			closer.Close()
+			return nil, fmt.Errorf("pebbleoutbox: open: fencing token under %q is %d bytes, want 8", s.fence, len(v))
+		}
+		s.token = binary.BigEndian.Uint64(v)
+		closer.Close()
 	}
 	for _, p := range [][]byte{s.unsent, s.sent} {
 		last, err := s.lastSeq(p)
@@ -199,13 +214,22 @@ func (s *Store) Unsent(ctx context.Context, limit int, skip []uint64) ([]outboxr
 	return out, nil
 }
 
-// Fence implements outboxrelay.Store (in memory: the relays fencing this
-// store live in this process).
+// Fence implements outboxrelay.Store. The token is stored in the
+// database (synced) before it takes effect, so a relay restarted with the
+// database still refuses the tokens of the relays before it; the check
+// itself reads the copy in memory, as every relay fencing this store lives
+// in this process (Pebble's directory lock).
 func (s *Store) Fence(_ context.Context, token uint64) error {
 	s.markMu.Lock()
 	defer s.markMu.Unlock()
 	if token < s.token {
 		return fmt.Errorf("%w: token %d < %d", outboxrelay.ErrFenced, token, s.token)
+	}
+	if token == s.token {
+		return nil
+	}
+	if err := s.db.Set(s.fence, binary.BigEndian.AppendUint64(nil, token), pebble.Sync); err != nil {
+		return fmt.Errorf("pebbleoutbox: fence: %w", err)
 	}
 	s.token = token
 	return nil

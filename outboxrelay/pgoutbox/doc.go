@@ -14,13 +14,27 @@
 // enqueueing one key are serialised and the second draws its seq after the
 // first ends. Per key, seq order is therefore commit order, and a committed
 // row is never visible while a lower seq of its key is still in flight.
-// The relay selects unsent rows (sent_at IS NULL) rather than reading past
-// a cursor, so a row committed late is picked up, never skipped. Across
-// keys there is no order (none is promised). Cost: writers of one key wait
-// for each other's commit; hash collisions only add waiting.
+// The relay reads the queue table unsent (one narrow row per unsent
+// event, added by a trigger in the enqueueing transaction, so it becomes
+// visible exactly when its event does) rather than reading past a cursor,
+// so a row committed late is picked up, never skipped. Across keys there
+// is no order (none is promised). Cost: writers of one key wait for each
+// other's commit; hash collisions only add waiting.
 //
-// Fencing: <schema>.lease holds the current relay's token; MarkSent
-// updates only while the token matches, holding a share lock on that row,
-// so a newer relay's Fence waits for an in-flight mark and every later mark
-// of the old relay is refused with outboxrelay.ErrFenced.
+// Marking sent (migration 0002): MarkSent deletes the seqs from unsent and
+// logs (seq, sent_at) in sent; the ~1 KB event rows are never updated
+// (an UPDATE of events.sent_at rewrote each row and its indexes). Prune
+// deletes the oldest sent entries and their events, in small batches.
+// Events marked before 0002 keep events.sent_at and are pruned by it.
+//
+// Fencing: <schema>.fence holds the current relay's token; MarkSent
+// deletes only while the token matches, holding a share lock on that row,
+// so a newer relay's Fence waits for an in-flight mark and every later
+// mark of the old relay is refused with outboxrelay.ErrFenced. Migration
+// 0002 sets the token of the former table, <schema>.lease, to the largest
+// bigint: a relay built before it (which reads sent_at, and would
+// republish every event marked since) is refused at its next mark or
+// fence and never publishes again; until then it sees only events that
+// are really unsent. Services enqueueing with an older build keep working
+// (the trigger queues their events).
 package pgoutbox

@@ -1,11 +1,13 @@
 package pgoutbox
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -169,17 +171,25 @@ func (s *Store) EnqueueSQL(ctx context.Context, tx *sql.Tx, ev outboxrelay.Event
 	return s.q.enqueueSQLTx(ctx, tx, ev)
 }
 
-// Unsent implements outboxrelay.Store. The skip list is an array
+// Unsent implements outboxrelay.Store: the lowest seqs of the queue table
+// unsent, then their events by primary key. The events are fetched with
+// seq = ANY(ARRAY(subquery)) and sorted here, which keeps the plan an
+// index lookup per record whatever the table statistics (a join may be
+// planned as a hash join with a sort of the payloads spilling to disk, or
+// a merge join reading the retained sent rows). The skip list is an array
 // parameter matched through a hashed subplan (NOT IN (SELECT unnest)), so
-// a long one costs one hash probe per row, not a scan of the list.
+// a long one costs one hash probe per row, not a scan of the list. Both
+// tables are read in one statement, hence one snapshot: a queued seq's
+// event is always there (they commit together).
 func (s *Store) Unsent(ctx context.Context, limit int, skip []uint64) ([]outboxrelay.Record, error) {
 	ids := make([]int64, len(skip))
 	for i, v := range skip {
 		ids[i] = int64(v)
 	}
 	rows, err := s.pool.Query(ctx, `SELECT seq, event_id, topic, key, headers, payload, created_at
-FROM `+s.q.schema+`.events WHERE sent_at IS NULL AND seq NOT IN (SELECT unnest($2::bigint[]))
-ORDER BY seq LIMIT $1`, limit, ids)
+FROM `+s.q.schema+`.events WHERE seq = ANY(ARRAY(
+  SELECT seq FROM `+s.q.schema+`.unsent WHERE seq NOT IN (SELECT unnest($2::bigint[]))
+  ORDER BY seq LIMIT $1))`, limit, ids)
 	if err != nil {
 		return nil, fmt.Errorf("pgoutbox: unsent: %w", err)
 	}
@@ -201,14 +211,15 @@ ORDER BY seq LIMIT $1`, limit, ids)
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("pgoutbox: unsent: %w", err)
 	}
+	slices.SortFunc(out, func(a, b outboxrelay.Record) int { return cmp.Compare(a.Seq, b.Seq) })
 	return out, nil
 }
 
 // Fence implements outboxrelay.Store: the token is stored in the
-// schema's lease table unless a newer one is there.
+// schema's fence table unless a newer one is there.
 func (s *Store) Fence(ctx context.Context, token uint64) error {
 	var got int64
-	err := s.pool.QueryRow(ctx, `INSERT INTO `+s.q.schema+`.lease AS l (outbox, token) VALUES ($1, $2)
+	err := s.pool.QueryRow(ctx, `INSERT INTO `+s.q.schema+`.fence AS l (outbox, token) VALUES ($1, $2)
 ON CONFLICT (outbox) DO UPDATE SET token = EXCLUDED.token WHERE l.token <= EXCLUDED.token
 RETURNING token`, leaseRow, int64(token)).Scan(&got)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -220,9 +231,10 @@ RETURNING token`, leaseRow, int64(token)).Scan(&got)
 	return nil
 }
 
-// MarkSent implements outboxrelay.Store. The update holds a share lock on
-// the lease row, so a newer relay's Fence waits for it and every later
-// mark by the old relay marks nothing.
+// MarkSent implements outboxrelay.Store: the seqs leave the queue table
+// unsent and are logged in sent, in one statement that holds a share lock
+// on the fence row, so a newer relay's Fence waits for it and every later
+// mark by the old relay marks nothing. The event rows are not touched.
 func (s *Store) MarkSent(ctx context.Context, token uint64, seqs []uint64) error {
 	if len(seqs) == 0 {
 		return nil
@@ -232,14 +244,16 @@ func (s *Store) MarkSent(ctx context.Context, token uint64, seqs []uint64) error
 		ids[i] = int64(v)
 	}
 	var fenced bool
-	err := s.pool.QueryRow(ctx, `WITH lease AS (
-  SELECT token FROM `+s.q.schema+`.lease WHERE outbox = $1 FOR SHARE
-), upd AS (
-  UPDATE `+s.q.schema+`.events SET sent_at = now()
-  WHERE seq = ANY($3) AND sent_at IS NULL AND EXISTS (SELECT 1 FROM lease WHERE token = $2)
-  RETURNING 1
+	err := s.pool.QueryRow(ctx, `WITH f AS (
+  SELECT token FROM `+s.q.schema+`.fence WHERE outbox = $1 FOR SHARE
+), d AS (
+  DELETE FROM `+s.q.schema+`.unsent
+  WHERE seq = ANY($3) AND EXISTS (SELECT 1 FROM f WHERE token = $2)
+  RETURNING seq
+), i AS (
+  INSERT INTO `+s.q.schema+`.sent (seq, sent_at) SELECT seq, now() FROM d
 )
-SELECT NOT EXISTS (SELECT 1 FROM lease WHERE token = $2)`, leaseRow, int64(token), ids).Scan(&fenced)
+SELECT NOT EXISTS (SELECT 1 FROM f WHERE token = $2)`, leaseRow, int64(token), ids).Scan(&fenced)
 	if err != nil {
 		return fmt.Errorf("pgoutbox: mark sent: %w", err)
 	}
@@ -249,14 +263,30 @@ SELECT NOT EXISTS (SELECT 1 FROM lease WHERE token = $2)`, leaseRow, int64(token
 	return nil
 }
 
-// Prune implements outboxrelay.Store: one short statement per batch.
+// Prune implements outboxrelay.Store: one short statement per batch,
+// deleting the oldest entries of sent and their events. Events marked sent
+// before migration 0002 (sent_at set) are pruned by their sent_at once
+// sent has nothing old enough left.
 func (s *Store) Prune(ctx context.Context, before time.Time, limit int) (int, error) {
-	tag, err := s.pool.Exec(ctx, `DELETE FROM `+s.q.schema+`.events WHERE seq IN (
-  SELECT seq FROM `+s.q.schema+`.events WHERE sent_at IS NOT NULL AND sent_at < $1 ORDER BY sent_at LIMIT $2)`, before, limit)
+	tag, err := s.pool.Exec(ctx, `WITH p AS (
+  DELETE FROM `+s.q.schema+`.sent WHERE ctid = ANY(ARRAY(
+    SELECT ctid FROM `+s.q.schema+`.sent WHERE sent_at < $1 ORDER BY sent_at LIMIT $2))
+  RETURNING seq
+)
+DELETE FROM `+s.q.schema+`.events WHERE seq IN (SELECT seq FROM p)`, before, limit)
 	if err != nil {
 		return 0, fmt.Errorf("pgoutbox: prune: %w", err)
 	}
-	return int(tag.RowsAffected()), nil
+	n := int(tag.RowsAffected())
+	if n >= limit {
+		return n, nil
+	}
+	tag, err = s.pool.Exec(ctx, `DELETE FROM `+s.q.schema+`.events WHERE seq IN (
+  SELECT seq FROM `+s.q.schema+`.events WHERE sent_at IS NOT NULL AND sent_at < $1 ORDER BY sent_at LIMIT $2)`, before, limit-n)
+	if err != nil {
+		return n, fmt.Errorf("pgoutbox: prune: %w", err)
+	}
+	return n + int(tag.RowsAffected()), nil
 }
 
 // Stats implements outboxrelay.Store.
@@ -264,8 +294,8 @@ func (s *Store) Stats(ctx context.Context) (outboxrelay.Stats, error) {
 	var st outboxrelay.Stats
 	var oldest *time.Time
 	err := s.pool.QueryRow(ctx, `SELECT
-  (SELECT count(*) FROM `+s.q.schema+`.events WHERE sent_at IS NULL),
-  (SELECT created_at FROM `+s.q.schema+`.events WHERE sent_at IS NULL ORDER BY seq LIMIT 1)`).Scan(&st.Unsent, &oldest)
+  (SELECT count(*) FROM `+s.q.schema+`.unsent),
+  (SELECT created_at FROM `+s.q.schema+`.events WHERE seq = (SELECT min(seq) FROM `+s.q.schema+`.unsent))`).Scan(&st.Unsent, &oldest)
 	if err != nil {
 		return st, fmt.Errorf("pgoutbox: stats: %w", err)
 	}

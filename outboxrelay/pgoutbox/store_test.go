@@ -2,6 +2,7 @@ package pgoutbox_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -94,5 +95,44 @@ func TestConcurrentTransactionsOneKey(t *testing.T) {
 	}
 	if len(order) != 2 || order[0] != "a" || order[1] != "b" || seqA >= seqB {
 		t.Fatalf("key k: %v (seq a %d, b %d), want a then b in seq order", order, seqA, seqB)
+	}
+}
+
+// TestDeletedEventsLeaveTheQueue: events deleted by hand (or truncated)
+// leave the relay's queue with them, so a run of deleted events never
+// hides the ones behind it from Unsent's window, and Stats counts only
+// events that exist.
+func TestDeletedEventsLeaveTheQueue(t *testing.T) {
+	pool, store := newStore(t)
+	ctx := context.Background()
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		for i := range 6 {
+			if err := pgoutbox.Enqueue(ctx, tx, outboxrelay.Event{ID: fmt.Sprint("e", i), Topic: "orders", Key: "k"}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `DELETE FROM outboxrelay.events WHERE event_id IN ('e0', 'e1', 'e2')`); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := store.Unsent(ctx, 3, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 3 || recs[0].ID != "e3" || recs[2].ID != "e5" {
+		t.Fatalf("Unsent(3) after deleting e0-e2: %v, want e3, e4, e5", recs)
+	}
+	if st, err := store.Stats(ctx); err != nil || st.Unsent != 3 {
+		t.Fatalf("Stats after deleting e0-e2: %+v, %v; want 3 unsent", st, err)
+	}
+	if _, err := pool.Exec(ctx, `TRUNCATE outboxrelay.events`); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := store.Stats(ctx); err != nil || st.Unsent != 0 {
+		t.Fatalf("Stats after TRUNCATE: %+v, %v; want none", st, err)
 	}
 }
