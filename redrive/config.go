@@ -56,6 +56,11 @@ type Config struct {
 	// AuditBatch is how many links one redrive.sent audit record holds
 	// (default 500).
 	AuditBatch int
+	// Window bounds a run's publishes awaiting their ack (default 2048;
+	// at most 16384). The JetStream context's PublishAsyncMaxPending
+	// (nats.go default 4000) bounds them too. bench redrive sets it to
+	// its --window, the raw publish's, to compare like with like.
+	Window int
 	// Auditor receives the audit records (default: StreamAuditor over
 	// Control).
 	Auditor Auditor
@@ -85,7 +90,7 @@ type Config struct {
 
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
-	return Config{Replicas: 1, Checkpoint: 250 * time.Millisecond, LeaseTTL: 10 * time.Second, AdoptInterval: 2 * time.Second, AuditBatch: 500}
+	return Config{Replicas: 1, Checkpoint: 250 * time.Millisecond, LeaseTTL: 10 * time.Second, AdoptInterval: 2 * time.Second, AuditBatch: 500, Window: 2048}
 }
 
 // EnsureDefaults fills zero fields with the defaults.
@@ -105,6 +110,9 @@ func (c *Config) EnsureDefaults() {
 	}
 	if c.AuditBatch == 0 {
 		c.AuditBatch = d.AuditBatch
+	}
+	if c.Window == 0 {
+		c.Window = d.Window
 	}
 	if c.Instance == "" {
 		host, _ := os.Hostname()
@@ -131,6 +139,9 @@ func (c Config) Validate() error {
 	}
 	if c.AuditBatch < 1 || c.AuditBatch > 2000 {
 		p.Addf("audit_batch", "must be 1..2000, got %d", c.AuditBatch)
+	}
+	if c.Window < 1 || c.Window > 16384 {
+		p.Addf("window", "must be 1..16384, got %d", c.Window)
 	}
 	if c.Tenant != "" && !validToken(c.Tenant) {
 		p.Addf("tenant", "must be letters, digits, - and _ only (it names a bucket), got %q", c.Tenant)

@@ -30,24 +30,32 @@ import (
 // once made. Any other shape (a fingerprint selection with foreign
 // entries between, entries older than the selection still present) falls
 // back to deletes, deleteConcurrency at a time.
+//
+// Batches are gathered for up to deleteDelay (or deleteBatch entries):
+// every purge makes the broker rewrite the rest of the message block it
+// cuts (on each replica), so a few large purges cost far less than many
+// small ones. A run that waits for its deletions (drain) asks for them at
+// once (flushNow).
 const (
 	deleteBatch       = 4096
+	deleteDelay       = 100 * time.Millisecond
 	deleteConcurrency = 32
 	deleteAttempts    = 5
 )
 
 type deleter struct {
-	rn   *runner
-	st   jetstream.Stream
-	name string // the DLQ stream
-	ch   chan item
-	done chan struct{}
+	rn    *runner
+	st    jetstream.Stream
+	name  string // the DLQ stream
+	ch    chan item
+	flush chan struct{}
+	done  chan struct{}
 	// clear: no entry below this sequence is present in the DLQ.
 	clear uint64
 }
 
 func newDeleter(rn *runner, st jetstream.Stream, name string) *deleter {
-	return &deleter{rn: rn, st: st, name: name, ch: make(chan item, 4*deleteBatch), done: make(chan struct{})}
+	return &deleter{rn: rn, st: st, name: name, ch: make(chan item, 4*deleteBatch), flush: make(chan struct{}, 1), done: make(chan struct{})}
 }
 
 func (d *deleter) add(it item) { d.ch <- it }
@@ -55,18 +63,56 @@ func (d *deleter) add(it item) { d.ch <- it }
 // close ends the input; loop returns once it has settled what it got.
 func (d *deleter) close() { close(d.ch) }
 
+// flushNow asks for the gathered entries to be removed without waiting
+// for deleteDelay.
+func (d *deleter) flushNow() {
+	select {
+	case d.flush <- struct{}{}:
+	default:
+	}
+}
+
 // loop removes and settles batches until the input ends. After a failure
 // (recorded as the pipeline's error) or once ctx ends (a crash or a
 // shutdown) it settles nothing more: the position stays where the DLQ is.
 func (d *deleter) loop(ctx context.Context) {
 	defer close(d.done)
-	for it := range d.ch {
-		batch := append(make([]item, 0, 64), it)
-	more:
-		for len(batch) < deleteBatch {
+	defer func() {
+		for range d.ch { // drain so the acker never blocks
+		}
+	}()
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
+	var batch []item
+	for open := true; open; {
+		due := false
+		select {
+		case it, ok := <-d.ch:
+			if !ok {
+				open, due = false, true
+				break
+			}
+			if len(batch) == 0 {
+				timer.Reset(deleteDelay)
+			}
+			batch = append(batch, it)
+			due = len(batch) >= deleteBatch
+		case <-d.flush:
+			due = true
+		case <-timer.C:
+			due = true
+		}
+		if !due || len(batch) == 0 {
+			continue
+		}
+		timer.Stop()
+	more: // whatever is ready too
+		for open && len(batch) < deleteBatch {
 			select {
 			case it, ok := <-d.ch:
 				if !ok {
+					open = false
 					break more
 				}
 				batch = append(batch, it)
@@ -75,16 +121,15 @@ func (d *deleter) loop(ctx context.Context) {
 			}
 		}
 		if ctx.Err() != nil {
-			break
+			return
 		}
 		if err := d.remove(ctx, batch); err != nil {
 			d.rn.fail(err)
-			break
+			return
 		}
 		d.rn.settle(batch)
-		d.rn.flushLinks(ctx, false)
-	}
-	for range d.ch { // drain so the acker never blocks
+		d.rn.kickAudit()
+		batch = make([]item, 0, len(batch))
 	}
 }
 

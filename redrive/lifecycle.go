@@ -2,9 +2,11 @@ package redrive
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -45,14 +47,21 @@ func (s *Service) Reject(ctx context.Context, id, actor, note string) (Status, e
 	return s.transition(ctx, id, actor, note, ActionReject, "reject", StateRejected, StateRequested, StateApproved)
 }
 
-// Cancel ends a redrive that is not finished; a running one stops within
-// about one checkpoint.
+// Cancel ends a redrive that is not finished. A running one stops
+// sending before its next publish; Cancel returns once its runner has
+// stopped and its publishes in flight are acknowledged (see Pause).
 func (s *Service) Cancel(ctx context.Context, id, actor, note string) (Status, error) {
 	return s.transition(ctx, id, actor, note, ActionCancel, "cancel", StateCancelled, StateRequested, StateApproved, StateRunning, StatePaused)
 }
 
-// Pause stops a running redrive within about one checkpoint; Resume
-// continues it from where it stopped.
+// Pause stops a running redrive; Resume continues it from where it
+// stopped. The runner stops before its next publish (signalled directly
+// when it runs in this service, through a watch on the record
+// otherwise), and Pause returns once it has stopped and its publishes in
+// flight are acknowledged and written to its progress: after Pause
+// returns, no event of the run reaches the destination. It waits at most
+// stopWait for that (a runner on a node that is gone never answers; its
+// run is adopted, paused, after LeaseTTL).
 func (s *Service) Pause(ctx context.Context, id, actor, note string) (Status, error) {
 	return s.transition(ctx, id, actor, note, ActionPause, "pause", StatePaused, StateRunning)
 }
@@ -88,6 +97,9 @@ func (s *Service) transition(ctx context.Context, id, actor, note, action, verb 
 	}
 	if to == StateCancelled && was != StateRunning {
 		s.unlock(ctx, r.DLQStream, id)
+	}
+	if was == StateRunning {
+		s.awaitStopped(ctx, id, rev)
 	}
 	s.auditf(ctx, AuditRecord{Actor: actor, Action: action, Target: id, Detail: note,
 		Before: map[string]any{"state": was}, After: map[string]any{"state": to, "dlq": r.Object, "sent": r.Progress.Sent, "total": r.Total}})
@@ -236,6 +248,61 @@ func (s *Service) unlock(ctx context.Context, stream, id string) {
 	_ = s.kv.Delete(ctx, lockKey(stream), jetstream.LastRevision(e.Revision()))
 }
 
+// runSignals are a local run's halt signal and its end.
+type runSignals struct {
+	h    *halter
+	done chan struct{} // closed when the run's goroutine returns
+}
+
+// localSignals maps each *localRun of every Service to its runSignals.
+var localSignals sync.Map
+
+func signalsOf(lr *localRun) *runSignals {
+	if lr == nil {
+		return nil
+	}
+	if v, ok := localSignals.Load(lr); ok {
+		return v.(*runSignals)
+	}
+	return nil
+}
+
+// stopWait bounds how long Pause and Cancel wait for a running redrive's
+// runner to stop.
+const stopWait = 10 * time.Second
+
+// awaitStopped halts the local runner of id, if any, and waits until it
+// has stopped; for a runner elsewhere, until the record is written after
+// revision rev (the runner's final progress: a runner that finds its run
+// paused writes nothing before it has drained its publishes).
+func (s *Service) awaitStopped(ctx context.Context, id string, rev uint64) {
+	ctx, cancel := context.WithTimeout(ctx, stopWait)
+	defer cancel()
+	s.mu.Lock()
+	lr := s.runs[id]
+	s.mu.Unlock()
+	if sig := signalsOf(lr); sig != nil {
+		sig.h.halt()
+		select {
+		case <-sig.done:
+		case <-ctx.Done():
+			s.log.Warn("redrive: the runner did not stop in time", "request", id, "waited", stopWait)
+		}
+		return
+	}
+	for ctx.Err() == nil {
+		e, err := s.kv.Get(ctx, recKey(id))
+		if err != nil || e.Revision() > rev {
+			return
+		}
+		var r Redrive
+		if json.Unmarshal(e.Value(), &r) == nil && r.Runner == s.cfg.Instance {
+			return // this instance's run, already over
+		}
+		sleepCtx(ctx, 10*time.Millisecond)
+	}
+}
+
 func (s *Service) startLocal(id string, epoch uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -247,12 +314,16 @@ func (s *Service) startLocal(id string, epoch uint64) {
 	}
 	ctx, cancel := context.WithCancel(s.ctx)
 	lr := &localRun{epoch: epoch, cancel: cancel}
+	sig := &runSignals{h: newHalter(), done: make(chan struct{})}
+	localSignals.Store(lr, sig)
 	s.runs[id] = lr
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
 		defer cancel()
-		s.execute(ctx, id, epoch)
+		defer localSignals.Delete(lr)
+		defer close(sig.done)
+		s.execute(ctx, id, epoch, sig.h)
 		s.mu.Lock()
 		if s.runs[id] == lr {
 			delete(s.runs, id)

@@ -2,8 +2,10 @@ package redrive
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -127,4 +129,86 @@ func TestCollectorFingerprintsAndExpiry(t *testing.T) {
 	if v := got["platform_dlq_fingerprint_oldest_age_seconds"][0].GetGauge().GetValue(); v < (12 * 24 * time.Hour).Seconds() {
 		t.Errorf("oldest age 12 days on: %v", v)
 	}
+}
+
+// TenantCollector exports a tenant account's DLQs with tenant=<name>
+// (named without the account's stored prefix), next to the admin
+// account's series (tenant=""), in one registry; the tenant connection is
+// made once and closed with the service.
+func TestTenantCollectorExportsTenantDLQs(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, topic("orders", "checkout", ""), topic("stored.payments", "payments-team", ""))
+	e.deadLetter("orders", "email-notifier", 0, 2, permanent("template %d missing"))
+	e.deadLetter("stored.payments", "ledger", 0, 4, permanent("card number %d is not a number"))
+	svc := e.service(nil)
+	var (
+		mu    sync.Mutex
+		conns []*nats.Conn
+	)
+	tc := svc.TenantCollector(TenantAccounts{
+		List: func(context.Context) ([]string, error) { return []string{"harbor"}, nil },
+		Connect: func(context.Context, string) (*nats.Conn, error) {
+			nc := e.f.Conn()
+			mu.Lock()
+			conns = append(conns, nc)
+			mu.Unlock()
+			return nc, nil
+		},
+		NamePrefix: "stored.",
+	})
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(svc.Collector(), tc)
+	series := func() map[string]float64 {
+		t.Helper()
+		fams, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]float64{}
+		for _, f := range fams {
+			for _, m := range f.GetMetric() {
+				k := f.GetName() + "{"
+				for _, l := range m.GetLabel() {
+					if l.GetName() != "fingerprint" && l.GetName() != "class" {
+						k += l.GetName() + "=" + l.GetValue() + ","
+					}
+				}
+				out[k+"}"] += m.GetGauge().GetValue()
+			}
+		}
+		return out
+	}
+	got := series()
+	for k, want := range map[string]float64{
+		"platform_dlq_depth{dlq=payments,owner=payments-team,tenant=harbor,}":               4,
+		"platform_dlq_fingerprint_depth{dlq=payments,owner=payments-team,tenant=harbor,}":   4,
+		"platform_dlq_depth{dlq=orders,owner=checkout,tenant=,}":                            2,
+		"platform_dlq_fingerprint_depth{dlq=orders,owner=checkout,tenant=,}":                2,
+		"platform_dlq_entries_near_expiry{dlq=payments,owner=payments-team,tenant=harbor,}": 0,
+	} {
+		if v, ok := got[k]; !ok || v != want {
+			t.Errorf("%s = %v (present %t), want %v", k, v, ok, want)
+		}
+	}
+	if _, ok := got["platform_dlq_oldest_age_seconds{dlq=payments,owner=payments-team,tenant=harbor,}"]; !ok {
+		t.Errorf("no oldest age of harbor's DLQ in %v", got)
+	}
+	series()
+	mu.Lock()
+	n := len(conns)
+	mu.Unlock()
+	if n != 1 {
+		t.Fatalf("%d tenant connections over two scrapes, want 1", n)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := svc.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	natstest.WaitFor(t, 5*time.Second, func() error {
+		if !conns[0].IsClosed() {
+			return errors.New("the tenant connection is still open after the service closed")
+		}
+		return nil
+	})
 }

@@ -120,10 +120,12 @@ func TestBrowse(t *testing.T) {
 	if n, err := testutil.GatherAndCount(reg, "platform_dlq_depth"); err != nil || n != 2 {
 		t.Fatalf("depth series: %d, %v", n, err)
 	}
+	// tenant="" (the admin account) is, to Prometheus, the series
+	// {dlq,owner} the alert rules have always seen.
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(`# HELP platform_dlq_depth Entries in the DLQ.
 # TYPE platform_dlq_depth gauge
-platform_dlq_depth{dlq="orders",owner="checkout"} 0
-platform_dlq_depth{dlq="payments",owner="payments-team"} 9
+platform_dlq_depth{dlq="orders",owner="checkout",tenant=""} 0
+platform_dlq_depth{dlq="payments",owner="payments-team",tenant=""} 9
 `), "platform_dlq_depth"); err != nil {
 		t.Error(err)
 	}
@@ -662,5 +664,84 @@ func TestRateLimitHolds(t *testing.T) {
 	t.Logf("achieved %.1f events/s over %s (requested %.0f; progress says %.1f)", achieved, span, r.Rate, done.Rate)
 	if achieved < 0.95*r.Rate || achieved > 1.05*r.Rate {
 		t.Fatalf("achieved %.1f events/s, want %.0f ± 5%%", achieved, r.Rate)
+	}
+}
+
+// After Pause (or Cancel) returns, no event of the run reaches the
+// destination: the runner stops before its next publish and Pause waits
+// until its publishes in flight are acknowledged. With the default 250 ms
+// checkpoint, a runner that noticed only at its next checkpoint would
+// still be sending for up to 250 ms. Paused here through the service
+// that runs it (a direct signal) and through another instance (the
+// runner sees the record change through its watch).
+func TestPauseStopsSendingBeforeItReturns(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, topic("orders", "checkout", ""))
+	const n = 3000
+	e.deadLetter("orders", "email-notifier", 0, n, permanent("template %d missing"))
+	runner := e.service(func(c *Config) { c.Checkpoint, c.LeaseTTL, c.Instance = 250*time.Millisecond, 10*time.Second, "node-a" })
+	other := e.service(func(c *Config) { c.Checkpoint, c.LeaseTTL, c.Instance = 250*time.Millisecond, 10*time.Second, "node-b" })
+	ctx := testCtx(t, 90*time.Second)
+	stored := func() uint64 {
+		t.Helper()
+		st, err := e.js.Stream(ctx, platform.StreamName("orders"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := st.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.State.Msgs - n // the originals are there too
+	}
+	r := req("orders", "alice", Selection{All: true})
+	r.Rate = 1000
+	st, err := runner.Submit(ctx, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := runner.Run(ctx, st.ID, "alice", ""); err != nil {
+		t.Fatal(err)
+	}
+	for _, via := range []struct {
+		name string
+		s    *Service
+	}{{"local", runner}, {"remote", other}} {
+		from := stored()
+		natstest.WaitFor(t, 20*time.Second, func() error {
+			if got := stored(); got < from+300 {
+				return fmt.Errorf("%d sent so far", got)
+			}
+			return nil
+		})
+		if _, err := via.s.Pause(ctx, st.ID, "bob", via.name); err != nil {
+			t.Fatalf("%s pause: %v", via.name, err)
+		}
+		at := stored()
+		time.Sleep(700 * time.Millisecond)
+		later := stored()
+		p, _ := runner.Get(ctx, st.ID)
+		if later != at || p.State != StatePaused {
+			t.Fatalf("%s pause: %d events stored when Pause returned, %d after 700ms (state %s): sent after the pause", via.name, at, later, p.State)
+		}
+		if uint64(p.Progress.Sent) != later || later >= n {
+			t.Fatalf("%s pause: progress says %d sent, the stream has %d of %d", via.name, p.Progress.Sent, later, n)
+		}
+		t.Logf("%s pause: %d of %d sent, none after Pause returned", via.name, later, n)
+		if _, err := runner.Resume(ctx, st.ID, "bob", ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := other.Cancel(ctx, st.ID, "alice", "enough"); err != nil {
+		t.Fatal(err)
+	}
+	at := stored()
+	time.Sleep(700 * time.Millisecond)
+	final, _ := runner.Get(ctx, st.ID)
+	if later := stored(); later != at || uint64(final.Progress.Sent) != later || final.State != StateCancelled {
+		t.Fatalf("cancel: %d stored when Cancel returned, %d after 700ms; progress %d (%s)", at, later, final.Progress.Sent, final.State)
+	}
+	if got := len(e.redriven("orders", st.ID)); uint64(got) != at {
+		t.Fatalf("redriven events of the request: %d, want %d", got, at)
 	}
 }

@@ -2,11 +2,13 @@ package redrive
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -30,8 +32,8 @@ const canaryActor = "redrive-canary"
 // claim. A failure it cannot get past (the destination refuses events,
 // the DLQ cannot be read) pauses it with the reason, for a person to
 // decide.
-func (s *Service) execute(ctx context.Context, id string, epoch uint64) {
-	rn := &runner{s: s, id: id, epoch: epoch}
+func (s *Service) execute(ctx context.Context, id string, epoch uint64, h *halter) {
+	rn := &runner{s: s, id: id, epoch: epoch, h: h}
 	err := rn.run(ctx)
 	switch {
 	case err == nil, errors.Is(err, errFenced), errors.Is(err, errCrashed), ctx.Err() != nil:
@@ -50,6 +52,16 @@ type runner struct {
 	s     *Service
 	id    string
 	epoch uint64
+	// h stops the sending before the next publish: a local Pause or
+	// Cancel, the record watch (the record is no longer running in this
+	// epoch: paused, cancelled or adopted elsewhere), or a background
+	// checkpoint that found so.
+	h *halter
+
+	// What the sender reads of the record: fixed for the run (rec is
+	// replaced by every checkpoint, in the background while sending).
+	dest, object, kind string
+	maxFail            float64
 
 	rec      *Redrive
 	dlqName  string // rec.DLQStream, for the goroutines (checkpoints replace rec)
@@ -67,10 +79,35 @@ type runner struct {
 	items  chan item
 
 	flushMu sync.Mutex // serializes flushLinks
-	mu      sync.Mutex // guards p, links and ackErr (the acker and deleter write them)
+	ckMu    sync.Mutex // serializes checkpoints (and guards rec while sending)
+	ckBusy  atomic.Bool
+	ckWG    sync.WaitGroup // the background checkpoint in flight
+	mu      sync.Mutex     // guards p, links, ackErr and bgErr (the acker, deleter and checkpointer write them)
 	p       Progress
 	links   []Link
 	ackErr  error
+	bgErr   error // a background checkpoint's failure (errFenced, ...)
+	ackT    *time.Timer
+	audit   chan struct{} // wakes the audit flusher (flushLinks off the deleter)
+}
+
+// halter is a one-way stop signal, cheap to poll.
+type halter struct {
+	once sync.Once
+	ch   chan struct{}
+}
+
+func newHalter() *halter { return &halter{ch: make(chan struct{})} }
+
+func (h *halter) halt() { h.once.Do(func() { close(h.ch) }) }
+
+func (h *halter) halted() bool {
+	select {
+	case <-h.ch:
+		return true
+	default:
+		return false
+	}
 }
 
 func newLimiter(r float64) *rate.Limiter {
@@ -116,10 +153,6 @@ const (
 	// prefetchAhead is how many DLQ entries the prefetcher pulls ahead of
 	// the sender.
 	prefetchAhead = 2048
-	// sendWindow bounds the publishes awaiting their ack (also bounded by
-	// the JetStream context's PublishAsyncMaxPending, nats.go default
-	// 4000: a full window waits for acks to land).
-	sendWindow = 2048
 )
 
 func (rn *runner) prefetch(ctx context.Context, from int) <-chan fetched {
@@ -142,7 +175,9 @@ func (rn *runner) prefetch(ctx context.Context, from int) <-chan fetched {
 		// Fast path: stream the range with an ordered consumer that pulls
 		// ahead (no round trip per batch); a frozen seq the stream skips
 		// over is gone from the DLQ, and so is every frozen seq after the
-		// stream's last message (sequences never come back).
+		// stream's last message (sequences never come back). It reads
+		// from the stream leader, so an entry deleted before the run
+		// started is never seen again (a replica's direct get could lag).
 		idx = rn.stream(ctx, stream, idx, emit)
 		// Exact path for whatever is left.
 		for ; idx < len(rn.seqs); idx++ {
@@ -277,12 +312,24 @@ func (rn *runner) await(ctx context.Context, it item) (*jetstream.PubAck, error)
 	select {
 	case ack := <-it.fut.Ok():
 		return ack, nil
+	default:
+	}
+	if rn.ackT == nil {
+		rn.ackT = time.NewTimer(5 * time.Second)
+	} else {
+		rn.ackT.Reset(5 * time.Second)
+	}
+	select {
+	case ack := <-it.fut.Ok():
+		rn.ackT.Stop()
+		return ack, nil
 	case err = <-it.fut.Err():
-	case <-time.After(5 * time.Second):
+	case <-rn.ackT.C:
 		err = errors.New("no ack within 5s")
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
+	rn.ackT.Stop()
 	for attempt := 0; ; attempt++ {
 		var apiErr *jetstream.APIError
 		if errors.As(err, &apiErr) || attempt >= 4 || ctx.Err() != nil {
@@ -301,6 +348,9 @@ func (rn *runner) await(ctx context.Context, it item) (*jetstream.PubAck, error)
 
 func (rn *runner) run(ctx context.Context) error {
 	s := rn.s
+	if rn.h == nil {
+		rn.h = newHalter()
+	}
 	r, _, err := s.get(ctx, rn.id)
 	if err != nil {
 		return err
@@ -309,6 +359,7 @@ func (rn *runner) run(ctx context.Context) error {
 		return errFenced
 	}
 	rn.rec, rn.p, rn.dlqName = r, r.Progress, r.DLQStream
+	rn.dest, rn.object, rn.kind, rn.maxFail = r.Destination, r.object(), r.Kind, r.MaxFailureRate
 	if rn.seqs, err = s.selection(ctx, rn.id); err != nil {
 		return err
 	}
@@ -319,14 +370,26 @@ func (rn *runner) run(ctx context.Context) error {
 		return err
 	}
 	defer rn.w.stop()
+	defer rn.watchRecord(ctx)()
 	pctx, stopPipeline := context.WithCancel(ctx)
 	rn.del = newDeleter(rn, rn.dlq, r.DLQStream)
 	rn.issued = rn.p.Next
 	rn.fetch = rn.prefetch(pctx, rn.p.Next)
-	rn.items = make(chan item, sendWindow)
+	rn.items = make(chan item, s.cfg.Window)
 	ackerDone := make(chan struct{})
+	rn.audit = make(chan struct{}, 1)
 	go rn.del.loop(pctx)
 	go func() { defer close(ackerDone); rn.acker(pctx) }()
+	go func() { // the links' audit records, written as they settle
+		for {
+			select {
+			case <-pctx.Done():
+				return
+			case <-rn.audit:
+				rn.flushLinks(pctx, false)
+			}
+		}
+	}()
 	crashed := false
 	defer func() {
 		if crashed {
@@ -352,34 +415,8 @@ func (rn *runner) run(ctx context.Context) error {
 			if rn.p.Phase == PhaseSample {
 				end = min(end, r.SampleSize)
 			}
-			for rn.issued < end {
-				if err := rn.lim.Wait(ctx); err != nil {
-					return err
-				}
-				if err := rn.issue(ctx); err != nil {
-					return err
-				}
-				if h := s.cfg.afterSend; h != nil {
-					if err := h(rn.issued); err != nil {
-						crashed = true
-						stopPipeline()
-						return fmt.Errorf("%w: %v", errCrashed, err)
-					}
-				}
-				if err := rn.pipelineErr(); err != nil {
-					return rn.drainThen(ctx, err)
-				}
-				if time.Since(rn.lastCk) >= s.cfg.Checkpoint {
-					if stop, err := rn.checkpoint(ctx, nil); err != nil || stop {
-						return rn.drainThen(ctx, err)
-					}
-					if rn.p.Phase == PhaseMain && rn.failing() {
-						if err := rn.drain(ctx); err != nil {
-							return err
-						}
-						return rn.canaryPause(ctx)
-					}
-				}
+			if stop, err := rn.send(ctx, end, func() { crashed = true; stopPipeline() }); stop {
+				return err
 			}
 			if err := rn.drain(ctx); err != nil {
 				return err
@@ -393,8 +430,8 @@ func (rn *runner) run(ctx context.Context) error {
 			}
 			rn.p.WindowStart = time.Now().UTC()
 			rn.mu.Unlock()
-			if stop, err := rn.checkpoint(ctx, nil); err != nil || stop {
-				return rn.stopped(ctx, err)
+			if stop, err := rn.checkpoint(ctx, nil, false); err != nil || stop {
+				return rn.drainThen(ctx, err)
 			}
 		case PhaseSampleWait, PhaseSettle:
 			window := rn.window()
@@ -405,11 +442,13 @@ func (rn *runner) run(ctx context.Context) error {
 				select {
 				case <-ctx.Done():
 					return ctx.Err()
+				case <-rn.h.ch:
+					return rn.drainThen(ctx, rn.haltErr())
 				case <-time.After(min(50*time.Millisecond, time.Until(rn.p.WindowStart.Add(window)))):
 				}
 				if time.Since(rn.lastCk) >= s.cfg.Checkpoint {
-					if stop, err := rn.checkpoint(ctx, nil); err != nil || stop {
-						return rn.stopped(ctx, err)
+					if stop, err := rn.checkpoint(ctx, nil, false); err != nil || stop {
+						return rn.drainThen(ctx, err)
 					}
 				}
 			}
@@ -420,8 +459,8 @@ func (rn *runner) run(ctx context.Context) error {
 				rn.mu.Lock()
 				rn.p.Phase = PhaseMain
 				rn.mu.Unlock()
-				if stop, err := rn.checkpoint(ctx, nil); err != nil || stop {
-					return rn.stopped(ctx, err)
+				if stop, err := rn.checkpoint(ctx, nil, false); err != nil || stop {
+					return rn.drainThen(ctx, err)
 				}
 				continue
 			}
@@ -430,6 +469,137 @@ func (rn *runner) run(ctx context.Context) error {
 			return fmt.Errorf("redrive: unknown phase %q", rn.p.Phase)
 		}
 	}
+}
+
+// send issues the entries up to index end. It checks the halt signal
+// before every publish (a pause or cancel, seen locally or through the
+// record watch, stops the sending there), and writes the progress every
+// Checkpoint in the background, so the sending does not wait for the
+// write. stop: the run ends with err.
+func (rn *runner) send(ctx context.Context, end int, crash func()) (stop bool, err error) {
+	defer rn.ckWG.Wait()
+	s := rn.s
+	// lctx ends when the run is halted, so a token wait at a low rate
+	// does not delay a pause.
+	lctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-rn.h.ch:
+			cancel()
+		case <-lctx.Done():
+		}
+	}()
+	nextCk := time.Now().Add(s.cfg.Checkpoint)
+	for rn.issued < end {
+		if rn.h.halted() {
+			rn.ckWG.Wait()
+			return true, rn.drainThen(ctx, rn.haltErr())
+		}
+		if err := rn.lim.Wait(lctx); err != nil {
+			if ctx.Err() == nil && rn.h.halted() {
+				continue
+			}
+			return true, err
+		}
+		if err := rn.issue(ctx); err != nil {
+			return true, err
+		}
+		if h := s.cfg.afterSend; h != nil {
+			if err := h(rn.issued); err != nil {
+				crash()
+				return true, fmt.Errorf("%w: %v", errCrashed, err)
+			}
+		}
+		if err := rn.pipelineErr(); err != nil {
+			rn.ckWG.Wait()
+			return true, rn.drainThen(ctx, err)
+		}
+		if now := time.Now(); !now.Before(nextCk) {
+			nextCk = now.Add(s.cfg.Checkpoint)
+			rn.checkpointAsync(ctx)
+			if rn.p.Phase == PhaseMain && rn.failing() {
+				rn.ckWG.Wait()
+				if err := rn.drain(ctx); err != nil {
+					return true, err
+				}
+				return true, rn.canaryPause(ctx)
+			}
+		}
+	}
+	return false, nil
+}
+
+// haltErr is why a background checkpoint halted the run (nil: a person
+// paused or cancelled it, or the watch saw the record change).
+func (rn *runner) haltErr() error {
+	rn.mu.Lock()
+	defer rn.mu.Unlock()
+	return rn.bgErr
+}
+
+// checkpointAsync writes the progress in the background unless a write
+// is still in flight; one that finds the run stopped or fenced halts it.
+func (rn *runner) checkpointAsync(ctx context.Context) {
+	if !rn.ckBusy.CompareAndSwap(false, true) {
+		return
+	}
+	rn.ckWG.Add(1)
+	go func() {
+		defer rn.ckWG.Done()
+		defer rn.ckBusy.Store(false)
+		stop, err := rn.checkpoint(ctx, nil, false)
+		if err != nil || stop {
+			rn.mu.Lock()
+			if rn.bgErr == nil {
+				rn.bgErr = err
+			}
+			rn.mu.Unlock()
+			rn.h.halt()
+		}
+	}()
+}
+
+// watchRecord halts the run as soon as its record says it is no longer
+// running in this epoch on this instance (paused, cancelled, adopted),
+// usually well before the next checkpoint would find out. The returned
+// func stops the watch. Without a watch (it could not be started) the
+// checkpoints still find out.
+func (rn *runner) watchRecord(ctx context.Context) func() {
+	w, err := rn.s.kv.Watch(ctx, recKey(rn.id), jetstream.UpdatesOnly())
+	if err != nil {
+		rn.s.log.Warn("redrive: cannot watch the run's record; a pause takes effect at the next checkpoint", "request", rn.id, "err", err)
+		return func() {}
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	go func() {
+		for {
+			select {
+			case <-wctx.Done():
+				return
+			case e, ok := <-w.Updates():
+				if !ok {
+					return
+				}
+				if e == nil {
+					continue
+				}
+				if e.Operation() != jetstream.KeyValuePut {
+					rn.h.halt()
+					return
+				}
+				var r Redrive
+				if json.Unmarshal(e.Value(), &r) != nil {
+					continue
+				}
+				if r.State != StateRunning || r.Epoch != rn.epoch || r.Runner != rn.s.cfg.Instance {
+					rn.h.halt()
+					return
+				}
+			}
+		}
+	}()
+	return func() { cancel(); _ = w.Stop() }
 }
 
 // issue takes the next prefetched entry and publishes it asynchronously.
@@ -468,23 +638,24 @@ func (rn *runner) issue(ctx context.Context) error {
 
 // prepare builds the redriven event of a fetched entry.
 func (rn *runner) prepare(f fetched) item {
-	r := rn.rec
 	if f.m == nil {
 		return item{idx: f.idx, seq: f.seq, skip: true, gone: true}
 	}
 	m := f.m
-	d := platform.ParseDLQEntry(m) // not toEntry: no fingerprint on the hot path
-	e := Entry{Subject: d.Subject, Group: d.Group, Stream: d.Stream, StreamSeq: d.StreamSeq}
-	dest := destination(r.Destination, r.object(), r.Kind, e)
+	// Only the four headers the send needs (not ParseDLQEntry, not
+	// toEntry: no fingerprint, no time parsing on the hot path).
+	e := Entry{Subject: m.Header.Get(platform.HeaderDLQSubject), Group: m.Header.Get(platform.HeaderDLQGroup), Stream: m.Header.Get(platform.HeaderDLQStream)}
+	e.StreamSeq, _ = strconv.ParseUint(m.Header.Get(platform.HeaderDLQSeq), 10, 64)
+	dest := destination(rn.dest, rn.object, rn.kind, e)
 	if dest == "" {
 		return item{idx: f.idx, seq: f.seq, skip: true}
 	}
-	h := nats.Header{}
+	h := make(nats.Header, 8)
 	for k, v := range m.Header {
 		if strings.HasPrefix(k, "Nats-") || strings.HasPrefix(k, "Platform-Dlq-") || strings.HasPrefix(k, "Platform-Redrive-") || k == headerEventID || k == HeaderOriginalMsgID {
 			continue
 		}
-		h[k] = append([]string(nil), v...)
+		h[k] = v // the entry is not used otherwise: its values need no copy
 	}
 	orig := originalID(m.Header)
 	if orig != "" {
@@ -509,6 +680,7 @@ func (rn *runner) pipelineErr() error {
 // the DLQ (or the pipeline failed).
 func (rn *runner) drain(ctx context.Context) error {
 	for {
+		rn.del.flushNow()
 		rn.mu.Lock()
 		done, err := rn.p.Next >= rn.issued, rn.ackErr
 		rn.mu.Unlock()
@@ -535,8 +707,12 @@ func (rn *runner) drainThen(ctx context.Context, err error) error {
 	}
 	if err == nil || errors.Is(err, errFenced) {
 		if err == nil {
-			if _, cerr := rn.checkpoint(ctx, nil); cerr != nil {
-				return cerr
+			stop, cerr := rn.checkpoint(ctx, nil, true)
+			if cerr == nil && !stop {
+				cerr = errors.New("redrive: run halted while its record still says running")
+			}
+			if cerr != nil {
+				return rn.stopped(ctx, cerr)
 			}
 		}
 		return rn.stopped(ctx, err)
@@ -563,7 +739,7 @@ func (rn *runner) failing() bool {
 	rn.p.Refailed, rn.p.FirstRefailure = rn.w.counts(rn.p.FirstRefailure)
 	sent := rn.p.Sent - rn.p.BaseSent
 	failed := rn.p.Refailed - rn.p.BaseRefailed
-	return sent > 0 && failed > 0 && float64(failed) > rn.rec.MaxFailureRate*float64(sent)
+	return sent > 0 && failed > 0 && float64(failed) > rn.maxFail*float64(sent)
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) {
@@ -585,11 +761,19 @@ func (rn *runner) account() {
 	rn.segStart = now
 }
 
+// errNoWrite: a checkpoint found the run stopped and wrote nothing.
+var errNoWrite = errors.New("redrive: run stopped; progress not written")
+
 // checkpoint writes the progress, fenced by the epoch, and applies
 // mutate while the run is still running. stop is true when a person
-// paused or cancelled it.
-func (rn *runner) checkpoint(ctx context.Context, mutate func(r *Redrive)) (stop bool, err error) {
+// paused or cancelled it. A checkpoint that is not final writes nothing
+// then (the run drains its publishes first, then writes its final
+// progress, so the first write after a pause is the drained one that
+// Pause waits for); a final one writes the progress whatever the state.
+func (rn *runner) checkpoint(ctx context.Context, mutate func(r *Redrive), final bool) (stop bool, err error) {
 	s := rn.s
+	rn.ckMu.Lock()
+	defer rn.ckMu.Unlock()
 	rn.account()
 	rn.mu.Lock()
 	rn.p.Refailed, rn.p.FirstRefailure = rn.w.counts(rn.p.FirstRefailure)
@@ -600,16 +784,26 @@ func (rn *runner) checkpoint(ctx context.Context, mutate func(r *Redrive)) (stop
 		if r.Epoch != rn.epoch || r.Runner != s.cfg.Instance {
 			return errFenced
 		}
-		r.Progress = p
 		if r.State != StateRunning {
 			stop = true
+			if !final {
+				return errNoWrite
+			}
+			if p.FinishedAt.IsZero() {
+				p.FinishedAt = r.Progress.FinishedAt // set by Cancel
+			}
+			r.Progress = p
 			return nil
 		}
+		r.Progress = p
 		if mutate != nil {
 			mutate(r)
 		}
 		return nil
 	})
+	if errors.Is(err, errNoWrite) {
+		return true, nil
+	}
 	if err != nil {
 		return false, err
 	}
@@ -621,7 +815,7 @@ func (rn *runner) checkpoint(ctx context.Context, mutate func(r *Redrive)) (stop
 func (rn *runner) stopped(ctx context.Context, err error) error {
 	rn.flushLinks(ctx, true)
 	if err == nil {
-		rn.s.unlock(ctx, rn.rec.DLQStream, rn.id)
+		rn.s.unlock(ctx, rn.dlqName, rn.id)
 	}
 	return err
 }
@@ -636,7 +830,7 @@ func (rn *runner) stopWith(ctx context.Context, to State, actor, reason string) 
 		if to.Terminal() {
 			r.Progress.FinishedAt = time.Now().UTC()
 		}
-	})
+	}, true)
 	rn.flushLinks(ctx, true)
 	if err != nil {
 		return
@@ -689,10 +883,19 @@ func orNone(s string) string {
 	return s
 }
 
+// kickAudit has the settled links written to the audit log in the
+// background (full records only; the run writes the rest when it stops).
+func (rn *runner) kickAudit() {
+	select {
+	case rn.audit <- struct{}{}:
+	default:
+	}
+}
+
 // flushLinks appends the links gathered so far to the audit log, in
-// records of at most AuditBatch links (all if force). The deleter calls
-// it as links settle (off the sending path), the run when it stops;
-// flushMu keeps the records in order.
+// records of at most AuditBatch links (all if force). A goroutine of the
+// run calls it as links settle (kickAudit: off the sending and deleting
+// paths), the run when it stops; flushMu keeps the records in order.
 func (rn *runner) flushLinks(ctx context.Context, force bool) {
 	rn.flushMu.Lock()
 	defer rn.flushMu.Unlock()

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/pprof"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -22,8 +24,8 @@ import (
 type benchRedriveOptions struct {
 	count, rateCount, partitions, keys, window, runs int
 	rate                                             float64
-	size                                             string
-	syncAlways                                       bool
+	size, cpuProfile                                 string
+	syncAlways, inProcess                            bool
 }
 
 func newBenchRedriveCmd(_ *globalOptions) *cobra.Command {
@@ -34,24 +36,32 @@ func newBenchRedriveCmd(_ *globalOptions) *cobra.Command {
 		Long: `Starts a temporary 3-node fabric and, on it, in one run:
 
   raw:       publishes --count events of --size bytes to an R3 bench topic
-             (async, --window in flight; median of --runs), as bench publish;
+             (async, --window in flight, each with a unique Nats-Msg-Id as
+             a redrive's events have), as bench publish;
   unlimited: fills the topic's DLQ with --count entries (as the consumer
              runtime writes them) and redrives them all at an unlimited rate
-             through the redrive service (no sample), timing the sending
-             (the run's own Sent / Sending, which covers deleting the sent
-             entries from the DLQ: a run completes only once they are gone,
-             and the bench checks the DLQ is empty after each run);
+             through the redrive service (no sample, the same --window of
+             publishes in flight), timing the sending (the run's own Sent /
+             Sending, which covers reading the entries from the DLQ and
+             deleting the sent ones: a run completes only once they are
+             gone, and the bench checks the DLQ is empty after each run);
   rated:     fills the DLQ with --rate-count entries and redrives them at
              --rate events/s, reporting achieved / requested.
 
-Goals: redrive at an unlimited rate >= 0.8 x raw publish; the rated run
-within 0.95..1.05 of --rate. Progress goes to stderr, one figure per line to
-stdout.`,
+The raw and unlimited measurements alternate, --runs times each, into an
+emptied topic, and their figures are the medians (the ratio is median /
+median). Goals: redrive at an unlimited rate >= 0.8 x raw publish; the
+rated run within 0.95..1.05 of --rate. Progress goes to stderr; to stdout
+one line of settings (bench.redrive.settings), then one figure per line.
+The bench always starts its own fabric (--in-process is the only mode).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			size, err := units.ParseSize(o.size)
 			if err != nil {
 				return usageError{fmt.Errorf("--size: %w", err)}
+			}
+			if !o.inProcess {
+				return usageError{errors.New("--in-process=false: bench redrive always runs on a temporary in-process fabric")}
 			}
 			if err := o.validate(int(size)); err != nil {
 				return usageError{err}
@@ -73,7 +83,7 @@ stdout.`,
 			if err != nil {
 				return err
 			}
-			printLines(cmd.OutOrStdout(), res.lines())
+			printLines(cmd.OutOrStdout(), append([]string{o.settings(int(size))}, res.lines()...))
 			return nil
 		},
 	}
@@ -85,8 +95,10 @@ stdout.`,
 	f.IntVar(&o.partitions, "partitions", 24, "partitions of the bench topic")
 	f.IntVar(&o.keys, "keys", 1024, "distinct keys")
 	f.IntVar(&o.window, "window", 512, "raw publishes (and DLQ fills) in flight")
-	f.IntVar(&o.runs, "runs", 3, "raw publish runs; its figure is the median")
+	f.IntVar(&o.runs, "runs", 3, "raw publish and unlimited redrive runs (alternating); figures are medians")
 	f.BoolVar(&o.syncAlways, "sync-always", true, "fsync every write (the platform default)")
+	f.BoolVar(&o.inProcess, "in-process", true, "start a temporary 3-node fabric (always: bench redrive has no other mode)")
+	f.StringVar(&o.cpuProfile, "cpuprofile", "", "write CPU profiles of the first raw run (FILE.raw) and of the first unlimited redrive (FILE.redrive); the fabric is in-process, so they include the servers")
 	return cmd
 }
 
@@ -119,21 +131,37 @@ func (o benchRedriveOptions) validate(size int) error {
 	return errors.Join(errs...)
 }
 
+// settings is the line naming what the raw and redrive runs share.
+func (o benchRedriveOptions) settings(size int) string {
+	return fmt.Sprintf("bench.redrive.settings: replicas=3 partitions=%d keys=%d size=%dB window=%d msg_id=both count=%d runs=%d sync_always=%t rated=%d@%g/s",
+		o.partitions, o.keys, size, o.window, o.count, o.runs, o.syncAlways, o.rateCount, o.rate)
+}
+
 // redriveBenchResult is the figures of one bench redrive.
 type redriveBenchResult struct {
-	raw, unlimited      float64 // msg/s
+	raw, unlimited float64 // msg/s
+	// rawCPU and redriveCPU are the process's CPU time per event (the
+	// fabric is in-process: servers included), medians; 0 where not
+	// measured.
+	rawCPU, redriveCPU  time.Duration
 	requested, achieved float64 // events/s of the rated run
 }
 
 func (r redriveBenchResult) lines() []string {
-	ratio := 0.0
+	ratio, cpuRatio := 0.0, 0.0
 	if r.raw > 0 {
 		ratio = r.unlimited / r.raw
+	}
+	if r.rawCPU > 0 {
+		cpuRatio = float64(r.redriveCPU) / float64(r.rawCPU)
 	}
 	return []string{
 		fmt.Sprintf("bench.redrive.raw_publish_msgs_per_sec: %.0f msg/s", r.raw),
 		fmt.Sprintf("bench.redrive.unlimited_msgs_per_sec: %.0f msg/s", r.unlimited),
 		fmt.Sprintf("bench.redrive.ratio_vs_raw: %.3f ratio", ratio),
+		fmt.Sprintf("bench.redrive.raw_cpu_per_event: %.1f us", float64(r.rawCPU.Nanoseconds())/1e3),
+		fmt.Sprintf("bench.redrive.unlimited_cpu_per_event: %.1f us", float64(r.redriveCPU.Nanoseconds())/1e3),
+		fmt.Sprintf("bench.redrive.cpu_ratio_vs_raw: %.3f ratio", cpuRatio),
 		fmt.Sprintf("bench.redrive.rate_requested: %.0f msg/s", r.requested),
 		fmt.Sprintf("bench.redrive.rate_achieved: %.1f msg/s", r.achieved),
 		fmt.Sprintf("bench.redrive.rate_ratio: %.3f ratio", r.achieved/r.requested),
@@ -154,16 +182,9 @@ func runBenchRedrive(ctx context.Context, nc *nats.Conn, rec *platform.Reconcile
 		return res, err
 	}
 	subject := func(i int) string { return platform.TopicSubject(benchRedriveTopic, "key-"+strconv.Itoa(i%o.keys)) }
-	fmt.Fprintf(progress, "bench redrive: raw publish of %d events x %d runs\n", o.count, o.runs)
-	raw, _, err := bench.Publish(ctx, js, bench.PublishOptions{Subject: subject, Count: o.count, Size: size, Window: o.window, Runs: o.runs})
-	if err != nil {
-		return res, fmt.Errorf("bench redrive: raw publish: %w", err)
-	}
-	res.raw = raw.MsgsPerS
-	if err := purge(ctx, js, benchRedriveTopic); err != nil {
-		return res, err
-	}
-	svc, err := redrive.New(js, redrive.Config{Replicas: 3})
+	var ids atomic.Uint64 // unique across runs: a repeated id would be a cheap duplicate
+	msgID := func(int) string { return "bench:" + strconv.FormatUint(ids.Add(1), 10) }
+	svc, err := redrive.New(js, redrive.Config{Replicas: 3, Window: o.window})
 	if err != nil {
 		return res, err
 	}
@@ -176,27 +197,59 @@ func runBenchRedrive(ctx context.Context, nc *nats.Conn, rec *platform.Reconcile
 		_ = svc.Close(cctx)
 	}()
 	payload := benchOrderPayload(size)
-
-	fmt.Fprintf(progress, "bench redrive: filling the DLQ with %d entries\n", o.count)
-	first, err := fillDLQ(ctx, js, 1, o.count, o, payload)
-	if err != nil {
-		return res, err
+	var raws, unlimited, rawCPU, redriveCPU []float64
+	next := uint64(1)
+	for run := range o.runs {
+		if err := purge(ctx, js, benchRedriveTopic); err != nil {
+			return res, err
+		}
+		fmt.Fprintf(progress, "bench redrive: run %d/%d: raw publish of %d events\n", run+1, o.runs, o.count)
+		stop, err := o.profile("raw", run)
+		if err != nil {
+			return res, err
+		}
+		cpu0 := processCPU()
+		raw, _, err := bench.Publish(ctx, js, bench.PublishOptions{Subject: subject, Count: o.count, Size: size, Window: o.window, Runs: 1, MsgID: msgID})
+		rawCPU = append(rawCPU, float64(processCPU()-cpu0)/float64(o.count))
+		stop()
+		if err != nil {
+			return res, fmt.Errorf("bench redrive: raw publish: %w", err)
+		}
+		fmt.Fprintf(progress, "bench redrive: run %d/%d: raw %.0f msg/s\n", run+1, o.runs, raw.MsgsPerS)
+		raws = append(raws, raw.MsgsPerS)
+		if err := purge(ctx, js, benchRedriveTopic); err != nil {
+			return res, err
+		}
+		fmt.Fprintf(progress, "bench redrive: run %d/%d: filling the DLQ with %d entries\n", run+1, o.runs, o.count)
+		first, err := fillDLQ(ctx, js, next, o.count, o, payload)
+		if err != nil {
+			return res, err
+		}
+		next += uint64(o.count)
+		if stop, err = o.profile("redrive", run); err != nil {
+			return res, err
+		}
+		var cpu time.Duration
+		st, err := timedRedrive(ctx, svc, first, 0, o.count, progress, &cpu)
+		redriveCPU = append(redriveCPU, float64(cpu)/float64(o.count))
+		stop()
+		if err != nil {
+			return res, err
+		}
+		if err := dlqEmptied(ctx, js, st); err != nil {
+			return res, err
+		}
+		unlimited = append(unlimited, st.Rate)
 	}
-	st, err := timedRedrive(ctx, svc, first, 0, o.count, progress)
-	if err != nil {
-		return res, err
-	}
-	if err := dlqEmptied(ctx, js, st); err != nil {
-		return res, err
-	}
-	res.unlimited = st.Rate
+	res.raw, res.unlimited = medianOf(raws), medianOf(unlimited)
+	res.rawCPU, res.redriveCPU = time.Duration(medianOf(rawCPU)), time.Duration(medianOf(redriveCPU))
 
 	fmt.Fprintf(progress, "bench redrive: filling the DLQ with %d entries\n", o.rateCount)
-	first, err = fillDLQ(ctx, js, uint64(o.count)+1, o.rateCount, o, payload)
+	first, err := fillDLQ(ctx, js, next, o.rateCount, o, payload)
 	if err != nil {
 		return res, err
 	}
-	st, err = timedRedrive(ctx, svc, first, o.rate, o.rateCount, progress)
+	st, err := timedRedrive(ctx, svc, first, o.rate, o.rateCount, progress, nil)
 	if err != nil {
 		return res, err
 	}
@@ -205,6 +258,23 @@ func runBenchRedrive(ctx context.Context, nc *nats.Conn, rec *platform.Reconcile
 	}
 	res.achieved = st.Rate
 	return res, nil
+}
+
+// profile starts the CPU profile of the first run of a phase (raw or
+// redrive) if --cpuprofile is set; the returned func stops it.
+func (o benchRedriveOptions) profile(phase string, run int) (func(), error) {
+	if o.cpuProfile == "" || run > 0 {
+		return func() {}, nil
+	}
+	f, err := os.Create(o.cpuProfile + "." + phase)
+	if err != nil {
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
 
 // fillDLQ writes n DLQ entries of the bench topic, for original sequences
@@ -295,8 +365,9 @@ func dlqEmptied(ctx context.Context, js jetstream.JetStream, st redrive.Status) 
 
 // timedRedrive redrives the entries of the bench DLQ from DLQ sequence
 // from on at rate (0: unlimited), with no sample, and returns the
-// completed run's status.
-func timedRedrive(ctx context.Context, svc *redrive.Service, from uint64, rate float64, n int, progress io.Writer) (redrive.Status, error) {
+// completed run's status; cpu, if set, gets the process CPU time from
+// the run's start to its completion (the request's freeze excluded).
+func timedRedrive(ctx context.Context, svc *redrive.Service, from uint64, rate float64, n int, progress io.Writer, cpu *time.Duration) (redrive.Status, error) {
 	st, err := svc.Submit(ctx, redrive.Request{DLQ: benchRedriveTopic, Selection: redrive.Selection{FromSeq: from}, Rate: rate,
 		MaxFailureRate: 1, Reason: "bench redrive", Requester: "platformctl:bench"})
 	if err != nil {
@@ -310,6 +381,7 @@ func timedRedrive(ctx context.Context, svc *redrive.Service, from uint64, rate f
 		label = fmt.Sprintf("%g/s", rate)
 	}
 	fmt.Fprintf(progress, "bench redrive: redriving %d entries at %s (%s)\n", n, label, st.ID)
+	cpu0 := processCPU()
 	if _, err := svc.Run(ctx, st.ID, "platformctl:bench", "bench"); err != nil {
 		return st, err
 	}
@@ -326,6 +398,9 @@ func timedRedrive(ctx context.Context, svc *redrive.Service, from uint64, rate f
 		}
 		switch {
 		case st.State == redrive.StateCompleted:
+			if cpu != nil {
+				*cpu = processCPU() - cpu0
+			}
 			fmt.Fprintf(progress, "bench redrive: %d sent in %s: %.0f events/s\n", st.Progress.Sent, st.Progress.Sending.Round(time.Millisecond), st.Rate)
 			return st, nil
 		case st.State.Terminal() || st.State == redrive.StatePaused:

@@ -26,7 +26,12 @@ func TestBenchRedriveOutputFormat(t *testing.T) {
 	}
 	line := regexp.MustCompile(`^bench\.redrive\.[a-z0-9_]+: [0-9]+(\.[0-9]+)? [a-z/]+$`)
 	got := map[string]string{}
-	for _, l := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	// The first line names the settings both sides share.
+	if want := "bench.redrive.settings: replicas=3 partitions=4 keys=32 size=1024B window=512 msg_id=both count=500 runs=1"; !strings.HasPrefix(lines[0], want) {
+		t.Errorf("first line %q, want it to start with %q", lines[0], want)
+	}
+	for _, l := range lines[1:] {
 		if !line.MatchString(l) {
 			t.Errorf("not a 'name: value unit' line: %q", l)
 			continue
@@ -34,7 +39,7 @@ func TestBenchRedriveOutputFormat(t *testing.T) {
 		kv := strings.SplitN(l, ": ", 2)
 		got[kv[0]] = kv[1]
 	}
-	for _, name := range []string{"raw_publish_msgs_per_sec", "unlimited_msgs_per_sec", "ratio_vs_raw", "rate_requested", "rate_achieved", "rate_ratio"} {
+	for _, name := range []string{"raw_publish_msgs_per_sec", "unlimited_msgs_per_sec", "ratio_vs_raw", "cpu_ratio_vs_raw", "rate_requested", "rate_achieved", "rate_ratio"} {
 		if got["bench.redrive."+name] == "" {
 			t.Errorf("no bench.redrive.%s line in:\n%s", name, out.String())
 		}

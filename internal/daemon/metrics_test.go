@@ -1,8 +1,19 @@
 package daemon_test
 
 import (
+	"context"
+	"fmt"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/msgplatform/platform/embeddednats/natstest"
+	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/redrive/redrivetest"
+	"github.com/msgplatform/platform/tenancy"
 )
 
 // platformd's /metrics carries every series the alert rules join on
@@ -34,5 +45,66 @@ func TestMetricsExportAlertRuleInputs(t *testing.T) {
 		if n != 1 {
 			t.Errorf("%s: %d platform_stream_has_leader series, want 1 (from its leader)", stream, n)
 		}
+	}
+}
+
+// Issue 6: the DLQ metrics cover tenant accounts too, labelled
+// tenant=<name> under the tenant's own names (read over a platform service
+// connection to the account), while the admin account's series keep
+// their labels (tenant="": the same series to Prometheus and its rules).
+func TestMetricsExportTenantDLQs(t *testing.T) {
+	d, _ := startDaemon(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	m := d.Tenants()
+	if _, err := m.Create(ctx, "test", tenancy.DefaultSpec("acme")); err != nil {
+		t.Fatal(err)
+	}
+	spec := platform.DefaultTopicSpec("payments")
+	spec.Replicas, spec.Owner = 1, "payments-team"
+	if _, err := m.ApplyTopic(ctx, "test", "acme", spec, platform.ApplyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	nc, err := d.ConnectTenant(ctx, "acme", "test-acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	redrivetest.DeadLetter(t, js, tenancy.StoredName("payments"), "ledger", 0, 3, "card %d declined by the test")
+	var metrics string
+	natstest.WaitFor(t, 20*time.Second, func() error {
+		_, metrics = httpGet(t, d, "/metrics")
+		for _, want := range []string{
+			`platform_dlq_depth{dlq="payments",owner="payments-team",tenant="acme"} 3`,
+			`platform_dlq_entries_near_expiry{dlq="payments",owner="payments-team",tenant="acme"} 0`,
+		} {
+			if !strings.Contains(metrics, want+"\n") {
+				return fmt.Errorf("/metrics lacks %s", want)
+			}
+		}
+		return nil
+	})
+	fp := 0.0
+	for _, line := range strings.Split(metrics, "\n") {
+		if strings.HasPrefix(line, "platform_dlq_fingerprint_depth{") && strings.Contains(line, `tenant="acme"`) {
+			v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fp += v
+		}
+		if strings.HasPrefix(line, "platform_dlq_depth{") && strings.Contains(line, `dlq="payments"`) && !strings.Contains(line, `tenant="acme"`) {
+			t.Errorf("acme's DLQ exported outside its tenant: %s", line)
+		}
+	}
+	if fp != 3 {
+		t.Errorf("acme's fingerprint depths sum to %v, want 3", fp)
+	}
+	if !strings.Contains(metrics, `platform_dlq_depth{dlq="orders",owner="`) || !strings.Contains(metrics, `",tenant=""} `) {
+		t.Errorf("the admin account's DLQ series (tenant=\"\") are missing")
 	}
 }
