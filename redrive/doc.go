@@ -64,7 +64,11 @@
 //     entries already gone. The position is written every Checkpoint,
 //     fenced by an epoch; a run whose record was not written for LeaseTTL
 //     (its runner crashed) is adopted by another instance and continues
-//     from it.
+//     from it. Deletions are gathered for up to 100 ms per purge and
+//     checkpoints are written in the background, off the send path. A
+//     pause or cancel halts the sender before its next publish (a local
+//     signal, or a watch on the record for a runner elsewhere), and Pause
+//     returns once the in-flight acks have landed.
 //
 //   - Sample first: SampleSize events are sent, then their outcome is
 //     watched for SampleWindow (did they reach a DLQ again? counted from
@@ -90,6 +94,7 @@
 //     stored.<subject> directly: the request's rate holds, not the
 //     tenant's publish-rate quota.
 //
-// Not yet: DLQ metrics (Collector) of tenant accounts (only the admin
-// account's are exported).
+//   - Metrics: Collector labels every series tenant="" (the admin
+//     account); TenantCollector exports tenant accounts' DLQs as
+//     tenant=<name> over a service-user connection per tenant.
 package redrive
