@@ -46,6 +46,7 @@ func newRootCmd() *cobra.Command {
 		newGroupCmd(g),
 		newBenchCmd(g),
 		newTenantCmd(g), newUserCmd(g), newUsageCmd(g), newAuditCmd(g),
+		newOperatorCmd(g),
 		newOutboxCmd(g),
 		newDLQCmd(g), newRedriveCmd(g),
 		newRegionCmd(g), newResidencyCmd(g),

@@ -51,6 +51,7 @@ func (d *Daemon) serveControl() (micro.Service, error) {
 	eps = append(eps, d.groupEndpoints()...)
 	eps = append(eps, d.redriveEndpoints(v)...)
 	eps = append(eps, d.resetReviewEndpoints(v)...)
+	eps = append(eps, d.operatorEndpoints(v)...)
 	eps = append(eps, d.schemaEndpoints()...)
 	eps = append(eps, d.regionEndpoints()...)
 	for i := range eps {

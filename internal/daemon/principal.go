@@ -41,6 +41,7 @@ func (d *Daemon) NewVerifier() (*principal.Verifier, error) {
 		Tenants:           d.principalTenants,
 		StrictSigningKeys: strict,
 		Record:            d.recordNonce(),
+		RevokedOperator:   d.operatorRevoked,
 	})
 }
 

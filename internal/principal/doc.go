@@ -26,7 +26,9 @@
 //     platform admin account or a known tenant's, as the broker holds
 //     that account now (its resolver's account JWT); it is not expired
 //     or not yet valid; it is not revoked (the account's revocations,
-//     including "*" at suspension) and its tenant is not suspended.
+//     including "*" at suspension; for a platform admin account user,
+//     also Config.RevokedOperator: the operator registry) and its tenant
+//     is not suspended.
 //   - The timestamp is within MaxSkew of the daemon's clock, and the
 //     (user, nonce) pair was not seen before in that window: a bounded
 //     in-memory cache per daemon (when it is full of live entries new
@@ -37,6 +39,15 @@
 //
 // The principal is user@tenant, or user@platform for the admin account,
 // the same name the web console gives (internal/console Session).
+//
+// Platform operators (operators.go) are named users of the admin account:
+// platformctl operator add|list|revoke, served by platformd, which signs
+// them with the admin account's signing key and records them in the KV
+// bucket OperatorBucket. A revoked operator's key is refused by the
+// Verifier from the moment it is recorded (Config.RevokedOperator) and
+// by the broker once platformd pushed the admin account JWT with the
+// revocation. The bootstrap admin of trust.json is not in the registry
+// and cannot be revoked.
 //
 // Not guaranteed: a principal is re-checked (revocation, suspension)
 // against accounts cached for Config.CacheTTL (1 s), so a revocation takes

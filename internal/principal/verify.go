@@ -47,6 +47,12 @@ type Config struct {
 	// It returns ErrReplayed when the key was recorded before; any other
 	// error refuses the request (replay protection cannot be checked).
 	Record func(ctx context.Context, key string) error
+	// RevokedOperator, when set, looks a platform admin account user's
+	// public key up in the operator registry (OperatorBucket): ok when the
+	// key was revoked, with its record. Any error refuses the request
+	// (revocation cannot be checked). A revoked operator is refused even
+	// where the broker's account JWT does not list the key yet.
+	RevokedOperator func(ctx context.Context, userKey string) (op Operator, ok bool, err error)
 	// Now is the clock (tests).
 	Now func() time.Time
 }
@@ -244,6 +250,22 @@ func (v *Verifier) checkNow(ctx context.Context, p Principal, now time.Time) err
 		}
 		if t.Suspended {
 			return fmt.Errorf("%w: tenant %s is suspended: its users cannot act", ErrUnauthenticated, t.Name)
+		}
+	}
+	if p.Operator && v.cfg.RevokedOperator != nil {
+		op, revoked, err := v.cfg.RevokedOperator(ctx, p.UserKey)
+		switch {
+		case err != nil:
+			return fmt.Errorf("%w: cannot read the operator registry to check user %s (%v); retry; nothing was done", ErrUnauthenticated, who, err)
+		case revoked:
+			when, by := "", ""
+			if op.Revoked != nil {
+				when = " at " + op.Revoked.UTC().Format(time.RFC3339)
+			}
+			if op.RevokedBy != "" {
+				by = " by " + op.RevokedBy
+			}
+			return fmt.Errorf("%w: platform operator %s (%s) was revoked%s%s; nothing was done", ErrUnauthenticated, op.Principal(), p.UserKey, when, by)
 		}
 	}
 	ac, err := v.account(ctx, p.Account)
