@@ -172,5 +172,6 @@ func queueFromStream(cfg *jetstream.StreamConfig) (QueueSpec, error) {
 		Replicas:    cfg.Replicas,
 		Owner:       cfg.Metadata[mdOwner],
 		Canary:      canaryFromMetadata(cfg.Metadata),
+		Residency:   cfg.Metadata[mdResidency],
 	}, nil
 }

@@ -25,8 +25,17 @@ func queueStreamConfig(q QueueSpec) jetstream.StreamConfig {
 		Discard:     jetstream.DiscardOld,
 		AllowDirect: true,
 		Duplicates:  duplicateWindow,
-		Metadata:    queueMetadata(q),
+		Metadata:    queueStreamMetadata(q),
 	}
+}
+
+// queueStreamMetadata is the queue's record on its stream: queueMetadata
+// and its residency (what the residency gate, guard, report and link deny
+// list read, as for a topic).
+func queueStreamMetadata(q QueueSpec) map[string]string {
+	md := queueMetadata(q)
+	setIf(md, mdResidency, q.Residency)
+	return md
 }
 
 // queueConsumerConfig is the queue's shared consumer: the lease is the ack
@@ -66,6 +75,9 @@ func (p *plan) planQueue(ctx context.Context, q QueueSpec) {
 		}
 		if q.Owner != "" {
 			it.change.Details = append(it.change.Details, "owner: "+q.Owner)
+		}
+		if q.Residency != "" {
+			it.change.Details = append(it.change.Details, "residency: "+q.Residency)
 		}
 		it.steps = append(it.steps, p.r.createStream(want), p.r.createConsumer(want.Name, wantC))
 		p.planDLQ(ctx, it, q.Name, q.DLQSettings(), q.Replicas)

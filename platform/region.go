@@ -14,7 +14,14 @@ const (
 	SubjRegionTopicMirrors = "region.topic_mirrors" // {"name"} -> []MirrorStatus
 	SubjRegionFailover     = "region.failover"      // FailoverRequest -> Failover
 	SubjRegionFailback     = "region.failback"      // FailbackRequest -> Failback
+	SubjResidencyAudit     = "residency.audit"      // ResidencyAuditRequest -> []ResidencyRefusal
 )
+
+// ResidencyAuditRequest asks for the residency refusals recorded in
+// Region's audit stream (every region when empty).
+type ResidencyAuditRequest struct {
+	Region string `json:"region,omitempty"`
+}
 
 // RegionInfo is one region as `platformctl region list` shows it.
 type RegionInfo struct {
@@ -39,6 +46,15 @@ type StreamCheckRequest struct {
 func TopicRegion(t TopicSpec, home string) string {
 	if t.Residency != "" {
 		return t.Residency
+	}
+	return home
+}
+
+// QueueRegion is the region a queue is created in: its residency, or home
+// for a queue without one.
+func QueueRegion(q QueueSpec, home string) string {
+	if q.Residency != "" {
+		return q.Residency
 	}
 	return home
 }

@@ -3,6 +3,7 @@ package platform
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -223,4 +224,129 @@ func getOverLink(ctx context.Context, nc *nats.Conn, domain, stream string) (*na
 		return nil, errors.New("status " + m.Header.Get("Status") + " " + m.Header.Get("Description"))
 	}
 	return m, nil
+}
+
+// TestResidencyQueue: a queue resident in eu (jobs.eu) gets a topic's
+// treatment. A hand-made mirror or source of its stream or DLQ stream in
+// us, through nats.go, is refused at the request by the gate (and by
+// CheckStream) naming the queue and eu; core subscribers in us on its
+// subjects and dead letters receive 0 while the non-resident queue's
+// messages cross; failover is refused; the residency report lists it as
+// a queue resident in eu; a residency that is not a region name is
+// refused by validation.
+func TestResidencyQueue(t *testing.T) {
+	jobsEU, tasks := DefaultQueueSpec("jobs.eu"), DefaultQueueSpec("tasks")
+	jobsEU.Replicas, jobsEU.Residency, tasks.Replicas = 1, "eu", 1
+	bad := jobsEU
+	bad.Residency = "EU west"
+	if err := bad.Validate(); !errors.Is(err, ErrInvalidSpec) || !strings.Contains(err.Error(), `residency: must be a region name such as eu, got "EU west"`) {
+		t.Errorf("queue residency %q: want a validation error naming residency, got %v", bad.Residency, err)
+	}
+	rr := natstest.RunRegions(t, 1, QueueLinkDeny([]QueueSpec{jobsEU, tasks}), "eu", "us")
+	rs := Regions{
+		{Name: "eu", Domain: "eu", JS: rr.JetStream("eu")},
+		{Name: "us", Domain: "us", JS: rr.JetStream("us")},
+	}
+	ctx := testCtx(t, 90*time.Second)
+	rec := NewReconciler(rs[0].JS, ReconcilerOptions{DefaultReplicas: 1})
+	for _, q := range []QueueSpec{jobsEU, tasks} {
+		if _, err := rec.ApplyQueue(ctx, q, ApplyOptions{}); err != nil {
+			t.Fatalf("apply queue %s: %v", q.Name, err)
+		}
+	}
+	_, refusals := startGatedGuard(t, rr, rs)
+	euNC, usNC := rr.Conn("eu"), rr.Conn("us")
+
+	var leaked, crossed atomic.Int64
+	for _, subj := range []string{"jobs.eu.>", "$DLQ.jobs_eu.>", "tasks.*"} {
+		sub, err := usNC.Subscribe(subj, func(m *nats.Msg) {
+			if strings.HasPrefix(m.Subject, "jobs.eu.") || strings.HasPrefix(m.Subject, "$DLQ.") {
+				leaked.Add(1)
+			} else {
+				crossed.Add(1)
+			}
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = sub.Unsubscribe() })
+	}
+	_ = usNC.Flush()
+	time.Sleep(500 * time.Millisecond) // interest propagates over the link
+	for i := range 20 {
+		if _, err := rs[0].JS.Publish(ctx, fmt.Sprintf("jobs.eu.j%d", i), []byte("resident job")); err != nil {
+			t.Fatal(err)
+		}
+		if err := euNC.Publish("$DLQ.jobs_eu.workers.1", []byte("resident dead letter")); err != nil {
+			t.Fatal(err)
+		}
+		if err := euNC.Publish("tasks.k", []byte("not resident")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_ = euNC.Flush()
+
+	attempts, succeeded := 0, 0
+	usJS := rs[1].JS
+	for _, rogue := range []jetstream.StreamConfig{
+		{Name: "rogue_jobs", Mirror: &jetstream.StreamSource{Name: "jobs_eu", Domain: "eu"}},
+		{Name: "rogue_jobs_dlq", Mirror: &jetstream.StreamSource{Name: DLQStream("jobs.eu"), Domain: "eu"}},
+		{Name: "rogue_jobs_src", Subjects: []string{"rogue.>"}, Sources: []*jetstream.StreamSource{{Name: "jobs_eu", Domain: "eu"}}},
+	} {
+		attempts++
+		if err := rs.CheckStream(ctx, "us", rogue); !errors.Is(err, ErrResidency) || !strings.Contains(err.Error(), "queue jobs.eu is resident in eu") {
+			t.Errorf("CheckStream %s: want ErrResidency naming queue jobs.eu, got %v", rogue.Name, err)
+		}
+		_, err := usJS.CreateStream(ctx, rogue)
+		var apiErr *jetstream.APIError
+		if !errors.As(err, &apiErr) || apiErr.ErrorCode != GateErrCode || !strings.Contains(apiErr.Description, "queue jobs.eu is resident in eu") {
+			succeeded++
+			t.Errorf("nats.go create %s in us: want the gate's APIError naming queue jobs.eu, got %T %v", rogue.Name, err, err)
+			continue
+		}
+		if _, err := usJS.Stream(ctx, rogue.Name); !errors.Is(err, jetstream.ErrStreamNotFound) {
+			succeeded++
+			t.Errorf("refused %s exists in us: %v", rogue.Name, err)
+		}
+	}
+	attempts++
+	if _, err := rs.Failover(ctx, FailoverRequest{Topic: "jobs.eu", To: "us"}); !errors.Is(err, ErrResidency) || !strings.Contains(err.Error(), "resident in eu") {
+		succeeded++
+		t.Errorf("failover of jobs.eu: want ErrResidency, got %v", err)
+	}
+	// A mirror of the non-resident queue still passes the gate.
+	if _, err := usJS.CreateStream(ctx, jetstream.StreamConfig{Name: "tasks_copy", Mirror: &jetstream.StreamSource{Name: "tasks", Domain: "eu"}}); err != nil {
+		t.Errorf("mirror of the non-resident queue: %v", err)
+	}
+
+	time.Sleep(time.Second)
+	attempts++
+	if n := leaked.Load(); n != 0 {
+		succeeded++
+		t.Errorf("core subscribers in us received %d of jobs.eu's messages", n)
+	}
+	if crossed.Load() == 0 {
+		t.Errorf("the link carries nothing: the non-resident queue's messages did not reach us")
+	}
+	natstest.WaitFor(t, 10*time.Second, func() error {
+		if n := len(refusals()); n != 3 {
+			return fmt.Errorf("%d refusals recorded, want 3", n)
+		}
+		return nil
+	})
+	t.Logf("%d cross-border routes of the resident queue tried, %d succeeded", attempts, succeeded)
+
+	rep, err := rs.Report(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got *TopicResidency
+	for i := range rep.Topics {
+		if rep.Topics[i].Topic == "jobs.eu" {
+			got = &rep.Topics[i]
+		}
+	}
+	if got == nil || got.Kind != "queue" || got.Residency != "eu" || got.Region != "eu" || len(got.Copies) != 0 || len(rep.Violations) != 0 {
+		t.Errorf("report: want jobs.eu as a queue resident in eu, no copies, no violations; got %+v", rep)
+	}
 }

@@ -55,25 +55,31 @@ func (rs Regions) byDomain(d string, from *Region) *Region {
 // mdMirrorOf records, on a mirror stream, the region it mirrors.
 const mdMirrorOf = "platform.mirror_of"
 
-// residencyOf returns the residency of a platform stream: a topic's
-// own, or for a DLQ stream that of the topic it belongs to (read from the
-// topic's stream in the same region). "" means not resident.
+// residencyOf returns the residency of a platform stream: a topic's or
+// queue's own, or for a DLQ stream that of the topic or queue it belongs to
+// (read from its stream in the same region). "" means not resident. The
+// second result names the object ("topic orders.eu", "queue jobs.eu").
 func residencyOf(ctx context.Context, js jetstream.JetStream, cfg *jetstream.StreamConfig) (string, string, error) {
-	switch kindOf(cfg) {
-	case kindTopic:
-		return cfg.Metadata[mdResidency], objectName(cfg), nil
+	switch k := kindOf(cfg); k {
+	case kindTopic, kindQueue:
+		return cfg.Metadata[mdResidency], k + " " + objectName(cfg), nil
 	case kindDLQ, kindDLQEvents:
 		of := cfg.Metadata[mdDLQOf]
 		s, err := js.Stream(ctx, StreamName(of))
 		if errors.Is(err, jetstream.ErrStreamNotFound) {
-			return "", of, nil
+			return "", "topic " + of, nil
 		}
 		if err != nil {
-			return "", of, err
+			return "", "topic " + of, err
 		}
-		return s.CachedInfo().Config.Metadata[mdResidency], of, nil
+		oc := s.CachedInfo().Config
+		kind := kindOf(&oc)
+		if kind != kindQueue {
+			kind = kindTopic
+		}
+		return oc.Metadata[mdResidency], kind + " " + of, nil
 	}
-	return "", cfg.Name, nil
+	return "", "stream " + cfg.Name, nil
 }
 
 // CheckStream checks a stream configuration about to be created in
@@ -102,8 +108,8 @@ func (rs Regions) CheckStream(ctx context.Context, in string, cfg jetstream.Stre
 type sourceViolation struct {
 	Source  *jetstream.StreamSource
 	Mirror  bool
-	Topic   string // the resident topic
-	Problem string // the refusal, naming topic, residency and regions
+	Topic   string // the resident topic or queue ("topic orders.eu", "queue jobs.eu")
+	Problem string // the refusal, naming topic or queue, residency and regions
 }
 
 // residencyViolations returns the mirror and sources of cfg (a stream in
@@ -148,7 +154,7 @@ func (rs Regions) residencyViolations(ctx context.Context, in string, cfg jetstr
 				what = "a source"
 			}
 			out = append(out, sourceViolation{Source: src, Mirror: src == cfg.Mirror, Topic: topic,
-				Problem: fmt.Sprintf("topic %s is resident in %s: %s of stream %s (region %s) in region %s would carry its events out of %s",
+				Problem: fmt.Sprintf("%s is resident in %s: %s of stream %s (region %s) in region %s would carry its events out of %s",
 					topic, res, what, src.Name, from.Name, in, res)})
 		}
 	}
@@ -176,21 +182,25 @@ func (rs Regions) names() []string {
 	return out
 }
 
-// ResidencyReport is `platformctl residency report`: every topic of every
-// region, its residency, every copy of it and every violation found.
+// ResidencyReport is `platformctl residency report`: every topic and
+// queue of every region, its residency, every copy of it and every
+// violation found.
 type ResidencyReport struct {
 	Topics     []TopicResidency `json:"topics"`
 	Violations []string         `json:"violations"`
 }
 
-// TopicResidency is one topic in a ResidencyReport.
+// TopicResidency is one topic or queue in a ResidencyReport.
 type TopicResidency struct {
+	// Topic is the topic's or queue's name; Kind says which ("topic" or
+	// "queue").
 	Topic     string `json:"topic"`
+	Kind      string `json:"kind"`
 	Residency string `json:"residency,omitempty"`
-	// Region is where the topic's stream (the primary) lives.
+	// Region is where the topic's (queue's) stream, the primary, lives.
 	Region string `json:"region"`
 	// Copies are streams in any region that mirror or source the topic
-	// or its DLQ streams.
+	// (queue) or its DLQ streams.
 	Copies     []Copy   `json:"copies"`
 	Violations []string `json:"violations,omitempty"`
 }
@@ -205,10 +215,10 @@ type Copy struct {
 	How string `json:"how"`
 }
 
-// Report reads every stream of every region and reports every topic, its
-// copies and every residency violation: a resident topic whose primary is
-// outside its region, or a copy of it (or of its DLQ streams) in another
-// region. A region that cannot be read is itself reported as a violation
+// Report reads every stream of every region and reports every topic and
+// queue, its copies and every residency violation: a resident topic or
+// queue whose primary is outside its region, or a copy of it (or of its
+// DLQ streams) in another region. A region that cannot be read is itself reported as a violation
 // (the report cannot vouch for it).
 func (rs Regions) Report(ctx context.Context) (ResidencyReport, error) {
 	type streamAt struct {
@@ -231,12 +241,13 @@ func (rs Regions) Report(ctx context.Context) (ResidencyReport, error) {
 		domainOf[r.Name] = r.Domain
 	}
 	for _, s := range all {
-		if kindOf(&s.cfg) != kindTopic || s.cfg.Mirror != nil || s.cfg.Metadata[mdMirrorOf] != "" {
+		kind := kindOf(&s.cfg)
+		if (kind != kindTopic && kind != kindQueue) || s.cfg.Mirror != nil || s.cfg.Metadata[mdMirrorOf] != "" {
 			continue
 		}
-		t := TopicResidency{Topic: objectName(&s.cfg), Residency: s.cfg.Metadata[mdResidency], Region: s.region, Copies: []Copy{}}
+		t := TopicResidency{Topic: objectName(&s.cfg), Kind: kind, Residency: s.cfg.Metadata[mdResidency], Region: s.region, Copies: []Copy{}}
 		if t.Residency != "" && t.Residency != s.region {
-			t.Violations = append(t.Violations, fmt.Sprintf("topic %s is resident in %s but its stream lives in %s", t.Topic, t.Residency, s.region))
+			t.Violations = append(t.Violations, fmt.Sprintf("%s %s is resident in %s but its stream lives in %s", kind, t.Topic, t.Residency, s.region))
 		}
 		derived := map[string]bool{s.cfg.Name: true, DLQStream(t.Topic): true, DLQEventsStream(t.Topic): true}
 		for _, c := range all {
@@ -259,7 +270,7 @@ func (rs Regions) Report(ctx context.Context) (ResidencyReport, error) {
 				}
 				t.Copies = append(t.Copies, Copy{Region: c.region, Stream: c.cfg.Name, Of: src.Name, How: how})
 				if t.Residency != "" && c.region != t.Residency {
-					t.Violations = append(t.Violations, fmt.Sprintf("topic %s is resident in %s but stream %s in %s is a %s of %s", t.Topic, t.Residency, c.cfg.Name, c.region, how, src.Name))
+					t.Violations = append(t.Violations, fmt.Sprintf("%s %s is resident in %s but stream %s in %s is a %s of %s", kind, t.Topic, t.Residency, c.cfg.Name, c.region, how, src.Name))
 				}
 			}
 		}
@@ -280,21 +291,95 @@ func (rs Regions) Report(ctx context.Context) (ResidencyReport, error) {
 func LinkDeny(topics []TopicSpec) []string {
 	var out []string
 	for _, t := range topics {
-		if t.Residency == "" {
-			continue
+		if t.Residency != "" {
+			out = append(out, ResidentDeny(t.Name)...)
 		}
-		s := StreamName(t.Name)
-		out = append(out, t.Name+".>", "$DLQ."+s+".>")
-		for _, stream := range []string{s, DLQStream(t.Name), DLQEventsStream(t.Name)} {
-			for _, api := range []string{
-				"CONSUMER.CREATE." + stream,
-				"CONSUMER.CREATE." + stream + ".>",
-				"CONSUMER.DURABLE.CREATE." + stream + ".>",
-				"DIRECT.GET." + stream,
-				"DIRECT.GET." + stream + ".>",
-				"STREAM.MSG.GET." + stream,
-			} {
-				out = append(out, "$JS.*.API."+api, "$JS.API."+api)
+	}
+	return out
+}
+
+// QueueLinkDeny is LinkDeny for the resident queues among queues: a
+// queue's subjects (<name>.>), its dead letters and the API calls that
+// read its stream and DLQ streams.
+func QueueLinkDeny(queues []QueueSpec) []string {
+	var out []string
+	for _, q := range queues {
+		if q.Residency != "" {
+			out = append(out, ResidentDeny(q.Name)...)
+		}
+	}
+	return out
+}
+
+// CatalogLinkDeny is LinkDeny of the catalog's resident topics and
+// QueueLinkDeny of its resident queues, in name order.
+func CatalogLinkDeny(c Catalog) []string {
+	var ts []TopicSpec
+	for _, k := range sortedKeys(c.Topics) {
+		ts = append(ts, c.Topics[k])
+	}
+	var qs []QueueSpec
+	for _, k := range sortedKeys(c.Queues) {
+		qs = append(qs, c.Queues[k])
+	}
+	return append(LinkDeny(ts), QueueLinkDeny(qs)...)
+}
+
+// ResidentLinkDeny reads every stream of js's domain and returns the link
+// deny subjects of the resident topics and queues it holds (their
+// platform.residency metadata), sorted by name, and their names. It is
+// how a platformd learns the residency of objects it did not declare
+// itself: applied through another node's control API, or living in
+// another region (read on that region's connection).
+func ResidentLinkDeny(ctx context.Context, js jetstream.JetStream) ([]string, []string, error) {
+	var names []string
+	l := js.ListStreams(ctx)
+	for si := range l.Info() {
+		c := si.Config
+		if k := kindOf(&c); (k == kindTopic || k == kindQueue) && c.Metadata[mdResidency] != "" {
+			names = append(names, objectName(&c))
+		}
+	}
+	if err := l.Err(); err != nil && !errors.Is(err, jetstream.ErrEndOfData) {
+		return nil, nil, fmt.Errorf("platform: list streams for the link deny list: %w", err)
+	}
+	sort.Strings(names)
+	var out []string
+	for _, n := range names {
+		out = append(out, ResidentDeny(n)...)
+	}
+	return out, names, nil
+}
+
+// ResidentDeny is the link deny list of one resident topic or queue (see
+// LinkDeny).
+func ResidentDeny(name string) []string {
+	s := StreamName(name)
+	out := []string{name + ".>", "$DLQ." + s + ".>"}
+	for _, stream := range []string{s, DLQStream(name), DLQEventsStream(name)} {
+		for _, api := range []string{
+			"CONSUMER.CREATE." + stream,
+			"CONSUMER.CREATE." + stream + ".>",
+			"CONSUMER.DURABLE.CREATE." + stream + ".>",
+			"DIRECT.GET." + stream,
+			"DIRECT.GET." + stream + ".>",
+			"STREAM.MSG.GET." + stream,
+		} {
+			out = append(out, "$JS.*.API."+api, "$JS.API."+api)
+		}
+	}
+	return out
+}
+
+// MergeDeny is the union of deny lists in order, each subject once.
+func MergeDeny(lists ...[]string) []string {
+	seen := map[string]bool{}
+	out := []string{}
+	for _, l := range lists {
+		for _, s := range l {
+			if !seen[s] {
+				seen[s] = true
+				out = append(out, s)
 			}
 		}
 	}

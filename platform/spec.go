@@ -105,6 +105,9 @@ type QueueSpec struct {
 	MaxAttempts int           `mapstructure:"max_attempts" json:"max_attempts"`
 	Replicas    int           `mapstructure:"replicas" json:"replicas"`
 	Owner       string        `mapstructure:"owner" json:"owner,omitempty"`
+	// Residency is the region the queue's jobs (and its dead letters)
+	// must never leave ("" for none), as for a topic.
+	Residency string `mapstructure:"residency" json:"residency,omitempty"`
 	// Canary is false to opt the queue out of platformd's canary jobs;
 	// nil or true means on.
 	Canary *bool `mapstructure:"canary" json:"canary,omitempty"`
@@ -202,6 +205,9 @@ func (q QueueSpec) validateInto(p *validate.Problems) {
 		p.Addf("max_attempts", "must be 1..1000, got %d", q.MaxAttempts)
 	}
 	validateReplicas(p, q.Replicas)
+	if q.Residency != "" && !groupNameRE.MatchString(q.Residency) {
+		p.Addf("residency", "must be a region name such as eu, got %q", q.Residency)
+	}
 	q.DLQ.validateInto(p, 0)
 }
 

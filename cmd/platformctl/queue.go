@@ -40,6 +40,7 @@ func newQueueCreateCmd(g *globalOptions) *cobra.Command {
 	f.IntVar(&spec.MaxAttempts, "max-attempts", spec.MaxAttempts, "deliveries before a job is dead-lettered")
 	f.IntVar(&spec.Replicas, "replicas", spec.Replicas, "replicas of every job")
 	f.StringVar(&spec.Owner, "owner", "", "team answerable for the queue and its DLQ")
+	f.StringVar(&spec.Residency, "residency", "", "region the queue's jobs must never leave")
 	addApplyFlags(cmd, &opts)
 	return cmd
 }
@@ -59,11 +60,11 @@ func newQueueListCmd(g *globalOptions) *cobra.Command {
 				return writeJSON(cmd.OutOrStdout(), queues)
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "QUEUE\tLEASE\tMAX ATTEMPTS\tREPLICAS\tJOBS\tBYTES\tLEADER\tOWNER")
+			fmt.Fprintln(tw, "QUEUE\tLEASE\tMAX ATTEMPTS\tREPLICAS\tJOBS\tBYTES\tLEADER\tOWNER\tRESIDENCY")
 			for _, q := range queues {
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%s\t%s\t%s\n", q.Spec.Name, q.Spec.Lease, q.Spec.MaxAttempts,
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%s\t%s\t%s\t%s\n", q.Spec.Name, q.Spec.Lease, q.Spec.MaxAttempts,
 					replicaHealth(q.Stream.Cluster, q.Spec.Replicas), q.Stream.Messages, units.HumanSize(q.Stream.Bytes),
-					orDash(q.Stream.Cluster.Leader), orDash(q.Spec.Owner))
+					orDash(q.Stream.Cluster.Leader), orDash(q.Spec.Owner), orDash(q.Spec.Residency))
 			}
 			return tw.Flush()
 		},
@@ -90,6 +91,7 @@ func newQueueDescribeCmd(g *globalOptions) *cobra.Command {
 			fmt.Fprintf(w, "Queue %s\n  subject:      %s.>\n  lease:        %s\n  max attempts: %d\n  replicas:     %s (leader %s)\n  owner:        %s\n",
 				st.Spec.Name, st.Spec.Name, st.Spec.Lease, st.Spec.MaxAttempts,
 				replicaHealth(st.Stream.Cluster, st.Spec.Replicas), orDash(st.Stream.Cluster.Leader), orDash(st.Spec.Owner))
+			fmt.Fprintf(w, "  residency:    %s\n", orDash(st.Spec.Residency))
 			fmt.Fprintf(w, "  pending:      %d\n  leased:       %d\n  redelivered:  %d\n  oldest job:   %s\n",
 				st.Pending, st.InFlight, st.Redelivered, age(st.OldestAge))
 			return nil

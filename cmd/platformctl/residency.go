@@ -1,11 +1,15 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"text/tabwriter"
+	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
 	"github.com/msgplatform/platform/platform"
@@ -14,9 +18,85 @@ import (
 func newResidencyCmd(g *globalOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "residency",
-		Short: "Data residency: where every topic's events are, for auditors",
+		Short: "Data residency: where every topic's and queue's events are, for auditors",
 	}
-	cmd.AddCommand(newResidencyReportCmd(g))
+	cmd.AddCommand(newResidencyReportCmd(g), newResidencyCheckCmd(g), newResidencyAuditCmd(g))
+	return cmd
+}
+
+func newResidencyCheckCmd(g *globalOptions) *cobra.Command {
+	var region, config string
+	cmd := &cobra.Command{
+		Use:   "check --region REGION --config FILE",
+		Short: "Whether a stream configuration may be created in a region under the residency policy",
+		Long: `Checks a JetStream stream configuration (a JSON file, as nats stream add
+--config takes) about to be created in REGION: every stream it mirrors or
+sources, in any domain, must not be (or belong to) a topic or queue resident
+in another region. Prints "allowed" or exits non-zero with the refusal,
+naming the topic or queue and its region. Nothing is created.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if region == "" || config == "" {
+				return fmt.Errorf("residency check: --region and --config are required")
+			}
+			b, err := os.ReadFile(config)
+			if err != nil {
+				return fmt.Errorf("residency check: %w", err)
+			}
+			var sc jetstream.StreamConfig
+			if err := json.Unmarshal(b, &sc); err != nil {
+				return fmt.Errorf("residency check: %s is not a JSON stream configuration: %w", config, err)
+			}
+			if err := g.call(cmd.Context(), platform.SubjResidencyCheck, platform.StreamCheckRequest{Region: region, Config: sc}, nil); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "allowed: stream %s may be created in %s\n", sc.Name, region)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&region, "region", "", "region the stream would be created in")
+	cmd.Flags().StringVar(&config, "config", "", "JSON file of the stream configuration")
+	return cmd
+}
+
+func newResidencyAuditCmd(g *globalOptions) *cobra.Command {
+	var region, output string
+	cmd := &cobra.Command{
+		Use:   "audit [--region REGION]",
+		Short: "The cross-border copies the residency gate and guard refused, for auditors",
+		Long: `Lists the refusals recorded in each region's residency audit stream: every
+stream create or update the residency gate refused at the JetStream API
+request (remedy "refused"), and every stream the guard deleted or trimmed
+after the fact, with the topic or queue and regions it named.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var refs []platform.ResidencyRefusal
+			if err := g.call(cmd.Context(), platform.SubjResidencyAudit, platform.ResidencyAuditRequest{Region: region}, &refs); err != nil {
+				return err
+			}
+			if output == "json" {
+				return writeJSON(cmd.OutOrStdout(), refs)
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "AT\tREGION\tSTREAM\tACTION\tREMEDY\tPROBLEMS")
+			for _, r := range refs {
+				remedy := r.Remedy
+				if r.Error != "" {
+					remedy += " (failed: " + r.Error + ")"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.At.UTC().Format(time.RFC3339), r.Region, r.Stream, r.Action, remedy, strings.Join(r.Problems, "; "))
+			}
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			if len(refs) == 0 {
+				fmt.Fprintln(cmd.OutOrStdout(), "No refusals recorded.")
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&region, "region", "", "only this region's refusals (default: every region)")
+	addOutputFlag(cmd, &output)
 	return cmd
 }
 
@@ -31,12 +111,12 @@ func newResidencyReportCmd(g *globalOptions) *cobra.Command {
 	var output string
 	cmd := &cobra.Command{
 		Use:   "report",
-		Short: "Every topic, its residency, where copies of it exist, and every violation found",
-		Long: `Reads every stream of every region and lists each topic, its residency, the
-region its stream lives in, and every stream (in any region) that mirrors or
-sources it or its dead-letter streams. A violation is a resident topic whose
-stream or any copy is outside its region, or a region that could not be read.
-Exits 1 when a violation is found.`,
+		Short: "Every topic and queue, its residency, where copies of it exist, and every violation found",
+		Long: `Reads every stream of every region and lists each topic and queue, its
+residency, the region its stream lives in, and every stream (in any region)
+that mirrors or sources it or its dead-letter streams. A violation is a
+resident topic or queue whose stream or any copy is outside its region, or a
+region that could not be read. Exits 1 when a violation is found.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var rep platform.ResidencyReport
@@ -62,7 +142,7 @@ Exits 1 when a violation is found.`,
 
 func writeResidencyReport(w io.Writer, rep platform.ResidencyReport) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "TOPIC\tRESIDENCY\tREGION\tCOPIES\tSTATUS")
+	fmt.Fprintln(tw, "NAME\tKIND\tRESIDENCY\tREGION\tCOPIES\tSTATUS")
 	for _, t := range rep.Topics {
 		var copies []string
 		for _, c := range t.Copies {
@@ -72,7 +152,11 @@ func writeResidencyReport(w io.Writer, rep platform.ResidencyReport) error {
 		if len(t.Violations) > 0 {
 			status = fmt.Sprintf("VIOLATION (%d)", len(t.Violations))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", t.Topic, orDash(t.Residency), t.Region, orDash(strings.Join(copies, " ")), status)
+		kind := t.Kind
+		if kind == "" {
+			kind = "topic" // a platformd before queue residency
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", t.Topic, kind, orDash(t.Residency), t.Region, orDash(strings.Join(copies, " ")), status)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -1,8 +1,11 @@
 package dockerregions_test
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -52,23 +55,27 @@ func (l ledger) add(topic string, ids []string) { l[topic] = append(l[topic], id
 // clustered platformd containers each, R3 streams, us dialling the three
 // eu leafnode listeners over the compose network "link", each region
 // naming the other in regions.peers, reached over the network "peers").
-// Mirror, failover and failback are run with the platformctl binary
-// against the control API of the region's own platformd nodes; the
-// residency checks and report use platform.Regions from this process (one
-// admin connection per region on its published loopback ports).
+// Mirror, failover and failback, the residency refusals, the residency
+// audit and the report are run with the platformctl binary against the
+// control API of the region's own platformd nodes; events are published
+// and read on one admin connection per region (its published loopback
+// ports). First, each us node (the dialling side) must have derived and
+// applied the link deny list from the resident topics of both regions
+// (us.yaml lists none of them).
 //
 //  1. orders is mirrored eu -> us and invoices us -> eu; N events are
 //     published to each of the four topics (resident and not, in both
 //     regions); each mirror holds its topic's N exactly once.
-//  2. Residency, for orders.eu and invoices.us: the platform refuses their
-//     mirror to the other region, the residency check of a hand-made one
-//     and their failover; a hand-made mirror created with the real nats
+//  2. Residency, for orders.eu and invoices.us: platformctl region mirror,
+//     residency check (of a hand-made mirror) and region failover are
+//     refused naming the topic and its region; a hand-made mirror created with the real nats
 //     CLI (`nats stream add --config`, a cross-domain mirror) in the other
 //     region is refused at the request by that region's residency gate
 //     (the CLI exits non-zero, the stream never exists), which records
-//     why in its audit stream; a core subscriber in the other region
-//     receives 0 events while one at home receives them all; the residency
-//     report finds no violation.
+//     why in its audit stream (platformctl residency audit); a core
+//     subscriber in the other region receives 0 events while one at home
+//     receives them all; platformctl residency report, against each
+//     region, lists every topic and finds no violation.
 //  3. The link is cut (docker network disconnect of the us nodes from
 //     "link"): both regions keep acknowledging writes to all four topics,
 //     the mirrors stall; reconnected, both mirrors catch up exactly once.
@@ -89,10 +96,7 @@ func TestDockerRegions(t *testing.T) {
 	conns := map[string]*nats.Conn{"eu": rig.connect(t, "eu"), "us": rig.connect(t, "us")}
 	js := map[string]jetstream.JetStream{"eu": newJS(t, conns["eu"]), "us": newJS(t, conns["us"])}
 	rig.waitLinked(t, conns, 60*time.Second)
-	rs := platform.Regions{
-		{Name: "eu", Domain: "eu", JS: js["eu"]},
-		{Name: "us", Domain: "us", JS: js["us"]},
-	}
+	checkDerivedLinkDeny(t, rig)
 	run := randHex(4)
 	acked := ledger{}
 	publishAll := func(phase string, n int, only ...string) {
@@ -125,7 +129,7 @@ func TestDockerRegions(t *testing.T) {
 	}
 
 	// 2. Resident topics never reach the other region.
-	rogues := checkResidency(t, rig, rs, js, conns, run, acked)
+	rogues := checkResidency(t, rig, js, conns, run, acked)
 
 	// 3. Cut the link; both regions keep accepting writes.
 	rig.cutLink(t, conns)
@@ -200,47 +204,45 @@ func TestDockerRegions(t *testing.T) {
 
 // checkResidency tries every route, for each resident topic, that the rig
 // can offer out of its region and returns the names of the hand-made
-// mirrors it tried (by resident topic; the guard deleted each, checked
-// again at the end).
-func checkResidency(t *testing.T, rig *rig, rs platform.Regions, js map[string]jetstream.JetStream, conns map[string]*nats.Conn, run string, acked ledger) map[string]string {
+// mirrors it tried (by resident topic; checked again at the end). The
+// platform's refusals, its audit and its report are driven through the
+// platformctl binary against the regions' platformd nodes (their control
+// API); the hand-made mirror through the real nats CLI.
+func checkResidency(t *testing.T, rig *rig, js map[string]jetstream.JetStream, conns map[string]*nats.Conn, run string, acked ledger) map[string]string {
 	t.Helper()
 	ctx := bounded(t, 60*time.Second)
 	rogues := map[string]string{}
 	attempts, refused, carried := 0, 0, 0
+	// refusedBy runs platformctl args against region and wants a
+	// non-zero exit whose message names the resident topic and its region.
+	refusedBy := func(what, region string, tp topicAt, args ...string) {
+		t.Helper()
+		attempts++
+		stdout, stderr, err := rig.platformctlRun(region, args...)
+		want := "topic " + tp.Name + " is resident in " + tp.Region
+		if err == nil || !strings.Contains(stderr, want) {
+			t.Fatalf("platformctl %s (against %s): want a non-zero exit naming %q, got %v\n%s%s", strings.Join(args, " "), region, want, err, stdout, stderr)
+		}
+		refused++
+		t.Logf("2. %s: platformctl %s (against %s) refused: %s", what, strings.Join(args, " "), region, firstLine([]byte(stderr)))
+	}
 	for _, tp := range topics {
 		if !tp.Resident {
 			continue
 		}
 		away := other(tp.Region)
-		attempts++
-		if _, err := rs.Mirror(ctx, platform.MirrorRequest{Topic: tp.Name, To: away}); !errors.Is(err, platform.ErrResidency) {
-			t.Fatalf("platform mirror of resident %s to %s: err = %v, want ErrResidency", tp.Name, away, err)
-		} else {
-			refused++
-			t.Logf("2. platform mirror of %s to %s refused: %v", tp.Name, away, err)
-		}
+		refusedBy("platform mirror", tp.Region, tp, "region", "mirror", tp.Name, "--to", away)
 		rogue := jetstream.StreamConfig{
 			Name:   "rogue_" + platform.StreamName(tp.Name),
 			Mirror: &jetstream.StreamSource{Name: platform.StreamName(tp.Name), Domain: tp.Region},
 		}
-		attempts++
-		if err := rs.CheckStream(ctx, away, rogue); !errors.Is(err, platform.ErrResidency) {
-			t.Fatalf("residency check of a hand-made mirror of %s in %s: err = %v, want ErrResidency", tp.Name, away, err)
-		} else {
-			refused++
-			t.Logf("2. residency check (the control API's residency.check) of a hand-made mirror of %s in %s refused: %v", tp.Name, away, err)
-		}
-		attempts++
-		if _, err := rs.Failover(ctx, platform.FailoverRequest{Topic: tp.Name, To: away}); !errors.Is(err, platform.ErrResidency) {
-			t.Fatalf("failover of resident %s to %s: err = %v, want ErrResidency", tp.Name, away, err)
-		} else {
-			refused++
-		}
+		refusedBy("residency check of a hand-made mirror", away, tp, "residency", "check", "--region", away, "--config", streamConfigFile(t, rogue))
+		refusedBy("failover", away, tp, "region", "failover", tp.Name, "--to", away)
 		// Bypassing the platform: the real nats CLI against the other
 		// region's JetStream API. The residency gate of that region's
 		// platformd nodes refuses the request itself (the CLI exits
 		// non-zero with the residency error, the stream never exists)
-		// and records why (platform.ResidencyGuard with its gate).
+		// and records why (platformctl residency audit).
 		attempts++
 		out, err := rig.natsCLIOut(t, away, rogue)
 		rogues[tp.Name] = rogue.Name
@@ -252,10 +254,14 @@ func checkResidency(t *testing.T, rig *rig, rs platform.Regions, js map[string]j
 			t.Fatalf("refused stream %s exists in %s (%v)", rogue.Name, away, err)
 		}
 		var ref platform.ResidencyRefusal
-		waitFor(t, 20*time.Second, fmt.Sprintf("the residency gate in %s to record its refusal of %s", away, rogue.Name), func() error {
-			audit, err := rs.ResidencyAudit(ctx, away)
+		waitFor(t, 20*time.Second, fmt.Sprintf("platformctl residency audit --region %s to list the gate's refusal of %s", away, rogue.Name), func() error {
+			stdout, stderr, err := rig.platformctlRun(tp.Region, "residency", "audit", "--region", away, "-o", "json")
 			if err != nil {
-				return err
+				return fmt.Errorf("%v: %s", err, stderr)
+			}
+			var audit []platform.ResidencyRefusal
+			if err := json.Unmarshal([]byte(stdout), &audit); err != nil {
+				return fmt.Errorf("decode %q: %v", stdout, err)
 			}
 			for _, r := range audit {
 				if r.Stream == rogue.Name {
@@ -269,7 +275,7 @@ func checkResidency(t *testing.T, rig *rig, rs platform.Regions, js map[string]j
 		if ref.Remedy != "refused" {
 			t.Errorf("refusal of %s: remedy %q, want refused (at the request)", rogue.Name, ref.Remedy)
 		}
-		t.Logf("2. the residency gate in %s %s %s (%s): %v", away, ref.Remedy, rogue.Name, ref.Action, ref.Problems)
+		t.Logf("2. platformctl residency audit --region %s (against %s): the gate %s %s (%s): %v", away, tp.Region, ref.Remedy, rogue.Name, ref.Action, ref.Problems)
 		if !slices.ContainsFunc(ref.Problems, func(p string) bool { return strings.Contains(p, "topic "+tp.Name+" is resident in "+tp.Region) }) {
 			t.Errorf("refusal of %s does not name topic %s and its region %s: %v", rogue.Name, tp.Name, tp.Region, ref.Problems)
 		}
@@ -301,10 +307,6 @@ func checkResidency(t *testing.T, rig *rig, rs platform.Regions, js map[string]j
 		})
 	}
 	time.Sleep(3 * time.Second) // long enough for anything crossing the link to arrive
-	rep, err := rs.Report(ctx)
-	if err != nil {
-		t.Fatalf("residency report: %v", err)
-	}
 	for _, tp := range topics {
 		if !tp.Resident {
 			continue
@@ -318,8 +320,26 @@ func checkResidency(t *testing.T, rig *rig, rs platform.Regions, js map[string]j
 			t.Errorf("resident %s reached %s: core subscriber got %d", tp.Name, away, c.away.Load())
 		}
 	}
-	if len(rep.Violations) != 0 {
-		t.Errorf("residency report: %v", rep.Violations)
+	// The auditors' report, from each region's platformd.
+	for _, region := range []string{"eu", "us"} {
+		stdout, stderr, err := rig.platformctlRun(region, "residency", "report", "-o", "json")
+		if err != nil {
+			t.Fatalf("platformctl residency report (against %s): %v\n%s%s", region, err, stdout, stderr)
+		}
+		var rep platform.ResidencyReport
+		if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+			t.Fatalf("platformctl residency report: decode %q: %v", stdout, err)
+		}
+		if len(rep.Violations) != 0 {
+			t.Errorf("platformctl residency report (against %s): %v", region, rep.Violations)
+		}
+		for _, tp := range topics {
+			i := slices.IndexFunc(rep.Topics, func(r platform.TopicResidency) bool { return r.Topic == tp.Name })
+			if i < 0 || rep.Topics[i].Region != tp.Region || (rep.Topics[i].Residency != "") != tp.Resident || (tp.Resident && len(rep.Topics[i].Copies) != 0) {
+				t.Errorf("platformctl residency report (against %s): topic %s not listed in %s with its residency and no copy of a resident topic: %+v", region, tp.Name, tp.Region, rep.Topics)
+			}
+		}
+		t.Logf("2. platformctl residency report (against %s): %d topics and queues, no violations", region, len(rep.Topics))
 	}
 	t.Logf("2. residency: %d routes tried for 2 resident topics, %d refused by the platform, %d carried events across (want 0)", attempts, refused, carried)
 	if t.Failed() {
@@ -328,13 +348,9 @@ func checkResidency(t *testing.T, rig *rig, rs platform.Regions, js map[string]j
 	return rogues
 }
 
-// checkLinkDeny fails when us.yaml's link deny list is not
-// platform.LinkDeny of the resident topics of eu.yaml and us.yaml (mode
-// node does not derive it from the other region's catalog; it is written
-// by hand).
 // TestDockerRegionsConfig checks eu.yaml and us.yaml without Docker: they
-// load, the link's deny list is platform.LinkDeny of both regions' resident
-// topics, and each names the other in regions.peers (the region operations
+// load, us's link lists none of the resident topics' subjects by hand
+// (platformd derives them), and each names the other in regions.peers (the region operations
 // of its control API), on the peers network's names with the shared creds.
 func TestDockerRegionsConfig(t *testing.T) {
 	here, err := filepath.Abs(".")
@@ -367,22 +383,15 @@ func checkPeers(t *testing.T, here string) {
 	}
 }
 
+// checkLinkDeny checks the link of us.yaml: one leafnode remote dialling
+// the three eu listeners, and no hand-written copy of the residency
+// policy on it (platformd derives the deny list from the resident topics
+// and queues of both regions; checkDerivedLinkDeny checks what it
+// applied). The topics of the test are declared with the residency it
+// expects.
 func checkLinkDeny(t *testing.T, here string) {
 	t.Helper()
-	load := func(f string) *conf.Config {
-		c, err := conf.Load(conf.LoadOptions{File: filepath.Join(here, f), Env: []string{}})
-		if err != nil {
-			t.Fatalf("load %s: %v", f, err)
-		}
-		return c
-	}
-	euc, usc := load("eu.yaml"), load("us.yaml")
-	var resident []platform.TopicSpec
-	for _, c := range []*conf.Config{euc, usc} {
-		for _, s := range c.Catalog.Topics {
-			resident = append(resident, s)
-		}
-	}
+	euc, usc := loadConfig(t, here, "eu.yaml"), loadConfig(t, here, "us.yaml")
 	for _, tp := range topics {
 		c := map[string]*conf.Config{"eu": euc, "us": usc}[tp.Region]
 		s, ok := c.Catalog.Topics[tp.Name]
@@ -390,16 +399,77 @@ func checkLinkDeny(t *testing.T, here string) {
 			t.Fatalf("%s.yaml: topic %s missing or its residency is not what the test expects (resident %v)", tp.Region, tp.Name, tp.Resident)
 		}
 	}
-	want := platform.LinkDeny(resident)
 	if len(usc.Node.Leaf.Remotes) != 1 || len(usc.Node.Leaf.Remotes[0].URLs) != 3 {
 		t.Fatalf("us.yaml: want one leaf remote with the three eu listeners, got %+v", usc.Node.Leaf.Remotes)
 	}
-	got := usc.Node.Leaf.Remotes[0].Deny
-	slices.Sort(want)
-	got = slices.Sorted(slices.Values(got))
-	if !slices.Equal(got, want) {
-		t.Fatalf("us.yaml node.leaf.remotes[0].deny drifted from platform.LinkDeny(resident topics of eu.yaml and us.yaml):\n got %q\nwant %q", got, want)
+	policy := map[string]bool{}
+	for _, s := range platform.LinkDeny(residentTopics(t, here)) {
+		policy[s] = true
 	}
+	for _, s := range usc.Node.Leaf.Remotes[0].Deny {
+		if policy[s] {
+			t.Fatalf("us.yaml node.leaf.remotes[0].deny lists %q by hand; platformd derives the resident topics' subjects (the rig must show it does)", s)
+		}
+	}
+}
+
+func loadConfig(t *testing.T, here, file string) *conf.Config {
+	t.Helper()
+	c, err := conf.Load(conf.LoadOptions{File: filepath.Join(here, file), Env: []string{}})
+	if err != nil {
+		t.Fatalf("load %s: %v", file, err)
+	}
+	return c
+}
+
+// residentTopics are the resident topics of eu.yaml and us.yaml.
+func residentTopics(t *testing.T, here string) []platform.TopicSpec {
+	t.Helper()
+	var out []platform.TopicSpec
+	for _, f := range []string{"eu.yaml", "us.yaml"} {
+		for _, s := range loadConfig(t, here, f).Catalog.Topics {
+			if s.Residency != "" {
+				out = append(out, s)
+			}
+		}
+	}
+	return out
+}
+
+// checkDerivedLinkDeny waits until every us node (the dialling side) has
+// applied the link deny list platformd derives: us.yaml's configured
+// subjects, platform.LinkDeny of the resident topics of both regions
+// (eu's read through the peer connection) and the gate's forward subject,
+// read from each node's /metrics.
+func checkDerivedLinkDeny(t *testing.T, rig *rig) {
+	t.Helper()
+	usc := loadConfig(t, rig.here, "us.yaml")
+	resident := residentTopics(t, rig.here)
+	want := len(platform.MergeDeny(usc.Node.Leaf.Remotes[0].Deny, platform.LinkDeny(resident), []string{platform.GateLinkDeny}))
+	lines := []string{fmt.Sprintf("platform_region_link_deny_subjects %d", want)}
+	for _, tp := range resident {
+		lines = append(lines, fmt.Sprintf("platform_region_link_denied_resident{name=%q,region=%q} 1", tp.Name, tp.Residency))
+	}
+	for _, n := range nodes["us"] {
+		waitFor(t, 60*time.Second, fmt.Sprintf("%s to apply the derived link deny list (%d subjects)", n, want), func() error {
+			resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", rig.httpPort[n]))
+			if err != nil {
+				return err
+			}
+			body, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err != nil {
+				return err
+			}
+			for _, l := range lines {
+				if !strings.Contains(string(body), l) {
+					return fmt.Errorf("/metrics lacks %q", l)
+				}
+			}
+			return nil
+		})
+	}
+	t.Logf("link deny list derived and applied on %v: %d subjects (resident %d topics of both regions, none listed in us.yaml)", nodes["us"], want, len(resident))
 }
 
 // publish publishes n events to topic tp (keys <key>:HC-<i%7>), each with

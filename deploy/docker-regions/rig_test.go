@@ -90,35 +90,46 @@ func startRig(t *testing.T) *rig {
 // on its control API (regions.peers names the other region).
 func (r *rig) platformctl(t *testing.T, region string, out any, args ...string) {
 	t.Helper()
+	var stdout, stderr string
+	for attempt := 1; ; attempt++ {
+		var err error
+		stdout, stderr, err = r.platformctlRun(region, append(args, "-o", "json")...)
+		if err == nil {
+			break
+		}
+		// A region just restarted may not have elected a stream leader
+		// yet; the region commands say when running them again is safe
+		// ("run the failback again"; not "primary again", which reports
+		// a failback done up to its last step: running it again would
+		// find nothing to fail back).
+		if attempt < 5 && strings.Contains(stderr, "again") && !strings.Contains(stderr, "primary again") {
+			t.Logf("platformctl %s (against %s), attempt %d: %s; running it again", strings.Join(args, " "), region, attempt, firstLine([]byte(stderr)))
+			time.Sleep(3 * time.Second)
+			continue
+		}
+		t.Fatalf("platformctl %s (against %s): %v\n%s%s", strings.Join(args, " "), region, err, stdout, stderr)
+	}
+	if err := json.Unmarshal([]byte(stdout), out); err != nil {
+		t.Fatalf("platformctl %s: decode %q: %v", strings.Join(args, " "), stdout, err)
+	}
+}
+
+// platformctlRun runs the platformctl binary with args against region's
+// three nodes once and returns its stdout, stderr and exit error (a
+// refusal is a non-zero exit with the reason on stderr).
+func (r *rig) platformctlRun(region string, args ...string) (string, string, error) {
 	var urls []string
 	for _, n := range nodes[region] {
 		urls = append(urls, fmt.Sprintf("nats://127.0.0.1:%d", r.natsPort[n]))
 	}
 	full := append([]string{"--server", strings.Join(urls, ","), "--creds", filepath.Join(r.shared, "creds", "admin.creds"), "--timeout", "60s"}, args...)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
 	var stdout, stderr strings.Builder
-	for attempt := 1; ; attempt++ {
-		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-		cmd := exec.CommandContext(ctx, r.ctl, append(full, "-o", "json")...)
-		stdout.Reset()
-		stderr.Reset()
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		err := cmd.Run()
-		cancel()
-		if err == nil {
-			break
-		}
-		// A region just restarted may not have elected a stream leader
-		// yet; the region commands say when running them again is safe.
-		if attempt < 5 && strings.Contains(stderr.String(), "again") {
-			t.Logf("platformctl %s (against %s), attempt %d: %s; running it again", strings.Join(args, " "), region, attempt, firstLine([]byte(stderr.String())))
-			time.Sleep(3 * time.Second)
-			continue
-		}
-		t.Fatalf("platformctl %s (against %s): %v\n%s%s", strings.Join(args, " "), region, err, stdout.String(), stderr.String())
-	}
-	if err := json.Unmarshal([]byte(stdout.String()), out); err != nil {
-		t.Fatalf("platformctl %s: decode %q: %v", strings.Join(args, " "), stdout.String(), err)
-	}
+	cmd := exec.CommandContext(ctx, r.ctl, full...)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	return stdout.String(), stderr.String(), err
 }
 
 // buildPlatformctl builds the platformctl binary of the repository at root
@@ -217,8 +228,8 @@ func (r *rig) connect(t *testing.T, region string) *nats.Conn {
 // natsCLI runs the real nats CLI (~/go/bin/nats, else nats on PATH)
 // against region's published ports: `nats stream add NAME --config FILE`
 // with cfg as the file (what a user bypassing the platform would type).
-// It returns the CLI's output; a failure to create is fatal (mode node
-// does not refuse it: see README.md).
+// It returns the CLI's output; a failure to create is fatal (natsCLIOut
+// for a create the residency gate is expected to refuse).
 func (r *rig) natsCLI(t *testing.T, region string, cfg jetstream.StreamConfig) []byte {
 	t.Helper()
 	out, err := r.natsCLIOut(t, region, cfg)
@@ -236,6 +247,20 @@ func (r *rig) natsCLIOut(t *testing.T, region string, cfg jetstream.StreamConfig
 	for _, n := range nodes[region] {
 		urls = append(urls, fmt.Sprintf("nats://127.0.0.1:%d", r.natsPort[n]))
 	}
+	file := streamConfigFile(t, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "--server", strings.Join(urls, ","),
+		"--creds", filepath.Join(r.shared, "creds", "admin.creds"), "--timeout", "5s",
+		"stream", "add", cfg.Name, "--config", file)
+	cmd.Env = append(os.Environ(), "HOME="+t.TempDir(), "NATS_CONTEXT=")
+	return cmd.CombinedOutput()
+}
+
+// streamConfigFile writes cfg as the JSON file nats stream add --config
+// (and platformctl residency check --config) read, and returns its path.
+func streamConfigFile(t *testing.T, cfg jetstream.StreamConfig) string {
+	t.Helper()
 	if cfg.Replicas == 0 {
 		cfg.Replicas = 1
 	}
@@ -255,13 +280,7 @@ func (r *rig) natsCLIOut(t *testing.T, region string, cfg jetstream.StreamConfig
 	if err := os.WriteFile(file, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "--server", strings.Join(urls, ","),
-		"--creds", filepath.Join(r.shared, "creds", "admin.creds"), "--timeout", "5s",
-		"stream", "add", cfg.Name, "--config", file)
-	cmd.Env = append(os.Environ(), "HOME="+t.TempDir(), "NATS_CONTEXT=")
-	return cmd.CombinedOutput()
+	return file
 }
 
 // natsBinary finds the nats CLI, or fails the test saying how to get it.

@@ -35,7 +35,7 @@ func (d *Daemon) serveControl() (micro.Service, error) {
 			return d.rec.DescribeTopic(ctx, r.Name)
 		})},
 		{Name: "queue_apply", Subject: control.SubjQueueApply, Handle: control.JSON(func(ctx context.Context, r control.ApplyQueueRequest) (platform.Change, error) {
-			return d.rec.ApplyQueue(ctx, r.Spec, r.Options)
+			return d.applyQueue(ctx, r.Spec, r.Options)
 		})},
 		{Name: "queue_list", Subject: control.SubjQueueList, Handle: control.JSON(func(ctx context.Context, _ struct{}) ([]platform.QueueInfo, error) {
 			return d.rec.ListQueues(ctx)

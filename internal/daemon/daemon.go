@@ -172,7 +172,10 @@ func (d *Daemon) startNodes(ctx context.Context) error {
 		d.fabric, d.nodes, d.region = f, f.Nodes(), f.Config().Region
 		return f.Start(ctx)
 	}
-	n, err := embeddednats.NewNode(d.cfg.Node, d.trust)
+	// The link comes up with the deny list derived so far (regions_peers.go).
+	nodeCfg := d.cfg.Node
+	nodeCfg.Leaf = d.presetLinkDeny(nodeCfg.Leaf)
+	n, err := embeddednats.NewNode(nodeCfg, d.trust)
 	if err != nil {
 		return err
 	}

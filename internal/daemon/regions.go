@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -32,7 +33,7 @@ type regionsState struct {
 	recs map[string]*platform.Reconciler
 
 	mu       sync.Mutex
-	resident map[string]platform.TopicSpec // resident topics known, by name
+	resident map[string]string // resident topics and queues known: name -> residency
 
 	// guard refuses cross-border copies of resident topics made directly
 	// through the JetStream API (see platform.ResidencyGuard).
@@ -58,19 +59,24 @@ func (d *Daemon) startRegions(ctx context.Context) error {
 	for _, t := range d.cfg.Catalog.Topics {
 		topics = append(topics, t)
 	}
-	rc.Deny = append(append(append([]string(nil), rc.Deny...), platform.LinkDeny(topics)...), platform.GateLinkDeny)
+	rc.Deny = platform.MergeDeny(rc.Deny, platform.CatalogLinkDeny(d.cfg.Catalog), []string{platform.GateLinkDeny})
 	all, err := embeddednats.NewRegions(rc, d.trust)
 	if err != nil {
 		return err
 	}
-	rs := &regionsState{all: all, recs: map[string]*platform.Reconciler{}, resident: map[string]platform.TopicSpec{}}
+	rs := &regionsState{all: all, recs: map[string]*platform.Reconciler{}, resident: map[string]string{}}
 	d.regions = rs
 	if err := all.Start(ctx); err != nil {
 		return err
 	}
 	for _, t := range topics {
 		if t.Residency != "" {
-			rs.resident[t.Name] = t
+			rs.resident[t.Name] = t.Residency
+		}
+	}
+	for _, q := range d.cfg.Catalog.Queues {
+		if q.Residency != "" {
+			rs.resident[q.Name] = q.Residency
 		}
 	}
 	for _, f := range all.Fabrics() {
@@ -93,7 +99,7 @@ func (d *Daemon) startRegions(ctx context.Context) error {
 	// Objects of a region other than home are applied there; the home
 	// reconciler gets the rest of the catalog.
 	cat := d.cfg.Catalog
-	cat.Topics, cat.Groups = maps.Clone(cat.Topics), maps.Clone(cat.Groups)
+	cat.Topics, cat.Groups, cat.Queues = maps.Clone(cat.Topics), maps.Clone(cat.Groups), maps.Clone(cat.Queues)
 	opts := platform.ApplyOptions{AllowReducedReplicas: d.cfg.Reconcile.AllowReducedReplicas, AllowCleanupChange: d.cfg.Reconcile.AllowCleanupChange}
 	for name, t := range d.cfg.Catalog.Topics {
 		where := platform.TopicRegion(t, d.region.Name)
@@ -114,6 +120,20 @@ func (d *Daemon) startRegions(ctx context.Context) error {
 		}
 		if _, err := rec.Apply(ctx, part, opts); err != nil {
 			return fmt.Errorf("daemon: reconcile topic %s in region %s: %w", name, where, err)
+		}
+	}
+	for name, q := range d.cfg.Catalog.Queues {
+		where := platform.QueueRegion(q, d.region.Name)
+		if where == d.region.Name {
+			continue
+		}
+		rec := rs.recs[where]
+		if rec == nil {
+			return fmt.Errorf("%w: queues.%s.residency: no region %q in regions.fabrics", conf.ErrInvalid, name, where)
+		}
+		delete(cat.Queues, name)
+		if _, err := rec.ApplyQueue(ctx, q, opts); err != nil {
+			return fmt.Errorf("daemon: reconcile queue %s in region %s: %w", name, where, err)
 		}
 	}
 	d.cfg.Catalog = cat
@@ -144,54 +164,98 @@ func (d *Daemon) startRegions(ctx context.Context) error {
 // applyTopic is the control API's topic apply: in mode regions a topic is
 // created in its residency region (home without one), and a topic newly
 // known to be resident goes on the link's deny list before it is created,
-// so none of its events can cross in the meantime.
+// so none of its events can cross in the meantime. In mode node with a
+// leafnode link a resident topic goes on the node's link deny list first.
 func (d *Daemon) applyTopic(ctx context.Context, spec platform.TopicSpec, o platform.ApplyOptions) (platform.Change, error) {
 	rs := d.regions
 	if rs == nil {
+		if spec.Residency != "" && !o.DryRun {
+			if err := d.addLinkResident(spec.Name); err != nil {
+				return platform.Change{}, err
+			}
+		}
 		return d.rec.ApplyTopic(ctx, spec, o)
 	}
 	where := platform.TopicRegion(spec, d.region.Name)
-	rec := rs.recs[where]
-	if rec == nil {
-		return platform.Change{}, fmt.Errorf("%w: residency %q is not a region of this installation (regions: %s)", platform.ErrInvalidSpec, where, strings.Join(rs.all.Names(), ", "))
-	}
-	// A topic of that name elsewhere would be a second primary.
-	for _, r := range rs.list {
-		if r.Name == where {
-			continue
-		}
-		if s, err := r.JS.Stream(ctx, platform.StreamName(spec.Name)); err == nil {
-			md := s.CachedInfo().Config.Metadata
-			if s.CachedInfo().Config.Mirror == nil && md["platform.mirror_of"] == "" {
-				return platform.Change{}, fmt.Errorf("%w: topic %s already lives in region %s; it cannot also be created in %s", platform.ErrConflict, spec.Name, r.Name, where)
-			}
-		}
+	rec, err := rs.regionRec(ctx, where, "topic", spec.Name)
+	if err != nil {
+		return platform.Change{}, err
 	}
 	if spec.Residency != "" && !o.DryRun {
-		if err := d.addResident(ctx, spec); err != nil {
+		if err := d.addResident(ctx, spec.Name, spec.Residency); err != nil {
 			return platform.Change{}, err
 		}
 	}
 	return rec.ApplyTopic(ctx, spec, o)
 }
 
-// addResident puts a resident topic on the link's deny list (a link
-// reconnect, see embeddednats.Node.SetLeafDeny) unless it is there.
-func (d *Daemon) addResident(ctx context.Context, spec platform.TopicSpec) error {
+// applyQueue is applyTopic for a queue: in mode regions created in its
+// residency region (home without one), a resident queue on the link's
+// deny list before it is created; in mode node on the node's link deny
+// list first.
+func (d *Daemon) applyQueue(ctx context.Context, spec platform.QueueSpec, o platform.ApplyOptions) (platform.Change, error) {
+	rs := d.regions
+	if rs == nil {
+		if spec.Residency != "" && !o.DryRun {
+			if err := d.addLinkResident(spec.Name); err != nil {
+				return platform.Change{}, err
+			}
+		}
+		return d.rec.ApplyQueue(ctx, spec, o)
+	}
+	where := platform.QueueRegion(spec, d.region.Name)
+	rec, err := rs.regionRec(ctx, where, "queue", spec.Name)
+	if err != nil {
+		return platform.Change{}, err
+	}
+	if spec.Residency != "" && !o.DryRun {
+		if err := d.addResident(ctx, spec.Name, spec.Residency); err != nil {
+			return platform.Change{}, err
+		}
+	}
+	return rec.ApplyQueue(ctx, spec, o)
+}
+
+// regionRec is the reconciler of region where for a topic or queue (kind)
+// name. It refuses a region that is not one of the installation's, and a
+// name whose primary stream already lives in another region (a second
+// primary).
+func (rs *regionsState) regionRec(ctx context.Context, where, kind, name string) (*platform.Reconciler, error) {
+	rec := rs.recs[where]
+	if rec == nil {
+		return nil, fmt.Errorf("%w: residency %q is not a region of this installation (regions: %s)", platform.ErrInvalidSpec, where, strings.Join(rs.all.Names(), ", "))
+	}
+	for _, r := range rs.list {
+		if r.Name == where {
+			continue
+		}
+		if s, err := r.JS.Stream(ctx, platform.StreamName(name)); err == nil {
+			md := s.CachedInfo().Config.Metadata
+			if s.CachedInfo().Config.Mirror == nil && md["platform.mirror_of"] == "" {
+				return nil, fmt.Errorf("%w: %s %s already lives in region %s; it cannot also be created in %s", platform.ErrConflict, kind, name, r.Name, where)
+			}
+		}
+	}
+	return rec, nil
+}
+
+// addResident puts a resident topic or queue on the link's deny list (a
+// link reconnect, see embeddednats.Node.SetLeafDeny) unless it is there.
+func (d *Daemon) addResident(ctx context.Context, name, residency string) error {
 	rs := d.regions
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
-	if cur, ok := rs.resident[spec.Name]; ok && cur.Residency == spec.Residency {
+	if cur, ok := rs.resident[name]; ok && cur == residency {
 		return nil
 	}
-	rs.resident[spec.Name] = spec
-	var topics []platform.TopicSpec
-	for _, t := range rs.resident {
-		topics = append(topics, t)
+	rs.resident[name] = residency
+	var derived []string
+	for _, n := range slices.Sorted(maps.Keys(rs.resident)) {
+		derived = append(derived, platform.ResidentDeny(n)...)
 	}
-	deny := append(append(append([]string(nil), d.cfg.Regions.Deny...), platform.LinkDeny(topics)...), platform.GateLinkDeny)
+	deny := platform.MergeDeny(d.cfg.Regions.Deny, derived, []string{platform.GateLinkDeny})
 	if err := rs.all.SetDeny(ctx, deny); err != nil {
-		return fmt.Errorf("daemon: update the region link for resident topic %s: %w", spec.Name, err)
+		return fmt.Errorf("daemon: update the region link for resident %s: %w", name, err)
 	}
 	return nil
 }
@@ -205,6 +269,9 @@ func (d *Daemon) addResident(ctx context.Context, spec platform.TopicSpec) error
 // one queue group.
 func (d *Daemon) startNodeGuard(ctx context.Context) error {
 	if err := d.startPeers(ctx); err != nil {
+		return err
+	}
+	if err := d.startLinkDeny(ctx); err != nil {
 		return err
 	}
 	if d.cfg.Mode != conf.ModeNode || !d.cfg.Node.Leaf.Enabled() {
@@ -389,6 +456,27 @@ func (d *Daemon) regionEndpoints() []control.Endpoint {
 			}
 			return rs.Report(ctx)
 		})},
+		{Name: "residency_audit", Subject: platform.SubjResidencyAudit, Handle: control.JSON(func(ctx context.Context, r platform.ResidencyAuditRequest) ([]platform.ResidencyRefusal, error) {
+			rs, err := need()
+			if err != nil {
+				return nil, err
+			}
+			if r.Region != "" && !slices.ContainsFunc(rs, func(x platform.Region) bool { return x.Name == r.Region }) {
+				return nil, fmt.Errorf("%w: no region %q (regions: %s)", control.ErrInvalid, r.Region, strings.Join(regionNames(rs), ", "))
+			}
+			out := []platform.ResidencyRefusal{}
+			for _, reg := range rs {
+				if r.Region != "" && reg.Name != r.Region {
+					continue
+				}
+				a, err := rs.ResidencyAudit(ctx, reg.Name)
+				if err != nil {
+					return nil, fmt.Errorf("residency audit of region %s: %w", reg.Name, err)
+				}
+				out = append(out, a...)
+			}
+			return out, nil
+		})},
 		{Name: "residency_check", Subject: platform.SubjResidencyCheck, Handle: control.JSON(func(ctx context.Context, r platform.StreamCheckRequest) (struct{}, error) {
 			rs, err := need()
 			if err != nil {
@@ -397,6 +485,14 @@ func (d *Daemon) regionEndpoints() []control.Endpoint {
 			return struct{}{}, residencyRefusal(rs.CheckStream(ctx, r.Region, r.Config))
 		})},
 	}
+}
+
+func regionNames(rs platform.Regions) []string {
+	out := make([]string, len(rs))
+	for i, r := range rs {
+		out[i] = r.Name
+	}
+	return out
 }
 
 // residencyRefusal classifies a residency refusal as a conflict (409) and

@@ -3,8 +3,10 @@ package daemon_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -178,4 +180,253 @@ func TestRegionsResidencyGuard(t *testing.T) {
 	if _, err := jsUS.CreateStream(ctx, jetstream.StreamConfig{Name: "us_plain", Subjects: []string{"us.plain.>"}}); err != nil {
 		t.Fatalf("plain stream in us through the gate: %v", err)
 	}
+}
+
+// nodeRegion runs a mode-node platformd of region name (one node, R1) on
+// port with the shared trust, its catalog and peers.
+func nodeRegion(t *testing.T, trust *embeddednats.Trust, name string, port int, cat platform.Catalog, peers []conf.PeerRegion, leaf embeddednats.Leaf) *daemon.Daemon {
+	t.Helper()
+	cfg := conf.DefaultConfig()
+	cfg.Mode = conf.ModeNode
+	cfg.DataDir = filepath.Join(t.TempDir(), name)
+	if err := trust.Save(filepath.Join(cfg.DataDir, "trust")); err != nil {
+		t.Fatal(err)
+	}
+	cfg.HTTP.Listen = "127.0.0.1:0"
+	cfg.Reconcile.AllowReducedReplicas = true
+	n := &cfg.Node
+	n.Name = name + "1"
+	n.Region = embeddednats.Region{Name: name}
+	n.Host, n.Port = "127.0.0.1", port
+	n.StoreDir = ""
+	n.LameDuck = 200 * time.Millisecond
+	n.Durability.Replicas = 1
+	n.Leaf = leaf
+	cfg.Catalog = cat
+	cfg.Regions.Peers = peers
+	cfg.EnsureDefaults()
+	d, err := daemon.New(&cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = d.Close(ctx)
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := d.Start(ctx); err != nil {
+		t.Fatalf("start %s: %v", name, err)
+	}
+	return d
+}
+
+// crossed subscribes on sub (one region) to subject, publishes n core
+// messages to pubSubj on pub (the other region) and returns how many the
+// subscriber received.
+func crossed(t *testing.T, sub, pub *nats.Conn, subject, pubSubj string, n int) int {
+	t.Helper()
+	ch := make(chan *nats.Msg, n)
+	s, err := sub.ChanSubscribe(subject, ch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Unsubscribe()
+	if err := sub.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second) // the subscription's interest crosses (if allowed)
+	for i := range n {
+		if err := pub.Publish(fmt.Sprintf("%s%d", pubSubj, i), []byte("x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := pub.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+	return len(ch)
+}
+
+// TestNodeModeLinkDenyDerived: two mode-node platformds, eu (listening)
+// and us (dialling eu, its YAML deny list holding only an extra subject,
+// none of the resident objects'), peers of each other. us derives its
+// link deny list from policy: eu's resident topic orders.eu and queue
+// jobs.eu (read through the peer connection), its own resident
+// invoices.us, a resident topic applied later through eu's control API
+// (payments.eu) and one applied through us's (receipts.us), and the gate's
+// forward subject; the configured subject stays. A core subscriber across
+// the link receives 0 of their messages while a non-resident topic's do
+// cross, and a hand-made mirror in us of the resident topic and queue is
+// refused at the request. The effective list is exported as a metric.
+func TestNodeModeLinkDenyDerived(t *testing.T) {
+	trust, err := embeddednats.NewTrust()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ports := freePorts(t, 3)
+	euPort, usPort, leafPort := ports[0], ports[1], ports[2]
+	topic := func(name, residency string) platform.TopicSpec {
+		tp := platform.DefaultTopicSpec(name)
+		tp.Replicas, tp.Residency = 1, residency
+		return tp
+	}
+	jobs := platform.DefaultQueueSpec("jobs.eu")
+	jobs.Replicas, jobs.Residency = 1, "eu"
+	euCat := platform.Catalog{
+		Topics: map[string]platform.TopicSpec{"orders.eu": topic("orders.eu", "eu"), "orders": topic("orders", "")},
+		Queues: map[string]platform.QueueSpec{"jobs.eu": jobs},
+	}
+	usCat := platform.Catalog{Topics: map[string]platform.TopicSpec{"invoices.us": topic("invoices.us", "us")}}
+	eu := nodeRegion(t, trust, "eu", euPort, euCat,
+		[]conf.PeerRegion{{Name: "us", URLs: []string{fmt.Sprintf("nats://127.0.0.1:%d", usPort)}}},
+		embeddednats.Leaf{Host: "127.0.0.1", Port: leafPort})
+	const extra = "audit.secret.>"
+	us := nodeRegion(t, trust, "us", usPort, usCat,
+		[]conf.PeerRegion{{Name: "eu", URLs: []string{eu.Nodes()[0].ClientURL()}}},
+		embeddednats.Leaf{Remotes: []embeddednats.LeafRemote{{URLs: []string{fmt.Sprintf("nats-leaf://127.0.0.1:%d", leafPort)}, Deny: []string{extra}}}})
+
+	ncEU, err := embeddednats.ConnectAdmin(trust, eu.Nodes()[0].ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ncEU.Close()
+	ncUS, err := embeddednats.ConnectAdmin(trust, us.Nodes()[0].ClientURL(), nats.MaxReconnects(-1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ncUS.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+
+	hasAll := func(names ...string) error {
+		got := map[string]bool{}
+		for _, s := range us.LinkDeny() {
+			got[s] = true
+		}
+		want := []string{extra, platform.GateLinkDeny}
+		for _, n := range names {
+			want = append(want, platform.ResidentDeny(n)...)
+		}
+		for _, s := range want {
+			if !got[s] {
+				return fmt.Errorf("us link deny list lacks %q (has %d subjects)", s, len(got))
+			}
+		}
+		return nil
+	}
+	waitFor(t, 30*time.Second, func() error { return hasAll("orders.eu", "jobs.eu", "invoices.us") })
+	waitFor(t, 60*time.Second, func() error { return linkedTo(ctx, ncUS, "eu") })
+
+	attempts, crossings := 0, 0
+	// Core subscribers across the link, both directions: 0 received.
+	for _, c := range []struct {
+		sub, pub      *nats.Conn
+		subject, pubs string
+	}{
+		{ncUS, ncEU, "orders.eu.>", "orders.eu.order:K-"},
+		{ncUS, ncEU, "jobs.eu.>", "jobs.eu.job-"},
+		{ncUS, ncEU, "$DLQ.orders_eu.>", "$DLQ.orders_eu.c."},
+		{ncEU, ncUS, "invoices.us.>", "invoices.us.invoice:I-"},
+	} {
+		attempts++
+		if got := crossed(t, c.sub, c.pub, c.subject, c.pubs, 20); got != 0 {
+			crossings++
+			t.Errorf("core subscriber on %s across the link received %d of 20 messages", c.subject, got)
+		}
+	}
+	// The link carries what policy allows: the non-resident topic.
+	if got := crossed(t, ncUS, ncEU, "orders.>", "orders.order:K-", 20); got != 20 {
+		t.Fatalf("non-resident orders across the link: received %d of 20; the link does not carry", got)
+	}
+
+	// Hand-made mirrors in us of eu's resident topic and queue (and their
+	// DLQ stream): refused at the request.
+	jsUS, err := jetstream.New(ncUS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, src := range []string{"orders_eu", "jobs_eu", "jobs_eu_dlq"} {
+		attempts++
+		rogue := jetstream.StreamConfig{Name: "rogue_" + src, Mirror: &jetstream.StreamSource{Name: src, Domain: "eu"}}
+		_, err := jsUS.CreateStream(ctx, rogue)
+		var apiErr *jetstream.APIError
+		if !errors.As(err, &apiErr) || apiErr.ErrorCode != platform.GateErrCode || !strings.Contains(apiErr.Description, "is resident in eu") {
+			crossings++
+			t.Errorf("hand-made mirror of %s in us: want the gate's refusal, got %T %v", src, err, err)
+		}
+	}
+
+	// Resident topics applied later, through either region's control API,
+	// join the list without a YAML change or restart.
+	var ch platform.Change
+	if err := control.Call(ctx, ncEU, control.SubjTopicApply, control.ApplyTopicRequest{Spec: topic("payments.eu", "eu")}, &ch); err != nil {
+		t.Fatalf("apply payments.eu in eu: %v", err)
+	}
+	if err := control.Call(ctx, ncUS, control.SubjTopicApply, control.ApplyTopicRequest{Spec: topic("receipts.us", "us")}, &ch); err != nil {
+		t.Fatalf("apply receipts.us in us: %v", err)
+	}
+	waitFor(t, 30*time.Second, func() error { return hasAll("orders.eu", "jobs.eu", "invoices.us", "payments.eu", "receipts.us") })
+	waitFor(t, 60*time.Second, func() error { return linkedTo(ctx, ncUS, "eu") })
+	for _, c := range []struct {
+		sub, pub      *nats.Conn
+		subject, pubs string
+	}{
+		{ncUS, ncEU, "payments.eu.>", "payments.eu.p:"},
+		{ncEU, ncUS, "receipts.us.>", "receipts.us.r:"},
+		{ncUS, ncEU, "orders.eu.>", "orders.eu.order:K-"},
+	} {
+		attempts++
+		if got := crossed(t, c.sub, c.pub, c.subject, c.pubs, 20); got != 0 {
+			crossings++
+			t.Errorf("core subscriber on %s across the link received %d of 20 messages", c.subject, got)
+		}
+	}
+	if got := crossed(t, ncUS, ncEU, "orders.>", "orders.order:K-", 20); got != 20 {
+		t.Fatalf("non-resident orders across the link after the update: received %d of 20", got)
+	}
+
+	resp, err := http.Get("http://" + us.HTTPAddr().String() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	want := fmt.Sprintf("platform_region_link_deny_subjects %d", len(us.LinkDeny()))
+	if !strings.Contains(string(body), want) || !strings.Contains(string(body), `platform_region_link_denied_resident{name="jobs.eu",region="eu"} 1`) {
+		t.Errorf("us metrics lack %q or jobs.eu's platform_region_link_denied_resident", want)
+	}
+	if eu.LinkDeny() != nil {
+		t.Errorf("eu (no remotes) has a link deny list: %v", eu.LinkDeny())
+	}
+	t.Logf("%d cross-border attempts (core subscriptions and hand-made mirrors), %d crossed; us link deny list: %d subjects", attempts, crossings, len(us.LinkDeny()))
+}
+
+func waitFor(t *testing.T, d time.Duration, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		err := f()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// linkedTo reports nil once domain's JetStream answers on nc through the
+// leafnode link.
+func linkedTo(ctx context.Context, nc *nats.Conn, domain string) error {
+	js, err := jetstream.NewWithDomain(nc, domain)
+	if err != nil {
+		return err
+	}
+	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	_, err = js.AccountInfo(cctx)
+	return err
 }
