@@ -131,6 +131,11 @@ func (d *Daemon) Start(ctx context.Context) (err error) {
 	d.reg.MustRegister(metrics.NewNATSCollector(d.metricSource))
 	d.registerCatalogMetrics()
 
+	// On the listening side of a region link, the dialling peers deny
+	// the catalog's resident objects before they are created (regions.go).
+	if err := d.denyCatalogAtPeers(ctx); err != nil {
+		return err
+	}
 	if err := d.reconcile(ctx); err != nil {
 		return err
 	}

@@ -165,11 +165,23 @@ func (d *Daemon) startRegions(ctx context.Context) error {
 // created in its residency region (home without one), and a topic newly
 // known to be resident goes on the link's deny list before it is created,
 // so none of its events can cross in the meantime. In mode node with a
-// leafnode link a resident topic goes on the node's link deny list first.
+// leafnode link a resident topic goes on the node's link deny list first;
+// on the listening side of the link (node.leaf.port) every peer region's
+// platformds confirm it on their link deny list first (addPeerResident),
+// or the apply is refused and nothing is created.
 func (d *Daemon) applyTopic(ctx context.Context, spec platform.TopicSpec, o platform.ApplyOptions) (platform.Change, error) {
 	rs := d.regions
 	if rs == nil {
 		if spec.Residency != "" && !o.DryRun {
+			// Bad input is refused before any link changes.
+			dry := o
+			dry.DryRun = true
+			if _, err := d.rec.ApplyTopic(ctx, spec, dry); err != nil {
+				return platform.Change{}, err
+			}
+			if err := d.addPeerResident(ctx, "topic", spec.Name); err != nil {
+				return platform.Change{}, err
+			}
 			if err := d.addLinkResident(spec.Name); err != nil {
 				return platform.Change{}, err
 			}
@@ -197,6 +209,15 @@ func (d *Daemon) applyQueue(ctx context.Context, spec platform.QueueSpec, o plat
 	rs := d.regions
 	if rs == nil {
 		if spec.Residency != "" && !o.DryRun {
+			// Bad input is refused before any link changes.
+			dry := o
+			dry.DryRun = true
+			if _, err := d.rec.ApplyQueue(ctx, spec, dry); err != nil {
+				return platform.Change{}, err
+			}
+			if err := d.addPeerResident(ctx, "queue", spec.Name); err != nil {
+				return platform.Change{}, err
+			}
 			if err := d.addLinkResident(spec.Name); err != nil {
 				return platform.Change{}, err
 			}
