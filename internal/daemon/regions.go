@@ -172,6 +172,9 @@ func (d *Daemon) startRegions(ctx context.Context) error {
 func (d *Daemon) applyTopic(ctx context.Context, spec platform.TopicSpec, o platform.ApplyOptions) (platform.Change, error) {
 	rs := d.regions
 	if rs == nil {
+		if err := d.ownResidency("topic", spec.Name, spec.Residency); err != nil {
+			return platform.Change{}, err
+		}
 		if spec.Residency != "" && !o.DryRun {
 			// Bad input is refused before any link changes.
 			dry := o
@@ -208,6 +211,9 @@ func (d *Daemon) applyTopic(ctx context.Context, spec platform.TopicSpec, o plat
 func (d *Daemon) applyQueue(ctx context.Context, spec platform.QueueSpec, o platform.ApplyOptions) (platform.Change, error) {
 	rs := d.regions
 	if rs == nil {
+		if err := d.ownResidency("queue", spec.Name, spec.Residency); err != nil {
+			return platform.Change{}, err
+		}
 		if spec.Residency != "" && !o.DryRun {
 			// Bad input is refused before any link changes.
 			dry := o
@@ -523,4 +529,16 @@ func residencyRefusal(err error) error {
 		return refused{err}
 	}
 	return err
+}
+
+// ownResidency refuses, on a daemon that runs one region's node(s), a
+// topic or queue resident in another region: its data would live here,
+// outside the region it must never leave. Create it through a platformd
+// of that region instead.
+func (d *Daemon) ownResidency(kind, name, residency string) error {
+	if residency == "" || d.region.Name == "" || residency == d.region.Name {
+		return nil
+	}
+	return fmt.Errorf("%w: %s %s: residency %q is not this platformd's region %q: its events would be stored in %s; apply it through a platformd of region %s",
+		platform.ErrInvalidSpec, kind, name, residency, d.region.Name, d.region.Name, residency)
 }

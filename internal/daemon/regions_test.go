@@ -576,6 +576,21 @@ func TestNodeModeLinkDenyListeningSide(t *testing.T) {
 	if err := control.Call(ctx, ncEU, control.SubjTopicApply, control.ApplyTopicRequest{Spec: topic("open2", "")}, &c); err != nil {
 		t.Fatalf("non-resident open2 with us unreachable: %v", err)
 	}
+	// A topic or queue resident in another region is refused here: its
+	// events would be stored in eu.
+	err = control.Call(ctx, ncEU, control.SubjTopicApply, control.ApplyTopicRequest{Spec: topic("foreign.us", "us")}, &c)
+	if err == nil || !strings.Contains(err.Error(), `residency "us" is not this platformd's region "eu"`) {
+		t.Fatalf("topic resident in us applied in eu: want a refusal naming both regions, got %v", err)
+	}
+	if _, err := jsEU.Stream(ctx, platform.StreamName("foreign.us")); !errors.Is(err, jetstream.ErrStreamNotFound) {
+		t.Fatalf("foreign.us refused, yet its stream lookup in eu answers %v (want not found)", err)
+	}
+	q := platform.DefaultQueueSpec("foreign-jobs")
+	q.Residency = "us"
+	err = control.Call(ctx, ncEU, control.SubjQueueApply, control.ApplyQueueRequest{Spec: q}, &c)
+	if err == nil || !strings.Contains(err.Error(), `residency "us" is not this platformd's region "eu"`) {
+		t.Fatalf("queue resident in us applied in eu: want a refusal naming both regions, got %v", err)
+	}
 }
 
 // TestNodeModeLinkDenyListeningCatalog: the listening region's (eu's)
@@ -583,9 +598,7 @@ func TestNodeModeLinkDenyListeningSide(t *testing.T) {
 // core subscriber on its subjects. When eu starts, us denies the topic
 // before eu's catalog is reconciled: 0 of the events published in eu as
 // soon as the topic's stream exists, right after eu's start and once the
-// link is up reach us; the catalog's non-resident topic crosses. Needs
-// daemon.go to call denyCatalogAtPeers before reconcile (see
-// /tmp/agents/regions3.report.md).
+// link is up reach us; the catalog's non-resident topic crosses.
 func TestNodeModeLinkDenyListeningCatalog(t *testing.T) {
 	trust, err := embeddednats.NewTrust()
 	if err != nil {
@@ -682,8 +695,8 @@ func TestNodeModeLinkDenyListeningCatalog(t *testing.T) {
 	if err := <-early; err != nil {
 		t.Fatal(err)
 	}
-	if eu.CatalogDeniedAtPeers() != 1 {
-		t.Skip("daemon.go does not call denyCatalogAtPeers before reconcile yet (/tmp/agents/regions3_proposed/daemon_catalog.patch)")
+	if got := eu.CatalogDeniedAtPeers(); got != 1 {
+		t.Fatalf("eu's start had us confirm %d catalog residents on its link deny list, want 1 (cat.eu)", got)
 	}
 	publish("cat.eu.first:") // right after eu's start returned
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
