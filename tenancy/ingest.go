@@ -252,7 +252,12 @@ func (in *ingest) subscribeLocked(subject string) error {
 	if err != nil {
 		return fmt.Errorf("tenancy: ingest %s %s: %w", in.tenant, subject, err)
 	}
-	_ = sub.SetPendingLimits(1<<16, 256<<20)
+	// The subscription's own buffer (events the callback has not taken
+	// yet) is bounded like the throttle queue: the callback never blocks
+	// (it forwards, queues or refuses at once), so this fills only while
+	// it is starved of CPU, and whatever the tenant sends, the ingest
+	// holds at most two such bounds.
+	_ = sub.SetPendingLimits(queueCap, maxQueuedBytes)
 	in.subs[subject] = sub
 	return in.nc.Flush()
 }
@@ -331,12 +336,25 @@ func (in *ingest) handle(m *nats.Msg) {
 	}
 }
 
-// worker forwards queued events as fast as the quota allows; one timer,
-// reset per wait, so waiting allocates nothing.
+// batchWait is the shortest wait of the throttle worker. A tenant held
+// at its quota (its publishers' windows full, events waiting) would
+// otherwise be forwarded one event every 1/quota seconds: a timer
+// wakeup, a socket write, a server read and a raft proposal per event,
+// paid on the servers every tenant shares. Waiting at least batchWait
+// lets the tokens of several events accrue; they are then forwarded
+// back to back and travel together (one write, one proposal batch). The
+// bucket still decides how many pass, so the quota holds (a batch is at
+// most batchWait of quota, far below the bucket's burst).
+const batchWait = 5 * time.Millisecond
+
+// worker forwards queued events as fast as the quota allows, in batches
+// (see batchWait); one timer, reset per wait, so waiting allocates
+// nothing.
 func (in *ingest) worker() {
 	defer in.wg.Done()
 	wait := time.NewTimer(time.Hour)
 	wait.Stop()
+	behind := 0 // events that were queued while the worker waited: throttled too
 	for {
 		select {
 		case <-in.done:
@@ -350,15 +368,21 @@ func (in *ingest) worker() {
 				in.refuse(m, "event larger than the byte-rate burst")
 				continue
 			}
-			if d := max(r1.DelayFrom(now), r2.DelayFrom(now)); d > 0 {
+			d := max(r1.DelayFrom(now), r2.DelayFrom(now))
+			if d <= 0 && behind > 0 {
+				behind--
 				in.stats.Throttled.Add(1)
-				wait.Reset(d)
+			}
+			if d > 0 {
+				in.stats.Throttled.Add(1)
+				wait.Reset(max(d, batchWait))
 				select {
 				case <-wait.C:
 				case <-in.done:
 					wait.Stop()
 					return
 				}
+				behind = len(in.queue)
 			}
 			in.forward(m)
 		}

@@ -2,6 +2,8 @@ package tenancy_test
 
 import (
 	"errors"
+	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -120,3 +122,139 @@ func TestRateQuotaMalformedDelete(t *testing.T) {
 }
 
 func errOf[T any](_ T, err error) error { return err }
+
+// A throttled tenant whose publishers keep more in flight than the
+// throttle queue holds: every acknowledged publish gets exactly one
+// answer. Those that fit in the queue are stored (acked later, at the
+// quota); those beyond it get the 429 at once, not after waiting; none
+// is lost, duplicated or left unanswered, and the counters agree.
+func TestThrottleOverflowAnswersEveryPublish(t *testing.T) {
+	e := start(t, 3)
+	q := tenancy.DefaultQuota()
+	q.PublishRate, q.Policy = 200, tenancy.PolicyThrottle // queue: max(256, 2 s of quota) = 400 events
+	e.tenant("overflow", q)
+	creds := e.user("overflow", "producer", []string{"orders"}, nil)
+
+	const conns, perConn, window = 2, 600, 512 // 1024 in flight > 400 queued
+	type outcome struct {
+		acked, refused, other, unanswered int
+		seqs                              []uint64
+		refusedIn                         []time.Duration // publish to 429
+	}
+	outs := make([]outcome, conns)
+	var wg sync.WaitGroup
+	for i := range conns {
+		nc := e.mustConnect(creds, "producer", i)
+		js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(window))
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			type sent struct {
+				f  jetstream.PubAckFuture
+				at time.Time
+			}
+			var futs []sent
+			for n := range perConn {
+				f, err := js.PublishAsync("orders.k", []byte(fmt.Sprintf("%d-%d", i, n)), jetstream.WithStallWait(30*time.Second))
+				if err != nil {
+					t.Errorf("publish %d-%d: %v", i, n, err)
+					return
+				}
+				futs = append(futs, sent{f, time.Now()})
+			}
+			// Each answer is timed as it comes (not in publish order: the
+			// queued events' acks come at the quota, after the refusals).
+			o := &outs[i]
+			var mu sync.Mutex
+			var answers sync.WaitGroup
+			giveUp := time.Now().Add(30 * time.Second)
+			for _, s := range futs {
+				answers.Add(1)
+				go func() {
+					defer answers.Done()
+					select {
+					case ack := <-s.f.Ok():
+						mu.Lock()
+						o.acked++
+						o.seqs = append(o.seqs, ack.Sequence)
+						mu.Unlock()
+					case err := <-s.f.Err():
+						took := time.Since(s.at)
+						mu.Lock()
+						defer mu.Unlock()
+						var apiErr *jetstream.APIError
+						if errors.As(err, &apiErr) && apiErr.Code == 429 && apiErr.ErrorCode == tenancy.ErrCodeRateLimited {
+							o.refused++
+							o.refusedIn = append(o.refusedIn, took)
+						} else {
+							o.other++
+							t.Logf("publish error other than 429: %v", err)
+						}
+					case <-time.After(time.Until(giveUp)):
+						mu.Lock()
+						o.unanswered++
+						mu.Unlock()
+					}
+				}()
+			}
+			answers.Wait()
+		}()
+	}
+	wg.Wait()
+	var acked, refused, other, unanswered int
+	seqs := map[uint64]bool{}
+	var refusedIn []time.Duration
+	for _, o := range outs {
+		acked, refused, other, unanswered = acked+o.acked, refused+o.refused, other+o.other, unanswered+o.unanswered
+		for _, s := range o.seqs {
+			seqs[s] = true
+		}
+		refusedIn = append(refusedIn, o.refusedIn...)
+	}
+	slices.Sort(refusedIn)
+	t.Logf("%d published: %d acked, %d refused (429), %d other errors, %d unanswered; 429 after p50 %v max %v",
+		conns*perConn, acked, refused, other, unanswered, pct(refusedIn, 0.5), pct(refusedIn, 1))
+	if acked+refused != conns*perConn || other != 0 || unanswered != 0 {
+		t.Errorf("outcomes do not add up to the %d published: %d acked + %d refused, %d other, %d unanswered",
+			conns*perConn, acked, refused, other, unanswered)
+	}
+	if refused == 0 || acked < 400 {
+		t.Errorf("%d acked, %d refused: want the queue (400) stored and the overflow refused", acked, refused)
+	}
+	// A refusal is immediate: it does not wait for the queue to drain
+	// (the last queued event is acked about 2 s after it was queued).
+	if p50 := pct(refusedIn, 0.5); p50 > 500*time.Millisecond {
+		t.Errorf("429 p50 %v after the publish, want it at once", p50)
+	}
+	if len(seqs) != acked {
+		t.Errorf("%d acks carry %d distinct stream sequences", acked, len(seqs))
+	}
+	js, err := e.m.TenantJetStream("overflow")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := js.Stream(ctx(t), tenancy.StreamName("orders"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := st.CachedInfo().State.Msgs; n != uint64(acked) {
+		t.Errorf("stream holds %d events, %d were acked", n, acked)
+	}
+	us, err := e.m.Usage(ctx(t), "overflow")
+	if err != nil || len(us) != 1 {
+		t.Fatalf("usage: %v, %v", us, err)
+	}
+	if us[0].MsgsIn != uint64(acked) || us[0].Rejected != uint64(refused) || us[0].Dropped != 0 {
+		t.Errorf("usage accepted %d, rejected %d, dropped %d; want %d, %d, 0", us[0].MsgsIn, us[0].Rejected, us[0].Dropped, acked, refused)
+	}
+}
+
+func pct(d []time.Duration, p float64) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	return d[min(len(d)-1, int(p*float64(len(d))))]
+}

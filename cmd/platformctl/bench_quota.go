@@ -1,11 +1,13 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -61,9 +63,20 @@ func newBenchQuotaCmd(g *globalOptions) *cobra.Command {
   4. the same with A offering exactly its quota (no flood): B's p99 then
      (bench.quota.b_p99_a_at_quota) is what A's admitted load costs B on
      shared cores; bench.quota.b_p99_flooded_over_a_at_quota is the
-     flood's own cost (the enforcement's isolation).
+     flood's own cost (the enforcement's isolation). With --in-process,
+     bench.quota.cpu_flooded_over_a_at_quota is the process's CPU during
+     B's phase with A flooding over that with A at its quota (the flood's
+     CPU cost, steadier than p99 on a shared machine).
   2, 3 and 4 alternate --runs times; every figure is the median over the
-  runs.
+  runs, but A's outcome counts are those of the run with the median acks.
+
+A's flood is open loop: every 10 ms tick offers what fell due; a
+connection whose in-flight window stays full for the tick sends none of
+it (a_stalled: held back at its connection). Every offered event has one
+outcome: a_acked_in_window (the achieved rate), a_acked_before_window
+(warmup), a_acked_after_window, a_refused (the 429), a_stalled,
+a_errors_other (kinds on stderr) or a_unanswered (nothing 10 s after the
+flood); they add up to a_offered_msgs (a_unaccounted is 0).
 
 With --in-process it starts a temporary 3-node fabric and a tenancy
 manager (what platformd runs); otherwise it uses the platform at --server
@@ -159,7 +172,22 @@ type quotaTarget interface {
 	// and describes where the streams and ingests are. Best effort.
 	arrange(ctx context.Context, rawStream string) string
 	urls() []string
+	// ingest reads tenant's ingest counters (in-process only; ok false
+	// elsewhere).
+	ingest(ctx context.Context, tenant string) (c ingestCounters, ok bool)
 	close()
+}
+
+// ingestCounters are a tenant's ingest figures: what its connection
+// received and the manager's counters.
+type ingestCounters struct {
+	in, out                                uint64 // the ingest connection's messages received and sent
+	accepted, throttled, rejected, dropped uint64
+}
+
+func (c ingestCounters) since(o ingestCounters) string {
+	return fmt.Sprintf("ingest connection received %d and sent %d; accepted %d, throttled %d, refused (429) %d, dropped %d",
+		c.in-o.in, c.out-o.out, c.accepted-o.accepted, c.throttled-o.throttled, c.rejected-o.rejected, c.dropped-o.dropped)
 }
 
 func runBenchQuota(ctx context.Context, tgt quotaTarget, o benchQuotaOptions, size int, progress io.Writer) ([]string, error) {
@@ -295,6 +323,7 @@ func runBenchQuota(ctx context.Context, tgt quotaTarget, o benchQuotaOptions, si
 	}
 	var alones, floodeds, atQuotas []latencies
 	var fls []floodResult
+	var cpuRatios []float64 // process CPU during B's phase, A flooding over A at its quota
 	for r := range o.runs {
 		logf("run %d/%d: tenant B alone at %d/s for %s", r+1, o.runs, o.bRate, o.duration)
 		gc := gcSince()
@@ -309,6 +338,7 @@ func runBenchQuota(ctx context.Context, tgt quotaTarget, o benchQuotaOptions, si
 		var bFlooded latencies
 		var bErr error
 		var wg sync.WaitGroup
+		ic0, icOK := tgt.ingest(ctx, "bench-quota-a")
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -316,32 +346,50 @@ func runBenchQuota(ctx context.Context, tgt quotaTarget, o benchQuotaOptions, si
 		}()
 		time.Sleep(o.warmup)
 		gc = gcSince()
+		cpu0 := processCPU()
 		bFlooded, bErr = paced(ctx, bjs, o.bRate, o.duration, payload)
+		floodCPU := processCPU() - cpu0
 		gcs := gc()
+		ic1, _ := tgt.ingest(ctx, "bench-quota-a")
 		wg.Wait()
+		ic2, _ := tgt.ingest(ctx, "bench-quota-a")
 		if bErr != nil {
 			return nil, fmt.Errorf("tenant B while A floods: %w", bErr)
 		}
 		logf("run %d/%d: B, A flooding: p50 %s p99 %s; %s", r+1, o.runs, bFlooded.p50, bFlooded.p99, gcs)
+		logf("run %d/%d: A's flood: %s", r+1, o.runs, fl)
+		if icOK {
+			logf("run %d/%d: A's ingest during the flood: %s; after it: %s", r+1, o.runs, ic1.since(ic0), ic2.since(ic1))
+		}
 		// The same with A offering exactly its quota: what A's admitted
 		// load alone costs B (on shared cores, A's quota of replicated
 		// writes is real work); against it, the flood's own cost.
 		logf("run %d/%d: tenant A at its quota (%d/s, no flood) while B publishes at %d/s", r+1, o.runs, o.quota, o.bRate)
 		var bAtQuota latencies
 		wg.Add(1)
+		var flq floodResult
 		go func() {
 			defer wg.Done()
-			_ = flood(ctx, ajs, float64(o.quota), o.warmup, o.duration, payload)
+			flq = flood(ctx, ajs, float64(o.quota), o.warmup, o.duration, payload)
 		}()
 		time.Sleep(o.warmup)
 		gc = gcSince()
+		cpu0 = processCPU()
 		bAtQuota, bErr = paced(ctx, bjs, o.bRate, o.duration, payload)
+		quotaCPU := processCPU() - cpu0
 		gcs = gc()
 		wg.Wait()
+		logf("run %d/%d: A at its quota: %s", r+1, o.runs, flq)
 		if bErr != nil {
 			return nil, fmt.Errorf("tenant B while A publishes at its quota: %w", bErr)
 		}
 		logf("run %d/%d: B, A at its quota: p50 %s p99 %s; %s", r+1, o.runs, bAtQuota.p50, bAtQuota.p99, gcs)
+		if o.inProcess {
+			logf("run %d/%d: process CPU while B publishes: %s with A flooding, %s with A at its quota", r+1, o.runs, floodCPU, quotaCPU)
+			if quotaCPU > 0 {
+				cpuRatios = append(cpuRatios, float64(floodCPU)/float64(quotaCPU))
+			}
+		}
 		alones, floodeds, fls = append(alones, bAlone), append(floodeds, bFlooded), append(fls, fl)
 		atQuotas = append(atQuotas, bAtQuota)
 	}
@@ -356,12 +404,22 @@ func runBenchQuota(ctx context.Context, tgt quotaTarget, o benchQuotaOptions, si
 		return a / b
 	}
 	achieved := float64(fl.acked) / o.duration.Seconds()
+	for k, v := range fl.other {
+		logf("A's other errors (the median run): %s %d", k, v)
+	}
 	lines := []string{
 		fmt.Sprintf("bench.quota.quota: %d msg/s", o.quota),
 		fmt.Sprintf("bench.quota.a_offered: %.0f msg/s", float64(fl.offered)/(o.duration+o.warmup).Seconds()),
 		fmt.Sprintf("bench.quota.a_achieved: %.0f msg/s", achieved),
+		fmt.Sprintf("bench.quota.a_offered_msgs: %d msgs", fl.offered),
+		fmt.Sprintf("bench.quota.a_acked_in_window: %d msgs", fl.acked),
+		fmt.Sprintf("bench.quota.a_acked_before_window: %d msgs", fl.early),
+		fmt.Sprintf("bench.quota.a_acked_after_window: %d msgs", fl.late),
 		fmt.Sprintf("bench.quota.a_refused: %d msgs", fl.refused),
 		fmt.Sprintf("bench.quota.a_stalled: %d msgs", fl.stalled),
+		fmt.Sprintf("bench.quota.a_errors_other: %d msgs", fl.otherTotal()),
+		fmt.Sprintf("bench.quota.a_unanswered: %d msgs", fl.unanswered),
+		fmt.Sprintf("bench.quota.a_unaccounted: %d msgs", fl.unaccounted()),
 		fmt.Sprintf("bench.quota.a_achieved_over_quota: %.3f x", achieved/float64(o.quota)),
 		fmt.Sprintf("bench.quota.b_rate: %.0f msg/s", bFlooded.rate),
 		fmt.Sprintf("bench.quota.b_p50_alone: %.3f ms", ms(bAlone.p50)),
@@ -384,6 +442,9 @@ func runBenchQuota(ctx context.Context, tgt quotaTarget, o benchQuotaOptions, si
 			fmt.Sprintf("bench.quota.raw_cpu_per_msg: %.1f us", rc),
 			fmt.Sprintf("bench.quota.unthrottled_cpu_per_msg: %.1f us", uc),
 			fmt.Sprintf("bench.quota.raw_cpu_over_unthrottled_cpu: %.3f x", ratio(rc, uc)))
+		if len(cpuRatios) > 0 {
+			lines = append(lines, fmt.Sprintf("bench.quota.cpu_flooded_over_a_at_quota: %.3f x", bench.MedianOf(cpuRatios)))
+		}
 	}
 	return lines, nil
 }
@@ -460,7 +521,36 @@ func paced(ctx context.Context, js jetstream.JetStream, rate int, d time.Duratio
 }
 
 type floodResult struct {
-	offered, acked, refused, stalled int64
+	offered int64
+	// Every offered event ends in exactly one of these.
+	early, acked, late int64            // acked before, within and after the measured window
+	refused            int64            // the 429 of the quota
+	stalled            int64            // held back: not sent, the in-flight window stayed full for a tick
+	other              map[string]int64 // other errors, by kind
+	unanswered         int64            // no ack nor error within floodAnswerWait after the flood
+}
+
+func (r floodResult) otherTotal() int64 {
+	var n int64
+	for _, v := range r.other {
+		n += v
+	}
+	return n
+}
+
+// unaccounted is what no outcome counted: 0 unless the bench is wrong.
+func (r floodResult) unaccounted() int64 {
+	return r.offered - r.early - r.acked - r.late - r.refused - r.stalled - r.otherTotal() - r.unanswered
+}
+
+func (r floodResult) String() string {
+	kinds := make([]string, 0, len(r.other))
+	for k, v := range r.other {
+		kinds = append(kinds, fmt.Sprintf("%s %d", k, v))
+	}
+	slices.Sort(kinds)
+	return fmt.Sprintf("offered %d: acked %d in the window, %d before, %d after; 429 %d; stalled %d; other errors %d [%s]; never answered %d; unaccounted %d",
+		r.offered, r.acked, r.early, r.late, r.refused, r.stalled, r.otherTotal(), strings.Join(kinds, ", "), r.unanswered, r.unaccounted())
 }
 
 // medianLatencies takes each figure's median over the runs.
@@ -481,30 +571,61 @@ func medianLatencies(runs []latencies) latencies {
 	}
 }
 
-// medianFlood takes each count's median over the runs.
+// medianFlood is the run with the median acks in the measured window:
+// a whole run, so its outcomes add up to what it offered.
 func medianFlood(runs []floodResult) floodResult {
-	pick := func(f func(r floodResult) int64) int64 {
-		v := make([]int64, len(runs))
-		for i, r := range runs {
-			v[i] = f(r)
+	sorted := slices.Clone(runs)
+	slices.SortFunc(sorted, func(a, b floodResult) int { return cmp.Compare(a.acked, b.acked) })
+	return sorted[len(sorted)/2]
+}
+
+// floodAnswerWait is how long after the flood its last publishes may
+// still be answered; what is not answered then is counted unanswered.
+const floodAnswerWait = 10 * time.Second
+
+// errKind names an error of a flood publish for the outcome counts.
+func errKind(err error) string {
+	var apiErr *jetstream.APIError
+	switch {
+	case errors.As(err, &apiErr):
+		return fmt.Sprintf("api_%d_%d", apiErr.Code, apiErr.ErrorCode)
+	case errors.Is(err, jetstream.ErrNoStreamResponse), errors.Is(err, nats.ErrNoResponders):
+		return "no_responders"
+	case errors.Is(err, jetstream.ErrAsyncPublishTimeout), errors.Is(err, nats.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
+		return "timeout"
+	case errors.Is(err, nats.ErrConnectionClosed), errors.Is(err, nats.ErrConnectionReconnecting), errors.Is(err, nats.ErrDisconnected):
+		return "connection"
+	case errors.Is(err, nats.ErrSlowConsumer):
+		return "slow_consumer"
+	}
+	k := strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
+			return r
 		}
-		slices.Sort(v)
-		return v[len(v)/2]
-	}
-	return floodResult{
-		offered: pick(func(r floodResult) int64 { return r.offered }),
-		acked:   pick(func(r floodResult) int64 { return r.acked }),
-		refused: pick(func(r floodResult) int64 { return r.refused }),
-		stalled: pick(func(r floodResult) int64 { return r.stalled }),
-	}
+		return '_'
+	}, strings.ToLower(err.Error()))
+	return k[:min(len(k), 40)]
 }
 
 // flood offers rate events/s spread over the connections for warmup+d
-// and counts the acks that arrive within the measured d.
+// (open loop: a 10 ms tick offers what fell due) and gives every offered
+// event one outcome: acked before, within or after the measured d,
+// refused with the 429, stalled (held back: its connection's in-flight
+// window stayed full for a tick, so it was not sent), another error (by
+// kind), or never answered (nothing within floodAnswerWait after the
+// flood).
 func flood(ctx context.Context, jss []jetstream.JetStream, rate float64, warmup, d time.Duration, payload []byte) floodResult {
-	var offered, acked, refused, stalled atomic.Int64
+	var offered, early, acked, late, refused, stalled, unanswered atomic.Int64
+	var omu sync.Mutex
+	other := map[string]int64{}
+	otherErr := func(kind string) {
+		omu.Lock()
+		other[kind]++
+		omu.Unlock()
+	}
 	start := time.Now()
 	from, until := start.Add(warmup), start.Add(warmup+d)
+	giveUp := until.Add(floodAnswerWait)
 	perConn := rate / float64(len(jss))
 	const tick = 10 * time.Millisecond
 	var wg sync.WaitGroup
@@ -513,36 +634,68 @@ func flood(ctx context.Context, jss []jetstream.JetStream, rate float64, warmup,
 		wg.Add(2)
 		go func() { // collects acks in order
 			defer wg.Done()
+			timeout := time.NewTimer(time.Until(giveUp))
+			defer timeout.Stop()
+			expired := false
 			for f := range futs {
+				var ok <-chan *jetstream.PubAck
+				var errc <-chan error
+				ok, errc = f.Ok(), f.Err()
+				if expired {
+					select {
+					case <-ok:
+						late.Add(1)
+					case err := <-errc:
+						countErr(err, &refused, otherErr)
+					default:
+						unanswered.Add(1)
+					}
+					continue
+				}
 				select {
-				case <-f.Ok():
-					if now := time.Now(); now.After(from) && now.Before(until) {
+				case <-ok:
+					switch now := time.Now(); {
+					case now.Before(from):
+						early.Add(1)
+					case now.Before(until):
 						acked.Add(1)
+					default:
+						late.Add(1)
 					}
-				case err := <-f.Err():
-					var apiErr *jetstream.APIError
-					if errors.As(err, &apiErr) && apiErr.Code == 429 {
-						refused.Add(1)
-					}
-				case <-time.After(10 * time.Second):
+				case err := <-errc:
+					countErr(err, &refused, otherErr)
+				case <-timeout.C:
+					expired = true
+					unanswered.Add(1)
 				}
 			}
 		}()
 		go func() {
 			defer wg.Done()
 			defer close(futs)
-			sent := 0.0
+			var sent int64
 			for n := 0; ; n++ {
 				now := time.Now()
 				if !now.Before(until) || ctx.Err() != nil {
 					return
 				}
-				due := perConn * now.Sub(start).Seconds()
-				for ; sent < due; sent++ {
+				due := int64(perConn * now.Sub(start).Seconds())
+				for sent < due {
+					// A publisher whose window stays full for a tick is held
+					// back: what falls due meanwhile is offered but not sent
+					// (counted stalled), so the offer stays open loop and
+					// nothing is published after the flood.
+					f, err := js.PublishAsync(fmt.Sprintf("orders.a-%d-%d", ci, n%64), payload, jetstream.WithStallWait(tick))
+					if errors.Is(err, jetstream.ErrTooManyStalledMsgs) {
+						offered.Add(due - sent)
+						stalled.Add(due - sent)
+						sent = due
+						break
+					}
 					offered.Add(1)
-					f, err := js.PublishAsync(fmt.Sprintf("orders.a-%d-%d", ci, n%64), payload)
+					sent++
 					if err != nil {
-						stalled.Add(1) // the publisher was slowed down (acks delayed)
+						otherErr("publish_" + errKind(err))
 						continue
 					}
 					futs <- f
@@ -552,7 +705,21 @@ func flood(ctx context.Context, jss []jetstream.JetStream, rate float64, warmup,
 		}()
 	}
 	wg.Wait()
-	return floodResult{offered: offered.Load(), acked: acked.Load(), refused: refused.Load(), stalled: stalled.Load()}
+	omu.Lock()
+	defer omu.Unlock()
+	return floodResult{offered: offered.Load(), early: early.Load(), acked: acked.Load(), late: late.Load(),
+		refused: refused.Load(), stalled: stalled.Load(), other: maps.Clone(other), unanswered: unanswered.Load()}
+}
+
+// countErr counts a flood publish's error: the quota's 429, or another
+// kind.
+func countErr(err error, refused *atomic.Int64, other func(string)) {
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) && apiErr.Code == 429 {
+		refused.Add(1)
+		return
+	}
+	other(errKind(err))
 }
 
 // inProcessQuotaTarget is a temporary 3-node fabric with a tenancy
@@ -625,6 +792,23 @@ func (t *inProcessQuotaTarget) applyRaw(ctx context.Context, spec platform.Topic
 	}
 	_, err = platform.NewReconciler(js, platform.ReconcilerOptions{DefaultReplicas: 3}).ApplyTopic(ctx, spec, platform.ApplyOptions{AllowReducedReplicas: true})
 	return err
+}
+
+func (t *inProcessQuotaTarget) ingest(ctx context.Context, tenant string) (ingestCounters, bool) {
+	js, err := t.m.TenantJetStream(tenant)
+	if err != nil {
+		return ingestCounters{}, false
+	}
+	st := js.Conn().Stats()
+	c := ingestCounters{in: st.InMsgs, out: st.OutMsgs}
+	uctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	us, err := t.m.Usage(uctx, tenant)
+	if err != nil || len(us) != 1 {
+		return c, true
+	}
+	c.accepted, c.throttled, c.rejected, c.dropped = us[0].MsgsIn, us[0].Throttled, us[0].Rejected, us[0].Dropped
+	return c, true
 }
 
 func (t *inProcessQuotaTarget) admin() *nats.Conn { return t.nc }
@@ -739,6 +923,10 @@ func (t *remoteQuotaTarget) tenant(ctx context.Context, name string, q tenancy.Q
 
 func (t *remoteQuotaTarget) applyRaw(ctx context.Context, spec platform.TopicSpec) error {
 	return control.Call(ctx, t.nc, control.SubjTopicApply, control.ApplyTopicRequest{Spec: spec, Options: platform.ApplyOptions{AllowReducedReplicas: true}}, nil)
+}
+
+func (t *remoteQuotaTarget) ingest(context.Context, string) (ingestCounters, bool) {
+	return ingestCounters{}, false
 }
 
 func (t *remoteQuotaTarget) admin() *nats.Conn { return t.nc }

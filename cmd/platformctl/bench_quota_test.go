@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -28,11 +29,25 @@ func TestBenchQuotaOutputFormat(t *testing.T) {
 	}
 	line := regexp.MustCompile(`^bench\.quota\.[a-z0-9_]+: -?[0-9]+(\.[0-9]+)? (msg/s|msgs|ms|us|x)$`)
 	names := map[string]bool{}
+	values := map[string]float64{}
 	for _, l := range strings.Split(strings.TrimSpace(out.String()), "\n") {
 		if !line.MatchString(l) {
 			t.Errorf("malformed line %q", l)
 		}
-		names[strings.SplitN(l, ":", 2)[0]] = true
+		name, rest, _ := strings.Cut(l, ": ")
+		names[name] = true
+		values[name], _ = strconv.ParseFloat(strings.Fields(rest)[0], 64)
+	}
+	// Every event A offered has exactly one outcome.
+	sum := 0.0
+	for _, o := range []string{"acked_in_window", "acked_before_window", "acked_after_window", "refused", "stalled", "errors_other", "unanswered"} {
+		if _, ok := values["bench.quota.a_"+o]; !ok {
+			t.Errorf("no bench.quota.a_%s", o)
+		}
+		sum += values["bench.quota.a_"+o]
+	}
+	if off := values["bench.quota.a_offered_msgs"]; off == 0 || sum != off || values["bench.quota.a_unaccounted"] != 0 {
+		t.Errorf("A's outcomes sum to %.0f, offered %.0f, unaccounted %.0f", sum, off, values["bench.quota.a_unaccounted"])
 	}
 	for _, want := range []string{"bench.quota.a_achieved_over_quota", "bench.quota.b_p99_flooded_over_alone", "bench.quota.unthrottled_over_raw",
 		"bench.quota.a_achieved", "bench.quota.b_p99_alone", "bench.quota.b_p99_flooded", "bench.quota.raw_msgs_per_sec", "bench.quota.unthrottled_msgs_per_sec"} {
