@@ -54,6 +54,15 @@
 //     keeps its flood from costing other tenants CPU. An event that finds
 //     the queue full is refused like reject (the publisher sees the 429).
 //     Nothing is buffered without bound.
+//     Queued events are forwarded in small batches (the worker waits at
+//     least 5 ms, then sends what the bucket allows back to back), so a
+//     tenant held at its quota costs the servers per batch, not per
+//     event. An active ingest also places the leader of each new (empty)
+//     topic or queue stream on its own server (best effort, at most 1 s),
+//     so the republish crosses no route. The ingest's subscription buffer is bounded like the queue
+//     (16384 events, 64 MiB); it fills only if the ingest is starved of
+//     CPU, and events beyond it are dropped unanswered (counted in
+//     Dropped).
 //     Fire-and-forget publishes (core NATS, no reply subject: nats pub,
 //     nc.Publish) cannot be slowed by NATS: nats-server has no end-to-end
 //     flow control to a subscriber, only a producer stall of 2-5 ms per
