@@ -202,10 +202,22 @@ func TestReviewRequiredNeedsAnotherApprover(t *testing.T) {
 	for _, h := range hist {
 		actions = append(actions, h.Action+":"+h.Actor)
 		if h.Action == ActionSent {
-			for _, l := range h.After.([]any) {
-				lm := l.(map[string]any)
-				if lm["msg_id"] != fmt.Sprintf("redrive:%s:%v", st.ID, lm["dlq_seq"]) {
-					t.Errorf("link %v", lm)
+			ls, err := h.Links()
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Per DLQ seq: its message id, the subject it was
+			// published to, and the stream seq and original id of the
+			// event stored for it.
+			for _, l := range ls {
+				i := links
+				if i >= len(got) {
+					t.Fatalf("more links than redriven events: %+v", l)
+				}
+				m := got[i]
+				if l.DLQSeq != dlqSeqs[i] || l.MsgID != fmt.Sprintf("redrive:%s:%d", st.ID, dlqSeqs[i]) || l.Stream != "payments" || l.Seq != m.Sequence ||
+					l.Subject != platform.TopicSubject("payments", fmt.Sprintf("order:%d", i)) || l.OriginalID != m.Header.Get(HeaderOriginalMsgID) || l.Duplicate {
+					t.Errorf("link %d: %+v, want dlq seq %d, seq %d, original id %s", i, l, dlqSeqs[i], m.Sequence, m.Header.Get(HeaderOriginalMsgID))
 				}
 				links++
 			}

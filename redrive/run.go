@@ -910,7 +910,11 @@ func (rn *runner) flushLinks(ctx context.Context, force bool) {
 		batch := rn.links[:k:k]
 		rn.links = rn.links[k:]
 		rn.mu.Unlock()
-		rn.s.auditf(ctx, AuditRecord{Actor: rn.s.cfg.Instance, Action: ActionSent, Target: rn.id, After: batch,
+		var after any = batch
+		if c, ok := compactLinks(rn.id, batch); ok {
+			after = c
+		}
+		rn.s.auditf(ctx, AuditRecord{Actor: rn.s.cfg.Instance, Action: ActionSent, Target: rn.id, After: after,
 			Detail: fmt.Sprintf("%d events redriven from DLQ %s (entries %d..%d) as redrive:%s:<dlq seq>", k, rn.dlqName, batch[0].DLQSeq, batch[k-1].DLQSeq, rn.id)})
 	}
 }

@@ -370,6 +370,7 @@ func orDur(d time.Duration) string {
 
 func newRedriveHistoryCmd(g *globalOptions, o *redriveOptions) *cobra.Command {
 	var f redrive.HistoryFilter
+	var links bool
 	cmd := &cobra.Command{
 		Use:   "history [ID]",
 		Short: "The audit log of redrives: who requested, approved, ran, paused; outcomes; DLQ seq → message id links",
@@ -380,6 +381,9 @@ func newRedriveHistoryCmd(g *globalOptions, o *redriveOptions) *cobra.Command {
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if links && o.output == "json" {
+				return usageError{fmt.Errorf("%s: --links is a text view; -o json already holds every link (the redrive.sent records' after)", cmd.CommandPath())}
+			}
 			if len(args) == 1 {
 				f.ID = args[0]
 			}
@@ -392,6 +396,21 @@ func newRedriveHistoryCmd(g *globalOptions, o *redriveOptions) *cobra.Command {
 				return writeJSON(cmd.OutOrStdout(), rs)
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			if links {
+				// One row per redriven event, from the redrive.sent
+				// records shown (either encoding).
+				fmt.Fprintln(tw, "REQUEST\tDLQ SEQ\tMSG ID\tSTREAM\tSEQ\tSUBJECT\tORIGINAL ID\tDUPLICATE")
+				for _, r := range rs {
+					ls, err := r.Links()
+					if err != nil {
+						return fmt.Errorf("audit record %d: %w", r.Seq, err)
+					}
+					for _, l := range ls {
+						fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%d\t%s\t%s\t%t\n", r.Target, l.DLQSeq, l.MsgID, l.Stream, l.Seq, l.Subject, orDash(l.OriginalID), l.Duplicate)
+					}
+				}
+				return tw.Flush()
+			}
 			fmt.Fprintln(tw, "SEQ\tTIME\tREQUEST\tACTION\tACTOR\tDETAIL")
 			for _, r := range rs {
 				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", r.Seq, r.Time.UTC().Format(time.RFC3339), r.Target, r.Action, r.Actor, orDash(r.Detail))
@@ -400,6 +419,7 @@ func newRedriveHistoryCmd(g *globalOptions, o *redriveOptions) *cobra.Command {
 		},
 	}
 	cmd.Flags().IntVar(&f.Limit, "limit", 200, "show the last N records")
+	cmd.Flags().BoolVar(&links, "links", false, "list every redriven event: DLQ seq, message id, stream and seq (text output)")
 	addOutputFlag(cmd, &o.output)
 	return cmd
 }
