@@ -79,8 +79,11 @@
 //
 //   - Every request, approval, rejection, run, pause, resume, adoption,
 //     outcome, and every batch of sent events (linking each DLQ seq to
-//     its redriven message id and stream seq) is appended to the
-//     platform-audit stream with who and why (tenancy's record shape).
+//     its redriven message id and stream seq; stored compactly as ranges,
+//     SentLinks format 2, the msg id derived as redrive:<request>:<dlq
+//     seq>; History returns every sent record, old or compact, as []Link)
+//     is appended to the platform-audit stream with who and why
+//     (tenancy's record shape).
 //
 //   - Tenant scope: a Service with Config.Tenant serves the DLQs of that
 //     tenant's account over a connection in it (platformd mints a user
