@@ -122,6 +122,16 @@ func TestCLIRedrive(t *testing.T) {
 			t.Errorf("history lacks %s:\n%s", want, out)
 		}
 	}
+	// Every redriven event is linked: its msg id, the payments stream.
+	out = mustCLI(t, d, "redrive", "history", id, "--links")
+	for i := 1; i <= 12; i++ {
+		if !regexp.MustCompile(`redrive:` + regexp.QuoteMeta(id) + `:\d+\s+payments\s+\d+\s`).MatchString(out) {
+			t.Fatalf("history --links lacks a link row:\n%s", out)
+		}
+	}
+	if rows := regexp.MustCompile(`(?m)redrive:`+regexp.QuoteMeta(id)+`:\d+\s`).FindAllString(out, -1); len(rows) != 12 {
+		t.Errorf("history --links lists %d redriven events, want 12:\n%s", len(rows), out)
+	}
 	if out = mustCLI(t, d, "redrive", "status"); !strings.Contains(out, id) {
 		t.Errorf("status list:\n%s", out)
 	}
