@@ -124,12 +124,7 @@ func TestCLIRedrive(t *testing.T) {
 	}
 	// Every redriven event is linked: its msg id, the payments stream.
 	out = mustCLI(t, d, "redrive", "history", id, "--links")
-	for i := 1; i <= 12; i++ {
-		if !regexp.MustCompile(`redrive:` + regexp.QuoteMeta(id) + `:\d+\s+payments\s+\d+\s`).MatchString(out) {
-			t.Fatalf("history --links lacks a link row:\n%s", out)
-		}
-	}
-	if rows := regexp.MustCompile(`(?m)redrive:`+regexp.QuoteMeta(id)+`:\d+\s`).FindAllString(out, -1); len(rows) != 12 {
+	if rows := regexp.MustCompile(`redrive:`+regexp.QuoteMeta(id)+`:\d+\s+payments\s+\d+\s`).FindAllString(out, -1); len(rows) != 12 {
 		t.Errorf("history --links lists %d redriven events, want 12:\n%s", len(rows), out)
 	}
 	if out = mustCLI(t, d, "redrive", "status"); !strings.Contains(out, id) {
