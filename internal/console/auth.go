@@ -197,14 +197,7 @@ func (c *Console) authenticate(ctx context.Context, creds string) (Session, erro
 		return Session{}, errLogin{http.StatusUnauthorized, fmt.Sprintf("the broker refused these credentials (%v): the user or its account is unknown to this installation, revoked or expired, or its tenant is suspended", err)}
 	}
 	nc.Close()
-	account := uc.IssuerAccount
-	if account == "" {
-		account = uc.Issuer
-	}
-	name := uc.Name
-	if name == "" {
-		name = uc.Subject
-	}
+	account, name := principal.UserOf(uc)
 	s := Session{User: name, UserKey: uc.Subject, Account: account, Issuer: uc.Issuer, IssuedAt: uc.IssuedAt, UserExp: uc.Expires}
 	if account == c.cfg.AdminAccount {
 		s.Operator = true

@@ -184,15 +184,23 @@ func (v *Verifier) Identify(ctx context.Context, userJWT string) (Principal, err
 	return v.identify(ctx, uc)
 }
 
-func (v *Verifier) identify(ctx context.Context, uc *jwt.UserClaims) (Principal, error) {
-	account := uc.IssuerAccount
+// UserOf returns the account a user JWT belongs to (its issuer account
+// when a signing key issued it) and the user's name (its public key when
+// the JWT names none).
+func UserOf(uc *jwt.UserClaims) (account, name string) {
+	account = uc.IssuerAccount
 	if account == "" {
 		account = uc.Issuer
 	}
-	name := uc.Name
+	name = uc.Name
 	if name == "" {
 		name = uc.Subject
 	}
+	return account, name
+}
+
+func (v *Verifier) identify(ctx context.Context, uc *jwt.UserClaims) (Principal, error) {
+	account, name := UserOf(uc)
 	p := Principal{User: name, UserKey: uc.Subject, Account: account, Issuer: uc.Issuer, IssuedAt: uc.IssuedAt, Expires: uc.Expires}
 	if account == v.cfg.AdminAccount {
 		p.Operator = true
