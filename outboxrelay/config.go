@@ -24,10 +24,12 @@ type Config struct {
 	// to; topics not in the map are used as they are.
 	TopicMap map[string]string
 
-	// BatchSize is how many unsent records one read returns (default
-	// 1000; at most MaxInFlight when nothing is in the pipeline, so that
-	// publishing starts sooner); the next read starts while fewer than
-	// 2*BatchSize records are being published or marked.
+	// BatchSize is how many unsent records one read returns at most
+	// (default 1000). A read also returns no more than the pipeline
+	// already holds, and at least MaxInFlight, so a backlog's reads grow
+	// from one publish window to BatchSize and each returns before the
+	// records already read are published. The next read starts while fewer
+	// than 2*BatchSize records are being published or marked.
 	BatchSize int
 	// MaxInFlight bounds async publishes awaiting an ack (default 1024).
 	MaxInFlight int

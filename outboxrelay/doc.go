@@ -17,7 +17,9 @@
 //     held back). The relay pipelines reading, publishing and marking
 //     (pipeline.go): the next batch is read, excluding the records already
 //     in flight, and the acked ones are marked while others are being
-//     published. Only a key's oldest unacked record is ever published, so
+//     published. Reads grow with the pipeline: one publish window first,
+//     then no more than the records already held, up to BatchSize, so
+//     publishing never waits for a large read. Only a key's oldest unacked record is ever published, so
 //     the next record of a key is sent only after the previous one is
 //     acked, and a failed one is retried (same Nats-Msg-Id) before anything
 //     behind it: a retry never overtakes an earlier event. Different keys

@@ -252,14 +252,14 @@ func (p *pipeline) startRead(ctx context.Context, now time.Time, reads chan<- re
 		skip = append(skip, seq)
 	}
 	slices.Sort(skip)
-	limit := p.r.cfg.BatchSize
-	if len(p.inflight) == 0 {
-		// Nothing to publish meanwhile: a read of one window's worth
-		// returns sooner (a backlog's first read of a large BatchSize
-		// takes a while on PostgreSQL), and the next read, of BatchSize,
-		// runs while it is being published.
-		limit = min(limit, p.r.cfg.MaxInFlight)
-	}
+	// A read returns at most as many records as the pipeline already
+	// holds, and at least one window (MaxInFlight): a backlog's reads grow
+	// 1, 1, 2, 4... windows up to BatchSize. A read of a large BatchSize
+	// takes a while (PostgreSQL under load: 130 ms for 5000 rows, while
+	// one window is acked in about 50 ms), so a full-size read right after
+	// the first window left the window empty until it returned; a read no
+	// larger than what is being published returns before that runs out.
+	limit := min(p.r.cfg.BatchSize, max(p.r.cfg.MaxInFlight, len(p.inflight)-p.parked))
 	p.readLimit = limit
 	go func() {
 		recs, err := p.r.store.Unsent(ctx, limit, skip)

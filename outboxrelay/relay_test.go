@@ -3,6 +3,8 @@ package outboxrelay_test
 import (
 	"context"
 	"errors"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -122,5 +124,61 @@ func TestRelayMoreKeysThanInFlight(t *testing.T) {
 	checkDelivered(t, readStream(t, js, topic), evs, false)
 	if c := r.Counts(); c.OK != uint64(len(evs)) {
 		t.Errorf("counts %+v, want %d ok", c, len(evs))
+	}
+}
+
+// readRecorder records the limit and skip list length of every Unsent call.
+type readRecorder struct {
+	outboxrelay.Store
+	mu    sync.Mutex
+	reads [][2]int // limit, len(skip)
+}
+
+func (s *readRecorder) Unsent(ctx context.Context, limit int, skip []uint64) ([]outboxrelay.Record, error) {
+	s.mu.Lock()
+	s.reads = append(s.reads, [2]int{limit, len(skip)})
+	s.mu.Unlock()
+	return s.Store.Unsent(ctx, limit, skip)
+}
+
+// TestRelayReadsGrowWithThePipeline: a backlog is read one window
+// (MaxInFlight) first, then never more than the pipeline already holds, so
+// reads grow up to BatchSize and each returns while the records already
+// read are still being published; every event is published once, in
+// per-key order.
+func TestRelayReadsGrowWithThePipeline(t *testing.T) {
+	f := natstest.RunFabric(t, 3)
+	js := f.JetStream()
+	b := pebbleBackend(t)
+	topic := "ramp"
+	createTopic(t, js, topic)
+	evs := events(topic, topic, 300, 3)
+	if err := b.enqueue(context.Background(), evs...); err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig("ramp")
+	cfg.BatchSize, cfg.MaxInFlight = 250, 16
+	rec := &readRecorder{Store: b.store}
+	r, _ := startRelay(t, f, cfg, rec)
+	waitDrained(t, b.store, 30*time.Second)
+	checkDelivered(t, readStream(t, js, topic), evs, false)
+	if c := r.Counts(); c.OK != uint64(len(evs)) {
+		t.Errorf("counts %+v, want %d ok", c, len(evs))
+	}
+	rec.mu.Lock()
+	reads := slices.Clone(rec.reads)
+	rec.mu.Unlock()
+	if len(reads) == 0 || reads[0] != [2]int{cfg.MaxInFlight, 0} {
+		t.Fatalf("first read (limit, skip) = %v, want [%d 0]", reads[:min(1, len(reads))], cfg.MaxInFlight)
+	}
+	reachedBatch := false
+	for i, rd := range reads {
+		if want := min(cfg.BatchSize, max(cfg.MaxInFlight, rd[1])); rd[0] != want {
+			t.Errorf("read %d: limit %d with %d records held, want %d (reads %v)", i, rd[0], rd[1], want, reads)
+		}
+		reachedBatch = reachedBatch || rd[0] == cfg.BatchSize
+	}
+	if !reachedBatch {
+		t.Errorf("no read reached BatchSize %d: %v", cfg.BatchSize, reads)
 	}
 }
