@@ -1,4 +1,3 @@
-// Package principaltest mints users for tests of signed control requests.
 package principaltest
 
 import (
