@@ -45,9 +45,16 @@ const dlqRouterRefresh = 5 * time.Second
 // or that a client terminated without copying it, reaches its DLQ with a
 // complete entry even when no Member or Worker of that object runs a
 // router of its own.
+//
+// A router that cannot bind yet (JetStream without a meta leader while
+// peers restart) is not fatal: the routers retry every dlqRouterRefresh,
+// and the DLQ events stream keeps what arrives meanwhile.
 func (d *Daemon) startDLQRouters(ctx context.Context) error {
 	d.dlqRouters = platform.NewDLQRouters(d.js, dlqRouterRefresh, d.log)
-	return d.dlqRouters.Start(ctx)
+	if err := d.dlqRouters.Start(ctx); err != nil {
+		d.log.Warn("platformd: DLQ routers not all bound yet; retrying every "+dlqRouterRefresh.String(), "err", err)
+	}
+	return nil
 }
 
 func (d *Daemon) stopDLQRouters(ctx context.Context) error {
