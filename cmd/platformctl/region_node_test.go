@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -20,6 +19,7 @@ import (
 	"github.com/msgplatform/platform/embeddednats/natstest"
 	"github.com/msgplatform/platform/internal/control"
 	"github.com/msgplatform/platform/internal/daemon"
+	"github.com/msgplatform/platform/internal/daemon/daemontest"
 	"github.com/msgplatform/platform/platform"
 )
 
@@ -31,69 +31,21 @@ type nodeRegion struct {
 	creds string // admin creds the daemon wrote
 }
 
-func freeTCPPorts(t *testing.T, n int) []int {
-	t.Helper()
-	var out []int
-	var ls []net.Listener
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ls = append(ls, l)
-		out = append(out, l.Addr().(*net.TCPAddr).Port)
-	}
-	for _, l := range ls {
-		l.Close()
-	}
-	return out
-}
-
 // nodeRegionConfig is a standalone mode-node platformd of region name on
 // port (one node, R1) sharing trust, with topics and peers.
 func nodeRegionConfig(t *testing.T, trust *embeddednats.Trust, name string, port int, topics []platform.TopicSpec, peers []conf.PeerRegion) *conf.Config {
 	t.Helper()
-	cfg := conf.DefaultConfig()
-	cfg.Mode = conf.ModeNode
-	cfg.DataDir = filepath.Join(t.TempDir(), name)
-	if err := trust.Save(filepath.Join(cfg.DataDir, "trust")); err != nil {
-		t.Fatal(err)
-	}
-	cfg.HTTP.Listen = "off"
-	cfg.Reconcile.AllowReducedReplicas = true
-	n := &cfg.Node
-	n.Name = name + "1"
-	n.Region = embeddednats.Region{Name: name}
-	n.Host, n.Port = "127.0.0.1", port
-	n.StoreDir = ""
-	n.LameDuck = 200 * time.Millisecond
-	n.Durability.Replicas = 1
-	cfg.Catalog = platform.Catalog{Topics: map[string]platform.TopicSpec{}}
+	cat := platform.Catalog{Topics: map[string]platform.TopicSpec{}}
 	for _, tp := range topics {
 		tp.Replicas = 1
-		cfg.Catalog.Topics[tp.Name] = tp
+		cat.Topics[tp.Name] = tp
 	}
-	cfg.Regions.Peers = peers
-	return &cfg
+	return daemontest.NodeRegionConfig(t, trust, name, port, cat, peers)
 }
 
 func startNodeRegion(t *testing.T, cfg *conf.Config) *nodeRegion {
 	t.Helper()
-	cfg.EnsureDefaults()
-	d, err := daemon.New(cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = d.Close(ctx)
-	})
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	if err := d.Start(ctx); err != nil {
-		t.Fatalf("start %s: %v", cfg.Node.Region.Name, err)
-	}
+	d := daemontest.StartConfig(t, cfg)
 	return &nodeRegion{d: d, cfg: cfg, url: d.Nodes()[0].ClientURL(), creds: filepath.Join(cfg.DataDir, "creds", "admin.creds")}
 }
 
@@ -110,7 +62,7 @@ func TestCLIRegionsNodeMode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ports := freeTCPPorts(t, 3)
+	ports := daemontest.FreePorts(t, 3)
 	euPort, usPort, leafPort := ports[0], ports[1], ports[2]
 	ordersEU, orders, invoices := platform.DefaultTopicSpec("orders.eu"), platform.DefaultTopicSpec("orders"), platform.DefaultTopicSpec("invoices")
 	ordersEU.Residency = "eu"
@@ -227,7 +179,7 @@ func TestNodeModeRegionOpsNeedPeers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := startNodeRegion(t, nodeRegionConfig(t, trust, "eu", freeTCPPorts(t, 1)[0], nil, nil))
+	r := startNodeRegion(t, nodeRegionConfig(t, trust, "eu", daemontest.FreePorts(t, 1)[0], nil, nil))
 	root := newRootCmd()
 	var out bytes.Buffer
 	root.SetOut(&out)
@@ -253,7 +205,7 @@ func TestNodeModePeerCredsMustBeOwnerOnly(t *testing.T) {
 	if err := os.Chmod(creds, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cfg := nodeRegionConfig(t, trust, "us", freeTCPPorts(t, 1)[0], nil,
+	cfg := nodeRegionConfig(t, trust, "us", daemontest.FreePorts(t, 1)[0], nil,
 		[]conf.PeerRegion{{Name: "eu", URLs: []string{"nats://127.0.0.1:1"}, Creds: creds}})
 	cfg.EnsureDefaults()
 	d, err := daemon.New(cfg, nil)

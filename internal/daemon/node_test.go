@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -17,26 +16,9 @@ import (
 	"github.com/msgplatform/platform/embeddednats"
 	"github.com/msgplatform/platform/internal/control"
 	"github.com/msgplatform/platform/internal/daemon"
+	"github.com/msgplatform/platform/internal/daemon/daemontest"
 	"github.com/msgplatform/platform/platform"
 )
-
-func freePorts(t *testing.T, n int) []int {
-	t.Helper()
-	var out []int
-	var ls []net.Listener
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ls = append(ls, l)
-		out = append(out, l.Addr().(*net.TCPAddr).Port)
-	}
-	for _, l := range ls {
-		l.Close()
-	}
-	return out
-}
 
 // TestNodeModeThreeDaemons runs three platformd processes' worth of daemons
 // in node mode (one node each, as on three hosts), started at the same
@@ -48,7 +30,7 @@ func TestNodeModeThreeDaemons(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ports := freePorts(t, 6)
+	ports := daemontest.FreePorts(t, 6)
 	clientPorts, routePorts := ports[:3], ports[3:]
 	orders := platform.DefaultTopicSpec("orders")
 	orders.Partitions = 4
@@ -155,7 +137,7 @@ func TestNodeModeRefusesToMintItsOwnTrust(t *testing.T) {
 	cfg.Mode = conf.ModeNode
 	cfg.DataDir = t.TempDir()
 	cfg.HTTP.Listen = "off"
-	cfg.Node.Port = freePorts(t, 1)[0]
+	cfg.Node.Port = daemontest.FreePorts(t, 1)[0]
 	cfg.Node.Durability.Replicas = 1
 	cfg.Node.StoreDir = ""
 	cfg.EnsureDefaults()

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +17,7 @@ import (
 	"github.com/msgplatform/platform/embeddednats"
 	"github.com/msgplatform/platform/internal/control"
 	"github.com/msgplatform/platform/internal/daemon"
+	"github.com/msgplatform/platform/internal/daemon/daemontest"
 	"github.com/msgplatform/platform/platform"
 )
 
@@ -186,40 +186,10 @@ func TestRegionsResidencyGuard(t *testing.T) {
 // port with the shared trust, its catalog and peers.
 func nodeRegion(t *testing.T, trust *embeddednats.Trust, name string, port int, cat platform.Catalog, peers []conf.PeerRegion, leaf embeddednats.Leaf) *daemon.Daemon {
 	t.Helper()
-	cfg := conf.DefaultConfig()
-	cfg.Mode = conf.ModeNode
-	cfg.DataDir = filepath.Join(t.TempDir(), name)
-	if err := trust.Save(filepath.Join(cfg.DataDir, "trust")); err != nil {
-		t.Fatal(err)
-	}
+	cfg := daemontest.NodeRegionConfig(t, trust, name, port, cat, peers)
 	cfg.HTTP.Listen = "127.0.0.1:0"
-	cfg.Reconcile.AllowReducedReplicas = true
-	n := &cfg.Node
-	n.Name = name + "1"
-	n.Region = embeddednats.Region{Name: name}
-	n.Host, n.Port = "127.0.0.1", port
-	n.StoreDir = ""
-	n.LameDuck = 200 * time.Millisecond
-	n.Durability.Replicas = 1
-	n.Leaf = leaf
-	cfg.Catalog = cat
-	cfg.Regions.Peers = peers
-	cfg.EnsureDefaults()
-	d, err := daemon.New(&cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = d.Close(ctx)
-	})
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	if err := d.Start(ctx); err != nil {
-		t.Fatalf("start %s: %v", name, err)
-	}
-	return d
+	cfg.Node.Leaf = leaf
+	return daemontest.StartConfig(t, cfg)
 }
 
 // crossed subscribes on sub (one region) to subject, publishes n core
@@ -265,7 +235,7 @@ func TestNodeModeLinkDenyDerived(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ports := freePorts(t, 3)
+	ports := daemontest.FreePorts(t, 3)
 	euPort, usPort, leafPort := ports[0], ports[1], ports[2]
 	topic := func(name, residency string) platform.TopicSpec {
 		tp := platform.DefaultTopicSpec(name)
@@ -444,7 +414,7 @@ func TestNodeModeLinkDenyListeningSide(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ports := freePorts(t, 3)
+	ports := daemontest.FreePorts(t, 3)
 	euPort, usPort, leafPort := ports[0], ports[1], ports[2]
 	topic := func(name, residency string) platform.TopicSpec {
 		tp := platform.DefaultTopicSpec(name)
@@ -604,7 +574,7 @@ func TestNodeModeLinkDenyListeningCatalog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ports := freePorts(t, 3)
+	ports := daemontest.FreePorts(t, 3)
 	euPort, usPort, leafPort := ports[0], ports[1], ports[2]
 	topic := func(name, residency string) platform.TopicSpec {
 		tp := platform.DefaultTopicSpec(name)

@@ -1,0 +1,85 @@
+// Node-mode helpers: free loopback ports, a mode-node platformd of one
+// region on one node, and a started daemon closed when the test ends.
+
+package daemontest
+
+import (
+	"context"
+	"net"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/msgplatform/platform/conf"
+	"github.com/msgplatform/platform/embeddednats"
+	"github.com/msgplatform/platform/internal/daemon"
+	"github.com/msgplatform/platform/platform"
+)
+
+// FreePorts returns n distinct free TCP ports on 127.0.0.1 (free when
+// returned: the listeners that found them are closed).
+func FreePorts(t testing.TB, n int) []int {
+	t.Helper()
+	var out []int
+	var ls []net.Listener
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ls = append(ls, l)
+		out = append(out, l.Addr().(*net.TCPAddr).Port)
+	}
+	for _, l := range ls {
+		l.Close()
+	}
+	return out
+}
+
+// NodeRegionConfig is a mode-node platformd of region name: one node
+// (named name+"1") on 127.0.0.1:port, R1, the shared trust saved in its
+// data directory, the catalog cat and the peer regions peers. Its HTTP
+// port is off; set cfg.HTTP.Listen for one.
+func NodeRegionConfig(t testing.TB, trust *embeddednats.Trust, name string, port int, cat platform.Catalog, peers []conf.PeerRegion) *conf.Config {
+	t.Helper()
+	cfg := conf.DefaultConfig()
+	cfg.Mode = conf.ModeNode
+	cfg.DataDir = filepath.Join(t.TempDir(), name)
+	if err := trust.Save(filepath.Join(cfg.DataDir, "trust")); err != nil {
+		t.Fatal(err)
+	}
+	cfg.HTTP.Listen = "off"
+	cfg.Reconcile.AllowReducedReplicas = true
+	n := &cfg.Node
+	n.Name = name + "1"
+	n.Region = embeddednats.Region{Name: name}
+	n.Host, n.Port = "127.0.0.1", port
+	n.StoreDir = ""
+	n.LameDuck = 200 * time.Millisecond
+	n.Durability.Replicas = 1
+	cfg.Catalog = cat
+	cfg.Regions.Peers = peers
+	return &cfg
+}
+
+// StartConfig fills cfg's defaults, starts its daemon (bounded at 60 s) and
+// closes it when the test ends.
+func StartConfig(t testing.TB, cfg *conf.Config) *daemon.Daemon {
+	t.Helper()
+	cfg.EnsureDefaults()
+	d, err := daemon.New(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = d.Close(ctx)
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := d.Start(ctx); err != nil {
+		t.Fatalf("start %s: %v", cfg.Node.Region.Name, err)
+	}
+	return d
+}
