@@ -26,7 +26,7 @@ func (m *Manager) accountJWT(t *Tenant) (string, error) {
 	ac.SigningKeys.Add(t.SigningKey)
 	userScopes(t, ac)
 	q := t.Quota
-	ac.Limits.Conn = int64(q.Connections)
+	ac.Limits.Conn = connLimit(q.Connections, m.cfg.PlatformConns)
 	ac.Limits.LeafNodeConn = 0
 	ac.Limits.Payload = q.MaxPayload
 	ac.Limits.Subs = jwt.NoLimit
@@ -55,6 +55,20 @@ func (m *Manager) accountJWT(t *Tenant) (string, error) {
 		return "", fmt.Errorf("%w: account claims of %s: %v", ErrInvalid, t.Name, err)
 	}
 	return ac.Encode(m.opSigner)
+}
+
+// connLimit is the account's connection limit for a quota of quota
+// connections (-1: unlimited): the quota plus the platform's own
+// connections (Config.PlatformConns), which would otherwise take the
+// tenant's slots (with a quota of 1, the ingest's runtime connection would
+// leave the tenant none). While the platform holds fewer than its
+// reservation, the tenant can open that many more than its quota; Usage
+// reports the tenant's own connections against the quota.
+func connLimit(quota, platform int) int64 {
+	if quota < 0 {
+		return jwt.NoLimit
+	}
+	return int64(quota + platform)
 }
 
 // push sends an account JWT to every node's resolver and checks the

@@ -15,7 +15,9 @@ const statsSubject = "platform.tenancy.stats"
 
 // Counters are one manager's publish and denial counters of a tenant, or
 // their sum over the cluster. Runtimes is how many managers run the
-// tenant (each holds one platform connection in its account).
+// tenant (each holds one platform connection in its account); Platform
+// is every platform connection in the account (runtimes and service
+// connections).
 type Counters struct {
 	Accepted      uint64 `json:"accepted"`
 	AcceptedBytes uint64 `json:"accepted_bytes"`
@@ -24,6 +26,7 @@ type Counters struct {
 	Dropped       uint64 `json:"dropped"`
 	Denied        uint64 `json:"denied"`
 	Runtimes      int    `json:"runtimes"`
+	Platform      int    `json:"platform,omitempty"`
 }
 
 func (c *Counters) add(o Counters) {
@@ -34,6 +37,7 @@ func (c *Counters) add(o Counters) {
 	c.Dropped += o.Dropped
 	c.Denied += o.Denied
 	c.Runtimes += o.Runtimes
+	c.Platform += o.Platform
 }
 
 // localStats snapshots this manager's counters of every tenant.
@@ -48,6 +52,7 @@ func (m *Manager) localStats() map[string]Counters {
 			c.Dropped += rt.in.slowDropped()
 			c.Runtimes = 1
 		}
+		c.Platform = c.Runtimes + int(max(0, s.Service.Load()))
 		out[name] = c
 	}
 	m.keys.violations.Range(func(k, v any) bool {
@@ -58,7 +63,7 @@ func (m *Manager) localStats() map[string]Counters {
 	})
 	for name := range m.rts {
 		if _, ok := out[name]; !ok {
-			out[name] = Counters{Runtimes: 1}
+			out[name] = Counters{Runtimes: 1, Platform: 1}
 		}
 	}
 	return out

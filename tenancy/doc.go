@@ -29,6 +29,14 @@
 // connections. The publish rate is not a NATS limit (nats-server issues
 // 4891, 346), so every tenant publish passes the platform's ingest.
 //
+// nats-server counts every connection of an account, the platform's own
+// too (each daemon's ingest runtime and service users: redrive, DLQ
+// metrics). The account's limit is therefore the connection quota plus
+// Config.PlatformConns (PlatformConnsPerDaemon per daemon), so those never
+// take the tenant's slots, and usage reports the tenant's own connections.
+// While the platform holds fewer than its reservation, the tenant can open
+// that many more than its quota (at most PlatformConns).
+//
 // # The ingest: identity and publish rate
 //
 // Inside a tenant's account, topic NAME is stored in the stream of

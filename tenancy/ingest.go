@@ -46,6 +46,9 @@ type Stats struct {
 	Throttled, Rejected     atomic.Uint64
 	Dropped                 atomic.Uint64
 	Denied                  atomic.Uint64
+	// Service is how many platform service connections (ConnectTenant)
+	// this manager holds open in the tenant's account.
+	Service atomic.Int64
 }
 
 // ingest is the only path from a tenant's publishers to its stored

@@ -39,7 +39,19 @@ type Config struct {
 	LeaseTTL      time.Duration
 	LeaseInterval time.Duration
 	Logger        *slog.Logger
+	// PlatformConns is how many connections the platform itself may keep
+	// in each tenant's account over the whole installation: per daemon,
+	// its ingest runtime and its service users (redrive, DLQ metrics).
+	// It is added to the tenant's connection quota in the account JWT
+	// (nats-server counts every connection of the account), so the
+	// platform never takes a connection the tenant's quota grants
+	// (default PlatformConnsPerDaemon × Servers).
+	PlatformConns int
 }
+
+// PlatformConnsPerDaemon is the connections one daemon keeps in a
+// tenant's account: the ingest runtime, redrive and DLQ metrics.
+const PlatformConnsPerDaemon = 3
 
 // EnsureDefaults fills zero fields.
 func (c *Config) EnsureDefaults() {
@@ -60,6 +72,9 @@ func (c *Config) EnsureDefaults() {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if c.PlatformConns <= 0 {
+		c.PlatformConns = PlatformConnsPerDaemon * c.Servers
 	}
 }
 

@@ -68,6 +68,17 @@ func (m *Manager) ConnectTenant(ctx context.Context, tenant, name string, opts .
 	if err != nil {
 		return nil, fmt.Errorf("tenancy: connect service %s to tenant %s: %w", name, tenant, err)
 	}
+	// Counted until closed, so Usage reports the tenant's own
+	// connections (see Config.PlatformConns).
+	st := m.stats(tenant)
+	st.Service.Add(1)
+	prev := nc.Opts.ClosedCB
+	nc.SetClosedHandler(func(c *nats.Conn) {
+		st.Service.Add(-1)
+		if prev != nil {
+			prev(c)
+		}
+	})
 	return nc, nil
 }
 

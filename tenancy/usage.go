@@ -81,8 +81,9 @@ func (m *Manager) Usage(ctx context.Context, name string) ([]Usage, error) {
 		rt := m.rts[t.Name]
 		m.mu.Unlock()
 		// Every daemon's manager keeps one platform connection per
-		// running tenant (its ingest, leading or standing by).
-		u.Connections = max(0, u.Connections-st.Runtimes)
+		// running tenant (its ingest, leading or standing by), plus its
+		// open service connections: the tenant's own are the rest.
+		u.Connections = max(0, u.Connections-max(st.Platform, st.Runtimes))
 		if rt != nil {
 			actx, cancel := context.WithTimeout(ctx, 2*time.Second)
 			ai, err := rt.js.AccountInfo(actx)

@@ -20,12 +20,14 @@ func (d *Daemon) startTenancy(ctx context.Context) error {
 	for i, n := range d.nodes {
 		urls[i] = n.ClientURL()
 	}
-	servers := len(d.nodes)
+	servers, daemons := len(d.nodes), 1
 	if d.cfg.Mode == conf.ModeNode {
 		servers = len(d.cfg.Node.Cluster.Routes) + 1
+		daemons = servers // one platformd per node
 	}
 	m, err := tenancy.NewManager(d.nc, d.trust, tenancy.Config{
 		URL: strings.Join(urls, ","), Servers: servers, Replicas: d.cfg.Durability().Replicas, Logger: d.log,
+		PlatformConns: tenancy.PlatformConnsPerDaemon * daemons,
 	})
 	if err != nil {
 		return err
