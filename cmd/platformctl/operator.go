@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"text/tabwriter"
+	"time"
 
 	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nkeys"
@@ -46,17 +47,28 @@ user's seed is generated here and never sent. Every change is audited
 }
 
 func newOperatorAddCmd(g *globalOptions, signer func() string) *cobra.Command {
-	var out string
+	var out, expires string
 	var force bool
 	cmd := &cobra.Command{
-		Use:   "add NAME --out FILE",
+		Use:   "add NAME --out FILE [--expires 90d]",
 		Short: "Add platform operator NAME (NAME@platform) and write its .creds file (0600), usable by the nats CLI and nats.go",
-		Args:  exactArgs(1, "NAME"),
+		Long: `Add platform operator NAME (NAME@platform) and write its .creds file (0600).
+
+The credentials expire after --expires (default 90d; days as Nd, or a
+duration such as 720h or 2h30m; 0 for never, with a warning): from then on
+the broker refuses their connections and platformd their signed requests.
+To renew, revoke the operator and add it again (a new key).`,
+		Args: exactArgs(1, "NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name := args[0]
 			if err := principal.ValidateOperatorName(name); err != nil {
 				return usageError{err}
 			}
+			validity, err := principal.ParseExpiry(expires)
+			if err != nil {
+				return usageError{fmt.Errorf("--expires: %w", err)}
+			}
+			req := principal.OperatorAddRequest{Name: name, ExpiresIn: validity, NeverExpires: validity == 0}
 			if out == "" {
 				return usageError{errors.New("--out FILE is required: where to write the operator's credentials")}
 			}
@@ -82,11 +94,13 @@ func newOperatorAddCmd(g *globalOptions, signer func() string) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			req.PublicKey = pub
 			var resp principal.OperatorAddResponse
-			if err := g.callAs(cmd.Context(), signer(), principal.SubjOperatorAdd, principal.OperatorAddRequest{Name: name, PublicKey: pub}, &resp); err != nil {
+			if err := g.callAs(cmd.Context(), signer(), principal.SubjOperatorAdd, req, &resp); err != nil {
 				return err
 			}
-			if uc, err := jwt.DecodeUserClaims(resp.JWT); err != nil || uc.Subject != pub || uc.Name != name {
+			uc, err := jwt.DecodeUserClaims(resp.JWT)
+			if err != nil || uc.Subject != pub || uc.Name != name {
 				return fmt.Errorf("platformd answered with a JWT that is not operator %s's (%v); revoke it: platformctl operator revoke %s", name, err, name)
 			}
 			creds, err := jwt.FormatUserConfig(resp.JWT, seed)
@@ -96,12 +110,23 @@ func newOperatorAddCmd(g *globalOptions, signer func() string) *cobra.Command {
 			if err := embeddednats.WriteFileAtomic(out, creds, 0o600); err != nil {
 				return fmt.Errorf("%w; operator %s exists but its credentials are lost: revoke it (platformctl operator revoke %s) and add it again", err, name, name)
 			}
-			_, err = fmt.Fprintf(cmd.OutOrStdout(), "operator %s added (%s, key %s), credentials in %s; sign with --user-creds %s\n",
-				name, resp.Operator.Principal(), pub, out, out)
+			expiry := "never expires"
+			if uc.Expires > 0 {
+				expiry = "expires " + time.Unix(uc.Expires, 0).UTC().Format(time.RFC3339)
+			}
+			switch {
+			case uc.Expires == 0 && validity == 0:
+				fmt.Fprintf(cmd.ErrOrStderr(), "warning: operator %s's credentials never expire (--expires 0): revoke them (platformctl operator revoke %s) when they are no longer needed\n", name, name)
+			case uc.Expires == 0:
+				fmt.Fprintf(cmd.ErrOrStderr(), "warning: platformd set no expiry (an older platformd?): operator %s's credentials never expire; revoke them (platformctl operator revoke %s) when they are no longer needed\n", name, name)
+			}
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "operator %s added (%s, key %s, %s), credentials in %s; sign with --user-creds %s\n",
+				name, resp.Operator.Principal(), pub, expiry, out, out)
 			return err
 		},
 	}
 	cmd.Flags().StringVar(&out, "out", "", "file to write the .creds to (mode 0600)")
+	cmd.Flags().StringVar(&expires, "expires", "90d", "how long the credentials are valid: days (90d) or a duration (720h); 0: never (warned)")
 	cmd.Flags().BoolVar(&force, "force", false, "overwrite --out if it exists")
 	return cmd
 }
@@ -117,7 +142,8 @@ func newOperatorListCmd(g *globalOptions) *cobra.Command {
 				return err
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "PRINCIPAL\tSTATE\tADDED\tBY\tPUBLIC KEY")
+			fmt.Fprintln(tw, "PRINCIPAL\tSTATE\tADDED\tBY\tPUBLIC KEY\tEXPIRES")
+			now := time.Now()
 			for _, o := range ops {
 				state, by := "active", orDash(o.CreatedBy)
 				switch {
@@ -125,8 +151,14 @@ func newOperatorListCmd(g *globalOptions) *cobra.Command {
 					state, by = "bootstrap (trust.json)", "-"
 				case o.Revoked != nil:
 					state = "revoked " + o.Revoked.UTC().Format("2006-01-02T15:04:05Z") + " by " + orDash(o.RevokedBy)
+				case o.Expired(now):
+					state = "expired"
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", o.Principal(), state, o.Created.UTC().Format("2006-01-02T15:04:05Z"), by, o.PublicKey)
+				expires := "never"
+				if o.Expires != nil {
+					expires = o.Expires.UTC().Format("2006-01-02T15:04:05Z")
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", o.Principal(), state, o.Created.UTC().Format("2006-01-02T15:04:05Z"), by, o.PublicKey, expires)
 			}
 			return tw.Flush()
 		},

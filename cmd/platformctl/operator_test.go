@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"errors"
 	"os"
 	"os/exec"
@@ -10,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -224,4 +227,133 @@ func TestCLIOperators(t *testing.T) {
 	if n := strings.Count(out, "operator.add"); n != 3 {
 		t.Errorf("audit has %d operator.add records, want 3 (refused adds are not changes)", n)
 	}
+}
+
+// runCLIStderr is runCLI that also returns what the command wrote to
+// stderr (warnings).
+func runCLIStderr(t *testing.T, d *daemontest.Daemon, args ...string) (string, string, error) {
+	t.Helper()
+	root := newRootCmd()
+	var out, errOut bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&errOut)
+	root.SetArgs(append([]string{"--server", d.URL(), "--creds", d.Creds(), "--timeout", "30s"}, args...))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	err := root.ExecuteContext(ctx)
+	return out.String(), errOut.String(), err
+}
+
+// credsExpiry is the expiry of a .creds file's user JWT (zero: never).
+func credsExpiry(t *testing.T, path string) time.Time {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := jwt.ParseDecoratedJWT(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	uc, err := jwt.DecodeUserClaims(tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if uc.Expires == 0 {
+		return time.Time{}
+	}
+	return time.Unix(uc.Expires, 0)
+}
+
+// Operator credentials expire: 90 days by default, --expires DURATION
+// (days or a Go duration), 0 for never with a warning; bad durations are
+// refused naming the flag and change nothing; operator list shows
+// EXPIRES. An operator added with --expires 3s signs requests until then;
+// after it, its signed request is refused by platformd (the verifier
+// checks the JWT's expiry) and changes nothing, the broker refuses its
+// connection and operator list says expired.
+func TestCLIOperatorExpiry(t *testing.T) {
+	d := daemontest.Start(t, 1)
+	dir := t.TempDir()
+	creds := func(name string) string { return filepath.Join(dir, name+".creds") }
+	listBefore := mustCLI(t, d, "operator", "list")
+	for _, bad := range []string{"abc", "-1d", "1.5d", "500ms", "90days", ""} {
+		_, err := runCLI(t, d, "operator", "add", "carol", "--out", creds("carol"), "--expires", bad)
+		var ue usageError
+		if err == nil || !errors.As(err, &ue) || !strings.Contains(err.Error(), "--expires") || !strings.Contains(err.Error(), "want a number of days (90d), a duration (720h") {
+			t.Errorf("operator add --expires %q: %v, want a usage error naming --expires and what it takes", bad, err)
+		}
+	}
+	if fileExists(creds("carol")) {
+		t.Fatal("a refused operator add wrote its creds")
+	}
+	if got := mustCLI(t, d, "operator", "list"); got != listBefore {
+		t.Fatalf("refused adds changed the registry:\n%s", got)
+	}
+
+	// The default: 90 days.
+	before := time.Now()
+	out := mustCLI(t, d, "operator", "add", "dflt", "--out", creds("dflt"))
+	exp := credsExpiry(t, creds("dflt"))
+	if want := before.Add(90 * 24 * time.Hour); exp.Before(want.Add(-time.Second)) || exp.After(want.Add(time.Minute)) {
+		t.Fatalf("default expiry %s, want about %s", exp, want)
+	}
+	if !strings.Contains(out, "expires "+exp.UTC().Format(time.RFC3339)) {
+		t.Fatalf("operator add does not say when the creds expire:\n%s", out)
+	}
+	// 720h.
+	mustCLI(t, d, "operator", "add", "month", "--out", creds("month"), "--expires", "720h")
+	if exp := credsExpiry(t, creds("month")); exp.Sub(before) < 720*time.Hour || exp.Sub(before) > 720*time.Hour+time.Minute {
+		t.Fatalf("--expires 720h: expiry %s", exp)
+	}
+	// Never: a warning.
+	out, stderr, err := runCLIStderr(t, d, "operator", "add", "forever", "--out", creds("forever"), "--expires", "0")
+	if err != nil || !strings.Contains(out, "never expires") || !strings.Contains(stderr, "warning: operator forever's credentials never expire (--expires 0)") {
+		t.Fatalf("--expires 0: %v\nstdout: %s\nstderr: %s", err, out, stderr)
+	}
+	if exp := credsExpiry(t, creds("forever")); !exp.IsZero() {
+		t.Fatalf("--expires 0: the JWT expires at %s", exp)
+	}
+
+	// A short one: works until it expires, refused after.
+	mustCLI(t, d, "operator", "add", "brief", "--out", creds("brief"), "--expires", "3s")
+	briefExp := credsExpiry(t, creds("brief"))
+	if left := time.Until(briefExp); left <= 0 || left > 4*time.Second {
+		t.Fatalf("--expires 3s: the JWT expires in %s", left)
+	}
+	mustCLI(t, d, "operator", "add", "helper", "--out", creds("helper"), "--expires", "1h", "--user-creds", creds("brief"))
+	list := mustCLI(t, d, "operator", "list")
+	for _, re := range []string{
+		`(?m)^PRINCIPAL\s+STATE\s+ADDED\s+BY\s+PUBLIC KEY\s+EXPIRES$`,
+		`(?m)^admin@platform\s+bootstrap.*\s+never$`,
+		`(?m)^dflt@platform\s+active\s.*\s` + regexp.QuoteMeta(exp.UTC().Format("2006-01-02T15:04:05Z")) + `$`,
+		`(?m)^forever@platform\s+active\s.*\snever$`,
+		`(?m)^helper@platform\s+active\s+\S+\s+brief@platform\s`,
+		`(?m)^brief@platform\s+active\s.*\s` + regexp.QuoteMeta(briefExp.UTC().Format("2006-01-02T15:04:05Z")) + `$`,
+	} {
+		if !regexp.MustCompile(re).MatchString(list) {
+			t.Fatalf("operator list lacks %s:\n%s", re, list)
+		}
+	}
+	time.Sleep(time.Until(briefExp) + 200*time.Millisecond)
+	_, err = runCLI(t, d, "operator", "add", "late", "--out", creds("late"), "--user-creds", creds("brief"))
+	if err == nil || !strings.Contains(err.Error(), "brief") || !strings.Contains(err.Error(), "expired at "+briefExp.UTC().Format(time.RFC3339)) {
+		t.Fatalf("a signed request of the expired operator: %v, want a refusal naming the expiry", err)
+	}
+	t.Logf("the expired operator's signed request: %v", err)
+	if fileExists(creds("late")) {
+		t.Fatal("the refused add wrote its creds")
+	}
+	list = mustCLI(t, d, "operator", "list")
+	if strings.Contains(list, "late@platform") || !regexp.MustCompile(`(?m)^brief@platform\s+expired\s`).MatchString(list) {
+		t.Fatalf("operator list after the expiry:\n%s", list)
+	}
+	// The broker compares whole seconds (expired once exp < now), so a
+	// second later at most.
+	time.Sleep(time.Until(briefExp.Add(time.Second)) + 100*time.Millisecond)
+	if nc, err := nats.Connect(d.URL(), nats.UserCredentials(creds("brief")), nats.NoReconnect()); err == nil {
+		nc.Close()
+		t.Fatal("the broker accepted the expired operator's connection")
+	}
+	mustCLI(t, d, "operator", "add", "late", "--out", creds("late"), "--user-creds", creds("helper")) // a valid operator still can
 }

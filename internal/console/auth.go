@@ -83,12 +83,16 @@ func (ss *sessions) mac(parts ...string) []byte {
 	return m.Sum(nil)
 }
 
-// issue sets the session cookie for s.
+// issue sets the session cookie for s, valid for the TTL or until the
+// user JWT expires, whichever is first.
 func (ss *sessions) issue(w http.ResponseWriter, s Session) Session {
 	b := make([]byte, 16)
 	_, _ = rand.Read(b)
 	s.ID = hex.EncodeToString(b)
 	s.Expires = time.Now().Add(ss.ttl).Unix()
+	if s.UserExp > 0 && s.UserExp < s.Expires {
+		s.Expires = s.UserExp
+	}
 	body, _ := json.Marshal(s)
 	payload := base64.RawURLEncoding.EncodeToString(body)
 	sig := base64.RawURLEncoding.EncodeToString(ss.mac("session", payload))

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/msgplatform/platform/internal/principal"
@@ -57,10 +58,20 @@ type Config struct {
 	// installation's trust) accepts the others' sessions; empty: a key
 	// drawn at random per process.
 	SessionKey []byte
-	// SessionTTL bounds a sign-in (default 8h).
+	// SessionTTL bounds a sign-in (default DefaultSessionTTL), and the
+	// user JWT's expiry bounds it too.
 	SessionTTL time.Duration
-	Logger     *slog.Logger
+	// Ended records the sessions this console ends (logout, a user signed
+	// out) installation-wide and is consulted on every authenticated
+	// request, so a session ended on one platformd is refused by all
+	// (platformd: KVEndedSessions, a replicated KV bucket). nil: a
+	// session ends on this console only.
+	Ended  EndedSessions
+	Logger *slog.Logger
 }
+
+// DefaultSessionTTL is the default Config.SessionTTL.
+const DefaultSessionTTL = 8 * time.Hour
 
 // Validate reports every missing piece.
 func (c Config) Validate() error {
@@ -90,6 +101,12 @@ type Console struct {
 	ss    *sessions
 	pages map[string]*template.Template
 	mux   *http.ServeMux
+
+	// done ends the retries of end records (endSession); retries counts
+	// them.
+	done      chan struct{}
+	closeOnce sync.Once
+	retries   sync.WaitGroup
 }
 
 // New builds a console; Handler serves it.
@@ -98,7 +115,7 @@ func New(cfg Config) (*Console, error) {
 		return nil, err
 	}
 	if cfg.SessionTTL == 0 {
-		cfg.SessionTTL = 8 * time.Hour
+		cfg.SessionTTL = DefaultSessionTTL
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -107,7 +124,7 @@ func New(cfg Config) (*Console, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Console{cfg: cfg, log: cfg.Logger, ss: ss, pages: map[string]*template.Template{}}
+	c := &Console{cfg: cfg, log: cfg.Logger, ss: ss, pages: map[string]*template.Template{}, done: make(chan struct{})}
 	if err := c.parse(); err != nil {
 		return nil, err
 	}
@@ -117,6 +134,24 @@ func New(cfg Config) (*Console, error) {
 
 // Handler serves everything under Prefix.
 func (c *Console) Handler() http.Handler { return c.mux }
+
+// Close stops the background retries of end records that failed
+// (endSession) and waits for them within ctx. It is idempotent; the
+// handler keeps serving.
+func (c *Console) Close(ctx context.Context) error {
+	c.closeOnce.Do(func() { close(c.done) })
+	stopped := make(chan struct{})
+	go func() {
+		c.retries.Wait()
+		close(stopped)
+	}()
+	select {
+	case <-stopped:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("console: close: %w", ctx.Err())
+	}
+}
 
 var funcs = template.FuncMap{
 	"ago": func(t time.Time) string {
@@ -173,7 +208,7 @@ func (c *Console) routes() {
 	m.Handle("GET /console/static/", http.StripPrefix("/console/static/", http.FileServerFS(static)))
 	m.HandleFunc("GET /console/login", c.loginPage)
 	m.HandleFunc("POST /console/login", c.login)
-	m.HandleFunc("POST /console/logout", c.authed(c.logout))
+	m.HandleFunc("POST /console/logout", c.guard(c.logout, true))
 	m.HandleFunc("GET /console/{$}", c.authed(c.dlqs))
 	m.HandleFunc("GET /console/dlq", c.authed(c.dlq))
 	m.HandleFunc("GET /console/entry", c.authed(c.entry))
@@ -199,11 +234,40 @@ type view struct {
 	Data    any
 }
 
-// authed wraps h: no valid session → the login page (401 for the JSON
-// API); a POST without the session's CSRF token → 403, nothing done.
+// authed wraps h: no valid session (none, forged, expired, or ended on
+// this or, per Config.Ended, another platformd) → the login page (401 for
+// the JSON API); a session Config.Ended cannot check → 503, nothing done
+// (fail closed); a POST without the session's CSRF token → 403, nothing
+// done.
 func (c *Console) authed(h func(w http.ResponseWriter, r *http.Request, s Session)) http.HandlerFunc {
+	return c.guard(h, false)
+}
+
+// guard is authed; ending (the logout handler, which only ends the
+// session) proceeds when Config.Ended cannot be read: ending a session
+// is safe whether or not it was ended elsewhere.
+func (c *Console) guard(h func(w http.ResponseWriter, r *http.Request, s Session), ending bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		s, ok := c.ss.read(r)
+		if ok && c.cfg.Ended != nil {
+			ctx, cancel := context.WithTimeout(r.Context(), endedTimeout)
+			ended, err := c.cfg.Ended.Ended(ctx, s.ID)
+			cancel()
+			if err != nil && !ending {
+				c.log.Warn("console: cannot check whether a session was ended; request refused", "principal", s.Principal(), "err", err)
+				msg := fmt.Sprintf("console: cannot check whether this session was signed out on another platformd of the installation (%v); nothing was done; try again in a moment", err)
+				if strings.HasPrefix(r.URL.Path, "/console/api/") {
+					http.Error(w, msg, http.StatusServiceUnavailable)
+					return
+				}
+				c.fail(w, r, nil, http.StatusServiceUnavailable, errors.New(msg))
+				return
+			}
+			if ended {
+				c.ss.forget(w, s) // remembered here: its replays are refused without a lookup
+				ok = false
+			}
+		}
 		if !ok {
 			if strings.HasPrefix(r.URL.Path, "/console/api/") {
 				http.Error(w, "console: sign in first", http.StatusUnauthorized)
@@ -236,7 +300,7 @@ func (c *Console) authed(h func(w http.ResponseWriter, r *http.Request, s Sessio
 // expired, tenant suspended) and says why; nothing the request asked for
 // is done.
 func (c *Console) signOut(w http.ResponseWriter, r *http.Request, s Session, why error) {
-	c.ss.forget(w, s)
+	c.endSession(w, r, s, "signed out: "+why.Error())
 	msg := fmt.Sprintf("signed out: %s no longer checks out (%v); nothing was done", s.Principal(), why)
 	c.log.Warn("console: session ended", "principal", s.Principal(), "err", why)
 	if strings.HasPrefix(r.URL.Path, "/console/api/") {

@@ -40,9 +40,26 @@
 //     another one issued, and a restart signs nobody out) and valid for
 //     Config.SessionTTL. Every mutating request is a POST carrying a CSRF
 //     token bound to the session; without it the request is refused
-//     (403) and nothing changes.
+//     (403) and nothing changes. The cookie expires with the user JWT if
+//     that comes first.
+//   - Logout is installation-wide. A session ended before its expiry
+//     (logout, or a user signed out because they no longer check out) is
+//     forgotten at once by the platformd that ended it and recorded in
+//     Config.Ended (platformd: the replicated KV bucket
+//     EndedSessionsBucket, keyed by a hash of the session id, with the
+//     installation's replicas and a TTL of the session TTL, so a record
+//     outlives the session it ends). Every authenticated request on every
+//     platformd reads that record (a direct get, not a cache), so a copy
+//     of the cookie replayed on another platformd is refused within the
+//     bucket's replication lag.
 //
-// Not guaranteed: logout forgets the session on the daemon that served
-// it only; another platformd of the installation accepts the cookie until
-// it expires if it is replayed (the browser deletes it at logout).
+// Failures handled: a platformd that cannot read Config.Ended refuses
+// the request with 503 and a message saying why, and keeps the cookie
+// (fail closed: it neither accepts a session it cannot check nor ends
+// one that may be valid); a logout is still served (ending a session is
+// safe either way). A logout whose record cannot be written
+// still ends the session on the platformd that served it; the record is
+// retried in the background until it is written or the session expires,
+// and until then the other platformds accept a replayed copy of the
+// cookie (logged as an error).
 package console

@@ -58,7 +58,7 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 }
 
 func (c *Console) logout(w http.ResponseWriter, r *http.Request, s Session) {
-	c.ss.forget(w, s)
+	c.endSession(w, r, s, "logout")
 	http.Redirect(w, r, "/console/login", http.StatusSeeOther)
 }
 

@@ -13,6 +13,11 @@ import (
 // console.Prefix on the HTTP listener: users sign in with their .creds,
 // which the console checks against this daemon's nodes; platform
 // operators see every scope, a tenant's users their tenant's DLQs only.
+// Sessions ended here (logout, a user signed out) are recorded in the
+// replicated KV bucket console.EndedSessionsBucket (the installation's
+// replicas, TTL the session TTL) and every platformd refuses them; a
+// platformd that cannot read the bucket refuses sessions (503) rather than
+// accept one it cannot check.
 func (d *Daemon) mountConsole(mux *http.ServeMux) error {
 	if d.redrive == nil {
 		return nil
@@ -35,6 +40,7 @@ func (d *Daemon) mountConsole(mux *http.ServeMux) error {
 		Tenants:      d.consoleTenants,
 		Verifier:     v,
 		SessionKey:   key,
+		Ended:        console.NewKVEndedSessions(d.js, d.cfg.Durability().Replicas, console.DefaultSessionTTL),
 		Redrive: func(ctx context.Context, tenant string) (*redrive.Service, error) {
 			return d.RedriveFor(ctx, tenant)
 		},
@@ -43,6 +49,7 @@ func (d *Daemon) mountConsole(mux *http.ServeMux) error {
 	if err != nil {
 		return err
 	}
+	d.console = c
 	mux.Handle(console.Prefix, c.Handler())
 	mux.Handle("GET /console", http.RedirectHandler(console.Prefix, http.StatusMovedPermanently))
 	return nil

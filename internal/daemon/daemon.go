@@ -19,6 +19,7 @@ import (
 
 	"github.com/msgplatform/platform/conf"
 	"github.com/msgplatform/platform/embeddednats"
+	"github.com/msgplatform/platform/internal/console"
 	"github.com/msgplatform/platform/internal/metrics"
 	"github.com/msgplatform/platform/platform"
 	"github.com/msgplatform/platform/redrive"
@@ -56,6 +57,8 @@ type Daemon struct {
 
 	// tenantCanaries are the canaries of tenants' accounts (canary.go).
 	tenantCanaries *tenantCanaries
+	// console is the web console (console.go); nil when not mounted.
+	console *console.Console
 
 	reg      *prometheus.Registry
 	own      *ownMetrics
@@ -247,6 +250,9 @@ func (d *Daemon) Close(ctx context.Context) error {
 	}
 	if d.svc != nil {
 		errs = append(errs, d.svc.Stop())
+	}
+	if d.console != nil {
+		errs = append(errs, d.console.Close(ctx))
 	}
 	errs = append(errs, d.stopRedrive(ctx))
 	errs = append(errs, d.stopCanary(ctx))

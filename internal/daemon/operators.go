@@ -32,6 +32,12 @@ import (
 //     is alice@platform) and records it in the replicated KV bucket
 //     principal.OperatorBucket with a compare-and-set create, so two
 //     concurrent adds of one name cannot both succeed.
+//   - The user JWT expires after the validity the request asks for
+//     (principal.OperatorAddRequest.Expiry: DefaultOperatorExpiry, 90
+//     days, unless it says otherwise; never only when asked explicitly),
+//     recorded with the operator and shown by operator list. From then on
+//     the broker refuses the operator's connections and the Verifier its
+//     signed requests; a new key is issued by revoke + add.
 //   - operator revoke: records "revoked.<key>" (the Verifier refuses the
 //     key from then on, on every platformd), then pushes the admin
 //     account's JWT with the key in its revocations to every node
@@ -133,6 +139,10 @@ func (d *Daemon) addOperator(ctx context.Context, c caller, r principal.Operator
 	if !nkeys.IsValidPublicUserKey(r.PublicKey) {
 		return principal.OperatorAddResponse{}, invalid(fmt.Errorf("public_key %q is not a user nkey (U...)", r.PublicKey))
 	}
+	validity, err := r.Expiry()
+	if err != nil {
+		return principal.OperatorAddResponse{}, invalid(err)
+	}
 	if err := needOperator(c, "add a platform operator"); err != nil {
 		return principal.OperatorAddResponse{}, err
 	}
@@ -175,11 +185,21 @@ func (d *Daemon) addOperator(ctx context.Context, c caller, r principal.Operator
 	uc.Name = r.Name
 	uc.IssuerAccount = d.trust.AdminAccount()
 	uc.Tags.Add("platform-operator")
+	now := time.Now().UTC()
+	op := principal.Operator{Name: r.Name, PublicKey: r.PublicKey, Issuer: skPub, Created: now, CreatedBy: c.p.Name()}
+	expiry := "never expires"
+	if validity > 0 {
+		// Rounded up to the JWT's one-second resolution: valid at least
+		// as long as asked.
+		exp := now.Add(validity + time.Second - 1).Truncate(time.Second)
+		uc.Expires = exp.Unix()
+		op.Expires = &exp
+		expiry = "expires " + exp.Format(time.RFC3339)
+	}
 	tok, err := uc.Encode(sk)
 	if err != nil {
 		return principal.OperatorAddResponse{}, fmt.Errorf("encode user %s: %w", r.Name, err)
 	}
-	op := principal.Operator{Name: r.Name, PublicKey: r.PublicKey, Issuer: skPub, Created: time.Now().UTC(), CreatedBy: c.p.Name()}
 	b, _ := json.Marshal(op)
 	if before == nil {
 		_, err = kv.Create(ctx, key, b)
@@ -193,7 +213,7 @@ func (d *Daemon) addOperator(ctx context.Context, c caller, r principal.Operator
 		return principal.OperatorAddResponse{}, fmt.Errorf("operator registry: %w", err)
 	}
 	d.auditOperator(ctx, redrive.AuditRecord{Actor: c.p.Name(), Action: principal.ActionOperatorAdd, Target: op.Principal(), Before: before, After: op,
-		Detail: "user " + r.PublicKey + " of the platform admin account"})
+		Detail: "user " + r.PublicKey + " of the platform admin account; " + expiry})
 	return principal.OperatorAddResponse{Operator: op, JWT: tok}, nil
 }
 
@@ -256,7 +276,12 @@ func (d *Daemon) revokeOperator(ctx context.Context, c caller, r principal.Opera
 func (d *Daemon) listOperators(ctx context.Context) ([]principal.Operator, error) {
 	out := []principal.Operator{}
 	if uc, err := jwt.DecodeUserClaims(d.trust.AdminUserJWT); err == nil {
-		out = append(out, principal.Operator{Name: uc.Name, PublicKey: uc.Subject, Issuer: uc.Issuer, Created: time.Unix(uc.IssuedAt, 0).UTC(), Bootstrap: true})
+		admin := principal.Operator{Name: uc.Name, PublicKey: uc.Subject, Issuer: uc.Issuer, Created: time.Unix(uc.IssuedAt, 0).UTC(), Bootstrap: true}
+		if uc.Expires > 0 {
+			exp := time.Unix(uc.Expires, 0).UTC()
+			admin.Expires = &exp
+		}
+		out = append(out, admin)
 	}
 	kv, err := d.operatorBucket(ctx, false)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {

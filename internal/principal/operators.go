@@ -2,7 +2,10 @@ package principal
 
 import (
 	"fmt"
+	"math"
 	"regexp"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -54,7 +57,14 @@ type Operator struct {
 	RevokedBy string     `json:"revoked_by,omitempty"`
 	// Bootstrap marks trust.json's admin user (listed, never stored).
 	Bootstrap bool `json:"bootstrap,omitempty"`
+	// Expires is when the operator's user JWT expires (nil: never); from
+	// then on the broker refuses its connections and the Verifier its
+	// signed requests.
+	Expires *time.Time `json:"expires,omitempty"`
 }
+
+// Expired reports whether the operator's credentials expired by now.
+func (o Operator) Expired(now time.Time) bool { return o.Expires != nil && !now.Before(*o.Expires) }
 
 // Principal is the name recorded for the operator's actions.
 func (o Operator) Principal() string { return o.Name + "@" + Platform }
@@ -64,6 +74,71 @@ func (o Operator) Principal() string { return o.Name + "@" + Platform }
 type OperatorAddRequest struct {
 	Name      string `json:"name"`
 	PublicKey string `json:"public_key"`
+	// ExpiresIn is how long the credentials are valid (0:
+	// DefaultOperatorExpiry, so a caller that sends no expiry gets the
+	// default, not credentials that never expire); NeverExpires asks for
+	// none (ExpiresIn must then be 0).
+	ExpiresIn    time.Duration `json:"expires_in,omitempty"`
+	NeverExpires bool          `json:"never_expires,omitempty"`
+}
+
+// DefaultOperatorExpiry is how long a new operator's credentials are
+// valid unless the request says otherwise.
+const DefaultOperatorExpiry = 90 * 24 * time.Hour
+
+// MinOperatorExpiry is the shortest validity accepted: a user JWT's
+// expiry has a resolution of one second.
+const MinOperatorExpiry = time.Second
+
+// Expiry returns how long the requested credentials are valid, 0 for
+// never, or an ErrMalformed error naming what is wrong.
+func (r OperatorAddRequest) Expiry() (time.Duration, error) {
+	switch {
+	case r.NeverExpires && r.ExpiresIn != 0:
+		return 0, fmt.Errorf("%w: never_expires and expires_in %s are both set: ask for one", ErrMalformed, r.ExpiresIn)
+	case r.NeverExpires:
+		return 0, nil
+	case r.ExpiresIn == 0:
+		return DefaultOperatorExpiry, nil
+	case r.ExpiresIn < MinOperatorExpiry:
+		return 0, fmt.Errorf("%w: expires_in %s: want at least %s", ErrMalformed, r.ExpiresIn, MinOperatorExpiry)
+	}
+	return r.ExpiresIn, nil
+}
+
+// ParseExpiry parses an operator credential validity as platformctl takes
+// it: a number of days ("90d"), a Go duration ("720h", "2h30m", "2s"), or
+// "0" for never (returned as 0). Negative, fractional-day and sub-second
+// values are refused with a message saying what is accepted.
+func ParseExpiry(s string) (time.Duration, error) {
+	s = strings.TrimSpace(s)
+	const want = "want a number of days (90d), a duration (720h, 2h30m, 2s; at least 1s) or 0 for never"
+	if s == "0" {
+		return 0, nil
+	}
+	var d time.Duration
+	if days, ok := strings.CutSuffix(s, "d"); ok {
+		n, err := strconv.ParseInt(days, 10, 64)
+		if err != nil || n < 0 {
+			return 0, fmt.Errorf("%w: %q: %s", ErrMalformed, s, want)
+		}
+		if n > math.MaxInt64/int64(24*time.Hour) {
+			return 0, fmt.Errorf("%w: %q is too long: at most %d days", ErrMalformed, s, math.MaxInt64/int64(24*time.Hour))
+		}
+		d = time.Duration(n) * 24 * time.Hour
+	} else {
+		var err error
+		if d, err = time.ParseDuration(s); err != nil {
+			return 0, fmt.Errorf("%w: %q: %s", ErrMalformed, s, want)
+		}
+	}
+	if d == 0 {
+		return 0, nil
+	}
+	if d < MinOperatorExpiry {
+		return 0, fmt.Errorf("%w: %q: %s", ErrMalformed, s, want)
+	}
+	return d, nil
 }
 
 // OperatorAddResponse is the new operator and its user JWT.

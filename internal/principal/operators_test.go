@@ -98,3 +98,47 @@ func TestValidateOperatorName(t *testing.T) {
 		}
 	}
 }
+
+func TestParseExpiry(t *testing.T) {
+	for in, want := range map[string]time.Duration{
+		"90d": 90 * 24 * time.Hour, "1d": 24 * time.Hour, "720h": 720 * time.Hour, "2h30m": 150 * time.Minute,
+		"2s": 2 * time.Second, " 30d ": 30 * 24 * time.Hour, "0": 0, "0d": 0, "0s": 0,
+	} {
+		if got, err := principal.ParseExpiry(in); err != nil || got != want {
+			t.Errorf("ParseExpiry(%q) = %s, %v; want %s", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "abc", "90", "-1d", "-5m", "1.5d", "d", "500ms", "90days", "999999999999d"} {
+		if got, err := principal.ParseExpiry(in); !errors.Is(err, principal.ErrMalformed) || !strings.Contains(err.Error(), "want a number of days") && !strings.Contains(err.Error(), "too long") {
+			t.Errorf("ParseExpiry(%q) = %s, %v; want an ErrMalformed saying what is accepted", in, got, err)
+		}
+	}
+}
+
+// A request without an expiry gets the default (an older platformctl
+// does not mint credentials that never expire); never only when asked.
+func TestOperatorAddRequestExpiry(t *testing.T) {
+	for _, c := range []struct {
+		r    principal.OperatorAddRequest
+		want time.Duration
+		err  string
+	}{
+		{principal.OperatorAddRequest{}, principal.DefaultOperatorExpiry, ""},
+		{principal.OperatorAddRequest{ExpiresIn: time.Hour}, time.Hour, ""},
+		{principal.OperatorAddRequest{NeverExpires: true}, 0, ""},
+		{principal.OperatorAddRequest{NeverExpires: true, ExpiresIn: time.Hour}, 0, "both set"},
+		{principal.OperatorAddRequest{ExpiresIn: -time.Hour}, 0, "at least 1s"},
+		{principal.OperatorAddRequest{ExpiresIn: time.Millisecond}, 0, "at least 1s"},
+	} {
+		got, err := c.r.Expiry()
+		if c.err != "" {
+			if !errors.Is(err, principal.ErrMalformed) || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("%+v: %v, want an error containing %q", c.r, err, c.err)
+			}
+			continue
+		}
+		if err != nil || got != c.want {
+			t.Errorf("%+v: %s, %v; want %s", c.r, got, err, c.want)
+		}
+	}
+}
