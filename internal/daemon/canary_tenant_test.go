@@ -3,7 +3,6 @@ package daemon_test
 import (
 	"context"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -67,51 +66,8 @@ func TestCanaryTenantTopicDetectsStalledGroup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var (
-		mu         sync.Mutex
-		canarySeen []string
-	)
-	release := make(chan struct{})
-	var releaseOnce sync.Once
-	unfreeze := func() { releaseOnce.Do(func() { close(release) }) }
-	for _, g := range []string{"ledger", "frozen"} {
-		mem, err := platform.NewMember(js, platform.MemberConfig{Group: g, Heartbeat: 100 * time.Millisecond, DrainTimeout: time.Second},
-			func(ctx context.Context, msg *platform.Message) error {
-				if msg.Canary() {
-					mu.Lock()
-					canarySeen = append(canarySeen, g+" "+msg.Subject)
-					mu.Unlock()
-				}
-				if g == "frozen" && msg.Key == "pay:stuck" {
-					select {
-					case <-release:
-					case <-ctx.Done():
-					}
-				}
-				return nil
-			})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := mem.Start(ctx); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = mem.Close(context.Background()) })
-	}
-	t.Cleanup(unfreeze) // runs before the members close
-	w, err := platform.NewWorkers(js, platform.WorkersConfig{Queue: tenancy.StoredName("tasks")}, func(_ context.Context, msg *platform.Message) error {
-		mu.Lock()
-		canarySeen = append(canarySeen, "tasks "+msg.Subject)
-		mu.Unlock()
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = w.Close(context.Background()) })
+	rig := startCanaryHandlers(ctx, t, js, []string{"ledger", "frozen"}, "frozen", "pay:stuck", tenancy.StoredName("tasks"), "tasks")
+	unfreeze := rig.release
 
 	const ageName, tolName = "platform_canary_age_seconds", "platform_canary_tolerance_seconds"
 	ledgerL := "group=ledger,tenant=acme,topic=payments"
@@ -211,10 +167,8 @@ func TestCanaryTenantTopicDetectsStalledGroup(t *testing.T) {
 	if q, err := js.Stream(ctx, tenancy.StreamName("muted")); err != nil || q.CachedInfo().State.Msgs != 0 {
 		t.Errorf("topic muted opted out but holds canaries (%v)", err)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(canarySeen) > 0 {
-		t.Errorf("canaries reached handlers: %v", canarySeen)
+	if seen := rig.reached(); len(seen) > 0 {
+		t.Errorf("canaries reached handlers: %v", seen)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -190,51 +191,8 @@ func TestCanaryDetectsStalledGroupWithSmallLag(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 
-	var (
-		mu         sync.Mutex
-		canarySeen []string
-	)
-	release := make(chan struct{})
-	var releaseOnce sync.Once
-	stopStuck := func() { releaseOnce.Do(func() { close(release) }) }
-	for _, g := range []string{"healthy", "stuck"} {
-		m, err := platform.NewMember(js, platform.MemberConfig{Group: g, Heartbeat: 100 * time.Millisecond, DrainTimeout: time.Second},
-			func(ctx context.Context, m *platform.Message) error {
-				if m.Canary() {
-					mu.Lock()
-					canarySeen = append(canarySeen, g+" "+m.Subject)
-					mu.Unlock()
-				}
-				if g == "stuck" && m.Key == "order:stuck" {
-					select {
-					case <-release:
-					case <-ctx.Done():
-					}
-				}
-				return nil
-			})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := m.Start(ctx); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = m.Close(context.Background()) })
-	}
-	t.Cleanup(stopStuck) // runs before the members close
-	w, err := platform.NewWorkers(js, platform.WorkersConfig{Queue: "jobs"}, func(_ context.Context, m *platform.Message) error {
-		mu.Lock()
-		canarySeen = append(canarySeen, "jobs "+m.Subject)
-		mu.Unlock()
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = w.Close(context.Background()) })
+	rig := startCanaryHandlers(ctx, t, js, []string{"healthy", "stuck"}, "stuck", "order:stuck", "jobs", "jobs")
+	stopStuck := rig.release
 
 	const ageName, tolName = "platform_canary_age_seconds", "platform_canary_tolerance_seconds"
 	healthyL, stuckL, jobsL := "group=healthy,topic=orders", "group=stuck,topic=orders", "group=jobs,topic=jobs"
@@ -315,12 +273,76 @@ func TestCanaryDetectsStalledGroupWithSmallLag(t *testing.T) {
 		}
 		return nil
 	})
-	mu.Lock()
-	defer mu.Unlock()
-	if len(canarySeen) > 0 {
-		t.Errorf("canaries reached handlers: %v", canarySeen)
+	if seen := rig.reached(); len(seen) > 0 {
+		t.Errorf("canaries reached handlers: %v", seen)
 	}
 	if q, err := js.Stream(ctx, "quiet"); err != nil || q.CachedInfo().State.Msgs != 0 {
 		t.Errorf("topic quiet opted out but holds canaries (%v)", err)
 	}
+}
+
+// canaryHandlers are the consumers of a canary test: one member of each
+// group on the topic its groups read, and workers of a queue.
+type canaryHandlers struct {
+	mu      sync.Mutex
+	seen    []string // canaries that reached a handler: none should
+	release func()   // unblocks the stuck group
+}
+
+func (h *canaryHandlers) reached() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.seen)
+}
+
+// startCanaryHandlers starts a member of each group (through js) and
+// workers of queue (recorded as label); group stuck blocks on the event
+// with key stuckKey until release is called (at the latest when the test
+// ends, before the members close).
+func startCanaryHandlers(ctx context.Context, t *testing.T, js jetstream.JetStream, groups []string, stuck, stuckKey, queue, label string) *canaryHandlers {
+	t.Helper()
+	h := &canaryHandlers{}
+	blocked := make(chan struct{})
+	var once sync.Once
+	h.release = func() { once.Do(func() { close(blocked) }) }
+	note := func(s string) {
+		h.mu.Lock()
+		h.seen = append(h.seen, s)
+		h.mu.Unlock()
+	}
+	for _, g := range groups {
+		m, err := platform.NewMember(js, platform.MemberConfig{Group: g, Heartbeat: 100 * time.Millisecond, DrainTimeout: time.Second},
+			func(ctx context.Context, msg *platform.Message) error {
+				if msg.Canary() {
+					note(g + " " + msg.Subject)
+				}
+				if g == stuck && msg.Key == stuckKey {
+					select {
+					case <-blocked:
+					case <-ctx.Done():
+					}
+				}
+				return nil
+			})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := m.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = m.Close(context.Background()) })
+	}
+	t.Cleanup(h.release) // runs before the members close
+	w, err := platform.NewWorkers(js, platform.WorkersConfig{Queue: queue}, func(_ context.Context, msg *platform.Message) error {
+		note(label + " " + msg.Subject)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = w.Close(context.Background()) })
+	return h
 }
