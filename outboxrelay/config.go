@@ -36,7 +36,9 @@ type Config struct {
 	// AckTimeout bounds the wait for one publish's ack (default 5s); a
 	// publish not acked in time counts as "unknown" and is retried.
 	AckTimeout time.Duration
-	// PollInterval is the pause when the outbox is empty (default 20ms).
+	// PollInterval is the pause when the outbox is empty (default 20ms),
+	// stretched by one PollInterval per MaxInFlight records still in the
+	// pipeline (up to 250ms), since a read's cost grows with them.
 	PollInterval time.Duration
 	// BackoffMin and BackoffMax bound the exponential backoff, with full
 	// jitter, after a failed read, mark or fence, and per key after a
@@ -67,9 +69,10 @@ type Config struct {
 	Registerer prometheus.Registerer
 	// Logger (default slog.Default()).
 	Logger *slog.Logger
-	// OnAck, if set, is called for every record whose publish was acked
-	// (dup: the stream had it already), before it is marked sent.
-	OnAck func(rec Record, dup bool)
+	// OnAck, if set, is called for every record whose publish was acked,
+	// before it is marked sent, on the relay's scheduling goroutine (it
+	// must return quickly).
+	OnAck func(rec Record, ack Ack)
 	// Faults injects failures (tests).
 	Faults Faults
 }

@@ -50,3 +50,11 @@ type Record struct {
 	Seq uint64
 	Event
 }
+
+// Ack describes one acked publish of a record (Config.OnAck).
+type Ack struct {
+	// Duplicate: the stream had the event already (same Nats-Msg-Id).
+	Duplicate bool
+	// Latency is the time from the publish to its ack reaching the relay.
+	Latency time.Duration
+}

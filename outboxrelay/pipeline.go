@@ -5,13 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
 	"time"
-
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/msgplatform/platform/platform"
 )
 
 // The relay's publishing pipeline, run for one lease term (one fencing
@@ -77,16 +71,10 @@ type keyState struct {
 	retryAt time.Time
 }
 
-type pubItem struct {
-	k   *keyState
-	rec Record
-	fut jetstream.PubAckFuture
-}
-
 type ackResult struct {
 	k   *keyState
 	rec Record
-	dup bool
+	ack Ack
 	err error
 	out string
 }
@@ -107,9 +95,23 @@ var errLeaseLost = errors.New("outboxrelay: lease no longer valid")
 
 func (r *Relay) maxParked() int { return min(10*r.cfg.BatchSize, 100000) }
 
+// firstRead starts a term's first read (one window, nothing to skip yet)
+// and returns where its result arrives.
+func (r *Relay) firstRead(ctx context.Context) <-chan readResult {
+	first := make(chan readResult, 1)
+	go func() {
+		recs, err := r.store.Unsent(ctx, r.firstReadLimit(), nil)
+		first <- readResult{recs: recs, err: err}
+	}()
+	return first
+}
+
+func (r *Relay) firstReadLimit() int { return min(r.cfg.BatchSize, r.cfg.MaxInFlight) }
+
 // runPipeline publishes under token tok until ctx ends, the lease is lost,
-// the store fences the token (ErrFenced) or a fault kills the relay.
-func (r *Relay) runPipeline(ctx context.Context, l *lease, tok uint64) error {
+// the store fences the token (ErrFenced) or a fault kills the relay. first
+// delivers the term's first read (firstRead), started before the fence.
+func (r *Relay) runPipeline(ctx context.Context, l *lease, tok uint64, first <-chan readResult) error {
 	p := &pipeline{
 		r: r, l: l, tok: tok,
 		inflight:    map[uint64]struct{}{},
@@ -119,18 +121,24 @@ func (r *Relay) runPipeline(ctx context.Context, l *lease, tok uint64) error {
 	}
 	pctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	var waiters sync.WaitGroup
+	// Every publish awaiting its outcome counts in p.pending (at most
+	// MaxInFlight) and reports once, so sends on acks never block.
 	acks := make(chan ackResult, r.cfg.MaxInFlight)
 	reads := make(chan readResult, 1)
 	marks := make(chan markResult, 1)
-	pubs := func(it pubItem) {
-		waiters.Add(1)
-		go func() { defer waiters.Done(); r.awaitAck(pctx, it, acks) }()
-	}
+	p.reading, p.readLimit = true, r.firstReadLimit()
+	go func() {
+		select {
+		case res := <-first:
+			reads <- res
+		case <-pctx.Done():
+			reads <- readResult{err: pctx.Err()}
+		}
+	}()
 
 	stop := func(cause error) error {
 		cancel()
-		waiters.Wait()
+		r.pub.forget(acks) // no outcome is reported on acks after this
 		if p.reading {
 			<-reads
 		}
@@ -178,7 +186,7 @@ func (r *Relay) runPipeline(ctx context.Context, l *lease, tok uint64) error {
 		now := time.Now()
 		p.wake(now)
 		p.startRead(pctx, now, reads)
-		p.publish(now, pubs, acks)
+		p.publish(acks)
 		p.startMark(pctx, now, marks)
 
 		timer.Reset(p.nextWake(now))
@@ -200,7 +208,7 @@ func (r *Relay) runPipeline(ctx context.Context, l *lease, tok uint64) error {
 		case res := <-marks:
 			if res.killed {
 				cancel()
-				waiters.Wait()
+				r.pub.forget(acks)
 				if p.reading {
 					<-reads
 				}
@@ -236,6 +244,9 @@ func (p *pipeline) nextWake(now time.Time) time.Duration {
 	}
 	return max(d, time.Millisecond)
 }
+
+// maxPollStretch bounds the poll interval stretched by records held.
+const maxPollStretch = 250 * time.Millisecond
 
 func (p *pipeline) canRead() bool {
 	active := len(p.inflight) - p.parked
@@ -280,10 +291,17 @@ func (p *pipeline) readDone(res readResult) {
 	}
 	p.readBackoff = p.r.cfg.BackoffMin
 	if len(res.recs) < p.readLimit {
-		// Caught up: poll again after PollInterval, stretched while many
-		// records are in the pipeline (a read costs in proportion to its
-		// skip list, and new events queue behind those anyway).
-		p.nextRead = now.Add(p.r.cfg.PollInterval * time.Duration(1+len(p.inflight)/p.r.cfg.BatchSize))
+		// Caught up: poll again after PollInterval, stretched by one
+		// PollInterval per publish window of records in the pipeline, up
+		// to 250ms. A read costs in proportion to its skip list: at the
+		// end of a backlog (10,000 records held, draining for another
+		// 400 ms) an empty read every 60 ms cost PostgreSQL ~6 ms of CPU
+		// each, a third of its CPU for the whole drain, taken from the
+		// brokers on a shared host. Those records take one ack round trip
+		// per window to publish anyway; a pipeline holding less than a
+		// window (steady traffic) polls every PollInterval as before.
+		stretch := time.Duration(1 + len(p.inflight)/p.r.cfg.MaxInFlight)
+		p.nextRead = now.Add(min(p.r.cfg.PollInterval*stretch, max(p.r.cfg.PollInterval, maxPollStretch)))
 	}
 	for _, rec := range res.recs {
 		if _, dup := p.inflight[rec.Seq]; dup {
@@ -329,8 +347,8 @@ func (p *pipeline) wake(now time.Time) {
 }
 
 // publish sends the head of ready keys while fewer than MaxInFlight
-// publishes await their ack.
-func (p *pipeline) publish(now time.Time, pubs func(pubItem), acks chan<- ackResult) {
+// publishes await their outcome, which is reported on acks.
+func (p *pipeline) publish(acks chan<- ackResult) {
 	n := 0
 	for ; n < len(p.ready) && p.pending < p.r.cfg.MaxInFlight; n++ {
 		k := p.ready[n]
@@ -338,15 +356,9 @@ func (p *pipeline) publish(now time.Time, pubs func(pubItem), acks chan<- ackRes
 		if k.busy || len(k.recs) == 0 {
 			continue
 		}
-		rec := k.recs[0]
-		fut, err := p.r.publishAsync(rec)
 		k.busy = true
 		p.pending++
-		if err != nil {
-			acks <- ackResult{k: k, rec: rec, err: err, out: classify(err)}
-			continue
-		}
-		pubs(pubItem{k: k, rec: rec, fut: fut})
+		p.r.publishAsync(k, acks)
 	}
 	rest := copy(p.ready, p.ready[n:])
 	clear(p.ready[rest:])
@@ -372,7 +384,7 @@ func (p *pipeline) acked(a ackResult) {
 		return
 	}
 	if p.r.cfg.OnAck != nil {
-		p.r.cfg.OnAck(a.rec, a.dup)
+		p.r.cfg.OnAck(a.rec, a.ack)
 	}
 	if len(p.toMark) == 0 {
 		p.toMarkSince = time.Now()
@@ -449,46 +461,4 @@ func (r *Relay) mark(ctx context.Context, tok uint64, recs []Record) markResult 
 	mctx, cancel := context.WithTimeout(ctx, max(r.cfg.AckTimeout, 10*time.Second))
 	defer cancel()
 	return markResult{recs: recs, err: r.store.MarkSent(mctx, tok, seqs)}
-}
-
-func (r *Relay) publishAsync(rec Record) (jetstream.PubAckFuture, error) {
-	msg := &nats.Msg{
-		Subject: platform.TopicSubject(r.cfg.topicFor(rec.Topic), rec.Key),
-		Data:    rec.Payload,
-		Header:  make(nats.Header, len(rec.Headers)+1),
-	}
-	for k, v := range rec.Headers {
-		msg.Header[k] = append([]string(nil), v...)
-	}
-	f, err := r.js.PublishMsgAsync(msg, jetstream.WithMsgID(rec.ID))
-	if err != nil {
-		return nil, fmt.Errorf("outboxrelay: publish %s (event %s): %w", msg.Subject, rec.ID, err)
-	}
-	return f, nil
-}
-
-// awaitAck waits for one publish's outcome and reports it on acks (never
-// blocking: acks holds MaxInFlight, the bound on publishes awaiting an
-// ack). One goroutine per publish, so a slow ack delays only its own key.
-// The ack timeout is the JetStream context's (WithPublishAsyncTimeout =
-// AckTimeout): the future then fails with ErrAsyncPublishTimeout, counted
-// as unknown, so no timer of its own is needed per publish.
-func (r *Relay) awaitAck(ctx context.Context, it pubItem, acks chan<- ackResult) {
-	var res ackResult
-	select {
-	case ack := <-it.fut.Ok():
-		res = ackResult{dup: ack.Duplicate, out: OutcomeOK}
-		if ack.Duplicate {
-			res.out = OutcomeDuplicate
-		}
-	case err := <-it.fut.Err():
-		if errors.Is(err, jetstream.ErrAsyncPublishTimeout) {
-			err = fmt.Errorf("no ack within %s (outcome unknown, will retry with the same id): %w", r.cfg.AckTimeout, err)
-		}
-		res = ackResult{err: fmt.Errorf("outboxrelay: publish event %s: %w", it.rec.ID, err), out: classify(err)}
-	case <-ctx.Done():
-		return
-	}
-	res.k, res.rec = it.k, it.rec
-	acks <- res
 }

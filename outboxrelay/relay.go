@@ -23,6 +23,7 @@ type Relay struct {
 	nc    *nats.Conn
 	log   *slog.Logger
 	m     *metrics
+	pub   *publisher
 
 	mu      sync.Mutex
 	started bool
@@ -47,9 +48,10 @@ func New(cfg Config, store Store, nc *nats.Conn) (*Relay, error) {
 	if store == nil || nc == nil {
 		return nil, fmt.Errorf("%w: store and connection are required", ErrInvalidConfig)
 	}
-	js, err := jetstream.New(nc,
+	pub := newPublisher(cfg.AckTimeout)
+	js, err := jetstream.New(nc, append(pub.options(),
 		jetstream.WithPublishAsyncMaxPending(cfg.MaxInFlight*2),
-		jetstream.WithPublishAsyncTimeout(cfg.AckTimeout))
+		jetstream.WithPublishAsyncTimeout(cfg.AckTimeout))...)
 	if err != nil {
 		return nil, fmt.Errorf("outboxrelay: jetstream: %w", err)
 	}
@@ -62,7 +64,7 @@ func New(cfg Config, store Store, nc *nats.Conn) (*Relay, error) {
 		log = slog.Default()
 	}
 	return &Relay{
-		cfg: cfg, store: store, js: js, nc: nc, m: m,
+		cfg: cfg, store: store, js: js, nc: nc, m: m, pub: pub,
 		log:   log.With("outbox", cfg.Name, "holder", cfg.Holder),
 		fatal: make(chan error, 1), done: make(chan struct{}), ready: make(chan struct{}),
 		acquired: make(chan struct{}, 1),
@@ -261,7 +263,15 @@ func (r *Relay) publishLoop(ctx context.Context, leaseReady <-chan struct{}) {
 			t.Stop()
 			continue
 		}
+		// The first read overlaps the fence (a read changes nothing; the
+		// pipeline publishes only once the token is recorded), so the
+		// first publishes do not wait for two database round trips. A
+		// record the previous holder marks in between is republished: a
+		// duplicate with the same Nats-Msg-Id, as after any takeover.
+		rctx, rcancel := context.WithCancel(ctx)
+		first := r.firstRead(rctx)
 		if err := r.store.Fence(ctx, tok); err != nil {
+			rcancel()
 			if errors.Is(err, ErrFenced) {
 				l.drop()
 			}
@@ -271,7 +281,8 @@ func (r *Relay) publishLoop(ctx context.Context, leaseReady <-chan struct{}) {
 			continue
 		}
 		backoff = r.cfg.BackoffMin
-		err := r.runPipeline(ctx, l, tok)
+		err := r.runPipeline(ctx, l, tok, first)
+		rcancel()
 		switch {
 		case errors.Is(err, ErrInjectedFault):
 			return

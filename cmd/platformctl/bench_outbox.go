@@ -306,6 +306,7 @@ func runBenchOutbox(ctx context.Context, out io.Writer, g *globalOptions, o benc
 		o.size, o.window, o.keys, o.count, topic)
 	rawRun := func(run int, label string) (float64, error) {
 		id := time.Now().UnixNano()
+		cpu := processCPU()
 		raw, _, err := bench.Publish(ctx, js, bench.PublishOptions{
 			Count: o.count, Size: o.size, Window: o.window, Runs: 1, Subject: subject,
 			MsgID: func(i int) string { return fmt.Sprintf("raw-%d-%d", id, i) },
@@ -313,8 +314,11 @@ func runBenchOutbox(ctx context.Context, out io.Writer, g *globalOptions, o benc
 		if err != nil {
 			return 0, err
 		}
+		cpu = processCPU() - cpu
 		if label != "" {
-			printLines(out, raw.Lines(fmt.Sprintf("bench.outbox.run%d.%s", run, label)))
+			prefix := fmt.Sprintf("bench.outbox.run%d.%s", run, label)
+			printLines(out, raw.Lines(prefix))
+			fmt.Fprintf(out, "%s.process_cpu_per_event: %.1f us (fabric included)\n", prefix, float64(cpu.Microseconds())/float64(o.count))
 		}
 		return raw.MsgsPerS, nil
 	}
@@ -382,17 +386,17 @@ func runBenchOutbox(ctx context.Context, out io.Writer, g *globalOptions, o benc
 type benchRelayHandle struct {
 	r     *outboxrelay.Relay
 	acked atomic.Int64
-	onAck func(outboxrelay.Record)
+	onAck func(outboxrelay.Record, outboxrelay.Ack)
 	stop  func()
 }
 
-func startBenchRelay(ctx context.Context, nc *nats.Conn, b outboxBackend, phase string, o benchOutboxOptions, onAck func(outboxrelay.Record)) (*benchRelayHandle, error) {
+func startBenchRelay(ctx context.Context, nc *nats.Conn, b outboxBackend, phase string, o benchOutboxOptions, onAck func(outboxrelay.Record, outboxrelay.Ack)) (*benchRelayHandle, error) {
 	h := &benchRelayHandle{onAck: onAck}
 	cfg := outboxrelay.DefaultConfig("bench-" + b.name + "-" + phase)
 	cfg.BatchSize, cfg.MaxInFlight = o.batch, o.window
-	cfg.OnAck = func(rec outboxrelay.Record, _ bool) {
+	cfg.OnAck = func(rec outboxrelay.Record, ack outboxrelay.Ack) {
 		if h.onAck != nil {
-			h.onAck(rec)
+			h.onAck(rec, ack)
 		}
 		h.acked.Add(1)
 	}
@@ -463,7 +467,16 @@ func benchRelayDrain(ctx context.Context, out io.Writer, nc *nats.Conn, b outbox
 			return 0, err
 		}
 	}
-	h, err := startBenchRelay(ctx, nc, b, fmt.Sprintf("drain%d", run), o, nil)
+	// Every ack's time and latency, for the drain's timeline (the tail,
+	// when few keys are left, shows there) and ack latency next to raw's.
+	var n atomic.Int64
+	ackAt := make([]time.Time, o.count)
+	lats := make([]time.Duration, o.count)
+	h, err := startBenchRelay(ctx, nc, b, fmt.Sprintf("drain%d", run), o, func(_ outboxrelay.Record, ack outboxrelay.Ack) {
+		if i := n.Add(1) - 1; i < int64(len(ackAt)) {
+			ackAt[i], lats[i] = time.Now(), ack.Latency
+		}
+	})
 	if err != nil {
 		return 0, err
 	}
@@ -471,14 +484,22 @@ func benchRelayDrain(ctx context.Context, out io.Writer, nc *nats.Conn, b outbox
 	if err := h.waitLeader(ctx); err != nil {
 		return 0, err
 	}
-	start := time.Now()
+	start, cpu := time.Now(), processCPU()
 	if err := h.waitAcked(ctx, b.name, int64(o.count), 5*time.Minute); err != nil {
 		return 0, err
 	}
-	rate := float64(o.count) / time.Since(start).Seconds()
+	elapsed, cpu := time.Since(start), processCPU()-cpu
+	rate := float64(o.count) / elapsed.Seconds()
 	prefix := fmt.Sprintf("bench.outbox.run%d.%s", run, b.name)
 	fmt.Fprintf(out, "%s.commit_backlog_before_relay: %.3f s (%d events, %.0f events/s)\n", prefix, committed.Seconds(), o.count, float64(o.count)/committed.Seconds())
 	fmt.Fprintf(out, "%s.relay_drain_msgs_per_sec: %.0f msg/s\n", prefix, rate)
+	fmt.Fprintf(out, "%s.process_cpu_per_event: %.1f us (fabric and relay included, database server not)\n", prefix, float64(cpu.Microseconds())/float64(o.count))
+	slices.Sort(lats)
+	fmt.Fprintf(out, "%s.relay_ack_p50: %.3f ms\n", prefix, ms(bench.Percentile(lats, 0.50)))
+	fmt.Fprintf(out, "%s.relay_ack_p99: %.3f ms\n", prefix, ms(bench.Percentile(lats, 0.99)))
+	at := func(q float64) float64 { return ms(ackAt[max(0, int(q*float64(o.count))-1)].Sub(start)) }
+	fmt.Fprintf(out, "%s.relay_drain_timeline: first_ack=%.0fms 50%%=%.0fms 90%%=%.0fms 100%%=%.0fms (last 10%% of events: %.0f%% of the drain)\n",
+		prefix, at(0), at(0.5), at(0.9), at(1), 100*(at(1)-at(0.9))/at(1))
 	return rate, nil
 }
 
@@ -489,7 +510,7 @@ func benchRelaySteady(ctx context.Context, out io.Writer, nc *nats.Conn, b outbo
 	var commitAt sync.Map // event id -> time.Time
 	var latMu sync.Mutex
 	lats := make([]time.Duration, 0, o.latencyCount)
-	h, err := startBenchRelay(ctx, nc, b, "steady", o, func(rec outboxrelay.Record) {
+	h, err := startBenchRelay(ctx, nc, b, "steady", o, func(rec outboxrelay.Record, _ outboxrelay.Ack) {
 		if t, ok := commitAt.Load(rec.ID); ok {
 			d := time.Since(t.(time.Time))
 			latMu.Lock()

@@ -232,9 +232,10 @@ RETURNING token`, leaseRow, int64(token)).Scan(&got)
 }
 
 // MarkSent implements outboxrelay.Store: the seqs leave the queue table
-// unsent and are logged in sent, in one statement that holds a share lock
-// on the fence row, so a newer relay's Fence waits for it and every later
-// mark by the old relay marks nothing. The event rows are not touched.
+// unsent and are logged, as one row, in sent_batches (migration 0003), in
+// one statement that holds a share lock on the fence row, so a newer
+// relay's Fence waits for it and every later mark by the old relay marks
+// nothing. The event rows are not touched.
 func (s *Store) MarkSent(ctx context.Context, token uint64, seqs []uint64) error {
 	if len(seqs) == 0 {
 		return nil
@@ -251,7 +252,8 @@ func (s *Store) MarkSent(ctx context.Context, token uint64, seqs []uint64) error
   WHERE seq = ANY($3) AND EXISTS (SELECT 1 FROM f WHERE token = $2)
   RETURNING seq
 ), i AS (
-  INSERT INTO `+s.q.schema+`.sent (seq, sent_at) SELECT seq, now() FROM d
+  INSERT INTO `+s.q.schema+`.sent_batches (sent_at, seqs)
+  SELECT now(), array_agg(seq) FROM d HAVING count(*) > 0
 )
 SELECT NOT EXISTS (SELECT 1 FROM f WHERE token = $2)`, leaseRow, int64(token), ids).Scan(&fenced)
 	if err != nil {
@@ -263,21 +265,27 @@ SELECT NOT EXISTS (SELECT 1 FROM f WHERE token = $2)`, leaseRow, int64(token), i
 	return nil
 }
 
-// Prune implements outboxrelay.Store: one short statement per batch,
-// deleting the oldest entries of sent and their events. Events marked sent
-// before migration 0002 (sent_at set) are pruned by their sent_at once
-// sent has nothing old enough left.
+// Prune implements outboxrelay.Store: the events of the oldest rows of
+// sent_batches, in one short transaction per batch (the last row reached
+// is trimmed when it holds more seqs than the batch has room for). Once
+// sent_batches has nothing old enough left, the entries of sent (marked
+// before migration 0003) go the same way, then the events marked before
+// migration 0002 (sent_at set), by their sent_at.
 func (s *Store) Prune(ctx context.Context, before time.Time, limit int) (int, error) {
+	n, err := s.pruneBatches(ctx, before, limit)
+	if err != nil || n >= limit {
+		return n, err
+	}
 	tag, err := s.pool.Exec(ctx, `WITH p AS (
   DELETE FROM `+s.q.schema+`.sent WHERE ctid = ANY(ARRAY(
     SELECT ctid FROM `+s.q.schema+`.sent WHERE sent_at < $1 ORDER BY sent_at LIMIT $2))
   RETURNING seq
 )
-DELETE FROM `+s.q.schema+`.events WHERE seq IN (SELECT seq FROM p)`, before, limit)
+DELETE FROM `+s.q.schema+`.events WHERE seq IN (SELECT seq FROM p)`, before, limit-n)
 	if err != nil {
-		return 0, fmt.Errorf("pgoutbox: prune: %w", err)
+		return n, fmt.Errorf("pgoutbox: prune: %w", err)
 	}
-	n := int(tag.RowsAffected())
+	n += int(tag.RowsAffected())
 	if n >= limit {
 		return n, nil
 	}
@@ -287,6 +295,60 @@ DELETE FROM `+s.q.schema+`.events WHERE seq IN (SELECT seq FROM p)`, before, lim
 		return n, fmt.Errorf("pgoutbox: prune: %w", err)
 	}
 	return n + int(tag.RowsAffected()), nil
+}
+
+// pruneBatches deletes the events of up to limit seqs logged in
+// sent_batches before before, oldest first, and returns how many events
+// it deleted.
+func (s *Store) pruneBatches(ctx context.Context, before time.Time, limit int) (int, error) {
+	n := 0
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, `SELECT id, seqs FROM `+s.q.schema+`.sent_batches
+WHERE sent_at < $1 ORDER BY sent_at, id LIMIT $2 FOR UPDATE`, before, limit)
+		if err != nil {
+			return err
+		}
+		var take, done []int64 // seqs to prune, rows consumed whole
+		var trimID int64       // the row keeping rest, if any
+		var rest []int64
+		var id int64
+		var seqs []int64
+		_, err = pgx.ForEachRow(rows, []any{&id, &seqs}, func() error {
+			switch room := limit - len(take); {
+			case room <= 0:
+			case len(seqs) <= room:
+				take = append(take, seqs...)
+				done = append(done, id)
+			default:
+				take = append(take, seqs[:room]...)
+				trimID, rest = id, slices.Clone(seqs[room:])
+			}
+			return nil
+		})
+		if err != nil || len(take) == 0 {
+			return err
+		}
+		tag, err := tx.Exec(ctx, `DELETE FROM `+s.q.schema+`.events WHERE seq = ANY($1)`, take)
+		if err != nil {
+			return err
+		}
+		n = int(tag.RowsAffected())
+		if len(done) > 0 {
+			if _, err := tx.Exec(ctx, `DELETE FROM `+s.q.schema+`.sent_batches WHERE id = ANY($1)`, done); err != nil {
+				return err
+			}
+		}
+		if rest != nil {
+			if _, err := tx.Exec(ctx, `UPDATE `+s.q.schema+`.sent_batches SET seqs = $2 WHERE id = $1`, trimID, rest); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("pgoutbox: prune: %w", err)
+	}
+	return n, nil
 }
 
 // Stats implements outboxrelay.Store.

@@ -136,3 +136,85 @@ func TestDeletedEventsLeaveTheQueue(t *testing.T) {
 		t.Fatalf("Stats after TRUNCATE: %+v, %v; want none", st, err)
 	}
 }
+
+// TestMarkLogsOneRowPerBatch: MarkSent writes one sent_batches row per
+// call, whatever its size; Prune deletes the events of the oldest rows
+// first, trimming a row it reaches with more seqs than the batch has
+// room for, then the entries of sent a relay of the previous version
+// wrote (one row per event), so a rolling upgrade leaves nothing behind.
+func TestMarkLogsOneRowPerBatch(t *testing.T) {
+	pool, store := newStore(t)
+	ctx := context.Background()
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		for i := range 8 {
+			if err := pgoutbox.Enqueue(ctx, tx, outboxrelay.Event{ID: fmt.Sprint("e", i), Topic: "orders", Key: fmt.Sprint("k", i%3)}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, err := store.Unsent(ctx, 10, nil)
+	if err != nil || len(recs) != 8 {
+		t.Fatalf("Unsent: %d records, %v; want 8", len(recs), err)
+	}
+	if err := store.Fence(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	// e6, e7: marked by a relay of the previous version, one sent row each.
+	if _, err := pool.Exec(ctx, `WITH d AS (DELETE FROM outboxrelay.unsent WHERE seq = ANY($1) RETURNING seq)
+INSERT INTO outboxrelay.sent (seq, sent_at) SELECT seq, now() - interval '1 hour' FROM d`, []int64{int64(recs[6].Seq), int64(recs[7].Seq)}); err != nil {
+		t.Fatal(err)
+	}
+	seqs := func(rs []outboxrelay.Record) []uint64 {
+		out := make([]uint64, len(rs))
+		for i, r := range rs {
+			out[i] = r.Seq
+		}
+		return out
+	}
+	if err := store.MarkSent(ctx, 1, seqs(recs[:4])); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.MarkSent(ctx, 1, seqs(recs[4:6])); err != nil {
+		t.Fatal(err)
+	}
+	// A repeated mark (all already sent) logs nothing.
+	if err := store.MarkSent(ctx, 1, seqs(recs[:2])); err != nil {
+		t.Fatal(err)
+	}
+	var rows, logged int
+	if err := pool.QueryRow(ctx, `SELECT count(*), coalesce(sum(cardinality(seqs)), 0) FROM outboxrelay.sent_batches`).Scan(&rows, &logged); err != nil {
+		t.Fatal(err)
+	}
+	if rows != 2 || logged != 6 {
+		t.Fatalf("sent_batches: %d rows logging %d seqs, want 2 rows logging 6", rows, logged)
+	}
+	left := func() []string {
+		t.Helper()
+		rows, err := pool.Query(ctx, `SELECT event_id FROM outboxrelay.events ORDER BY seq`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ids
+	}
+	cutoff := time.Now().Add(time.Minute)
+	var got []string
+	for _, limit := range []int{3, 3, 3} {
+		n, err := store.Prune(ctx, cutoff, limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, fmt.Sprintf("%d:%v", n, left()))
+	}
+	want := []string{"3:[e3 e4 e5 e6 e7]", "3:[e6 e7]", "2:[]"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("Prune(3) three times: %v, want %v", got, want)
+	}
+}
