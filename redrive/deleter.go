@@ -31,16 +31,29 @@ import (
 // entries between, entries older than the selection still present) falls
 // back to deletes, deleteConcurrency at a time.
 //
-// Batches are gathered for up to deleteDelay (or deleteBatch entries):
-// every purge makes the broker rewrite the rest of the message block it
-// cuts (on each replica), so a few large purges cost far less than many
-// small ones. A run that waits for its deletions (drain) asks for them at
-// once (flushNow).
+// Batches are gathered: a purge costs the broker mostly the same whatever
+// it removes (on each replica it loads the message block it cuts, writes
+// a tombstone per entry of that block, and rewrites the stream's index,
+// which lists every subject left: one per DLQ entry), so a few large
+// purges cost far less than many small ones. A batch is removed once it
+// is deleteDelay old if it is small (under deleteMin entries: a run at a
+// modest rate settles, and shows its progress, as promptly as ever), and
+// otherwise when it holds deleteBatch entries or is deleteMaxDelay old:
+// at an unlimited rate about one purge a second. A run that waits for its
+// deletions (drain: the end of a phase, a pause) asks for them at once
+// (flushNow). An entry acknowledged but not yet deleted when the run
+// crashes is sent again by the next runner (same id), so the delay bounds
+// those repeats too.
 const (
-	deleteBatch       = 4096
+	deleteBatch       = 32768
+	deleteMin         = 1024
 	deleteDelay       = 100 * time.Millisecond
+	deleteMaxDelay    = time.Second
 	deleteConcurrency = 32
 	deleteAttempts    = 5
+	// deleteQueue is the deleter's input buffer: the acker goes on while
+	// a purge is in flight.
+	deleteQueue = 8192
 )
 
 type deleter struct {
@@ -55,7 +68,7 @@ type deleter struct {
 }
 
 func newDeleter(rn *runner, st jetstream.Stream, name string) *deleter {
-	return &deleter{rn: rn, st: st, name: name, ch: make(chan item, 4*deleteBatch), flush: make(chan struct{}, 1), done: make(chan struct{})}
+	return &deleter{rn: rn, st: st, name: name, ch: make(chan item, deleteQueue), flush: make(chan struct{}, 1), done: make(chan struct{})}
 }
 
 func (d *deleter) add(it item) { d.ch <- it }
@@ -85,6 +98,7 @@ func (d *deleter) loop(ctx context.Context) {
 	timer.Stop()
 	defer timer.Stop()
 	var batch []item
+	extended := false // the batch is past deleteDelay, large, waiting for more
 	for open := true; open; {
 		due := false
 		select {
@@ -95,13 +109,18 @@ func (d *deleter) loop(ctx context.Context) {
 			}
 			if len(batch) == 0 {
 				timer.Reset(deleteDelay)
+				extended = false
 			}
 			batch = append(batch, it)
 			due = len(batch) >= deleteBatch
 		case <-d.flush:
 			due = true
 		case <-timer.C:
-			due = true
+			due = extended || len(batch) < deleteMin
+			if !due {
+				timer.Reset(deleteMaxDelay - deleteDelay)
+				extended = true
+			}
 		}
 		if !due || len(batch) == 0 {
 			continue

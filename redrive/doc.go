@@ -49,10 +49,13 @@
 //     without handling it (platform/consumer_redrive.go), so a redrive
 //     reaches only the group that failed.
 //
-//   - The send path is a pipeline (run.go, deleter.go): entries are read
-//     ahead from the DLQ, published asynchronously with a bounded window,
-//     and their acks awaited in order (a failed publish is retried with
-//     the same id). An entry is deleted from the DLQ only after its
+//   - The send path is a pipeline (run.go, publish.go, deleter.go):
+//     entries are read ahead from the DLQ (an ordered consumer: ephemeral,
+//     in memory, no acks, on the stream leader), published asynchronously
+//     with a bounded window (core NATS with the run's own reply subjects;
+//     the Nats-Msg-Id is in the header), and their acks awaited in order
+//     (a failed or unanswered publish is retried with the same id; a
+//     refusal is final). An entry is deleted from the DLQ only after its
 //     publish is acknowledged, in batches: one purge below a contiguous
 //     stretch of acknowledged entries when nothing else is left beneath
 //     it, one delete per entry otherwise. The run's position (Progress
@@ -64,7 +67,10 @@
 //     entries already gone. The position is written every Checkpoint,
 //     fenced by an epoch; a run whose record was not written for LeaseTTL
 //     (its runner crashed) is adopted by another instance and continues
-//     from it. Deletions are gathered for up to 100 ms per purge and
+//     from it. Deletions are gathered (a purge costs the broker about the
+//     same whatever it removes): for up to 100 ms while few entries come,
+//     up to a second or 32768 entries at high rates, so a crash re-sends
+//     (same ids) at most about a second of events beyond the checkpoint;
 //     checkpoints are written in the background, off the send path. A
 //     pause or cancel halts the sender before its next publish (a local
 //     signal, or a watch on the record for a runner elsewhere), and Pause

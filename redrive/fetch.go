@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -12,9 +13,9 @@ import (
 
 // The send path is a pipeline, so the rate does not depend on round
 // trips: a prefetcher reads the frozen entries from the DLQ ahead of the
-// sender; the sender takes one per token and publishes it asynchronously;
-// the acker waits for the acks in order (retrying a failed publish with
-// the same id); the deleter (deleter.go) removes the acknowledged entries
+// sender; the sender takes one per token and publishes it asynchronously
+// (publish.go); the acker waits for the acks in order (retrying a failed
+// publish with the same id); the deleter (deleter.go) removes the acknowledged entries
 // from the DLQ in batches and advances Next, the prefix acknowledged and
 // deleted, which is what checkpoints record.
 type fetched struct {
@@ -30,8 +31,8 @@ type item struct {
 	// skip: nothing sent; gone: because the entry is no longer in the DLQ
 	// (a skipped entry that is not gone stays where it is).
 	skip, gone bool
-	msg        *nats.Msg
-	fut        jetstream.PubAckFuture
+	msg        *nats.Msg // nil once acknowledged
+	tok        uint64    // the ack's token (publisher)
 	link       Link
 }
 
@@ -58,33 +59,32 @@ func (rn *runner) prefetch(ctx context.Context, from int) <-chan fetched {
 		if idx >= len(rn.seqs) {
 			return
 		}
+		// Both paths below may read from any replica of the DLQ (the
+		// broker places the ordered consumer, an R1 consumer, on a random
+		// peer, and a direct get is answered by any), and a replica may
+		// lag behind the leader in applying deletions, or even stores.
+		// So whether an entry is gone is the leader's word, asked first
+		// (its first sequence and its deleted entries): an entry the
+		// leader had deleted when the run started is never sent, even if
+		// a replica still delivers it, and an entry a replica lacks but
+		// the leader holds is not taken for gone (it is read again).
+		view, err := rn.leaderView(ctx)
+		if err != nil {
+			emit(fetched{idx: idx, seq: rn.seqs[idx], err: err})
+			return
+		}
 		// Fast path: stream the range with an ordered consumer that pulls
 		// ahead (no round trip per batch); a frozen seq the stream skips
 		// over is gone from the DLQ, and so is every frozen seq after the
-		// stream's last message (sequences never come back). It reads
-		// from the stream leader, so an entry deleted before the run
-		// started is never seen again (a replica's direct get could lag).
-		idx = rn.stream(ctx, stream, idx, emit)
+		// stream's last message (sequences never come back), if the
+		// leader agrees.
+		idx = rn.stream(ctx, stream, idx, view, emit)
 		// Exact path for whatever is left.
 		for ; idx < len(rn.seqs); idx++ {
 			seq := rn.seqs[idx]
-			var m *jetstream.RawStreamMsg
-			var err error
-			for attempt := 0; ; attempt++ {
-				gctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-				m, err = rn.dlq.GetMsg(gctx, seq)
-				cancel()
-				if err == nil || errors.Is(err, jetstream.ErrMsgNotFound) || ctx.Err() != nil || attempt >= 4 {
-					break
-				}
-				sleepCtx(ctx, time.Duration(100<<attempt)*time.Millisecond)
-			}
-			f := fetched{idx: idx, seq: seq, m: m}
-			switch {
-			case errors.Is(err, jetstream.ErrMsgNotFound):
-				f.m = nil
-			case err != nil:
-				f.err = fmt.Errorf("redrive: read DLQ %s entry %d: %w", stream, seq, err)
+			f := fetched{idx: idx, seq: seq}
+			if !view.gone(seq) {
+				f.m, f.err = rn.readEntry(ctx, seq, &view)
 			}
 			if !emit(f) {
 				return
@@ -97,7 +97,7 @@ func (rn *runner) prefetch(ctx context.Context, from int) <-chan fetched {
 // stream emits the frozen entries from index idx on as an ordered
 // consumer delivers them, and returns the index it got to: the caller
 // reads whatever is left one by one (the stream stalled or failed).
-func (rn *runner) stream(ctx context.Context, stream string, idx int, emit func(fetched) bool) int {
+func (rn *runner) stream(ctx context.Context, stream string, idx int, view *leaderView, emit func(fetched) bool) int {
 	c, err := rn.s.js.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{
 		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: rn.seqs[idx],
 	})
@@ -120,20 +120,29 @@ func (rn *runner) stream(ctx context.Context, stream string, idx int, emit func(
 		}
 		sq := md.Sequence.Stream
 		for idx < len(rn.seqs) && rn.seqs[idx] < sq {
+			if !view.gone(rn.seqs[idx]) {
+				return idx // this replica lacks it, the leader has it
+			}
 			if !emit(fetched{idx: idx, seq: rn.seqs[idx]}) {
 				return len(rn.seqs)
 			}
 			idx++
 		}
 		if idx < len(rn.seqs) && rn.seqs[idx] == sq {
-			raw := &jetstream.RawStreamMsg{Subject: msg.Subject(), Sequence: sq, Header: msg.Headers(), Data: msg.Data(), Time: md.Timestamp}
-			if !emit(fetched{idx: idx, seq: sq, m: raw}) {
+			f := fetched{idx: idx, seq: sq}
+			if !view.gone(sq) { // else deleted on the leader before the run: gone
+				f.m = &jetstream.RawStreamMsg{Subject: msg.Subject(), Sequence: sq, Header: msg.Headers(), Data: msg.Data(), Time: md.Timestamp}
+			}
+			if !emit(f) {
 				return len(rn.seqs)
 			}
 			idx++
 		}
 		if md.NumPending == 0 { // the last message: the rest is gone
 			for ; idx < len(rn.seqs); idx++ {
+				if !view.gone(rn.seqs[idx]) {
+					return idx
+				}
 				if !emit(fetched{idx: idx, seq: rn.seqs[idx]}) {
 					return len(rn.seqs)
 				}
@@ -141,4 +150,71 @@ func (rn *runner) stream(ctx context.Context, stream string, idx int, emit func(
 		}
 	}
 	return idx
+}
+
+// leaderView is what the DLQ's leader held when asked: the entries below
+// first and the deleted ones are gone.
+type leaderView struct {
+	first   uint64
+	deleted []uint64 // sorted
+}
+
+func (v *leaderView) gone(seq uint64) bool {
+	if seq < v.first {
+		return true
+	}
+	_, found := slices.BinarySearch(v.deleted, seq)
+	return found
+}
+
+// leaderView asks the DLQ's leader (stream info is the leader's answer)
+// which entries are gone.
+func (rn *runner) leaderView(ctx context.Context) (*leaderView, error) {
+	var v *leaderView
+	err := retry(ctx, func(ctx context.Context) error {
+		info, err := rn.dlq.Info(ctx, jetstream.WithDeletedDetails(true))
+		if err != nil {
+			return fmt.Errorf("redrive: read DLQ %s: %w", rn.dlqName, err)
+		}
+		st := info.State
+		v = &leaderView{first: st.FirstSeq, deleted: slices.Clone(st.Deleted)}
+		if st.Msgs == 0 {
+			v.first = max(v.first, st.LastSeq+1)
+		}
+		slices.Sort(v.deleted)
+		return nil
+	})
+	return v, err
+}
+
+// readEntry reads one entry (the exact path): nil if it is gone. A
+// replica that answers that it has no such entry may lag: the entry is
+// gone only if the leader says so (view is refreshed then); otherwise it
+// is read again, a few times, before the run gives up on it.
+func (rn *runner) readEntry(ctx context.Context, seq uint64, view **leaderView) (*jetstream.RawStreamMsg, error) {
+	var err error
+	for attempt := 0; ; attempt++ {
+		gctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		m, gerr := rn.dlq.GetMsg(gctx, seq)
+		cancel()
+		switch {
+		case gerr == nil:
+			return m, nil
+		case errors.Is(gerr, jetstream.ErrMsgNotFound):
+			v, verr := rn.leaderView(ctx)
+			if verr != nil {
+				return nil, verr
+			}
+			if *view = v; v.gone(seq) {
+				return nil, nil
+			}
+			err = fmt.Errorf("a replica lacks it while the leader holds it: %w", gerr)
+		default:
+			err = gerr
+		}
+		if ctx.Err() != nil || attempt >= 4 {
+			return nil, fmt.Errorf("redrive: read DLQ %s entry %d: %w", rn.dlqName, seq, err)
+		}
+		sleepCtx(ctx, time.Duration(100<<attempt)*time.Millisecond)
+	}
 }

@@ -87,8 +87,15 @@ type runner struct {
 	links   []Link
 	ackErr  error
 	bgErr   error // a background checkpoint's failure (errFenced, ...)
-	ackT    *time.Timer
-	audit   chan struct{} // wakes the audit flusher (flushLinks off the deleter)
+	pub     *publisher
+	// acked counts this run's acknowledged publishes (the acker's);
+	// sentAtStart is Progress.Sent when the run started.
+	acked       atomic.Int64
+	sentAtStart int
+	// lastStream is the stream of the last ack (the acker's), so that
+	// parsing an ack does not allocate its name again.
+	lastStream string
+	audit      chan struct{} // wakes the audit flusher (flushLinks off the deleter)
 }
 
 // halter is a one-way stop signal, cheap to poll.
@@ -124,25 +131,6 @@ func newLimiter(r float64) *rate.Limiter {
 	return l
 }
 
-// acker waits for the pipeline's acks in order and hands each
-// acknowledged (or skipped) item to the deleter, which settles it.
-func (rn *runner) acker(ctx context.Context) {
-	defer rn.del.close()
-	for it := range rn.items {
-		if !it.skip {
-			ack, err := rn.await(ctx, it)
-			if err != nil {
-				rn.fail(err)
-				for range rn.items { // drain: nothing after a failure counts
-				}
-				return
-			}
-			it.link.Stream, it.link.Seq, it.link.Duplicate = ack.Stream, ack.Sequence, ack.Duplicate
-		}
-		rn.del.add(it)
-	}
-}
-
 // fail records the pipeline's first failure.
 func (rn *runner) fail(err error) {
 	rn.mu.Lock()
@@ -171,48 +159,6 @@ func (rn *runner) settle(items []item) {
 	}
 }
 
-// await waits for an item's ack; a publish that failed or went
-// unanswered is sent again with the same id (the stream drops a stored
-// repeat); a refusal is final.
-func (rn *runner) await(ctx context.Context, it item) (*jetstream.PubAck, error) {
-	var err error
-	select {
-	case ack := <-it.fut.Ok():
-		return ack, nil
-	default:
-	}
-	if rn.ackT == nil {
-		rn.ackT = time.NewTimer(5 * time.Second)
-	} else {
-		rn.ackT.Reset(5 * time.Second)
-	}
-	select {
-	case ack := <-it.fut.Ok():
-		rn.ackT.Stop()
-		return ack, nil
-	case err = <-it.fut.Err():
-	case <-rn.ackT.C:
-		err = errors.New("no ack within 5s")
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-	rn.ackT.Stop()
-	for attempt := 0; ; attempt++ {
-		var apiErr *jetstream.APIError
-		if errors.As(err, &apiErr) || attempt >= 4 || ctx.Err() != nil {
-			return nil, fmt.Errorf("redrive: publish DLQ entry %d to %s (id %s): %w", it.link.DLQSeq, it.link.Subject, it.link.MsgID, err)
-		}
-		sleepCtx(ctx, time.Duration(200<<attempt)*time.Millisecond)
-		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		var ack *jetstream.PubAck
-		ack, err = rn.s.js.PublishMsg(actx, it.msg, jetstream.WithMsgID(it.link.MsgID))
-		cancel()
-		if err == nil {
-			return ack, nil
-		}
-	}
-}
-
 func (rn *runner) run(ctx context.Context) error {
 	s := rn.s
 	if rn.h == nil {
@@ -226,6 +172,7 @@ func (rn *runner) run(ctx context.Context) error {
 		return errFenced
 	}
 	rn.rec, rn.p, rn.dlqName = r, r.Progress, r.DLQStream
+	rn.sentAtStart = r.Progress.Sent
 	rn.dest, rn.object, rn.kind, rn.maxFail = r.Destination, r.object(), r.Kind, r.MaxFailureRate
 	if rn.seqs, err = s.selection(ctx, rn.id); err != nil {
 		return err
@@ -241,6 +188,10 @@ func (rn *runner) run(ctx context.Context) error {
 	pctx, stopPipeline := context.WithCancel(ctx)
 	rn.del = newDeleter(rn, rn.dlq, r.DLQStream)
 	rn.issued = rn.p.Next
+	if rn.pub, err = newPublisher(s.js.Conn(), s.cfg.Window); err != nil {
+		stopPipeline()
+		return err
+	}
 	rn.fetch = rn.prefetch(pctx, rn.p.Next)
 	rn.items = make(chan item, s.cfg.Window)
 	ackerDone := make(chan struct{})
@@ -266,6 +217,7 @@ func (rn *runner) run(ctx context.Context) error {
 		<-ackerDone
 		<-rn.del.done
 		stopPipeline()
+		rn.pub.close()
 	}()
 	rn.lim = newLimiter(r.Rate)
 	rn.segStart, rn.lastCk = time.Now(), time.Now()
@@ -484,14 +436,14 @@ func (rn *runner) issue(ctx context.Context) error {
 	if !it.skip {
 		var err error
 		for attempt := 0; ; attempt++ {
-			it.fut, err = rn.s.js.PublishMsgAsync(it.msg, jetstream.WithMsgID(it.link.MsgID))
+			it.tok, err = rn.pub.publish(it.msg)
 			if err == nil {
 				break
 			}
 			if ctx.Err() != nil || attempt >= 20 {
 				return rn.drainThen(ctx, fmt.Errorf("redrive: publish DLQ entry %d: %w", f.seq, err))
 			}
-			sleepCtx(ctx, 50*time.Millisecond) // too many pending acks: let them land
+			sleepCtx(ctx, 50*time.Millisecond) // the connection is down: let it reconnect
 		}
 	}
 	select {
@@ -503,7 +455,8 @@ func (rn *runner) issue(ctx context.Context) error {
 	return nil
 }
 
-// prepare builds the redriven event of a fetched entry.
+// prepare builds the redriven event of a fetched entry, with its
+// Nats-Msg-Id.
 func (rn *runner) prepare(f fetched) item {
 	if f.m == nil {
 		return item{idx: f.idx, seq: f.seq, skip: true, gone: true}
@@ -517,24 +470,46 @@ func (rn *runner) prepare(f fetched) item {
 	if dest == "" {
 		return item{idx: f.idx, seq: f.seq, skip: true}
 	}
-	h := make(nats.Header, 8)
-	for k, v := range m.Header {
-		if strings.HasPrefix(k, "Nats-") || strings.HasPrefix(k, "Platform-Dlq-") || strings.HasPrefix(k, "Platform-Redrive-") || k == headerEventID || k == HeaderOriginalMsgID {
-			continue
+	n := 5 // the headers set below
+	for k := range m.Header {
+		if keepHeader(k) {
+			n++
 		}
-		h[k] = v // the entry is not used otherwise: its values need no copy
 	}
+	h := make(nats.Header, n)
+	for k, v := range m.Header {
+		if keepHeader(k) {
+			h[k] = v // the entry is not used otherwise: its values need no copy
+		}
+	}
+	// One backing array for the values set here (nats.Header.Set
+	// allocates one per header).
+	vals := make([]string, 0, 5)
+	set := func(k, v string) {
+		vals = append(vals, v)
+		h[k] = vals[len(vals)-1 : len(vals) : len(vals)]
+	}
+	seq := strconv.FormatUint(f.seq, 10)
+	id := "redrive:" + rn.id + ":" + seq // MsgID(rn.id, f.seq)
+	set(jetstream.MsgIDHeader, id)
 	orig := originalID(m.Header)
 	if orig != "" {
-		h.Set(HeaderOriginalMsgID, orig)
+		set(HeaderOriginalMsgID, orig)
 	}
-	h.Set(HeaderRequest, rn.id)
-	h.Set(HeaderDLQSeq, strconv.FormatUint(f.seq, 10))
+	set(HeaderRequest, rn.id)
+	set(HeaderDLQSeq, seq)
 	if e.Group != "" {
-		h.Set(HeaderForGroup, e.Group)
+		set(HeaderForGroup, e.Group)
 	}
 	return item{idx: f.idx, seq: f.seq, msg: &nats.Msg{Subject: dest, Header: h, Data: m.Data},
-		link: Link{DLQSeq: f.seq, MsgID: MsgID(rn.id, f.seq), OriginalID: orig, OrigStream: e.Stream, OrigSeq: e.StreamSeq, Subject: dest}}
+		link: Link{DLQSeq: f.seq, MsgID: id, OriginalID: orig, OrigStream: e.Stream, OrigSeq: e.StreamSeq, Subject: dest}}
+}
+
+// keepHeader reports whether a DLQ entry's header is carried over to the
+// redriven event: not the broker's, the DLQ writer's or an earlier
+// redrive's (set afresh).
+func keepHeader(k string) bool {
+	return !strings.HasPrefix(k, "Nats-") && !strings.HasPrefix(k, "Platform-Dlq-") && !strings.HasPrefix(k, "Platform-Redrive-") && k != headerEventID && k != HeaderOriginalMsgID
 }
 
 func (rn *runner) pipelineErr() error {
@@ -604,7 +579,9 @@ func (rn *runner) failing() bool {
 	rn.mu.Lock()
 	defer rn.mu.Unlock()
 	rn.p.Refailed, rn.p.FirstRefailure = rn.w.counts(rn.p.FirstRefailure)
-	sent := rn.p.Sent - rn.p.BaseSent
+	// Sent counts what is also deleted from the DLQ, up to a second
+	// behind the acks (deleter.go); the rate is of what was published.
+	sent := max(rn.p.Sent, rn.sentAtStart+int(rn.acked.Load())) - rn.p.BaseSent
 	failed := rn.p.Refailed - rn.p.BaseRefailed
 	return sent > 0 && failed > 0 && float64(failed) > rn.maxFail*float64(sent)
 }

@@ -98,7 +98,7 @@ The bench always starts its own fabric (--in-process is the only mode).`,
 	f.IntVar(&o.runs, "runs", 3, "raw publish and unlimited redrive runs (alternating); figures are medians")
 	f.BoolVar(&o.syncAlways, "sync-always", true, "fsync every write (the platform default)")
 	f.BoolVar(&o.inProcess, "in-process", true, "start a temporary 3-node fabric (always: bench redrive has no other mode)")
-	f.StringVar(&o.cpuProfile, "cpuprofile", "", "write CPU profiles of the first raw run (FILE.raw) and of the first unlimited redrive (FILE.redrive); the fabric is in-process, so they include the servers")
+	f.StringVar(&o.cpuProfile, "cpuprofile", "", "write CPU profiles of the first raw run (FILE.raw) and of the first unlimited redrive (FILE.redrive, from its run to its completion: the request's freeze excluded, as from its CPU figure); the fabric is in-process, so they include the servers")
 	return cmd
 }
 
@@ -197,6 +197,7 @@ func runBenchRedrive(ctx context.Context, nc *nats.Conn, rec *platform.Reconcile
 		_ = svc.Close(cctx)
 	}()
 	payload := benchOrderPayload(size)
+	fmt.Fprintf(progress, "bench redrive: %s\n", placement(ctx, js))
 	var raws, unlimited, rawCPU, redriveCPU []float64
 	next := uint64(1)
 	for run := range o.runs {
@@ -226,11 +227,13 @@ func runBenchRedrive(ctx context.Context, nc *nats.Conn, rec *platform.Reconcile
 			return res, err
 		}
 		next += uint64(o.count)
-		if stop, err = o.profile("redrive", run); err != nil {
-			return res, err
+		stop = func() {}
+		start := func() error { // the profile covers what cpu measures
+			stop, err = o.profile("redrive", run)
+			return err
 		}
 		var cpu time.Duration
-		st, err := timedRedrive(ctx, svc, first, 0, o.count, progress, &cpu)
+		st, err := timedRedrive(ctx, svc, first, 0, o.count, progress, &cpu, start)
 		redriveCPU = append(redriveCPU, float64(cpu)/float64(o.count))
 		stop()
 		if err != nil {
@@ -249,7 +252,7 @@ func runBenchRedrive(ctx context.Context, nc *nats.Conn, rec *platform.Reconcile
 	if err != nil {
 		return res, err
 	}
-	st, err := timedRedrive(ctx, svc, first, o.rate, o.rateCount, progress, nil)
+	st, err := timedRedrive(ctx, svc, first, o.rate, o.rateCount, progress, nil, nil)
 	if err != nil {
 		return res, err
 	}
@@ -366,8 +369,9 @@ func dlqEmptied(ctx context.Context, js jetstream.JetStream, st redrive.Status) 
 // timedRedrive redrives the entries of the bench DLQ from DLQ sequence
 // from on at rate (0: unlimited), with no sample, and returns the
 // completed run's status; cpu, if set, gets the process CPU time from
-// the run's start to its completion (the request's freeze excluded).
-func timedRedrive(ctx context.Context, svc *redrive.Service, from uint64, rate float64, n int, progress io.Writer, cpu *time.Duration) (redrive.Status, error) {
+// the run's start to its completion (the request's freeze excluded);
+// start, if set, is called just before the run starts.
+func timedRedrive(ctx context.Context, svc *redrive.Service, from uint64, rate float64, n int, progress io.Writer, cpu *time.Duration, start func() error) (redrive.Status, error) {
 	st, err := svc.Submit(ctx, redrive.Request{DLQ: benchRedriveTopic, Selection: redrive.Selection{FromSeq: from}, Rate: rate,
 		MaxFailureRate: 1, Reason: "bench redrive", Requester: "platformctl:bench"})
 	if err != nil {
@@ -381,6 +385,11 @@ func timedRedrive(ctx context.Context, svc *redrive.Service, from uint64, rate f
 		label = fmt.Sprintf("%g/s", rate)
 	}
 	fmt.Fprintf(progress, "bench redrive: redriving %d entries at %s (%s)\n", n, label, st.ID)
+	if start != nil {
+		if err := start(); err != nil {
+			return st, err
+		}
+	}
 	cpu0 := processCPU()
 	if _, err := svc.Run(ctx, st.ID, "platformctl:bench", "bench"); err != nil {
 		return st, err
@@ -411,4 +420,24 @@ func timedRedrive(ctx context.Context, svc *redrive.Service, from uint64, rate f
 			fmt.Fprintf(progress, "bench redrive: %d/%d sent, %.0f events/s\n", st.Progress.Next, st.Total, st.Rate)
 		}
 	}
+}
+
+// placement names the server the bench's client is connected to and the
+// leaders of the bench topic's stream and of its DLQ: a run whose leaders
+// sit elsewhere moves each event over a route once more, so figures of
+// fabrics with different placements differ (compare like with like).
+func placement(ctx context.Context, js jetstream.JetStream) string {
+	leader := func(name string) string {
+		st, err := js.Stream(ctx, name)
+		if err != nil {
+			return "?"
+		}
+		info, err := st.Info(ctx)
+		if err != nil || info.Cluster == nil {
+			return "?"
+		}
+		return info.Cluster.Leader
+	}
+	return fmt.Sprintf("placement: client on %s, stream leader %s, DLQ leader %s", js.Conn().ConnectedServerName(),
+		leader(platform.StreamName(benchRedriveTopic)), leader(platform.DLQStream(benchRedriveTopic)))
 }
