@@ -121,6 +121,12 @@ func (k *KVEndedSessions) Ended(ctx context.Context, id string) (bool, error) {
 		return false, err
 	}
 	_, err = kv.Get(ctx, endedKey(id))
+	// A bucket just created (or a replica just elected) answers direct
+	// gets a moment later: "no responders" then is not an answer yet.
+	for try := 0; (errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse)) && try < 20 && ctx.Err() == nil; try++ {
+		time.Sleep(50 * time.Millisecond)
+		_, err = kv.Get(ctx, endedKey(id))
+	}
 	switch {
 	case err == nil:
 		return true, nil
