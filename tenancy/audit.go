@@ -138,8 +138,17 @@ func (m *Manager) Audit(ctx context.Context, f AuditFilter) ([]Record, error) {
 		return nil, fmt.Errorf("tenancy: read audit: %w", err)
 	}
 	var out []Record
+	// A consumer just created answers its first pulls once its server
+	// has registered it (over the routes, for a replica elsewhere): "no
+	// responders" before that is retried, bounded by ctx and noAnswer.
+	noAnswer := 0
 	for {
 		batch, err := c.FetchNoWait(500)
+		if retryable := noResponders(err); retryable && noAnswer < 50 && ctx.Err() == nil {
+			noAnswer++
+			time.Sleep(100 * time.Millisecond)
+			continue
+		}
 		if err != nil {
 			return nil, fmt.Errorf("tenancy: read audit: %w", err)
 		}
@@ -161,12 +170,23 @@ func (m *Manager) Audit(ctx context.Context, f AuditFilter) ([]Record, error) {
 			}
 		}
 		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) {
+			if n == 0 && noResponders(err) && noAnswer < 50 && ctx.Err() == nil {
+				noAnswer++
+				time.Sleep(100 * time.Millisecond)
+				continue
+			}
 			return nil, fmt.Errorf("tenancy: read audit: %w", err)
 		}
 		if n == 0 || pending == 0 {
 			return out, nil
 		}
 	}
+}
+
+// noResponders reports whether err is a JetStream request nobody
+// answered yet.
+func noResponders(err error) bool {
+	return errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse)
 }
 
 // denialsQueue is the queue group of the managers' auth error
