@@ -123,7 +123,7 @@ func (m *Manager) Audit(ctx context.Context, f AuditFilter) ([]Record, error) {
 	var err error
 	for backoff := 100 * time.Millisecond; ; backoff = min(2*backoff, time.Second) {
 		c, err = m.js.OrderedConsumer(ctx, AuditStream, jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}})
-		if !errors.Is(err, nats.ErrNoResponders) && !errors.Is(err, jetstream.ErrNoStreamResponse) && !errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil {
+		if !noResponders(err) && !errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil {
 			break
 		}
 		select {
@@ -141,10 +141,9 @@ func (m *Manager) Audit(ctx context.Context, f AuditFilter) ([]Record, error) {
 	// A consumer just created answers its first pulls once its server
 	// has registered it (over the routes, for a replica elsewhere): "no
 	// responders" before that is retried, bounded by ctx and noAnswer.
-	noAnswer := 0
-	for {
-		batch, err := c.FetchNoWait(500)
-		if retryable := noResponders(err); retryable && noAnswer < 50 && ctx.Err() == nil {
+	for noAnswer := 0; ; {
+		n, pending, err := fetchAudit(c, &out, f.Limit)
+		if n == 0 && noResponders(err) && noAnswer < 50 && ctx.Err() == nil {
 			noAnswer++
 			time.Sleep(100 * time.Millisecond)
 			continue
@@ -152,35 +151,37 @@ func (m *Manager) Audit(ctx context.Context, f AuditFilter) ([]Record, error) {
 		if err != nil {
 			return nil, fmt.Errorf("tenancy: read audit: %w", err)
 		}
-		n := 0
-		var pending uint64
-		for msg := range batch.Messages() {
-			n++
-			var r Record
-			if json.Unmarshal(msg.Data(), &r) != nil {
-				continue
-			}
-			md, _ := msg.Metadata()
-			if md != nil {
-				r.Seq, pending = md.Sequence.Stream, md.NumPending
-			}
-			out = append(out, r)
-			if len(out) > f.Limit {
-				out = out[1:]
-			}
-		}
-		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) {
-			if n == 0 && noResponders(err) && noAnswer < 50 && ctx.Err() == nil {
-				noAnswer++
-				time.Sleep(100 * time.Millisecond)
-				continue
-			}
-			return nil, fmt.Errorf("tenancy: read audit: %w", err)
-		}
 		if n == 0 || pending == 0 {
 			return out, nil
 		}
 	}
+}
+
+// fetchAudit appends one batch of c's records to out, keeping the last
+// limit, and returns how many it read and how many are still pending.
+func fetchAudit(c jetstream.Consumer, out *[]Record, limit int) (n int, pending uint64, err error) {
+	batch, err := c.FetchNoWait(500)
+	if err != nil {
+		return 0, 0, err
+	}
+	for msg := range batch.Messages() {
+		n++
+		var r Record
+		if json.Unmarshal(msg.Data(), &r) != nil {
+			continue
+		}
+		if md, _ := msg.Metadata(); md != nil {
+			r.Seq, pending = md.Sequence.Stream, md.NumPending
+		}
+		*out = append(*out, r)
+		if len(*out) > limit {
+			*out = (*out)[1:]
+		}
+	}
+	if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) {
+		return n, pending, err
+	}
+	return n, pending, nil
 }
 
 // noResponders reports whether err is a JetStream request nobody
