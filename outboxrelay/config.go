@@ -33,6 +33,10 @@ type Config struct {
 	BatchSize int
 	// MaxInFlight bounds async publishes awaiting an ack (default 1024).
 	MaxInFlight int
+	// SinglePublishes turns fast batches off: every event is published
+	// on its own (one ack each). By default a backlog goes in fast
+	// batches (fastbatch.go), to topics whose stream allows them.
+	SinglePublishes bool
 	// AckTimeout bounds the wait for one publish's ack (default 5s); a
 	// publish not acked in time counts as "unknown" and is retried.
 	AckTimeout time.Duration

@@ -26,6 +26,20 @@
 //     are published in parallel (async, up to MaxInFlight); a key whose
 //     publish fails backs off on its own, so events that cannot be
 //     published (a topic with no stream) do not stall the other keys.
+//   - Fast batches (fastbatch.go). A backlog (at least 32 keys ready at
+//     once) is published in nats-server fast-ingest batches (platform
+//     topics allow them: allow_batched), acknowledged once per flow window
+//     instead of once per event, which saves the brokers and the relay a
+//     message per event. The batches stop at the first message the stream
+//     refuses, so what a batch stored is a prefix: its flow acks and final
+//     PubAck say exactly which events are stored, and the rest are
+//     republished at once by single publishes (whose acks are exact: a
+//     refused event then backs off on its own). A key still has one
+//     publish in flight, batched or not. Steady traffic, a term's first
+//     read and every retry go by single publishes; a stream that refuses
+//     batches gets single publishes. The stream does not say which of a
+//     batch's events were duplicates: those count as ok.
+//     Config.SinglePublishes turns batches off.
 //   - One active relay per outbox. The lease is a JetStream KV key per
 //     outbox updated by revision CAS; the acquiring revision is the fencing
 //     token, recorded in the store (Fence) and required by MarkSent, so a
@@ -40,7 +54,8 @@
 //
 // Metrics (Config.Registerer): outboxrelay_oldest_unsent_age_seconds,
 // outboxrelay_backlog_events, outboxrelay_publishes_total{outcome=ok|
-// duplicate|error|unknown}, outboxrelay_leader.
+// duplicate|error|unknown}, outboxrelay_fast_batch_publishes_total{result=
+// stored|retried}, outboxrelay_leader.
 //
 // Backends: outboxrelay/pgoutbox (PostgreSQL via pgx, migrations embedded;
 // several outboxes per database, one schema each) and

@@ -19,10 +19,15 @@ const (
 // Counts are a relay's publishes by outcome since it started.
 type Counts struct {
 	OK, Duplicate, Error, Unknown uint64
+	// Batched is how many of the OK were stored through fast batches
+	// (fastbatch.go); BatchRetried how many publishes a fast batch did
+	// not store (it ended before them) and were published again singly.
+	Batched, BatchRetried uint64
 }
 
 type metrics struct {
 	ok, dup, errs, unknown atomic.Uint64
+	batched, batchRetried  atomic.Uint64
 
 	mu      sync.Mutex
 	backlog int64
@@ -30,6 +35,7 @@ type metrics struct {
 	leader  atomic.Bool
 
 	publishes *prometheus.CounterVec
+	batchedC  *prometheus.CounterVec
 }
 
 func newMetrics(name string, reg prometheus.Registerer) (*metrics, error) {
@@ -41,11 +47,17 @@ func newMetrics(name string, reg prometheus.Registerer) (*metrics, error) {
 	for _, o := range []string{OutcomeOK, OutcomeDuplicate, OutcomeError, OutcomeUnknown} {
 		m.publishes.WithLabelValues(o)
 	}
+	m.batchedC = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "outboxrelay_fast_batch_publishes_total", Help: "Publishes in fast batches by result: stored (also counted as ok in outboxrelay_publishes_total), retried (not stored by the batch, published again singly).", ConstLabels: labels,
+	}, []string{"result"})
+	m.batchedC.WithLabelValues("stored")
+	m.batchedC.WithLabelValues("retried")
 	if reg == nil {
 		return m, nil
 	}
 	cs := []prometheus.Collector{
 		m.publishes,
+		m.batchedC,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "outboxrelay_oldest_unsent_age_seconds", Help: "Age of the oldest unsent outbox event (0 when none).", ConstLabels: labels,
 		}, m.oldestAge),
@@ -98,6 +110,18 @@ func (m *metrics) count(outcome string) {
 	m.publishes.WithLabelValues(outcome).Inc()
 }
 
+// countBatch counts a fast-batch publish stored (true) or to retry.
+func (m *metrics) countBatch(stored bool) {
+	if stored {
+		m.batched.Add(1)
+		m.batchedC.WithLabelValues("stored").Inc()
+		return
+	}
+	m.batchRetried.Add(1)
+	m.batchedC.WithLabelValues("retried").Inc()
+}
+
 func (m *metrics) counts() Counts {
-	return Counts{OK: m.ok.Load(), Duplicate: m.dup.Load(), Error: m.errs.Load(), Unknown: m.unknown.Load()}
+	return Counts{OK: m.ok.Load(), Duplicate: m.dup.Load(), Error: m.errs.Load(), Unknown: m.unknown.Load(),
+		Batched: m.batched.Load(), BatchRetried: m.batchRetried.Load()}
 }

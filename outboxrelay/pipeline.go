@@ -48,7 +48,9 @@ type pipeline struct {
 	pending  int         // publishes awaiting an ack
 
 	reading     bool
-	readLimit   int // of the read in progress
+	readLimit   int  // of the read in progress
+	firstRead   bool // the term's first read is in progress or not yet taken
+	batchWake   time.Time
 	nextRead    time.Time
 	readBackoff time.Duration
 
@@ -69,6 +71,9 @@ type keyState struct {
 	queued  bool     // in ready
 	backoff time.Duration
 	retryAt time.Time
+	// singleThrough: records up to this Seq go by single publishes (a
+	// term's first read, retries), not in a fast batch (fastbatch.go).
+	singleThrough uint64
 }
 
 type ackResult struct {
@@ -77,6 +82,10 @@ type ackResult struct {
 	ack Ack
 	err error
 	out string
+	// retry: not stored (a fast batch ended before it, or no word in
+	// time); published again at once by a single publish. out, if set,
+	// is counted.
+	retry bool
 }
 
 type readResult struct {
@@ -126,7 +135,7 @@ func (r *Relay) runPipeline(ctx context.Context, l *lease, tok uint64, first <-c
 	acks := make(chan ackResult, r.cfg.MaxInFlight)
 	reads := make(chan readResult, 1)
 	marks := make(chan markResult, 1)
-	p.reading, p.readLimit = true, r.firstReadLimit()
+	p.reading, p.readLimit, p.firstRead = true, r.firstReadLimit(), true
 	go func() {
 		select {
 		case res := <-first:
@@ -139,6 +148,7 @@ func (r *Relay) runPipeline(ctx context.Context, l *lease, tok uint64, first <-c
 	stop := func(cause error) error {
 		cancel()
 		r.pub.forget(acks) // no outcome is reported on acks after this
+		r.batch.forget(acks)
 		if p.reading {
 			<-reads
 		}
@@ -187,6 +197,7 @@ func (r *Relay) runPipeline(ctx context.Context, l *lease, tok uint64, first <-c
 		p.wake(now)
 		p.startRead(pctx, now, reads)
 		p.publish(acks)
+		p.batchWake = r.batch.tick(now, acks)
 		p.startMark(pctx, now, marks)
 
 		timer.Reset(p.nextWake(now))
@@ -209,6 +220,7 @@ func (r *Relay) runPipeline(ctx context.Context, l *lease, tok uint64, first <-c
 			if res.killed {
 				cancel()
 				r.pub.forget(acks)
+				r.batch.forget(acks)
 				if p.reading {
 					<-reads
 				}
@@ -241,6 +253,9 @@ func (p *pipeline) nextWake(now time.Time) time.Duration {
 	}
 	for _, k := range p.waiting {
 		d = min(d, k.retryAt.Sub(now))
+	}
+	if !p.batchWake.IsZero() {
+		d = min(d, p.batchWake.Sub(now))
 	}
 	return max(d, time.Millisecond)
 }
@@ -303,6 +318,8 @@ func (p *pipeline) readDone(res readResult) {
 		stretch := time.Duration(1 + len(p.inflight)/p.r.cfg.MaxInFlight)
 		p.nextRead = now.Add(min(p.r.cfg.PollInterval*stretch, max(p.r.cfg.PollInterval, maxPollStretch)))
 	}
+	first := p.firstRead
+	p.firstRead = false
 	for _, rec := range res.recs {
 		if _, dup := p.inflight[rec.Seq]; dup {
 			continue
@@ -315,6 +332,11 @@ func (p *pipeline) readDone(res readResult) {
 			p.keys[id] = k
 		}
 		k.recs = append(k.recs, rec)
+		if first {
+			// Most likely what a previous holder published and did not
+			// mark: single publishes report its duplicates.
+			k.singleThrough = rec.Seq
+		}
 		if !k.retryAt.IsZero() {
 			p.parked++
 			continue
@@ -358,7 +380,7 @@ func (p *pipeline) publish(acks chan<- ackResult) {
 		}
 		k.busy = true
 		p.pending++
-		p.r.publishAsync(k, acks)
+		p.r.publish(k, len(p.ready)-n, acks)
 	}
 	rest := copy(p.ready, p.ready[n:])
 	clear(p.ready[rest:])
@@ -370,8 +392,19 @@ func (p *pipeline) acked(a ackResult) {
 	p.pending--
 	k := a.k
 	k.busy = false
-	p.r.m.count(a.out)
+	if a.out != "" {
+		p.r.m.count(a.out)
+	}
+	if a.retry {
+		k.singleThrough = max(k.singleThrough, a.rec.Seq)
+		if !k.queued {
+			k.queued = true
+			p.ready = append(p.ready, k)
+		}
+		return
+	}
 	if a.err != nil {
+		k.singleThrough = max(k.singleThrough, a.rec.Seq)
 		p.failures++
 		if now := time.Now(); now.Sub(p.lastWarn) >= 5*time.Second {
 			p.r.log.Warn("outboxrelay: publish failed, the key backs off", "err", a.err, "failures", p.failures, "key_backoff", k.backoff)

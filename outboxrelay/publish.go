@@ -98,9 +98,8 @@ func (p *publisher) forget(to chan<- ackResult) {
 	}
 }
 
-// publishAsync publishes the head of k; its outcome is reported on acks.
-func (r *Relay) publishAsync(k *keyState, acks chan<- ackResult) {
-	rec := k.recs[0]
+// message is rec as published: its headers and Nats-Msg-Id = its ID.
+func (r *Relay) message(rec Record) *nats.Msg {
 	msg := &nats.Msg{
 		Subject: platform.TopicSubject(r.cfg.topicFor(rec.Topic), rec.Key),
 		Data:    rec.Payload,
@@ -111,6 +110,26 @@ func (r *Relay) publishAsync(k *keyState, acks chan<- ackResult) {
 	}
 	// As jetstream.WithMsgID would, without the options' allocations.
 	msg.Header[jetstream.MsgIDHeader] = []string{rec.ID}
+	return msg
+}
+
+// publish publishes the head of k, in a fast batch of its topic when
+// backlog heads are ready at once (fastbatch.go), else by a single async
+// publish; its outcome is reported on acks.
+func (r *Relay) publish(k *keyState, backlog int, acks chan<- ackResult) {
+	rec := k.recs[0]
+	msg := r.message(rec)
+	if !r.cfg.SinglePublishes && rec.Seq > k.singleThrough {
+		if r.batch.add(k, msg, rec, r.cfg.topicFor(rec.Topic), backlog, acks) {
+			return
+		}
+		msg.Reply = ""
+	}
+	r.publishAsync(k, rec, msg, acks)
+}
+
+// publishAsync publishes msg (the head of k) by a single async publish.
+func (r *Relay) publishAsync(k *keyState, rec Record, msg *nats.Msg, acks chan<- ackResult) {
 	r.pub.mu.Lock()
 	r.pub.pending[msg] = pubItem{k: k, rec: rec, sent: time.Now(), to: acks}
 	r.pub.mu.Unlock()

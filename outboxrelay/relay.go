@@ -24,6 +24,7 @@ type Relay struct {
 	log   *slog.Logger
 	m     *metrics
 	pub   *publisher
+	batch *batcher
 
 	mu      sync.Mutex
 	started bool
@@ -63,12 +64,14 @@ func New(cfg Config, store Store, nc *nats.Conn) (*Relay, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Relay{
+	r := &Relay{
 		cfg: cfg, store: store, js: js, nc: nc, m: m, pub: pub,
 		log:   log.With("outbox", cfg.Name, "holder", cfg.Holder),
 		fatal: make(chan error, 1), done: make(chan struct{}), ready: make(chan struct{}),
 		acquired: make(chan struct{}, 1),
-	}, nil
+	}
+	r.batch = newBatcher(r)
+	return r, nil
 }
 
 // Start launches the relay's loops (lease, publish, prune, stats) and

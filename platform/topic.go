@@ -33,8 +33,11 @@ func topicStreamConfig(t TopicSpec) jetstream.StreamConfig {
 		MaxBytes:    maxBytes,
 		Discard:     jetstream.DiscardOld,
 		AllowDirect: true,
-		Duplicates:  duplicateWindow,
-		Metadata:    topicMetadata(t),
+		// Fast-ingest batches (the outbox relay publishes a backlog in
+		// them: one ack per flow window instead of one per event).
+		AllowBatchPublish: true,
+		Duplicates:        duplicateWindow,
+		Metadata:          topicMetadata(t),
 	}
 	if t.Compacted() {
 		// Keep the latest event per stored subject <topic>.<p>.<key>;
@@ -55,12 +58,15 @@ func cleanupOf(t TopicSpec) string {
 }
 
 // diffCompaction returns the differences of the stream fields compaction
-// manages (diffStream does not compare them).
+// manages, and allow_batched (diffStream does not compare them).
 func diffCompaction(cur *jetstream.StreamConfig, want jetstream.StreamConfig) []string {
 	var d diffs
 	d.cmp("stream.max_msgs_per_subject", normLimit(cur.MaxMsgsPerSubject), normLimit(want.MaxMsgsPerSubject))
 	if want.AllowMsgTTL {
 		d.cmp("stream.allow_msg_ttl", cur.AllowMsgTTL, want.AllowMsgTTL)
+	}
+	if want.AllowBatchPublish {
+		d.cmp("stream.allow_batched", cur.AllowBatchPublish, want.AllowBatchPublish)
 	}
 	return d
 }
@@ -75,6 +81,7 @@ func mergeTopicStream(cur *jetstream.StreamConfig, want jetstream.StreamConfig) 
 		n.MaxMsgsPerSubject = -1
 	}
 	n.AllowMsgTTL = cur.AllowMsgTTL || want.AllowMsgTTL
+	n.AllowBatchPublish = cur.AllowBatchPublish || want.AllowBatchPublish
 	return n
 }
 

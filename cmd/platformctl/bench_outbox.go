@@ -37,6 +37,7 @@ type benchOutboxOptions struct {
 	latencyCount, writers   int
 	latencyRate             int
 	inProcess, skipPostgres bool
+	singlePublishes         bool
 	cpuProfile              string
 }
 
@@ -192,7 +193,11 @@ figure alike):
 Raw and relay publish with identical parameters: the same connection and
 fabric, the same topic and keys, --size payloads, --window publishes in
 flight (the relay's MaxInFlight) and a Nats-Msg-Id on every event (so the
-stream deduplicates both alike). Each run prints its figures under
+stream deduplicates both alike). Raw publishes one by one (one ack per
+event), as bench publish and most clients do; the relay publishes a
+backlog in fast batches (one ack per flow window; relay_fast_batch_share
+says how much), which is how it can beat raw. --single-publishes turns
+the batches off, to compare like with like. Each run prints its figures under
 bench.outbox.runN; then one median line per figure (ratios: the median of
 the per-run ratios, goal >= 0.9).
 
@@ -222,6 +227,7 @@ the commit's return to the ack).`,
 	cmd.Flags().IntVar(&o.writers, "writers", 8, "concurrent writers in the latency phase")
 	cmd.Flags().IntVar(&o.latencyRate, "latency-rate", 1000, "steady commit rate of the latency phase, events/s (one event per transaction)")
 	cmd.Flags().BoolVar(&o.skipPostgres, "skip-postgres", false, "measure the Pebble outbox only")
+	cmd.Flags().BoolVar(&o.singlePublishes, "single-publishes", false, "run the relays with fast batches off (SinglePublishes: one ack per event, like raw), to see what the batches gain")
 	return cmd
 }
 
@@ -394,6 +400,7 @@ func startBenchRelay(ctx context.Context, nc *nats.Conn, b outboxBackend, phase 
 	h := &benchRelayHandle{onAck: onAck}
 	cfg := outboxrelay.DefaultConfig("bench-" + b.name + "-" + phase)
 	cfg.BatchSize, cfg.MaxInFlight = o.batch, o.window
+	cfg.SinglePublishes = o.singlePublishes
 	cfg.OnAck = func(rec outboxrelay.Record, ack outboxrelay.Ack) {
 		if h.onAck != nil {
 			h.onAck(rec, ack)
@@ -493,6 +500,9 @@ func benchRelayDrain(ctx context.Context, out io.Writer, nc *nats.Conn, b outbox
 	prefix := fmt.Sprintf("bench.outbox.run%d.%s", run, b.name)
 	fmt.Fprintf(out, "%s.commit_backlog_before_relay: %.3f s (%d events, %.0f events/s)\n", prefix, committed.Seconds(), o.count, float64(o.count)/committed.Seconds())
 	fmt.Fprintf(out, "%s.relay_drain_msgs_per_sec: %.0f msg/s\n", prefix, rate)
+	c := h.r.Counts()
+	fmt.Fprintf(out, "%s.relay_fast_batch_share: %.1f %% (%d of %d acked events stored through fast batches; %d republished singly after a batch ended before them)\n",
+		prefix, 100*float64(c.Batched)/float64(max(1, c.OK+c.Duplicate)), c.Batched, c.OK+c.Duplicate, c.BatchRetried)
 	fmt.Fprintf(out, "%s.process_cpu_per_event: %.1f us (fabric and relay included, database server not)\n", prefix, float64(cpu.Microseconds())/float64(o.count))
 	slices.Sort(lats)
 	fmt.Fprintf(out, "%s.relay_ack_p50: %.3f ms\n", prefix, ms(bench.Percentile(lats, 0.50)))
