@@ -163,7 +163,15 @@ func (b *batcher) add(k *keyState, msg *nats.Msg, rec Record, topic string, back
 // commit, whose PubAck settles the tail) or have heard nothing for
 // AckTimeout (their publishes are unknown and retried). It returns when it
 // wants to run again (zero: nothing open).
-func (b *batcher) tick(now time.Time, acks chan<- ackResult) time.Time {
+//
+// A pipeline whose window is full (blocked) adds nothing until acks come,
+// and they do: its window holds more than a flow window of the batch, or
+// other publishes. So a batch is idle only while its pipeline has room
+// and nothing to add, the end of a backlog: closing it earlier would
+// leave the publishes of the next few milliseconds to single publishes
+// (a second batch on a stream starts at one ack per message, so none is
+// opened while one is closing).
+func (b *batcher) tick(now time.Time, acks chan<- ackResult, blocked bool) time.Time {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	var next time.Time
@@ -183,7 +191,7 @@ func (b *batcher) tick(now time.Time, acks chan<- ackResult) time.Time {
 		if len(fb.items) > 0 {
 			soonest(fb.lastProgress.Add(b.r.cfg.AckTimeout))
 		}
-		if fb.closing {
+		if fb.closing || blocked {
 			continue
 		}
 		if idle := fb.lastAdd.Add(batchIdle); now.Before(idle) {

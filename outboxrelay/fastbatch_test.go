@@ -2,8 +2,10 @@ package outboxrelay_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -168,5 +170,57 @@ func TestFastBatchRefusedByStream(t *testing.T) {
 	}
 	if n := st.CachedInfo().State.Msgs; n != uint64(len(evs)) {
 		t.Errorf("stream holds %d messages, want %d", n, len(evs))
+	}
+}
+
+// TestFastBatchCrashAfterPublishBeforeMark: the relay is killed after
+// events stored through fast batches were acked and before they are
+// marked; the next relay republishes them (same Nats-Msg-Id) and the
+// stream keeps each event once, every key in order.
+func TestFastBatchCrashAfterPublishBeforeMark(t *testing.T) {
+	f := natstest.RunFabric(t, 3)
+	js := f.JetStream()
+	for _, b := range backends(t) {
+		t.Run(b.name, func(t *testing.T) {
+			topic := "batchcrash-" + b.name
+			createTopic(t, js, topic)
+			evs := events(topic, topic, 200, 10)
+			if err := b.enqueue(context.Background(), evs...); err != nil {
+				t.Fatal(err)
+			}
+			var r1 atomic.Pointer[outboxrelay.Relay]
+			var crashedAt atomic.Uint64
+			cfg := testConfig(topic)
+			cfg.BatchSize, cfg.MaxInFlight = 500, 128
+			cfg.Faults.AfterPublish = func(acked []outboxrelay.Record) error {
+				if r := r1.Load(); r != nil && r.Counts().Batched >= 300 && crashedAt.CompareAndSwap(0, r.Counts().Batched) {
+					return errors.New("killed after batched publishes, before mark")
+				}
+				return nil
+			}
+			r, errc := startRelay(t, f, cfg, b.store)
+			r1.Store(r)
+			select {
+			case err := <-errc:
+				if !errors.Is(err, outboxrelay.ErrInjectedFault) {
+					t.Fatalf("relay 1 stopped with %v, want the injected fault", err)
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatalf("relay 1 never crashed; counts %+v", r.Counts())
+			}
+			cfg2 := testConfig(topic)
+			cfg2.BatchSize, cfg2.MaxInFlight = 500, 128
+			r2, _ := startRelay(t, f, cfg2, b.store)
+			waitDrained(t, b.store, 60*time.Second)
+			checkDelivered(t, readStream(t, js, topic), evs, false)
+			c1, c2 := r.Counts(), r2.Counts()
+			if c1.Batched < 300 {
+				t.Errorf("relay 1 counts %+v: want >= 300 stored through batches before the crash", c1)
+			}
+			if c2.OK+c2.Duplicate+c1.OK+c1.Duplicate < uint64(len(evs)) {
+				t.Errorf("counts %+v then %+v: fewer acks than events", c1, c2)
+			}
+			t.Logf("relay 1 crashed after %d batched acks (counts %+v); relay 2 counts %+v", crashedAt.Load(), c1, c2)
+		})
 	}
 }

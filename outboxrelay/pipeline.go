@@ -46,6 +46,7 @@ type pipeline struct {
 	waiting  []*keyState // keys backing off after a failed publish
 	parked   int         // records of waiting keys
 	pending  int         // publishes awaiting an ack
+	held     int         // records in keys (read, not yet acked)
 
 	reading     bool
 	readLimit   int  // of the read in progress
@@ -197,7 +198,7 @@ func (r *Relay) runPipeline(ctx context.Context, l *lease, tok uint64, first <-c
 		p.wake(now)
 		p.startRead(pctx, now, reads)
 		p.publish(acks)
-		p.batchWake = r.batch.tick(now, acks)
+		p.batchWake = r.batch.tick(now, acks, p.pending >= r.cfg.MaxInFlight)
 		p.startMark(pctx, now, marks)
 
 		timer.Reset(p.nextWake(now))
@@ -332,6 +333,7 @@ func (p *pipeline) readDone(res readResult) {
 			p.keys[id] = k
 		}
 		k.recs = append(k.recs, rec)
+		p.held++
 		if first {
 			// Most likely what a previous holder published and did not
 			// mark: single publishes report its duplicates.
@@ -380,7 +382,11 @@ func (p *pipeline) publish(acks chan<- ackResult) {
 		}
 		k.busy = true
 		p.pending++
-		p.r.publish(k, len(p.ready)-n, acks)
+		// The backlog: records read and not yet published (parked ones
+		// excluded), this one included. Keys of a backlog are acked one
+		// by one when published singly, so the number ready at once
+		// understates it.
+		p.r.publish(k, p.held-p.parked-p.pending+1, acks)
 	}
 	rest := copy(p.ready, p.ready[n:])
 	clear(p.ready[rest:])
@@ -426,6 +432,7 @@ func (p *pipeline) acked(a ackResult) {
 	k.backoff = p.r.cfg.BackoffMin
 	k.recs[0] = Record{}
 	k.recs = k.recs[1:]
+	p.held--
 	if len(k.recs) == 0 {
 		delete(p.keys, k.id)
 		return
