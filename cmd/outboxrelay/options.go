@@ -48,6 +48,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.cfg.Retention, "retention", o.cfg.Retention, "keep sent events this long before pruning them")
 	fs.IntVar(&o.cfg.BatchSize, "batch", o.cfg.BatchSize, "events read per round")
 	fs.IntVar(&o.cfg.MaxInFlight, "max-in-flight", o.cfg.MaxInFlight, "publishes awaiting an ack")
+	fs.BoolVar(&o.cfg.SinglePublishes, "single-publishes", false, "publish every event on its own (one ack each) instead of a backlog in fast batches")
 	fs.DurationVar(&o.cfg.AckTimeout, "ack-timeout", o.cfg.AckTimeout, "wait for one publish's ack before retrying it (same id)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

@@ -30,6 +30,7 @@ type outboxRelayOptions struct {
 	leaseTTL            time.Duration
 	retention           time.Duration
 	batch               int
+	singlePublishes     bool
 }
 
 func newOutboxRelayCmd(g *globalOptions) *cobra.Command {
@@ -48,6 +49,7 @@ the others stand by and take over within --lease-ttl of its death.`,
 			}
 			cfg := outboxrelay.DefaultConfig(o.name)
 			cfg.LeaseTTL, cfg.Retention, cfg.BatchSize = o.leaseTTL, o.retention, o.batch
+			cfg.SinglePublishes = o.singlePublishes
 			tm, err := parseTopicMap(o.topicMap)
 			if err != nil {
 				return usageError{err}
@@ -94,6 +96,7 @@ the others stand by and take over within --lease-ttl of its death.`,
 	f.DurationVar(&o.leaseTTL, "lease-ttl", 4*time.Second, "a standby takes over after this long without a renewal")
 	f.DurationVar(&o.retention, "retention", 24*time.Hour, "keep sent events this long")
 	f.IntVar(&o.batch, "batch", 1000, "events read per round")
+	f.BoolVar(&o.singlePublishes, "single-publishes", false, "publish every event on its own (one ack each) instead of a backlog in fast batches")
 	return cmd
 }
 
