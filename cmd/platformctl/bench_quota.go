@@ -251,7 +251,7 @@ func runBenchQuota(ctx context.Context, tgt quotaTarget, o benchQuotaOptions, si
 			_ = js.DeleteStream(dctx, platform.StreamName(raw.Name))
 		}
 	}()
-	logf("layout: %s", tgt.arrange(ctx, platform.StreamName(raw.Name)))
+	logf("layout: %s; this process: GOMAXPROCS %d, %d CPUs", tgt.arrange(ctx, platform.StreamName(raw.Name)), runtime.GOMAXPROCS(0), runtime.NumCPU())
 	rawJS, err := jetstream.New(tgt.rawConn(), jetstream.WithPublishAsyncMaxPending(max(o.window*2, 256)))
 	if err != nil {
 		return nil, err
@@ -458,20 +458,27 @@ func writeHeapProfile(path string, progress io.Writer) {
 	}
 }
 
-// gcSince starts counting this process's garbage collections; the
-// function it returns describes them (with --in-process the servers'
-// allocations are counted too: they are what B's tail may wait for).
+// gcSince starts counting this process's garbage collections and
+// scheduling latencies; the function it returns describes them (with
+// --in-process the servers' allocations and goroutines are counted too:
+// they are what B's tail may wait for), and the whole machine's CPU
+// meanwhile (other processes are noise in the figures).
 func gcSince() func() string {
 	var a runtime.MemStats
 	runtime.ReadMemStats(&a)
+	sa, ma := readSchedLatencies(), machineCPU()
 	start := time.Now()
 	return func() string {
 		var b runtime.MemStats
 		runtime.ReadMemStats(&b)
 		s := time.Since(start).Seconds()
-		return fmt.Sprintf("process GC: %.1f cycles/s, %.0f MiB/s allocated, heap %d MiB, stop-the-world %s in all",
+		line := fmt.Sprintf("process GC: %.1f cycles/s, %.0f MiB/s allocated, heap %d MiB, stop-the-world %s in all; %s",
 			float64(b.NumGC-a.NumGC)/s, float64(b.TotalAlloc-a.TotalAlloc)/s/(1<<20), b.HeapAlloc>>20,
-			time.Duration(b.PauseTotalNs-a.PauseTotalNs))
+			time.Duration(b.PauseTotalNs-a.PauseTotalNs), readSchedLatencies().since(sa))
+		if mb := machineCPU(); mb > 0 {
+			line += fmt.Sprintf("; machine CPU %.2f of %d cores", (mb-ma).Seconds()/s, runtime.NumCPU())
+		}
+		return line
 	}
 }
 
