@@ -118,8 +118,9 @@ func (b *batcher) subscribe() bool {
 }
 
 // add publishes k's head in the open batch of its topic, opening one if
-// backlog heads (this one included) are ready to go. It reports false,
-// having published nothing, when the head should go by a single publish.
+// backlog records (this one included) are read and not yet published. It
+// reports false, having published nothing and left msg as it was, when
+// the head should go by a single publish.
 func (b *batcher) add(k *keyState, msg *nats.Msg, rec Record, topic string, backlog int, acks chan<- ackResult) bool {
 	now := time.Now()
 	key := batchKey{to: acks, topic: topic}
@@ -147,6 +148,7 @@ func (b *batcher) add(k *keyState, msg *nats.Msg, rec Record, topic string, back
 	}
 	msg.Reply = fb.reply + strconv.FormatUint(seq, 10) + "." + op + ".$FI"
 	if err := b.r.nc.PublishMsg(msg); err != nil {
+		msg.Reply = ""
 		if fb.sent == 0 {
 			b.drop(fb)
 		}

@@ -113,17 +113,14 @@ func (r *Relay) message(rec Record) *nats.Msg {
 	return msg
 }
 
-// publish publishes the head of k, in a fast batch of its topic when
-// backlog heads are ready at once (fastbatch.go), else by a single async
-// publish; its outcome is reported on acks.
+// publish publishes the head of k, in a fast batch of its topic when a
+// backlog is waiting (fastbatch.go), else by a single async publish; its
+// outcome is reported on acks.
 func (r *Relay) publish(k *keyState, backlog int, acks chan<- ackResult) {
 	rec := k.recs[0]
 	msg := r.message(rec)
-	if !r.cfg.SinglePublishes && rec.Seq > k.singleThrough {
-		if r.batch.add(k, msg, rec, r.cfg.topicFor(rec.Topic), backlog, acks) {
-			return
-		}
-		msg.Reply = ""
+	if !r.cfg.SinglePublishes && rec.Seq > k.singleThrough && r.batch.add(k, msg, rec, r.cfg.topicFor(rec.Topic), backlog, acks) {
+		return
 	}
 	r.publishAsync(k, rec, msg, acks)
 }

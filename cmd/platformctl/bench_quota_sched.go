@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"runtime/metrics"
 	"slices"
@@ -45,7 +46,11 @@ func (h schedLatencies) since(o schedLatencies) string {
 		var c uint64
 		for i, v := range d {
 			if c += v; float64(c) >= p*float64(n) {
-				return time.Duration(h.buckets[i+1] * float64(time.Second))
+				upper := h.buckets[i+1]
+				if math.IsInf(upper, 1) { // the last bucket has no upper bound
+					upper = h.buckets[i]
+				}
+				return time.Duration(upper * float64(time.Second))
 			}
 		}
 		return 0

@@ -52,14 +52,7 @@ func (f *fixture) secondConsole(t *testing.T, wrap func(console.EndedSessions) c
 	}
 	c, err := console.New(console.Config{
 		URL: f.d.URL(), AdminAccount: f.d.Trust().AdminAccount(), SessionKey: key, Verifier: v, Ended: ended,
-		Tenants: func(ctx context.Context) ([]console.TenantRef, error) {
-			ts, err := f.d.Tenants().List(ctx)
-			var out []console.TenantRef
-			for _, t := range ts {
-				out = append(out, console.TenantRef{Name: t.Name, Account: t.Account})
-			}
-			return out, err
-		},
+		Tenants: f.d.ConsoleTenants,
 		Redrive: f.d.RedriveFor,
 	})
 	if err != nil {

@@ -105,14 +105,7 @@ func TestConsoleSessionAcrossDaemons(t *testing.T) {
 	serve := func(key []byte) string {
 		c, err := console.New(console.Config{
 			URL: f.d.URL(), AdminAccount: f.d.Trust().AdminAccount(), SessionKey: key,
-			Tenants: func(ctx context.Context) ([]console.TenantRef, error) {
-				ts, err := f.d.Tenants().List(ctx)
-				var out []console.TenantRef
-				for _, t := range ts {
-					out = append(out, console.TenantRef{Name: t.Name, Account: t.Account})
-				}
-				return out, err
-			},
+			Tenants: f.d.ConsoleTenants,
 			Redrive: f.d.RedriveFor,
 		})
 		if err != nil {

@@ -37,7 +37,7 @@ func (d *Daemon) mountConsole(mux *http.ServeMux) error {
 	c, err := console.New(console.Config{
 		URL:          strings.Join(urls, ","),
 		AdminAccount: d.trust.AdminAccount(),
-		Tenants:      d.consoleTenants,
+		Tenants:      d.ConsoleTenants,
 		Verifier:     v,
 		SessionKey:   key,
 		Ended:        console.NewKVEndedSessions(d.js, d.cfg.Durability().Replicas, console.DefaultSessionTTL),
@@ -55,7 +55,9 @@ func (d *Daemon) mountConsole(mux *http.ServeMux) error {
 	return nil
 }
 
-func (d *Daemon) consoleTenants(ctx context.Context) ([]console.TenantRef, error) {
+// ConsoleTenants lists the tenants as the console sees them (name and
+// account), none when tenancy is off.
+func (d *Daemon) ConsoleTenants(ctx context.Context) ([]console.TenantRef, error) {
 	if d.tenants == nil {
 		return nil, nil
 	}
