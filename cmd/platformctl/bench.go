@@ -187,6 +187,16 @@ func benchFabric(ctx context.Context, dir string, sync bool, o benchPublishOptio
 
 // withBenchFabric starts a temporary 3-node fabric in dir, runs fn on it
 // and stops it.
+// newBenchFabric starts an in-process fabric as platformd runs one: with
+// the scheduler slots platformd gives itself (embeddednats.SetProcs), so
+// an in-process figure is what platformd would show on this machine. The
+// value and its reason go to stderr.
+func newBenchFabric(cfg embeddednats.FabricConfig, trust *embeddednats.Trust) (*embeddednats.Fabric, error) {
+	procs, why := embeddednats.SetProcs()
+	fmt.Fprintf(os.Stderr, "bench: GOMAXPROCS %d (%s)\n", procs, why)
+	return embeddednats.NewFabric(cfg, trust)
+}
+
 func withBenchFabric(ctx context.Context, dir string, sync bool, fn func(*nats.Conn, *platform.Reconciler) error) error {
 	trust, err := embeddednats.NewTrust()
 	if err != nil {
@@ -196,7 +206,7 @@ func withBenchFabric(ctx context.Context, dir string, sync bool, fn func(*nats.C
 	cfg.Port, cfg.ClusterPort, cfg.DataDir = -1, -1, dir
 	cfg.Durability.SyncAlways = sync
 	cfg.LameDuck = 200 * time.Millisecond
-	f, err := embeddednats.NewFabric(cfg, trust)
+	f, err := newBenchFabric(cfg, trust)
 	if err != nil {
 		return err
 	}

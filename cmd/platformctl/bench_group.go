@@ -206,7 +206,7 @@ func (b *groupBench) runInProcess(ctx context.Context) (groupBenchResult, error)
 	cfg.Port, cfg.ClusterPort, cfg.DataDir = -1, -1, dir
 	cfg.Durability.SyncAlways = b.o.syncAlways
 	cfg.LameDuck = 200 * time.Millisecond
-	f, err := embeddednats.NewFabric(cfg, trust)
+	f, err := newBenchFabric(cfg, trust)
 	if err != nil {
 		return groupBenchResult{}, err
 	}

@@ -102,7 +102,7 @@ func benchConnect(ctx context.Context, g *globalOptions, inProcess bool) (*nats.
 	cfg := embeddednats.DefaultFabricConfig()
 	cfg.Port, cfg.ClusterPort, cfg.DataDir = -1, -1, dir
 	cfg.LameDuck = 200 * time.Millisecond
-	f, err := embeddednats.NewFabric(cfg, trust)
+	f, err := newBenchFabric(cfg, trust)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -552,7 +552,7 @@ func newInProcessQuotaTarget(ctx context.Context, o benchQuotaOptions) (_ *inPro
 	cfg.Port, cfg.ClusterPort, cfg.DataDir = -1, -1, t.dir
 	cfg.Durability.SyncAlways = o.syncAlways
 	cfg.LameDuck = 200 * time.Millisecond
-	if t.f, err = embeddednats.NewFabric(cfg, trust); err != nil {
+	if t.f, err = newBenchFabric(cfg, trust); err != nil {
 		return nil, err
 	}
 	sctx, cancel := context.WithTimeout(ctx, time.Minute)

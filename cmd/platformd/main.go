@@ -72,6 +72,8 @@ func run(args []string) int {
 		fmt.Println(cfg.String())
 		return exitOK
 	}
+	procs, why := embeddednats.SetProcs()
+	log.Info("go scheduler", "gomaxprocs", procs, "why", why)
 	d, err := daemon.New(cfg, log)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "platformd:", err)
