@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -114,8 +115,10 @@ const (
 	// HeaderOriginalMsgID is the event's original id (its first
 	// Nats-Msg-Id), for inboxes to catch a repeat.
 	HeaderOriginalMsgID = platform.OriginalMsgIDHeader
-	// HeaderRequest and HeaderDLQSeq link a redriven event to its request
-	// and to the DLQ entry it came from.
+	// HeaderRequest and HeaderDLQSeq linked a redriven event to its
+	// request and to the DLQ entry it came from. Redrives no longer set
+	// them: the event's id, redrive:<request>:<dlq seq> (MsgID), says
+	// the same and is stored anyway (see RedriveOf, which reads both).
 	HeaderRequest = "Platform-Redrive-Request"
 	HeaderDLQSeq  = "Platform-Redrive-Dlq-Seq"
 	// HeaderForGroup names the group (or queue) that dead-lettered the
@@ -249,12 +252,45 @@ func toEntry(m *jetstream.RawStreamMsg, full bool) Entry {
 		Stream: d.Stream, StreamSeq: d.StreamSeq, Subject: d.Subject, Consumer: d.Consumer, Group: d.Group, Tenant: d.Tenant,
 		FirstFailure: d.FirstFailure, LastFailure: d.LastFailure, Published: d.Published,
 		Fingerprint: Fingerprint(string(d.Class), d.Reason), EventID: originalID(m.Header),
-		Redriven: m.Header.Get(HeaderRequest), Size: len(m.Data),
+		Size: len(m.Data),
+	}
+	if req, _, ok := RedriveOf(m.Header); ok {
+		e.Redriven = req
 	}
 	if full {
 		e.Headers, e.Payload = m.Header, m.Data
 	}
 	return e
+}
+
+// RedriveOf returns the request and the DLQ sequence a redriven event
+// was sent for, from its id: redrive:<request>:<dlq seq> (MsgID), its
+// Nats-Msg-Id on the topic and its Platform-Event-Id in a DLQ entry
+// (the DLQ writer keeps a failed event's id there). Events redriven by
+// earlier versions carried them in HeaderRequest and HeaderDLQSeq,
+// which are read first. ok is false for an event no redrive sent.
+func RedriveOf(h nats.Header) (request string, dlqSeq uint64, ok bool) {
+	if r := h.Get(HeaderRequest); r != "" {
+		seq, err := strconv.ParseUint(h.Get(HeaderDLQSeq), 10, 64)
+		return r, seq, err == nil
+	}
+	id := h.Get(nats.MsgIdHdr)
+	if !strings.HasPrefix(id, "redrive:") {
+		id = h.Get(headerEventID)
+	}
+	rest, found := strings.CutPrefix(id, "redrive:")
+	if !found {
+		return "", 0, false
+	}
+	i := strings.LastIndexByte(rest, ':')
+	if i <= 0 {
+		return "", 0, false
+	}
+	seq, err := strconv.ParseUint(rest[i+1:], 10, 64)
+	if err != nil {
+		return "", 0, false
+	}
+	return rest[:i], seq, true
 }
 
 // originalID is the first id an event was published with.

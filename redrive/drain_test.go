@@ -47,11 +47,11 @@ func TestUnlimitedRedriveEmptiesDLQBeforeCompleting(t *testing.T) {
 		t.Errorf("sent %d skipped %d, want %d and 0", done.Progress.Sent, done.Progress.Skipped, n)
 	}
 	got := e.redriven("orders", st.ID)
-	seen := map[string]bool{}
+	seen := map[uint64]bool{}
 	for _, m := range got {
-		k := m.Header.Get(HeaderDLQSeq)
+		_, k, _ := RedriveOf(m.Header)
 		if seen[k] {
-			t.Errorf("DLQ entry %s redriven twice", k)
+			t.Errorf("DLQ entry %d redriven twice", k)
 		}
 		seen[k] = true
 	}

@@ -166,7 +166,7 @@ func (e *env) redriven(stream, id string) []*jetstream.RawStreamMsg {
 	e.t.Helper()
 	var out []*jetstream.RawStreamMsg
 	err := scan(testCtx(e.t, 30*time.Second), e.js, stream, 1, func(m *jetstream.RawStreamMsg) bool {
-		if m.Header.Get(HeaderRequest) == id {
+		if req, _, ok := RedriveOf(m.Header); ok && req == id {
 			out = append(out, m)
 		}
 		return true

@@ -624,11 +624,11 @@ func TestRunRetriedAfterCrashSendsNoDuplicates(t *testing.T) {
 		t.Errorf("completed by %s epoch %d, want node-b epoch 2", done.Runner, done.Epoch)
 	}
 	got := e.redriven("orders", st.ID)
-	seen := map[string]bool{}
+	seen := map[uint64]bool{}
 	for _, m := range got {
-		k := m.Header.Get(HeaderDLQSeq)
+		_, k, _ := RedriveOf(m.Header)
 		if seen[k] {
-			t.Errorf("DLQ entry %s redriven twice", k)
+			t.Errorf("DLQ entry %d redriven twice", k)
 		}
 		seen[k] = true
 	}

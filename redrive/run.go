@@ -470,7 +470,7 @@ func (rn *runner) prepare(f fetched) item {
 	if dest == "" {
 		return item{idx: f.idx, seq: f.seq, skip: true}
 	}
-	n := 5 // the headers set below
+	n := 3 // the headers set below
 	for k := range m.Header {
 		if keepHeader(k) {
 			n++
@@ -484,7 +484,7 @@ func (rn *runner) prepare(f fetched) item {
 	}
 	// One backing array for the values set here (nats.Header.Set
 	// allocates one per header).
-	vals := make([]string, 0, 5)
+	vals := make([]string, 0, 3)
 	set := func(k, v string) {
 		vals = append(vals, v)
 		h[k] = vals[len(vals)-1 : len(vals) : len(vals)]
@@ -496,8 +496,6 @@ func (rn *runner) prepare(f fetched) item {
 	if orig != "" {
 		set(HeaderOriginalMsgID, orig)
 	}
-	set(HeaderRequest, rn.id)
-	set(HeaderDLQSeq, seq)
 	if e.Group != "" {
 		set(HeaderForGroup, e.Group)
 	}

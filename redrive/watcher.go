@@ -14,13 +14,13 @@ import (
 // watched DLQ again (distinct DLQ seqs of the original entries).
 type watcher struct {
 	mu    sync.Mutex
-	seen  map[string]bool
+	seen  map[uint64]bool
 	first string
 	cc    jetstream.ConsumeContext
 }
 
 func startWatcher(ctx context.Context, js jetstream.JetStream, stream string, from uint64, id string) (*watcher, error) {
-	w := &watcher{seen: map[string]bool{}}
+	w := &watcher{seen: map[uint64]bool{}}
 	if stream == "" {
 		return w, nil
 	}
@@ -32,13 +32,14 @@ func startWatcher(ctx context.Context, js jetstream.JetStream, stream string, fr
 	}
 	cc, err := c.Consume(func(msg jetstream.Msg) {
 		h := msg.Headers()
-		if h.Get(HeaderRequest) != id {
+		req, seq, ok := RedriveOf(h)
+		if !ok || req != id {
 			return
 		}
 		w.mu.Lock()
 		defer w.mu.Unlock()
-		if k := h.Get(HeaderDLQSeq); !w.seen[k] {
-			w.seen[k] = true
+		if !w.seen[seq] {
+			w.seen[seq] = true
 			if w.first == "" {
 				w.first = h.Get(platform.HeaderDLQReason)
 			}
