@@ -185,8 +185,6 @@ func benchFabric(ctx context.Context, dir string, sync bool, o benchPublishOptio
 	return res, err
 }
 
-// withBenchFabric starts a temporary 3-node fabric in dir, runs fn on it
-// and stops it.
 // newBenchFabric starts an in-process fabric as platformd runs one: with
 // the scheduler slots platformd gives itself (embeddednats.SetProcs), so
 // an in-process figure is what platformd would show on this machine. The
@@ -197,6 +195,8 @@ func newBenchFabric(cfg embeddednats.FabricConfig, trust *embeddednats.Trust) (*
 	return embeddednats.NewFabric(cfg, trust)
 }
 
+// withBenchFabric starts a temporary 3-node fabric in dir, runs fn on it
+// and stops it.
 func withBenchFabric(ctx context.Context, dir string, sync bool, fn func(*nats.Conn, *platform.Reconciler) error) error {
 	trust, err := embeddednats.NewTrust()
 	if err != nil {
