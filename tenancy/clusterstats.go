@@ -15,9 +15,9 @@ const statsSubject = "platform.tenancy.stats"
 
 // Counters are one manager's publish and denial counters of a tenant, or
 // their sum over the cluster. Runtimes is how many managers run the
-// tenant (each holds one platform connection in its account); Platform
-// is every platform connection in the account (runtimes and service
-// connections).
+// tenant (each holds RuntimeConns platform connections in its account);
+// Platform is every platform connection in the account (runtimes and
+// service connections).
 type Counters struct {
 	Accepted      uint64 `json:"accepted"`
 	AcceptedBytes uint64 `json:"accepted_bytes"`
@@ -49,10 +49,9 @@ func (m *Manager) localStats() map[string]Counters {
 		c := Counters{Accepted: s.Accepted.Load(), AcceptedBytes: s.AcceptedBytes.Load(), Throttled: s.Throttled.Load(),
 			Rejected: s.Rejected.Load(), Dropped: s.Dropped.Load(), Denied: s.Denied.Load()}
 		if rt := m.rts[name]; rt != nil {
-			c.Dropped += rt.in.slowDropped()
 			c.Runtimes = 1
 		}
-		c.Platform = c.Runtimes + int(max(0, s.Service.Load()))
+		c.Platform = c.Runtimes*RuntimeConns + int(max(0, s.Service.Load()))
 		out[name] = c
 	}
 	m.keys.violations.Range(func(k, v any) bool {
@@ -63,7 +62,7 @@ func (m *Manager) localStats() map[string]Counters {
 	})
 	for name := range m.rts {
 		if _, ok := out[name]; !ok {
-			out[name] = Counters{Runtimes: 1, Platform: 1}
+			out[name] = Counters{Runtimes: 1, Platform: RuntimeConns}
 		}
 	}
 	return out

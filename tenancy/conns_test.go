@@ -16,11 +16,11 @@ import (
 // the account (the ingest runtime, a service user) do not take its slots,
 // the connection past the quota is refused with nats-server's error,
 // usage counts only the tenant's connections, and raising the quota lets
-// the next one in without a restart. Before the reservation, the two
-// platform connections left a tenant with a quota of 2 none at all.
+// the next one in without a restart. Before the reservation, the
+// platform's connections left a tenant with a quota of 2 none at all.
 func TestConnectionQuotaExcludesPlatform(t *testing.T) {
 	f := natstest.RunFabric(t, 3, natstest.WithSyncAlways(false))
-	m, err := tenancy.NewManager(f.Conn(), f.Trust(), tenancy.Config{URL: f.ClientURLs(), Servers: 3, PlatformConns: 2})
+	m, err := tenancy.NewManager(f.Conn(), f.Trust(), tenancy.Config{URL: f.ClientURLs(), Servers: 3, PlatformConns: tenancy.RuntimeConns + 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +40,8 @@ func TestConnectionQuotaExcludesPlatform(t *testing.T) {
 	t.Cleanup(svc.Close)
 	creds := e.user("tiny", "app", []string{"orders"}, nil)
 
-	// The platform holds its 2 (runtime + service): the tenant still gets 2.
+	// The platform holds its 3 (the runtime's 2, a service): the tenant
+	// still gets 2.
 	for range 2 {
 		e.mustConnect(creds, "app", 0)
 	}

@@ -30,8 +30,8 @@
 // 4891, 346), so every tenant publish passes the platform's ingest.
 //
 // nats-server counts every connection of an account, the platform's own
-// too (each daemon's ingest runtime and service users: redrive, DLQ
-// metrics). The account's limit is therefore the connection quota plus
+// too (each daemon's ingest runtime, RuntimeConns connections, and
+// service users: redrive, DLQ metrics). The account's limit is therefore the connection quota plus
 // Config.PlatformConns (PlatformConnsPerDaemon per daemon), so those never
 // take the tenant's slots, and usage reports the tenant's own connections.
 // While the platform holds fewer than its reservation, the tenant can open
@@ -44,7 +44,14 @@
 // Users may publish only to NAME.<key> (topics) and NAME.> (queues) and
 // never to stored.>; no stream listens on NAME.*. The only subscriber there
 // is the ingest: a platform-operated user of the tenant's account (one per
-// daemon, in queue group platform-ingest). For each event it
+// daemon, in queue group platform-ingest). It takes events on a
+// connection of its own speaking the NATS protocol directly
+// (internal/wire): each event is handled as a slice of the read buffer,
+// and the republishes of one read leave in one write, so the hop costs
+// the servers one more delivery and publish but costs no copy, header
+// map or goroutine hand-off per event (platformctl bench quota,
+// bench.quota.unthrottled_over_raw). Its JetStream requests use a second
+// connection (nats.go). For each event it
 //
 //  1. applies the tenant's token buckets (events/s and bytes/s; burst 1/10
 //     of a second, so no one-second window admits more than 1.1x the
@@ -67,21 +74,25 @@
 //     tenant held at its quota costs the servers per batch, not per
 //     event. An active ingest also places the leader of each new (empty)
 //     topic or queue stream on its own server (best effort, at most 1 s),
-//     so the republish crosses no route. The ingest's subscription buffer is bounded like the queue
-//     (16384 events, 64 MiB); it fills only if the ingest is starved of
-//     CPU, and events beyond it are dropped unanswered (counted in
-//     Dropped).
+//     so the republish crosses no route. The ingest never blocks on an
+//     event (it forwards, queues or refuses at once), so events wait in
+//     the server's buffer for its connection only while it is starved of
+//     CPU; past nats-server's limit for that buffer (max_pending, 64 MiB)
+//     the server drops them and closes the connection as a slow consumer
+//     (nats-server counts it), and the ingest reconnects and subscribes
+//     again.
 //     Fire-and-forget publishes (core NATS, no reply subject: nats pub,
 //     nc.Publish) cannot be slowed by NATS: nats-server has no end-to-end
 //     flow control to a subscriber, only a producer stall of 2-5 ms per
 //     read when the subscriber's outbound buffer is over half full, after
 //     which it drops messages to (and closes) a slow consumer. So beyond
 //     the queue they are lost; each one is counted (usage Dropped, metric
-//     platform_tenant_publish_dropped_total, which also counts events the
-//     ingest's subscription dropped as a slow consumer) and a quota.hit is
+//     platform_tenant_publish_dropped_total) and a quota.hit is
 //     audited. Use acknowledged publishes for no loss.
 //  2. removes every Platform-Tenant header the client sent (any case) and
-//     sets Platform-Tenant to the tenant's name;
+//     sets Platform-Tenant to the tenant's name (the other header lines
+//     are kept as sent, repeated keys included; the block's first line is
+//     NATS/1.0, without any status a client put there);
 //  3. republishes to stored.<subject> with the original reply subject and
 //     headers (Nats-Msg-Id included), so the stream's ack or error goes
 //     straight back to the publisher: nats pub, nats req, nats.go

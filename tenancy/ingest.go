@@ -1,6 +1,7 @@
 package tenancy
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/msgplatform/platform/internal/wire"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/time/rate"
@@ -57,33 +59,56 @@ type Stats struct {
 // Platform-Tenant header and stamps the real one; and republishes to the
 // stored subject with the original reply subject, so the stream's ack
 // (or error) goes straight back to the publisher.
+//
+// Events travel on fwd, a wire connection (internal/wire): its read loop
+// runs handle on each event as a slice of its read buffer, and the
+// republishes of one read leave in one write. nc (nats.go, the same
+// account) serves the JetStream requests (placeLeader).
 type ingest struct {
 	tenant string
 	nc     *nats.Conn
+	fwd    *wire.Conn
 	stats  *Stats
 	onHit  func(detail string)
 
 	mu        sync.Mutex
 	subjects  map[string]bool // taken when active
 	active    bool            // this manager holds the tenant's lease
-	subs      map[string]*nats.Subscription
+	subs      map[string]uint64
 	quota     Quota
 	unlimited atomic.Bool // no rate quota: forward in the callback
 	reject    atomic.Bool // policy reject (else throttle)
 	msgs      *rate.Limiter
 	bytes     *rate.Limiter
 	maxQueue  atomic.Int64
-	queued    atomic.Int64  // payload bytes waiting in the throttle queue
-	slow      atomic.Uint64 // events the client library dropped (slow consumer) on removed subscriptions
+	queued    atomic.Int64 // payload bytes waiting in the throttle queue
 	desc      string
 	refusals  atomic.Pointer[refusals] // replaced by setQuota; read without a lock
 
-	queue   chan *nats.Msg
+	queue   chan *event
 	done    chan struct{}
 	wg      sync.WaitGroup
 	lastHit atomic.Int64
-	stamp   []string    // the Platform-Tenant header value, shared
-	only    nats.Header // {Platform-Tenant: stamp}: the headers of an event that had none, shared (read only)
+	stamp   []byte // "Platform-Tenant: <tenant>\r\n"
+	only    []byte // the header block of an event that had none: the stamp alone (read only)
+	hdrBuf  []byte // the read loop's scratch for a rewritten header block
+}
+
+// event is a throttled event, copied out of the read buffer: subject,
+// reply, header block and payload in one allocation.
+type event struct {
+	subject, reply, header, data []byte
+}
+
+func newEvent(m *wire.Msg) *event {
+	b := make([]byte, 0, len(m.Subject)+len(m.Reply)+len(m.Header)+len(m.Data))
+	b = append(append(append(append(b, m.Subject...), m.Reply...), m.Header...), m.Data...)
+	a, r, h := len(m.Subject), len(m.Subject)+len(m.Reply), len(m.Subject)+len(m.Reply)+len(m.Header)
+	e := &event{subject: b[:a:a], reply: b[a:r:r], data: b[h:]}
+	if m.Header != nil {
+		e.header = b[r:h:h]
+	}
+	return e
 }
 
 // refusals are the encoded 429 errors of one quota, by reason: built
@@ -105,17 +130,17 @@ const (
 	maxQueuedBytes = 64 << 20
 )
 
-func newIngest(tenant string, nc *nats.Conn, q Quota, stats *Stats, onHit func(string)) *ingest {
+func newIngest(tenant string, nc *nats.Conn, fwd *wire.Conn, q Quota, stats *Stats, onHit func(string)) *ingest {
 	in := &ingest{
-		tenant: tenant, nc: nc, stats: stats, onHit: onHit,
-		subs: map[string]*nats.Subscription{}, subjects: map[string]bool{},
-		stamp: []string{tenant},
+		tenant: tenant, nc: nc, fwd: fwd, stats: stats, onHit: onHit,
+		subs: map[string]uint64{}, subjects: map[string]bool{},
+		stamp: []byte(HeaderTenant + ": " + tenant + "\r\n"),
 		msgs:  rate.NewLimiter(rate.Inf, 0),
 		bytes: rate.NewLimiter(rate.Inf, 0),
-		queue: make(chan *nats.Msg, queueCap),
+		queue: make(chan *event, queueCap),
 		done:  make(chan struct{}),
 	}
-	in.only = nats.Header{HeaderTenant: in.stamp}
+	in.only = append(append([]byte("NATS/1.0\r\n"), in.stamp...), "\r\n"...)
 	in.setQuota(q)
 	in.wg.Add(1)
 	go in.worker()
@@ -194,7 +219,7 @@ func (in *ingest) placeLeader(subject string) {
 			return
 		}
 	}
-	server := in.nc.ConnectedServerName()
+	server := in.fwd.ServerName() // where the forwarded events enter
 	if server == "" {
 		return
 	}
@@ -249,28 +274,29 @@ func (in *ingest) subscribeLocked(subject string) error {
 	}
 	handler := in.handle
 	if subject == probeSubject {
-		handler = func(m *nats.Msg) { _ = m.Respond([]byte("ok")) }
+		handler = func(m *wire.Msg) {
+			if len(m.Reply) > 0 {
+				_ = in.fwd.Publish("", m.Reply, nil, nil, []byte("ok"))
+			}
+		}
 	}
-	sub, err := in.nc.QueueSubscribe(subject, ingestQueue, handler)
+	// The read loop never blocks in handle (it forwards, queues or
+	// refuses at once), so events wait in the server's buffer for this
+	// connection only while the ingest is starved of CPU.
+	sid, err := in.fwd.Subscribe(subject, ingestQueue, handler)
 	if err != nil {
 		return fmt.Errorf("tenancy: ingest %s %s: %w", in.tenant, subject, err)
 	}
-	// The subscription's own buffer (events the callback has not taken
-	// yet) is bounded like the throttle queue: the callback never blocks
-	// (it forwards, queues or refuses at once), so this fills only while
-	// it is starved of CPU, and whatever the tenant sends, the ingest
-	// holds at most two such bounds.
-	_ = sub.SetPendingLimits(queueCap, maxQueuedBytes)
-	in.subs[subject] = sub
-	return in.nc.Flush()
+	in.subs[subject] = sid
+	return nil
 }
 
 // setActive subscribes to every subject (the manager holds the tenant's
 // lease) or unsubscribes from all (a standby, or a lost lease). Events
 // already in the throttle queue are still forwarded, and so are those the
-// server had already delivered to a subscription: it is drained, not
-// dropped (an Unsubscribe discards them, and their publishers, having
-// sent before the lease moved, would wait for an ack until they time out).
+// server had sent before it took the unsubscribe (wire hands them to
+// the handler still): their publishers, having sent before the lease
+// moved, would otherwise wait for an ack until they time out.
 func (in *ingest) setActive(on bool) error {
 	in.mu.Lock()
 	defer in.mu.Unlock()
@@ -279,11 +305,8 @@ func (in *ingest) setActive(on bool) error {
 	}
 	in.active = on
 	if !on {
-		for subj, s := range in.subs {
-			in.keepDropped(s)
-			if err := s.Drain(); err != nil {
-				_ = s.Unsubscribe()
-			}
+		for subj, sid := range in.subs {
+			_ = in.fwd.Unsubscribe(sid)
 			delete(in.subs, subj)
 		}
 		return nil
@@ -307,40 +330,41 @@ func (in *ingest) isActive() bool {
 	return in.active
 }
 
-// handle is the subscription callback: per event, two atomic loads on
-// the unlimited path, no lock and no clock.
+// handle is the subscription callback, on the wire read loop: per
+// event, two atomic loads on the unlimited path, no lock, no clock and
+// no allocation.
 //
-// Order: one subscription per subject delivers in the order the server
-// received (a publisher's events on a subject come in its order), and
-// each event is forwarded here or queued for the single worker, so they
-// are published in that order. Events still queued when the quota is
-// lifted go first: new ones queue behind them until the queue is empty.
-func (in *ingest) handle(m *nats.Msg) {
+// Order: the read loop delivers in the order the server sent (a
+// publisher's events on a subject come in its order), and each event is
+// forwarded here or queued for the single worker, so they are published
+// in that order. Events still queued when the quota is lifted go first:
+// new ones queue behind them until the queue is empty.
+func (in *ingest) handle(m *wire.Msg) {
 	unlimited := in.unlimited.Load()
 	if unlimited && len(in.queue) == 0 {
-		in.forward(m)
+		in.forward(m.Subject, m.Reply, m.Header, m.Data, &in.hdrBuf)
 		return
 	}
 	if in.reject.Load() && !unlimited {
 		now := time.Now()
 		if !in.msgs.AllowN(now, 1) || !in.bytes.AllowN(now, len(m.Data)) {
-			in.refuse(m, "publish rate quota exceeded")
+			in.refuse(m.Reply, "publish rate quota exceeded")
 			return
 		}
-		in.forward(m)
+		in.forward(m.Subject, m.Reply, m.Header, m.Data, &in.hdrBuf)
 		return
 	}
 	n := int64(len(m.Data))
 	if !unlimited && (int64(len(in.queue)) >= in.maxQueue.Load() || in.queued.Load()+n > maxQueuedBytes) {
-		in.refuse(m, "publish rate quota exceeded and the throttle queue is full")
+		in.refuse(m.Reply, "publish rate quota exceeded and the throttle queue is full")
 		return
 	}
 	in.queued.Add(n)
 	select {
-	case in.queue <- m:
+	case in.queue <- newEvent(m):
 	default:
 		in.queued.Add(-n)
-		in.refuse(m, "publish rate quota exceeded and the throttle queue is full")
+		in.refuse(m.Reply, "publish rate quota exceeded and the throttle queue is full")
 	}
 }
 
@@ -366,17 +390,18 @@ func (in *ingest) worker() {
 	wait := time.NewTimer(time.Hour)
 	wait.Stop()
 	behind := 0 // events that were queued while the worker waited: throttled too
+	var hdrBuf []byte
 	for {
 		select {
 		case <-in.done:
 			return
-		case m := <-in.queue:
-			in.queued.Add(-int64(len(m.Data)))
+		case e := <-in.queue:
+			in.queued.Add(-int64(len(e.data)))
 			now := time.Now()
 			r1 := in.msgs.ReserveN(now, 1)
-			r2 := in.bytes.ReserveN(now, len(m.Data))
+			r2 := in.bytes.ReserveN(now, len(e.data))
 			if !r1.OK() || !r2.OK() {
-				in.refuse(m, "event larger than the byte-rate burst")
+				in.refuse(e.reply, "event larger than the byte-rate burst")
 				continue
 			}
 			d := max(r1.DelayFrom(now), r2.DelayFrom(now))
@@ -386,6 +411,7 @@ func (in *ingest) worker() {
 			}
 			if d > 0 {
 				in.stats.Throttled.Add(1)
+				_ = in.fwd.Flush() // what was forwarded leaves before the wait
 				wait.Reset(max(d, batchWait))
 				select {
 				case <-wait.C:
@@ -395,37 +421,65 @@ func (in *ingest) worker() {
 				}
 				behind = len(in.queue)
 			}
-			in.forward(m)
+			in.forward(e.subject, e.reply, e.header, e.data, &hdrBuf)
+			if len(in.queue) == 0 {
+				_ = in.fwd.Flush()
+			}
 		}
 	}
 }
 
-// forward rewrites m in place (it is not used after) and republishes it:
-// no copy of the payload or the headers per event. An event without
-// headers (the common case) gets the shared, read-only stamp header, so
-// nothing is allocated for it here; one with headers (nats.go parsed
-// them into m.Header already) has any client Platform-Tenant removed and
-// the stamp set in that map.
-func (in *ingest) forward(m *nats.Msg) {
-	subject, n := m.Subject, len(m.Data)
-	if len(m.Header) == 0 {
-		m.Header = in.only
-	} else {
-		for k := range m.Header {
-			if strings.EqualFold(k, HeaderTenant) {
-				delete(m.Header, k) // a client cannot choose its tenant
-			}
-		}
-		m.Header[HeaderTenant] = in.stamp
-	}
-	m.Subject = storedPrefix + "." + subject
-	if err := in.nc.PublishMsg(m); err != nil {
-		m.Subject = subject
-		in.refuse(m, "platform ingest could not forward: "+err.Error())
+// forward republishes an event to its stored subject with the stamped
+// header block (see stampHeader; scratch is the caller's buffer for it).
+func (in *ingest) forward(subject, reply, hdr, data []byte, scratch *[]byte) {
+	if err := in.fwd.Publish(storedPrefix+".", subject, reply, in.stampHeader(hdr, scratch), data); err != nil {
+		in.refuse(reply, "platform ingest could not forward: "+err.Error())
 		return
 	}
 	in.stats.Accepted.Add(1)
-	in.stats.AcceptedBytes.Add(uint64(n))
+	in.stats.AcceptedBytes.Add(uint64(len(data)))
+}
+
+var (
+	crlf      = []byte("\r\n")
+	tenantKey = []byte(HeaderTenant)
+)
+
+// stampHeader is the header block an event is stored with: the shared
+// stamp alone for an event without headers (the common case: nothing is
+// copied), else the event's header lines without any Platform-Tenant (a
+// client cannot choose its tenant, whatever the case of the key) and the
+// stamp, built in *scratch. The first line is always "NATS/1.0" (a
+// status a client put there is not kept).
+func (in *ingest) stampHeader(hdr []byte, scratch *[]byte) []byte {
+	if len(hdr) == 0 {
+		return in.only
+	}
+	b := append((*scratch)[:0], "NATS/1.0\r\n"...)
+	rest := hdr
+	if i := bytes.Index(rest, crlf); i >= 0 {
+		rest = rest[i+2:]
+	} else {
+		rest = nil
+	}
+	for len(rest) > 0 {
+		i := bytes.Index(rest, crlf)
+		if i < 0 {
+			i = len(rest)
+		}
+		line := rest[:i]
+		rest = rest[min(len(rest), i+2):]
+		if len(line) == 0 {
+			break // the blank line that ends the block
+		}
+		if k := bytes.IndexByte(line, ':'); k >= 0 && bytes.EqualFold(bytes.TrimSpace(line[:k]), tenantKey) {
+			continue
+		}
+		b = append(append(b, line...), crlf...)
+	}
+	b = append(append(b, in.stamp...), crlf...)
+	*scratch = b
+	return b
 }
 
 // apiError is the shape of a JetStream API error, so jetstream.Publish
@@ -440,8 +494,8 @@ type apiError struct {
 
 // refuse answers m with the 429 error. The error bodies are encoded once
 // per quota change, so refusing a flood costs one publish per event.
-func (in *ingest) refuse(m *nats.Msg, why string) {
-	if m.Reply == "" {
+func (in *ingest) refuse(reply []byte, why string) {
+	if len(reply) == 0 {
 		in.stats.Dropped.Add(1) // fire-and-forget: nobody to tell
 	} else {
 		in.stats.Rejected.Add(1)
@@ -462,8 +516,8 @@ func (in *ingest) refuse(m *nats.Msg, why string) {
 			in.refusals.CompareAndSwap(rs, next)
 		}
 	}
-	if m.Reply != "" {
-		_ = in.nc.Publish(m.Reply, body)
+	if len(reply) > 0 {
+		_ = in.fwd.Publish("", reply, nil, nil, body)
 	}
 	// One audit record per tenant per 10 s at most.
 	now := time.Now().UnixNano()
@@ -475,37 +529,18 @@ func (in *ingest) refuse(m *nats.Msg, why string) {
 	}
 }
 
-// keepDropped remembers what a subscription about to be removed lost.
-// Callers hold in.mu.
-func (in *ingest) keepDropped(s *nats.Subscription) {
-	if d, err := s.Dropped(); err == nil && d > 0 {
-		in.slow.Add(uint64(d))
-	}
-}
-
-// slowDropped is how many events the ingest's subscriptions lost because
-// the ingest could not take them fast enough (nats.go pending limits,
-// slow consumer): also a loss of fire-and-forget publishes, counted with
-// Dropped.
-func (in *ingest) slowDropped() uint64 {
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	n := in.slow.Load()
-	for _, s := range in.subs {
-		if d, err := s.Dropped(); err == nil && d > 0 {
-			n += uint64(d)
-		}
-	}
-	return n
+// counts are the events the forwarding connection received and sent.
+func (in *ingest) counts() (received, sent uint64) {
+	r, s, _ := in.fwd.Stats()
+	return r, s
 }
 
 func (in *ingest) close() {
 	in.mu.Lock()
-	for _, s := range in.subs {
-		in.keepDropped(s)
-		_ = s.Unsubscribe()
+	for _, sid := range in.subs {
+		_ = in.fwd.Unsubscribe(sid)
 	}
-	in.subs = map[string]*nats.Subscription{}
+	in.subs = map[string]uint64{}
 	in.mu.Unlock()
 	select {
 	case <-in.done:
@@ -513,4 +548,5 @@ func (in *ingest) close() {
 		close(in.done)
 	}
 	in.wg.Wait()
+	in.fwd.Close()
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/msgplatform/platform/embeddednats"
 	"github.com/msgplatform/platform/internal/validate"
+	"github.com/msgplatform/platform/internal/wire"
 	"github.com/msgplatform/platform/platform"
 )
 
@@ -50,8 +51,13 @@ type Config struct {
 }
 
 // PlatformConnsPerDaemon is the connections one daemon keeps in a
-// tenant's account: the ingest runtime, redrive and DLQ metrics.
-const PlatformConnsPerDaemon = 3
+// tenant's account: the ingest runtime's two (RuntimeConns), redrive and
+// DLQ metrics.
+const PlatformConnsPerDaemon = RuntimeConns + 2
+
+// RuntimeConns is the connections of a tenant's runtime: one for
+// JetStream requests, one the ingest forwards events on.
+const RuntimeConns = 2
 
 // EnsureDefaults fills zero fields.
 func (c *Config) EnsureDefaults() {
@@ -295,10 +301,23 @@ func (m *Manager) startRuntime(ctx context.Context, t *Tenant) error {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	// The ingest's events travel on their own connection, to the same
+	// server first (see ingest).
+	urls := []string{nc.ConnectedUrl()}
+	for _, u := range wire.SplitURLs(m.cfg.URL) {
+		if u != urls[0] {
+			urls = append(urls, u)
+		}
+	}
+	fwd, err := wire.Dial(wire.Options{URLs: urls, JWT: token, Seed: seed, Name: "platform-ingest-" + t.Name, Logger: m.log})
+	if err != nil {
+		nc.Close()
+		return fmt.Errorf("tenancy: connect the ingest of tenant %s: %w", t.Name, err)
+	}
 	rt := &runtime{nc: nc, js: js,
 		rec: platform.NewReconciler(js, platform.ReconcilerOptions{DefaultReplicas: m.cfg.Replicas, Logger: m.log})}
 	name := t.Name
-	rt.in = newIngest(t.Name, nc, t.Quota, m.statsLocked(t.Name), func(detail string) {
+	rt.in = newIngest(t.Name, nc, fwd, t.Quota, m.statsLocked(t.Name), func(detail string) {
 		m.auditAsync(Record{Actor: "platform-ingest", Action: ActionQuotaHit, Tenant: name, Detail: detail})
 	})
 	for topic := range t.Topics {
@@ -314,6 +333,20 @@ func (m *Manager) startRuntime(ctx context.Context, t *Tenant) error {
 	// stops renewing.
 	m.elect(ctx, t.Name, rt)
 	return nil
+}
+
+// IngestCounts are the events this manager's ingest of tenant received
+// and sent (forwards and refusals) since it started; ok is false if the
+// tenant has no runtime here.
+func (m *Manager) IngestCounts(tenant string) (received, sent uint64, ok bool) {
+	m.mu.Lock()
+	rt := m.rts[tenant]
+	m.mu.Unlock()
+	if rt == nil {
+		return 0, 0, false
+	}
+	received, sent = rt.in.counts()
+	return received, sent, true
 }
 
 // stopRuntime stops a tenant's ingest and releases its lease, so a

@@ -597,12 +597,11 @@ func (t *inProcessQuotaTarget) applyRaw(ctx context.Context, spec platform.Topic
 }
 
 func (t *inProcessQuotaTarget) ingest(ctx context.Context, tenant string) (ingestCounters, bool) {
-	js, err := t.m.TenantJetStream(tenant)
-	if err != nil {
+	in, out, ok := t.m.IngestCounts(tenant)
+	if !ok {
 		return ingestCounters{}, false
 	}
-	st := js.Conn().Stats()
-	c := ingestCounters{in: st.InMsgs, out: st.OutMsgs}
+	c := ingestCounters{in: in, out: out}
 	uctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	us, err := t.m.Usage(uctx, tenant)
