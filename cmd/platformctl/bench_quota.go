@@ -64,8 +64,11 @@ func newBenchQuotaCmd(g *globalOptions) *cobra.Command {
      bench.quota.cpu_flooded_over_a_at_quota is the process's CPU during
      B's phase with A flooding over that with A at its quota (the flood's
      CPU cost, steadier than p99 on a shared machine).
-  2, 3 and 4 alternate --runs times; every figure is the median over the
-  runs, but A's outcome counts are those of the run with the median acks.
+  1 runs --runs times, raw and the tenant alternating which goes first,
+  each into its emptied stream (with --server, the tenant's stream cannot
+  be emptied and keeps what earlier runs stored). 2, 3 and 4 alternate
+  --runs times; every figure is the median over the runs, but A's outcome
+  counts are those of the run with the median acks.
 
 A's flood is open loop: every 10 ms tick offers what fell due; a
 connection whose in-flight window stays full for the tick sends none of
@@ -164,6 +167,9 @@ type quotaTarget interface {
 	// rawConn is the connection of the raw publish: like tenant C's, on
 	// the first node of urls().
 	rawConn() *nats.Conn
+	// purge empties tenant's topic (best effort where the bench cannot
+	// reach the tenant's account: a platform at --server).
+	purge(ctx context.Context, tenant, topic string) error
 	// arrange puts the raw topic's stream leader where tenant C's is
 	// (like for like: the raw publish and C's differ by the ingest only)
 	// and describes where the streams and ingests are. Best effort.
@@ -273,22 +279,57 @@ func runBenchQuota(ctx context.Context, tgt quotaTarget, o benchQuotaOptions, si
 	// depends on what else the machine runs.
 	var raws, uns []bench.Result
 	var rawCPU, unCPU []float64
-	for r := range o.runs {
-		logf("run %d/%d: raw publish, then the unthrottled tenant through the ingest, %d events each", r+1, o.runs, o.count)
-		c0 := processCPU()
-		res, _, err := bench.Publish(ctx, rawJS, rawOpts)
+	measure := func(what string, js jetstream.JetStream, opts bench.PublishOptions, empty func(context.Context) error) (bench.Result, float64, error) {
+		// Each measurement starts alike: its stream emptied, no garbage
+		// left by the one before.
+		ectx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		err := empty(ectx)
+		cancel()
 		if err != nil {
-			return nil, fmt.Errorf("raw publish: %w", err)
+			return bench.Result{}, 0, fmt.Errorf("%s: emptying its stream: %w", what, err)
 		}
-		c1 := processCPU()
-		raws = append(raws, res)
-		if res, _, err = bench.Publish(ctx, cjs, popts); err != nil {
-			return nil, fmt.Errorf("unthrottled tenant: %w", err)
+		runtime.GC()
+		c0 := processCPU()
+		res, _, err := bench.Publish(ctx, js, opts)
+		if err != nil {
+			return bench.Result{}, 0, fmt.Errorf("%s: %w", what, err)
 		}
-		c2 := processCPU()
-		uns = append(uns, res)
-		rawCPU = append(rawCPU, float64(c1-c0)/float64(time.Microsecond)/float64(o.count))
-		unCPU = append(unCPU, float64(c2-c1)/float64(time.Microsecond)/float64(o.count))
+		return res, float64(processCPU()-c0) / float64(time.Microsecond) / float64(o.count), nil
+	}
+	emptyRaw := func(ctx context.Context) error {
+		js, err := jetstream.New(tgt.admin())
+		if err != nil {
+			return err
+		}
+		s, err := js.Stream(ctx, platform.StreamName(raw.Name))
+		if err != nil {
+			return err
+		}
+		return s.Purge(ctx)
+	}
+	emptyC := func(ctx context.Context) error { return tgt.purge(ctx, "bench-quota-c", "orders") }
+	for r := range o.runs {
+		// Alternate which goes first, so neither always follows the other.
+		first, second := "raw publish", "the unthrottled tenant through the ingest"
+		if r%2 == 1 {
+			first, second = second, first
+		}
+		logf("run %d/%d: %s, then %s, %d events each", r+1, o.runs, first, second, o.count)
+		for _, side := range []string{first, second} {
+			if side == "raw publish" {
+				res, cpu, err := measure(side, rawJS, rawOpts, emptyRaw)
+				if err != nil {
+					return nil, err
+				}
+				raws, rawCPU = append(raws, res), append(rawCPU, cpu)
+			} else {
+				res, cpu, err := measure(side, cjs, popts, emptyC)
+				if err != nil {
+					return nil, err
+				}
+				uns, unCPU = append(uns, res), append(unCPU, cpu)
+			}
+		}
 	}
 	rawRes, unRes := bench.Median(raws), bench.Median(uns)
 
@@ -614,6 +655,18 @@ func (t *inProcessQuotaTarget) ingest(ctx context.Context, tenant string) (inges
 
 func (t *inProcessQuotaTarget) admin() *nats.Conn { return t.nc }
 
+func (t *inProcessQuotaTarget) purge(ctx context.Context, tenant, topic string) error {
+	js, err := t.m.TenantJetStream(tenant)
+	if err != nil {
+		return err
+	}
+	s, err := js.Stream(ctx, tenancy.StreamName(topic))
+	if err != nil {
+		return err
+	}
+	return s.Purge(ctx)
+}
+
 func (t *inProcessQuotaTarget) rawConn() *nats.Conn { return t.raw }
 
 // arrange moves the raw stream's leader to the server leading tenant C's
@@ -731,6 +784,10 @@ func (t *remoteQuotaTarget) ingest(context.Context, string) (ingestCounters, boo
 }
 
 func (t *remoteQuotaTarget) admin() *nats.Conn { return t.nc }
+
+// purge: the admin connection cannot reach a tenant's account; the
+// tenant's stream keeps what earlier runs stored.
+func (t *remoteQuotaTarget) purge(context.Context, string, string) error { return nil }
 
 func (t *remoteQuotaTarget) rawConn() *nats.Conn { return t.nc }
 
