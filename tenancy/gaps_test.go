@@ -315,7 +315,10 @@ func TestUserUpdateLive(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	if lastErr != nil {
-		t.Fatalf("publish to shipment-jobs after the update, same creds, same nats.Conn: %v", lastErr)
+		mu.Lock()
+		defer mu.Unlock()
+		t.Fatalf("publish to shipment-jobs after the update, same creds, same nats.Conn: %v (connected to %s; async errors: %q; ingest leading: %v)",
+			lastErr, nc.ConnectedServerName(), asyncErrs, e.m.Leading("live"))
 	}
 	if err := pub("orders.k"); err != nil {
 		t.Fatalf("orders after the update: %v", err)
