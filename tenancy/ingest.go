@@ -288,7 +288,9 @@ func (in *ingest) subscribeLocked(subject string) error {
 		return fmt.Errorf("tenancy: ingest %s %s: %w", in.tenant, subject, err)
 	}
 	in.subs[subject] = sid
-	return nil
+	// In place on the server before this returns, as callers expect
+	// (e.g. resume, then the probe).
+	return in.fwd.Sync(2 * time.Second)
 }
 
 // setActive subscribes to every subject (the manager holds the tenant's

@@ -440,6 +440,42 @@ func (c *Conn) flushLocked() error {
 	return err
 }
 
+// Sync waits until the server has processed everything sent before it
+// (a PING and its PONG), so a subscription made before it is in place.
+// A reconnect meanwhile ends the wait (it subscribes everything again).
+func (c *Conn) Sync(timeout time.Duration) error {
+	c.wmu.Lock()
+	if c.conn == nil {
+		c.wmu.Unlock()
+		if c.closed {
+			return ErrClosed
+		}
+		return ErrDisconnected
+	}
+	c.pingsSent++
+	target, conn := c.pingsSent, c.conn
+	c.wbuf = append(c.wbuf, "PING\r\n"...)
+	err := c.flushLocked()
+	c.wmu.Unlock()
+	if err != nil {
+		return err
+	}
+	deadline := time.Now().Add(timeout)
+	for c.pongs.Load() < target {
+		c.wmu.Lock()
+		same := c.conn == conn
+		c.wmu.Unlock()
+		if !same {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("wire: no PONG in %s", timeout)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return nil
+}
+
 // Close closes the connection; the read loop ends.
 func (c *Conn) Close() {
 	c.wmu.Lock()
@@ -470,7 +506,8 @@ func (c *Conn) loop(conn net.Conn, br *bufio.Reader) {
 			return
 		}
 		c.log.Warn("wire: connection lost, reconnecting", "name", c.opts.Name, "error", err)
-		for {
+		var logged time.Time
+		for attempt := 1; ; attempt++ {
 			select {
 			case <-c.done:
 				return
@@ -480,7 +517,10 @@ func (c *Conn) loop(conn net.Conn, br *bufio.Reader) {
 			if conn, br, cerr = c.connectAny(); cerr == nil {
 				break
 			}
-			c.log.Warn("wire: reconnect failed", "name", c.opts.Name, "error", cerr)
+			if time.Since(logged) > 30*time.Second { // not every ReconnectWait
+				c.log.Warn("wire: reconnect failed", "name", c.opts.Name, "attempt", attempt, "error", cerr)
+				logged = time.Now()
+			}
 			select {
 			case <-c.done:
 				return

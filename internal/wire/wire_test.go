@@ -263,3 +263,27 @@ func waitFor(t *testing.T, ok func() bool) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+func TestSyncWaitsForTheServer(t *testing.T) {
+	s := startServer(t, -1)
+	defer s.Shutdown()
+	c, err := Dial(Options{URLs: []string{s.ClientURL()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 50 {
+		if _, err := c.Subscribe(fmt.Sprintf("s.%d", i), "", func(*Msg) {}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.Sync(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if n := s.NumSubscriptions(); n < 50 {
+		t.Fatalf("after Sync the server has %d subscriptions, want 50", n)
+	}
+	c.Close()
+	if err := c.Sync(time.Second); err != ErrClosed {
+		t.Fatalf("Sync after Close: %v, want ErrClosed", err)
+	}
+}
