@@ -1,20 +1,3 @@
-// Package wire is a minimal NATS client for forwarding messages: one
-// connection, subscriptions with a callback that gets the message's
-// subject, reply, header block and payload as slices of the read buffer
-// (no copy, no allocation), and publishes written into one buffer that is
-// flushed when the read buffer is drained, so a burst read in one system
-// call leaves in one.
-//
-// nats.go does more per message for the same hop: its read loop hands
-// each message to the subscription's own goroutine, decodes the headers
-// into a map and encodes them again, and signals a flusher goroutine per
-// publish. The tenancy ingest, which only moves a tenant's publishes to
-// the stored subjects, uses this instead (platformctl bench quota:
-// bench.quota.unthrottled_over_raw).
-//
-// It reconnects (to the URLs in turn) and subscribes again; while it is
-// disconnected, Publish returns ErrDisconnected. It speaks plain TCP and
-// user JWT authentication only (what the platform's client port offers).
 package wire
 
 import (

@@ -26,6 +26,17 @@ func startServer(t *testing.T, port int) *server.Server {
 	return s
 }
 
+// dial connects to s; the connection is closed when the test ends.
+func dial(t *testing.T, s *server.Server) *Conn {
+	t.Helper()
+	c, err := Dial(Options{URLs: []string{s.ClientURL()}, Name: t.Name()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
 // forwarder subscribes to in.> and republishes each message to
 // out.<subject> with an extra header line, as the tenancy ingest does.
 func forwarder(t *testing.T, c *Conn) *atomic.Int64 {
@@ -51,11 +62,7 @@ func forwarder(t *testing.T, c *Conn) *atomic.Int64 {
 func TestForwardKeepsHeadersPayloadAndReply(t *testing.T) {
 	s := startServer(t, -1)
 	defer s.Shutdown()
-	c, err := Dial(Options{URLs: []string{s.ClientURL()}, Name: "test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := dial(t, s)
 	if c.ServerName() == "" {
 		t.Fatal("no server name")
 	}
@@ -122,11 +129,7 @@ func TestForwardKeepsHeadersPayloadAndReply(t *testing.T) {
 func TestMaxPayloadIsRefusedNotSent(t *testing.T) {
 	s := startServer(t, -1)
 	defer s.Shutdown()
-	c, err := Dial(Options{URLs: []string{s.ClientURL()}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := dial(t, s)
 	if err := c.Publish("", []byte("a"), nil, []byte("NATS/1.0\r\n\r\n"), make([]byte, 256<<10)); err != ErrMaxPayload {
 		t.Fatalf("got %v, want ErrMaxPayload", err)
 	}
@@ -181,11 +184,7 @@ func TestReconnectSubscribesAgain(t *testing.T) {
 func TestUnsubscribeDeliversWhatWasInFlight(t *testing.T) {
 	s := startServer(t, -1)
 	defer s.Shutdown()
-	c, err := Dial(Options{URLs: []string{s.ClientURL()}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := dial(t, s)
 	var mu sync.Mutex
 	seen := 0
 	block := make(chan struct{})
@@ -267,10 +266,7 @@ func waitFor(t *testing.T, ok func() bool) {
 func TestSyncWaitsForTheServer(t *testing.T) {
 	s := startServer(t, -1)
 	defer s.Shutdown()
-	c, err := Dial(Options{URLs: []string{s.ClientURL()}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := dial(t, s)
 	for i := range 50 {
 		if _, err := c.Subscribe(fmt.Sprintf("s.%d", i), "", func(*Msg) {}); err != nil {
 			t.Fatal(err)
