@@ -349,6 +349,18 @@ func (m *Manager) IngestCounts(tenant string) (received, sent uint64, ok bool) {
 	return received, sent, true
 }
 
+// IngestServer is the server this manager's ingest of tenant takes
+// events on ("" if it has no runtime here or is reconnecting).
+func (m *Manager) IngestServer(tenant string) string {
+	m.mu.Lock()
+	rt := m.rts[tenant]
+	m.mu.Unlock()
+	if rt == nil {
+		return ""
+	}
+	return rt.in.fwd.ServerName()
+}
+
 // stopRuntime stops a tenant's ingest and releases its lease, so a
 // standby takes over at its next heartbeat. Callers hold m.mu.
 func (m *Manager) stopRuntime(name string) {

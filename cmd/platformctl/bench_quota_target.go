@@ -182,7 +182,7 @@ func (t *inProcessQuotaTarget) arrange(ctx context.Context, rawStream string) st
 		if name == "bench-quota-c" {
 			cLeader = l
 		}
-		parts = append(parts, fmt.Sprintf("%s ingest on %s, stream leader %s", name, js.Conn().ConnectedServerName(), l))
+		parts = append(parts, fmt.Sprintf("%s ingest on %s, stream leader %s", name, t.m.IngestServer(name), l))
 	}
 	js, err := jetstream.New(t.nc)
 	if err != nil {
