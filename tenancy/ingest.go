@@ -384,6 +384,10 @@ func (in *ingest) handle(m *wire.Msg) {
 // less CPU but a worse tail too (longer bursts).
 const batchWait = 5 * time.Millisecond
 
+// reconnectWait is how long the throttle worker waits for the
+// forwarding connection to come back before it refuses a queued event.
+const reconnectWait = 5 * time.Second
+
 // worker forwards queued events as fast as the quota allows, in batches
 // (see batchWait); one timer, reset per wait, so waiting allocates
 // nothing.
@@ -422,6 +426,16 @@ func (in *ingest) worker() {
 					return
 				}
 				behind = len(in.queue)
+			}
+			// A queued event outlives a reconnect of the forwarding
+			// connection (nats.go buffered publishes meanwhile): wait
+			// for it, a bounded time, before it is refused.
+			for wait := time.Duration(0); !in.fwd.Connected() && wait < reconnectWait; wait += 10 * time.Millisecond {
+				select {
+				case <-in.done:
+					return
+				case <-time.After(10 * time.Millisecond):
+				}
 			}
 			in.forward(e.subject, e.reply, e.header, e.data, &hdrBuf)
 			if len(in.queue) == 0 {
