@@ -648,7 +648,10 @@ func TestRunRetriedAfterCrashSendsNoDuplicates(t *testing.T) {
 }
 
 // The rate limit holds within ±5% over a 2,000-event run, measured from
-// the destination stream's own timestamps.
+// the destination stream's own timestamps. At 500 events/s: the limit is
+// what is tested, and in CI, with other packages' tests on the same two
+// cores, a run at 1,000/s was once starved to 888/s (platformctl bench
+// redrive measures 1,000/s on a quiet machine: rate_ratio 0.999).
 func TestRateLimitHolds(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector slows the send path below 1,000 events/s")
@@ -658,7 +661,7 @@ func TestRateLimitHolds(t *testing.T) {
 	s := e.service(nil)
 	ctx := testCtx(t, 60*time.Second)
 	r := req("orders", "alice", Selection{All: true})
-	r.Rate = 1000
+	r.Rate = 500
 	st, err := s.Submit(ctx, r)
 	if err != nil {
 		t.Fatal(err)
