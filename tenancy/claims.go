@@ -133,6 +133,9 @@ func userScopes(t *Tenant, ac *jwt.AccountClaims) {
 		}
 		scope := jwt.NewUserScope()
 		scope.Key, scope.Role = u.ScopeKey, "user:"+u.Name
+		if t.settling == u.Name {
+			scope.Description = "settling a permission change"
+		}
 		scope.Template = jwt.UserPermissionLimits{Permissions: perms,
 			Limits: jwt.Limits{NatsLimits: jwt.NatsLimits{Subs: jwt.NoLimit, Data: jwt.NoLimit, Payload: jwt.NoLimit}}}
 		ac.SigningKeys.AddScopedSigner(scope)

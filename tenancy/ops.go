@@ -402,7 +402,7 @@ func (m *Manager) UpdateUser(ctx context.Context, actor, tenant string, u UserSp
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var out User
-	_, err := m.change(ctx, actor, "user.update", tenant, true, func(t *Tenant) (string, error) {
+	t, err := m.change(ctx, actor, "user.update", tenant, true, func(t *Tenant) (string, error) {
 		old, ok := t.Users[u.Name]
 		switch {
 		case !ok:
@@ -420,7 +420,35 @@ func (m *Manager) UpdateUser(ctx context.Context, actor, tenant string, u UserSp
 		out = old
 		return u.Name, nil
 	})
+	if err == nil {
+		m.settleScope(ctx, t, u.Name)
+	}
 	return out, err
+}
+
+// settleScope closes a user's connections once more after a permission
+// change has reached every server. A server closes the connections of a
+// user whose scope changed when it applies the account update, but one
+// that reconnected there a moment before, still authenticating while the
+// update was applied, is not among the connections it closes: it keeps
+// the old permissions until it next reconnects (seen in tests under
+// load). So the account JWT is pushed twice more: with the user's scope
+// marked (an altered scope again: every server, all of which now hold the
+// new permissions, closes the user's connections), then as the registry
+// has it (once more). Best effort: the change itself is already made.
+func (m *Manager) settleScope(ctx context.Context, t *Tenant, user string) {
+	marked := clone(t)
+	marked.settling = user
+	for _, v := range []*Tenant{marked, t} {
+		tok, err := m.accountJWT(v)
+		if err != nil {
+			return
+		}
+		if err := m.push(ctx, tok); err != nil {
+			m.log.Warn("tenancy: settling a user's permission change", "tenant", t.Name, "user", user, "error", err)
+			return
+		}
+	}
 }
 
 // ListUsers returns a tenant's users.

@@ -187,6 +187,9 @@ type Tenant struct {
 	Updated   time.Time        `json:"updated"`
 
 	revision uint64
+	// settling names a user whose scope is marked in the account JWT
+	// (see Manager.settleScope); never stored.
+	settling string
 }
 
 // User is one credential of a tenant.
