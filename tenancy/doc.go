@@ -153,6 +153,10 @@
 // cannot swap a live JWT connection's permissions: when a scope changes it
 // closes that user's connections (AuthenticationViolation) and clients
 // reconnect by themselves with the same creds and the new permissions.
+// A connection that reconnects to a server while that server applies the
+// update can be missed by it and keep the old permissions, so once every
+// server has the change the account is pushed twice more (the scope
+// marked, then as stored), closing the user's connections again.
 // Users issued before this (permissions in their JWT, no scope key)
 // cannot be updated: revoke and add them again.
 //
