@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/url"
@@ -614,7 +615,7 @@ func (c *Conn) read(conn net.Conn, br *bufio.Reader) error {
 			}
 		} else {
 			body = make([]byte, size+2)
-			if _, err = ioReadFull(br, body); err != nil {
+			if _, err = io.ReadFull(br, body); err != nil {
 				return err
 			}
 		}
@@ -630,18 +631,6 @@ func (c *Conn) read(conn net.Conn, br *bufio.Reader) error {
 			_, _ = br.Discard(size + 2)
 		}
 	}
-}
-
-func ioReadFull(br *bufio.Reader, b []byte) (int, error) {
-	n := 0
-	for n < len(b) {
-		k, err := br.Read(b[n:])
-		n += k
-		if err != nil {
-			return n, err
-		}
-	}
-	return n, nil
 }
 
 func (c *Conn) handler(sid uint64) Handler {
