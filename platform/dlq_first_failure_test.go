@@ -81,12 +81,16 @@ func TestFirstFailureSurvivesConsumerCrash(t *testing.T) {
 	if !e.LastFailure.After(crashedAt) {
 		t.Errorf("last failure %s, want after the crash %s", e.LastFailure, crashedAt)
 	}
-	// The record is gone once the event is dead-lettered.
+	// The record is gone once the event is dead-lettered (it is deleted
+	// right after the DLQ entry is written, so wait for it a little).
 	kv, err := js.KeyValue(ctx, FirstFailuresBucket)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := kv.Get(ctx, failureKey("refunds", e.Consumer, e.StreamSeq)); !errors.Is(err, jetstream.ErrKeyNotFound) {
-		t.Errorf("first-failure record left after dead-lettering: %v", err)
-	}
+	natstest.WaitFor(t, 5*time.Second, func() error {
+		if _, err := kv.Get(ctx, failureKey("refunds", e.Consumer, e.StreamSeq)); !errors.Is(err, jetstream.ErrKeyNotFound) {
+			return fmt.Errorf("first-failure record left after dead-lettering: %v", err)
+		}
+		return nil
+	})
 }
