@@ -86,6 +86,9 @@ type Config struct {
 	// afterSend, for tests, runs after each send; an error stops the run
 	// at once without writing anything (a crash).
 	afterSend func(next int) error
+	// beforeRead, for tests, runs before the prefetcher first reads the
+	// DLQ (a slow start: the meta leader busy, a loaded cluster).
+	beforeRead func()
 }
 
 // DefaultConfig returns the defaults.

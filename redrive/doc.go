@@ -85,7 +85,11 @@
 //     the watched DLQ by the request in the entry's event id, RedriveOf). Above MaxFailureRate
 //     the run pauses itself and says why; the rate is also watched during
 //     the rest of the run. The rate is held by a token bucket
-//     (golang.org/x/time/rate) that starts empty.
+//     (golang.org/x/time/rate) that starts empty when the first entry is
+//     ready to send (not when the runner starts: its first reads of the
+//     DLQ may take a second on a loaded cluster, which the bucket, 250 ms
+//     deep, would otherwise make up in one burst), and Progress.Sending,
+//     from which the reported rate comes, starts then too.
 //
 //   - Every request, approval, rejection, run, pause, resume, adoption,
 //     outcome, and every batch of sent events (linking each DLQ seq to

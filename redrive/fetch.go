@@ -68,6 +68,9 @@ func (rn *runner) prefetch(ctx context.Context, from int) <-chan fetched {
 		// leader had deleted when the run started is never sent, even if
 		// a replica still delivers it, and an entry a replica lacks but
 		// the leader holds is not taken for gone (it is read again).
+		if h := rn.s.cfg.beforeRead; h != nil {
+			h()
+		}
 		view, err := rn.leaderView(ctx)
 		if err != nil {
 			emit(fetched{idx: idx, seq: rn.seqs[idx], err: err})

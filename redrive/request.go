@@ -211,7 +211,10 @@ type Progress struct {
 	StartedAt    time.Time `json:"started_at,omitzero"`
 	UpdatedAt    time.Time `json:"updated_at,omitzero"`
 	FinishedAt   time.Time `json:"finished_at,omitzero"`
-	// Sending is the time spent running, pauses excluded.
+	// Sending is the time spent sending: from the first entry read from
+	// the DLQ (not the start of the runner, whose first reads may take a
+	// second on a loaded cluster) to the last one acknowledged and
+	// deleted, pauses excluded.
 	Sending time.Duration `json:"sending"`
 }
 
