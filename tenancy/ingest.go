@@ -197,10 +197,22 @@ func (in *ingest) subscribe(subject string) error {
 	if !in.active {
 		return nil
 	}
-	if _, ok := in.subs[subject]; !ok && isNew {
+	_, had := in.subs[subject]
+	if !had && isNew {
 		in.placeLeader(subject)
 	}
-	return in.subscribeLocked(subject)
+	if err := in.subscribeLocked(subject); err != nil || had {
+		return err
+	}
+	// The probe's subscription stays the last one made, so that after a
+	// reconnect (wire subscribes again in the order they were made) a
+	// probe answered means every subject is subscribed again too.
+	if sid, ok := in.subs[probeSubject]; ok {
+		_ = in.fwd.Unsubscribe(sid)
+		delete(in.subs, probeSubject)
+		return in.subscribeLocked(probeSubject)
+	}
+	return nil
 }
 
 // placeLeader asks JetStream to move the leader of the (empty) stream

@@ -18,7 +18,9 @@
 // Unsubscribe still reaches the handler; a publish past the server's
 // max_payload is refused here (ErrMaxPayload), never sent.
 //
-// It reconnects (to the URLs in turn) and subscribes again; while it is
+// It reconnects (to the URLs in turn) and subscribes again, in the order
+// the subscriptions were first made (so one made last, such as the
+// ingest's probe, shows the others are in place again); while it is
 // disconnected, Publish returns ErrDisconnected. It speaks plain TCP and
 // user JWT authentication only (what the platform's client port offers).
 package wire

@@ -9,8 +9,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -519,7 +521,12 @@ func (c *Conn) loop(conn net.Conn, br *bufio.Reader) {
 		}
 		c.smu.Lock()
 		c.wbuf = c.wbuf[:0]
-		for sid, s := range c.subs {
+		// In the order they were made (sids grow), so a subscription made
+		// last to show the others are in place (the ingest's probe)
+		// still comes last: the server, and its routes, take them in
+		// this order.
+		for _, sid := range slices.Sorted(maps.Keys(c.subs)) {
+			s := c.subs[sid]
 			c.wbuf = appendSub(c.wbuf, sid, s.subject, s.queue)
 		}
 		c.retired = map[uint64]retiredSub{}

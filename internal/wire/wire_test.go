@@ -1,9 +1,12 @@
 package wire
 
 import (
+	"bufio"
 	"bytes"
 	"fmt"
 	"net"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -281,5 +284,72 @@ func TestSyncWaitsForTheServer(t *testing.T) {
 	c.Close()
 	if err := c.Sync(time.Second); err != ErrClosed {
 		t.Fatalf("Sync after Close: %v, want ErrClosed", err)
+	}
+}
+
+// After a reconnect the subscriptions are made again in the order they
+// were first made, so one made last (the ingest's probe) shows the others
+// are in place. A minimal fake server records the SUB lines of each
+// connection; the first connection is dropped once it has them.
+func TestReconnectSubscribesInOrder(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	subsOf := make(chan []string, 2)
+	const n = 40
+	go func() {
+		for range 2 {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func(conn net.Conn) {
+				defer conn.Close()
+				_, _ = conn.Write([]byte(`INFO {"server_name":"fake","headers":true,"max_payload":1048576}` + "\r\n"))
+				br := bufio.NewReader(conn)
+				var subs []string
+				for {
+					line, err := br.ReadString('\n')
+					if err != nil {
+						return
+					}
+					switch f := strings.Fields(line); {
+					case len(f) > 0 && f[0] == "PING":
+						_, _ = conn.Write([]byte("PONG\r\n"))
+					case len(f) > 1 && f[0] == "SUB":
+						if subs = append(subs, f[1]); len(subs) == n {
+							subsOf <- subs
+							return // drop the connection: the client reconnects
+						}
+					}
+				}
+			}(conn)
+		}
+	}()
+	c, err := Dial(Options{URLs: []string{"nats://" + ln.Addr().String()}, ReconnectWait: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var want []string
+	for i := range n {
+		subj := fmt.Sprintf("s%d", (i*7)%n) // not in any sorted order
+		want = append(want, subj)
+		if _, err := c.Subscribe(subj, "", func(*Msg) {}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_ = c.Flush()
+	for round := range 2 {
+		select {
+		case got := <-subsOf:
+			if !slices.Equal(got, want) {
+				t.Fatalf("connection %d subscribed in the order %v, want %v", round+1, got, want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("connection %d: subscriptions not seen", round+1)
+		}
 	}
 }
