@@ -400,8 +400,13 @@ func TestDLQRouterCapturesMsgTerminated(t *testing.T) {
 	if e := entries["returns"]; string(e.Payload) != "return R1" || e.Group != "refunder" || e.Consumer != PartitionConsumer("refunder", 0) || e.Subject != "returns.0.order:R1" {
 		t.Errorf("topic entry: payload %q group %q consumer %q subject %q", e.Payload, e.Group, e.Consumer, e.Subject)
 	}
-	if e := entries["label-jobs"]; e.Group != "label-jobs" || !strings.Contains(e.Reason, "payload lost") {
-		t.Errorf("queue entry: group %q reason %q", e.Group, e.Reason)
+	// A term on a work queue acknowledges the job, so the stream removes
+	// it; the router races that removal. Either it read the job first and
+	// kept its payload, or it says the payload is lost; never a copy
+	// without the payload that does not say so.
+	if e := entries["label-jobs"]; e.Group != "label-jobs" ||
+		!(strings.Contains(e.Reason, "payload lost") || string(e.Payload) == "label R1") {
+		t.Errorf("queue entry: group %q reason %q payload %q", e.Group, e.Reason, e.Payload)
 	}
 	time.Sleep(time.Second) // nothing more arrives
 	for obj := range entries {
