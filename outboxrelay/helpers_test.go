@@ -322,7 +322,7 @@ func checkDelivered(t *testing.T, msgs []stored, want []outboxrelay.Event, dupsA
 }
 
 // waitDrained waits until the store has no unsent event.
-func waitDrained(t *testing.T, store outboxrelay.Store, timeout time.Duration) {
+func waitDrained(t *testing.T, store outboxrelay.Store, timeout time.Duration, relays ...*outboxrelay.Relay) {
 	t.Helper()
 	natstest.WaitFor(t, timeout, func() error {
 		st, err := store.Stats(context.Background())
@@ -330,7 +330,12 @@ func waitDrained(t *testing.T, store outboxrelay.Store, timeout time.Duration) {
 			return err
 		}
 		if st.Unsent > 0 {
-			return fmt.Errorf("%d unsent", st.Unsent)
+			// What the relays were doing, should the wait time out.
+			var rs []string
+			for i, r := range relays {
+				rs = append(rs, fmt.Sprintf("relay %d: leader %v, counts %+v", i, r.Leader(), r.Counts()))
+			}
+			return fmt.Errorf("%d unsent (%+v) %s", st.Unsent, st, strings.Join(rs, "; "))
 		}
 		return nil
 	})

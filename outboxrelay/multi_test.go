@@ -69,13 +69,13 @@ func TestTwoOutboxesOneDatabase(t *testing.T) {
 	createTopic(t, js, "billing")
 	createTopic(t, js, "shipping")
 
-	_, shipErrc := startRelay(t, f, testConfig("shipping"), shipping)
-	waitDrained(t, shipping, 30*time.Second)
+	shipRelay, shipErrc := startRelay(t, f, testConfig("shipping"), shipping)
+	waitDrained(t, shipping, 30*time.Second, shipRelay)
 	if st, err := billing.Stats(ctx); err != nil || st.Unsent != int64(len(billEvs)) {
 		t.Fatalf("billing while only the shipping relay ran: %+v, %v; want %d unsent", st, err, len(billEvs))
 	}
 	billRelay, billErrc := startRelay(t, f, testConfig("billing"), billing)
-	waitDrained(t, billing, 30*time.Second)
+	waitDrained(t, billing, 30*time.Second, billRelay)
 	if err := billRelay.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
