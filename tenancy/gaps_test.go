@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"strings"
@@ -168,13 +169,25 @@ func TestUsageClusterWideAndResumeServing(t *testing.T) {
 	e.tenant("wide", tenancy.DefaultQuota())
 	prod := e.user("wide", "producer", []string{"orders"}, nil)
 
+	// What both daemons' ingests did, for a failure's message.
+	state := func() string {
+		var b strings.Builder
+		for i, m := range []*tenancy.Manager{e.m, m2} {
+			in, out, _ := m.IngestCounts("wide")
+			fmt.Fprintf(&b, "manager %d: leading %v, ingest on %q received %d sent %d; ", i+1, m.Leading("wide"), m.IngestServer("wide"), in, out)
+		}
+		return b.String()
+	}
 	publish := func(n int) {
 		t.Helper()
 		for i := range 3 {
 			js, _ := jetstream.New(e.mustConnect(prod, "producer", i))
-			for range n {
-				if _, err := js.Publish(ctx(t), "orders.k", []byte("0123456789")); err != nil {
-					t.Fatalf("publish via node %d: %v", i, err)
+			for k := range n {
+				pctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				_, err := js.Publish(pctx, "orders.k", []byte("0123456789"))
+				cancel()
+				if err != nil {
+					t.Fatalf("publish %d via node %d: %v; %s", k, i, err, state())
 				}
 			}
 		}
@@ -194,7 +207,7 @@ func TestUsageClusterWideAndResumeServing(t *testing.T) {
 		_, err := js.Publish(pctx, "orders.k", []byte("0123456789"))
 		cancel()
 		if err != nil {
-			t.Fatalf("publish via node %d right after resume: %v", i, err)
+			t.Fatalf("publish via node %d right after resume: %v; %s", i, err, state())
 		}
 	}
 	publish(10) // 3 + 30 more
