@@ -319,6 +319,8 @@ func scan(ctx context.Context, js jetstream.JetStream, stream string, from uint6
 	from = max(from, info.State.FirstSeq, 1)
 	var c jetstream.Consumer
 	failures := 0
+	var lagSince time.Time
+	caughtUp := false // the replica read said nothing is pending
 	for {
 		if c == nil {
 			if c, err = js.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{
@@ -353,8 +355,10 @@ func scan(ctx context.Context, js jetstream.JetStream, stream string, from uint6
 			}
 			raw := &jetstream.RawStreamMsg{Subject: msg.Subject(), Sequence: md.Sequence.Stream, Header: msg.Headers(), Data: msg.Data(), Time: md.Timestamp}
 			from = md.Sequence.Stream + 1
-			if !fn(raw) || md.Sequence.Stream >= last || md.NumPending == 0 {
+			if !fn(raw) || md.Sequence.Stream >= last {
 				done = true
+			} else if md.NumPending == 0 {
+				caughtUp = true
 			}
 		}
 		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, context.DeadlineExceeded) {
@@ -369,10 +373,55 @@ func scan(ctx context.Context, js jetstream.JetStream, stream string, from uint6
 		if n > 0 {
 			failures = 0
 		}
-		if done || n == 0 || ctx.Err() != nil {
+		if done || ctx.Err() != nil {
 			return ctx.Err()
 		}
+		if n == 0 || caughtUp {
+			// The ordered consumer reads one replica, which may not have
+			// applied everything the leader had when the scan started
+			// (entries written just before a request is frozen). Only the
+			// leader can say the rest is gone.
+			more, err := leaderHolds(ctx, s, from, last)
+			if err != nil {
+				return fmt.Errorf("redrive: read %s: %w", stream, err)
+			}
+			if !more {
+				return nil
+			}
+			if lagSince.IsZero() {
+				lagSince = time.Now()
+			} else if time.Since(lagSince) > maxReplicaLag {
+				return fmt.Errorf("redrive: read %s: the replica read lags the leader, which holds entries in %d..%d, for over %s", stream, from, last, maxReplicaLag)
+			}
+			caughtUp = false
+			sleepCtx(ctx, 100*time.Millisecond)
+		}
 	}
+}
+
+// maxReplicaLag bounds how long scan waits for the replica it reads to
+// catch up with the leader.
+const maxReplicaLag = 10 * time.Second
+
+// leaderHolds reports whether the stream's leader holds any message with
+// a sequence in from..to.
+func leaderHolds(ctx context.Context, s jetstream.Stream, from, to uint64) (bool, error) {
+	info, err := s.Info(ctx, jetstream.WithDeletedDetails(true))
+	if err != nil {
+		return false, err
+	}
+	st := info.State
+	from, to = max(from, st.FirstSeq), min(to, st.LastSeq)
+	if st.Msgs == 0 || from > to {
+		return false, nil
+	}
+	deleted := 0
+	for _, q := range st.Deleted {
+		if q >= from && q <= to {
+			deleted++
+		}
+	}
+	return uint64(deleted) < to-from+1, nil
 }
 
 // transient reports whether a read may succeed when tried again: the
