@@ -122,7 +122,11 @@
 // deletes a tenant releases the lease and a standby takes over at its next
 // heartbeat (about 1s); a crashed one is replaced within about 4s.
 // Publishes during a handover get no responders (jetstream.Publish
-// returns an error the publisher retries). The heartbeat also applies
+// returns an error the publisher retries), and one routed to the old
+// holder's node just as it unsubscribes gets no reply at all (core NATS
+// drops a message whose queue group left the node it was routed to): the
+// publisher's timeout, then its retry. Retries carry the event's
+// Nats-Msg-Id, so none is stored twice. The heartbeat also applies
 // changes made through other daemons (new tenants, topics, quotas,
 // suspensions). Rate changes apply to the next event.
 //
