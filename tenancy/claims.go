@@ -62,8 +62,9 @@ func (m *Manager) accountJWT(t *Tenant) (string, error) {
 // connections (Config.PlatformConns), which would otherwise take the
 // tenant's slots (with a quota of 1, the ingest's runtime connection would
 // leave the tenant none). While the platform holds fewer than its
-// reservation, the tenant can open that many more than its quota; Usage
-// reports the tenant's own connections against the quota.
+// reservation, the servers let the tenant open that many more than its
+// quota; the manager closes those (connquota.go). Usage reports the
+// tenant's own connections against the quota.
 func connLimit(quota, platform int) int64 {
 	if quota < 0 {
 		return jwt.NoLimit

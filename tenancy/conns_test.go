@@ -2,10 +2,12 @@ package tenancy_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
 	"github.com/msgplatform/platform/embeddednats/natstest"
@@ -61,7 +63,7 @@ func TestConnectionQuotaExcludesPlatform(t *testing.T) {
 		return false
 	}
 	if !refused() {
-		t.Fatal("a third connection of a tenant with a connection quota of 2 was accepted")
+		t.Fatalf("a third connection of a tenant with a connection quota of 2 was accepted; %s", accountConns(t, e, "tiny"))
 	}
 	us, err := m.Usage(c, "tiny")
 	if err != nil {
@@ -87,4 +89,106 @@ func TestConnectionQuotaExcludesPlatform(t *testing.T) {
 		}
 	}
 	third.Close()
+}
+
+// While a platform connection is down, the servers would let a tenant
+// open one more connection than its quota (the account's limit includes
+// the platform's reservation), and the platform's connection would then be
+// refused when it came back. The manager closes the newest tenant
+// connection over the quota, so the platform gets its slot back.
+func TestConnectionQuotaHoldsWhilePlatformReconnects(t *testing.T) {
+	f := natstest.RunFabric(t, 3, natstest.WithSyncAlways(false))
+	m, err := tenancy.NewManager(f.Conn(), f.Trust(), tenancy.Config{URL: f.ClientURLs(), Servers: 3, PlatformConns: tenancy.RuntimeConns + 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := ctx(t)
+	if err := m.Start(c); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Close(context.Background()) })
+	e := &env{t: t, f: f, m: m, dir: t.TempDir()}
+	q := tenancy.DefaultQuota()
+	q.Connections = 2
+	e.tenant("tiny", q)
+	svc, err := m.ConnectTenant(c, "tiny", "test-svc")
+	if err != nil {
+		t.Fatalf("service connection: %v", err)
+	}
+	creds := e.user("tiny", "app", []string{"orders"}, nil)
+	first, second := e.mustConnect(creds, "app", 0), e.mustConnect(creds, "app", 1)
+
+	// The platform's service connection drops: its slot is free, and the
+	// tenant takes it with a third connection.
+	svc.Close()
+	closed := make(chan struct{})
+	var third *nats.Conn
+	deadline := time.Now().Add(5 * time.Second)
+	for third == nil {
+		third, err = e.connect(creds, "app", 2, nats.ClosedHandler(func(*nats.Conn) { close(closed) }))
+		if err != nil {
+			if time.Now().After(deadline) {
+				t.Fatalf("a third connection with the platform's slot free: %v", err)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	t.Cleanup(third.Close)
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the connection over the quota was not closed within 10 s")
+	}
+	if first.IsClosed() || second.IsClosed() {
+		t.Fatalf("an older connection was closed (first %v, second %v); want only the newest", first.IsClosed(), second.IsClosed())
+	}
+	// The platform's connection comes back.
+	svc, err = m.ConnectTenant(c, "tiny", "test-svc")
+	if err != nil {
+		t.Fatalf("the service connection, back: %v", err)
+	}
+	t.Cleanup(svc.Close)
+	us, err := m.Usage(c, "tiny")
+	if err != nil || len(us) != 1 || us[0].Connections != 2 {
+		t.Fatalf("usage: %+v, %v; want 2 connections", us, err)
+	}
+	var hit bool
+	natstest.WaitFor(t, 5*time.Second, func() error {
+		recs, err := m.Audit(c, tenancy.AuditFilter{Tenant: "tiny"})
+		if err != nil {
+			return err
+		}
+		for _, r := range recs {
+			if r.Action == tenancy.ActionQuotaHit && strings.Contains(r.Detail, "over its quota of 2") {
+				hit = true
+			}
+		}
+		if !hit {
+			return fmt.Errorf("no quota.hit record for the closed connection among %d", len(recs))
+		}
+		return nil
+	})
+}
+
+// accountConns lists the connections of tenant's account on every node,
+// for a failure's message.
+func accountConns(t *testing.T, e *env, tenant string) string {
+	tn, err := e.m.Get(ctx(t), tenant)
+	if err != nil {
+		return err.Error()
+	}
+	var b strings.Builder
+	for i := range 3 {
+		cz, err := e.f.Node(i).Server().Connz(&server.ConnzOptions{Account: tn.Account, Username: true})
+		if err != nil {
+			fmt.Fprintf(&b, "node %d: %v; ", i, err)
+			continue
+		}
+		fmt.Fprintf(&b, "node %d:", i)
+		for _, c := range cz.Conns {
+			fmt.Fprintf(&b, " [%d %q issuer %.8s start %s]", c.Cid, c.Name, c.IssuerKey, c.Start.Format("15:04:05.000"))
+		}
+		b.WriteString("; ")
+	}
+	return b.String()
 }

@@ -34,8 +34,15 @@
 // service users: redrive, DLQ metrics). The account's limit is therefore the connection quota plus
 // Config.PlatformConns (PlatformConnsPerDaemon per daemon), so those never
 // take the tenant's slots, and usage reports the tenant's own connections.
-// While the platform holds fewer than its reservation, the tenant can open
-// that many more than its quota (at most PlatformConns).
+// While the platform holds fewer than its reservation (a connection
+// reconnecting, a node restarting, a service not connected), the servers
+// would let the tenant open that many more than its quota, and a platform
+// connection coming back would be refused. So each connect to a tenant's
+// account is followed, about 250 ms later, by a count of the tenant's own
+// connections across the cluster (users not signed by the account's
+// signing key: platform users are, tenant users have scoped keys), and
+// the newest beyond the quota are closed (a quota.hit audit record each);
+// see connquota.go.
 //
 // # The ingest: identity and publish rate
 //

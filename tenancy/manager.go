@@ -113,6 +113,7 @@ type Manager struct {
 	sys *nats.Conn          // SYS account
 	reg *registry
 	den *nats.Subscription
+	cq  *nats.Subscription // connect events: the connection quota
 	sts *nats.Subscription // answers other managers' stats requests
 
 	mu       sync.Mutex // serialises changes made through this manager
@@ -188,6 +189,9 @@ func (m *Manager) Start(ctx context.Context) error {
 	if m.sts, err = m.serveStats(); err != nil {
 		return fmt.Errorf("tenancy: serve stats: %w", err)
 	}
+	if m.cq, err = m.watchConnects(); err != nil {
+		return fmt.Errorf("tenancy: watch connects: %w", err)
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, t := range ts {
@@ -236,6 +240,9 @@ func (m *Manager) Close(ctx context.Context) error {
 	}
 	if m.sts != nil {
 		_ = m.sts.Unsubscribe()
+	}
+	if m.cq != nil {
+		_ = m.cq.Unsubscribe()
 	}
 	if m.sys != nil {
 		m.sys.Close()
