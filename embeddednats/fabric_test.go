@@ -24,11 +24,23 @@ func createR3(t *testing.T, js jetstream.JetStream) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{
-		Name: "EVENTS", Subjects: []string{"events.>"}, Replicas: 3, Storage: jetstream.FileStorage,
-		AllowDirect: true,
-	}); err != nil {
-		t.Fatalf("create stream: %v", err)
+	for {
+		_, err := js.CreateStream(ctx, jetstream.StreamConfig{
+			Name: "EVENTS", Subjects: []string{"events.>"}, Replicas: 3, Storage: jetstream.FileStorage,
+			AllowDirect: true,
+		})
+		// A fabric just started may not have every peer's first report
+		// at the meta leader yet: "no suitable peers for placement, peer
+		// offline" (10005) for a moment.
+		var apiErr *jetstream.APIError
+		if errors.As(err, &apiErr) && apiErr.ErrorCode == 10005 && ctx.Err() == nil {
+			time.Sleep(100 * time.Millisecond)
+			continue
+		}
+		if err != nil {
+			t.Fatalf("create stream: %v", err)
+		}
+		return
 	}
 }
 

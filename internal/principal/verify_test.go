@@ -164,8 +164,12 @@ func TestVerify(t *testing.T) {
 
 	// Revocation of one user, then of every user (suspension), seen
 	// after the cache (1s) expires.
+	// Revocations compare with a JWT's issue time, which jwt's Encode
+	// takes from the real clock (not in.now): revoke as of the real now,
+	// or a second boundary crossed since in.now was set leaves the user
+	// issued after its revocation.
 	in.mu.Lock()
-	in.accounts[in.tenant].RevokeAt(carolKey, in.now)
+	in.accounts[in.tenant].RevokeAt(carolKey, time.Now())
 	in.mu.Unlock()
 	in.advance(1100 * time.Millisecond)
 	if _, err := verify(in.sign(carol)); err == nil || !strings.Contains(err.Error(), "is revoked") {
@@ -176,7 +180,7 @@ func TestVerify(t *testing.T) {
 	}
 	dave, _ := in.user("dave", in.tenant, in.tenantSK, nil)
 	in.mu.Lock()
-	in.accounts[in.tenant].RevokeAt(jwt.All, in.now)
+	in.accounts[in.tenant].RevokeAt(jwt.All, time.Now())
 	in.mu.Unlock()
 	in.advance(1100 * time.Millisecond)
 	if _, err := verify(in.sign(dave)); err == nil || !strings.Contains(err.Error(), "suspension") {
