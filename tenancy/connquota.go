@@ -3,6 +3,7 @@ package tenancy
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"sync"
@@ -51,17 +52,43 @@ func (m *Manager) watchConnects() (*nats.Subscription, error) {
 		if _, busy := pending.LoadOrStore(tenant, struct{}{}); busy {
 			return
 		}
-		time.AfterFunc(connQuotaDelay, func() {
-			pending.Delete(tenant)
+		var check func(attempt int)
+		check = func(attempt int) {
+			if m.isClosed() {
+				return
+			}
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
-			if n, err := m.enforceConnQuota(ctx, tenant); err != nil {
+			n, err := m.enforceConnQuota(ctx, tenant)
+			switch {
+			case errors.Is(err, errIncomplete) && attempt < connQuotaAttempts && !m.isClosed():
+				// Not every server answered (a loaded or restarting
+				// node) and those that did hold no more than the quota:
+				// the others may hold the connection over it. Count
+				// again.
+				time.AfterFunc(time.Duration(attempt+1)*connQuotaDelay*4, func() { check(attempt + 1) })
+				return
+			case err != nil && !m.isClosed():
 				m.log.Warn("tenancy: connection quota check", "tenant", tenant, "err", err)
-			} else if n > 0 {
+			case n > 0:
 				m.log.Warn("tenancy: closed connections over the connection quota", "tenant", tenant, "closed", n)
 			}
+		}
+		time.AfterFunc(connQuotaDelay, func() {
+			pending.Delete(tenant) // connects from now on schedule a count of their own
+			check(0)
 		})
 	})
+}
+
+// connQuotaAttempts bounds the counts of one check that not every server
+// answered.
+const connQuotaAttempts = 5
+
+func (m *Manager) isClosed() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.closed
 }
 
 // tenantConn is one connection in a tenant's account.
@@ -82,7 +109,7 @@ func (m *Manager) enforceConnQuota(ctx context.Context, tenant string) (int, err
 	if t.State != StateActive || t.Quota.Connections < 0 {
 		return 0, nil
 	}
-	all, err := m.accountConns(ctx, t)
+	all, complete, err := m.accountConns(ctx, t)
 	if err != nil {
 		return 0, err
 	}
@@ -94,6 +121,9 @@ func (m *Manager) enforceConnQuota(ctx context.Context, tenant string) (int, err
 	}
 	over := len(own) - t.Quota.Connections
 	if over <= 0 {
+		if !complete { // a server that did not answer may hold more
+			return 0, errIncomplete
+		}
 		return 0, nil
 	}
 	sort.Slice(own, func(i, j int) bool { // newest first
@@ -123,9 +153,13 @@ type issuedConn struct {
 	issuer string
 }
 
+// errIncomplete: not every server listed its connections.
+var errIncomplete = errors.New("not every server listed the account's connections within a second")
+
 // accountConns lists the connections of t's account on every server that
-// answers within a second.
-func (m *Manager) accountConns(ctx context.Context, t *Tenant) ([]issuedConn, error) {
+// answers within a second; complete says all of them (Config.Servers)
+// did.
+func (m *Manager) accountConns(ctx context.Context, t *Tenant) (conns []issuedConn, complete bool, err error) {
 	limit := t.Quota.Connections + m.cfg.PlatformConns + 1024
 	body, _ := json.Marshal(server.ConnzEventOptions{ConnzOptions: server.ConnzOptions{Username: true, Limit: limit}})
 	// Username asks for the auth details (user, issuer key); its JSON name
@@ -133,11 +167,11 @@ func (m *Manager) accountConns(ctx context.Context, t *Tenant) ([]issuedConn, er
 	inbox := m.sys.NewRespInbox()
 	sub, err := m.sys.SubscribeSync(inbox)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	defer sub.Unsubscribe()
 	if err := m.sys.PublishRequest(fmt.Sprintf("$SYS.REQ.ACCOUNT.%s.CONNZ", t.Account), inbox, body); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
@@ -161,8 +195,5 @@ func (m *Manager) accountConns(ctx context.Context, t *Tenant) ([]issuedConn, er
 				tenantConn: tenantConn{server: r.Server.ID, cid: c.Cid, start: c.Start, key: c.AuthorizedUser}})
 		}
 	}
-	if replies == 0 {
-		return nil, fmt.Errorf("no server listed the connections of account %s", t.Account)
-	}
-	return out, nil
+	return out, replies >= m.cfg.Servers, nil
 }
