@@ -24,25 +24,8 @@ import (
 // the next one in without a restart. Before the reservation, the
 // platform's connections left a tenant with a quota of 2 none at all.
 func TestConnectionQuotaExcludesPlatform(t *testing.T) {
-	f := natstest.RunFabric(t, 3, natstest.WithSyncAlways(false))
-	m, err := tenancy.NewManager(f.Conn(), f.Trust(), tenancy.Config{URL: f.ClientURLs(), Servers: 3, PlatformConns: tenancy.RuntimeConns + 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := ctx(t)
-	if err := m.Start(c); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = m.Close(context.Background()) })
-	e := &env{t: t, f: f, m: m, dir: t.TempDir()}
-	q := tenancy.DefaultQuota()
-	q.Connections = 2
-	e.tenant("tiny", q)
-	svc, err := m.ConnectTenant(c, "tiny", "test-svc")
-	if err != nil {
-		t.Fatalf("service connection: %v", err)
-	}
-	t.Cleanup(svc.Close)
+	e, q, _ := tinyTenant(t)
+	m, c := e.m, ctx(t)
 	creds := e.user("tiny", "app", []string{"orders"}, nil)
 
 	// The platform holds its 3 (the runtime's 2, a service): the tenant
@@ -100,31 +83,8 @@ func TestConnectionQuotaExcludesPlatform(t *testing.T) {
 // refused when it came back. The manager closes the newest tenant
 // connection over the quota, so the platform gets its slot back.
 func TestConnectionQuotaHoldsWhilePlatformReconnects(t *testing.T) {
-	f := natstest.RunFabric(t, 3, natstest.WithSyncAlways(false))
-	var logBuf syncBuffer // the manager's warnings, shown if the test fails
-	log := slog.New(slog.NewTextHandler(&logBuf, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("the manager's warnings:\n%s", logBuf.String())
-		}
-	})
-	m, err := tenancy.NewManager(f.Conn(), f.Trust(), tenancy.Config{URL: f.ClientURLs(), Servers: 3, PlatformConns: tenancy.RuntimeConns + 1, Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := ctx(t)
-	if err := m.Start(c); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = m.Close(context.Background()) })
-	e := &env{t: t, f: f, m: m, dir: t.TempDir()}
-	q := tenancy.DefaultQuota()
-	q.Connections = 2
-	e.tenant("tiny", q)
-	svc, err := m.ConnectTenant(c, "tiny", "test-svc")
-	if err != nil {
-		t.Fatalf("service connection: %v", err)
-	}
+	e, _, svc := tinyTenant(t)
+	m, c := e.m, ctx(t)
 	creds := e.user("tiny", "app", []string{"orders"}, nil)
 	first, second := e.mustConnect(creds, "app", 0), e.mustConnect(creds, "app", 1)
 
@@ -137,6 +97,7 @@ func TestConnectionQuotaHoldsWhilePlatformReconnects(t *testing.T) {
 	// and the manager had nothing to do.)
 	svc.Close()
 	var third *nats.Conn
+	var err error
 	deadline := time.Now().Add(5 * time.Second)
 	for third == nil {
 		third, err = e.connect(creds, "app", 2)
@@ -198,6 +159,40 @@ func TestConnectionQuotaHoldsWhilePlatformReconnects(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// tinyTenant starts a 3-node fabric and a manager reserving the
+// connections it holds (its runtime's and one service's), and creates
+// tenant "tiny" with a connection quota of 2 (returned) and that service's
+// connection. The manager's warnings are shown if the test fails.
+func tinyTenant(t *testing.T) (*env, tenancy.Quota, *nats.Conn) {
+	t.Helper()
+	f := natstest.RunFabric(t, 3, natstest.WithSyncAlways(false))
+	var logBuf syncBuffer
+	log := slog.New(slog.NewTextHandler(&logBuf, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the manager's warnings:\n%s", logBuf.String())
+		}
+	})
+	m, err := tenancy.NewManager(f.Conn(), f.Trust(), tenancy.Config{URL: f.ClientURLs(), Servers: 3, PlatformConns: tenancy.RuntimeConns + 1, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Start(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Close(context.Background()) })
+	e := &env{t: t, f: f, m: m, dir: t.TempDir()}
+	q := tenancy.DefaultQuota()
+	q.Connections = 2
+	e.tenant("tiny", q)
+	svc, err := m.ConnectTenant(ctx(t), "tiny", "test-svc")
+	if err != nil {
+		t.Fatalf("service connection: %v", err)
+	}
+	t.Cleanup(svc.Close)
+	return e, q, svc
 }
 
 // accountConns lists the connections of tenant's account on every node,
