@@ -78,6 +78,12 @@ type Config struct {
 	// Control is the PLATFORM account's JetStream holding the bucket and
 	// the audit stream (default: the js given to New).
 	Control jetstream.JetStream
+	// OwnConn, if set, is told when the service opens its own connection
+	// for its runs (one, shared, with the credentials of js's, open while
+	// a run is; wirepath.go) and, through the func it returns, when it
+	// closes it. platformd counts it among the platform's connections of
+	// a tenant's account.
+	OwnConn func() (closed func())
 	// NamePrefix is the prefix of stored object names in the account
 	// (tenancy stores topic NAME as "stored.NAME"): DLQs are shown and
 	// named without it, and a request's destination gets it.
@@ -89,6 +95,9 @@ type Config struct {
 	// beforeRead, for tests, runs before the prefetcher first reads the
 	// DLQ (a slow start: the meta leader busy, a loaded cluster).
 	beforeRead func()
+	// noWire, for tests, keeps a run on the service's nats.go connection
+	// (what a run does when wire cannot connect as it; wirepath.go).
+	noWire bool
 }
 
 // DefaultConfig returns the defaults.

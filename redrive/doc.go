@@ -54,12 +54,25 @@
 //     reaches only the group that failed.
 //
 //   - The send path is a pipeline (run.go, publish.go, deleter.go):
-//     entries are read ahead from the DLQ (an ordered consumer: ephemeral,
-//     in memory, no acks, on the stream leader), published asynchronously
-//     with a bounded window (core NATS with the run's own reply subjects;
-//     the Nats-Msg-Id is in the header), and their acks awaited in order
-//     (a failed or unanswered publish is retried with the same id; a
-//     refusal is final). An entry is deleted from the DLQ only after its
+//     entries are read ahead from the DLQ (a pull consumer: ephemeral,
+//     in memory, no acks, R1 on one of the DLQ's replicas, whose gaps
+//     and replica lag are checked against the leader's view), published
+//     asynchronously with a bounded window (core NATS with the run's own
+//     reply subjects; the Nats-Msg-Id is in the header), and their acks
+//     awaited in order (a failed publish is retried with the same id, an
+//     unanswered one once ackTimeout has passed since it was published; a
+//     refusal is final). The reads and publishes go over a connection of
+//     the service's own, shared by its runs and open while one runs, with
+//     the credentials of the service's (internal/wire; wirepath.go): an
+//     entry's header block stays bytes from the read to the publish,
+//     filtered line by line, where nats.go decodes a map per message and
+//     encodes it again (platformctl bench redrive: cpu_ratio_vs_raw about
+//     1.2, against 1.35-1.6 through nats.go). Where wire cannot connect as
+//     the service does (TLS, a password or token, a JetStream domain, a
+//     tenant at its connection limit), and while its connection is down,
+//     the run uses nats.go (an ordered consumer, PublishMsg); the events
+//     are the same. Config.OwnConn counts that connection (platformd
+//     counts it among the platform's connections of a tenant's account). An entry is deleted from the DLQ only after its
 //     publish is acknowledged, in batches: one purge below a contiguous
 //     stretch of acknowledged entries when nothing else is left beneath
 //     it, one delete per entry otherwise. The run's position (Progress

@@ -21,7 +21,7 @@ import (
 type fetched struct {
 	idx int
 	seq uint64
-	m   *jetstream.RawStreamMsg // nil: gone from the DLQ
+	e   *rawEntry // nil: gone from the DLQ
 	err error
 }
 
@@ -31,9 +31,21 @@ type item struct {
 	// skip: nothing sent; gone: because the entry is no longer in the DLQ
 	// (a skipped entry that is not gone stays where it is).
 	skip, gone bool
-	msg        *nats.Msg // nil once acknowledged
-	tok        uint64    // the ack's token (publisher)
-	link       Link
+	// The redriven event (hdr and data nil once acknowledged); its
+	// subject is link.Subject.
+	hdr, data []byte
+	tok       uint64    // the ack's token (publisher)
+	at        time.Time // when it was published
+	link      Link
+}
+
+// natsMsg is the item's event as nats.go publishes it.
+func (it *item) natsMsg() *nats.Msg {
+	m := &nats.Msg{Subject: it.link.Subject, Data: it.data}
+	if len(it.hdr) > 0 {
+		m.Header, _ = nats.DecodeHeadersMsg(it.hdr)
+	}
+	return m
 }
 
 const (
@@ -81,13 +93,30 @@ func (rn *runner) prefetch(ctx context.Context, from int) <-chan fetched {
 		// over is gone from the DLQ, and so is every frozen seq after the
 		// stream's last message (sequences never come back), if the
 		// leader agrees.
-		idx = rn.stream(ctx, stream, idx, view, emit)
+		// Over the run's wire connection if it has one (wirepath.go). A
+		// stream that ends early (a gap, a leader change) is opened again
+		// from where it got to, as long as it gets somewhere.
+		for stalls := 0; idx < len(rn.seqs) && stalls < 2 && ctx.Err() == nil; {
+			var n int
+			if rn.wc != nil {
+				n = rn.streamWire(ctx, rn.wc, idx, view, emit)
+			} else {
+				n = rn.stream(ctx, stream, idx, view, emit)
+			}
+			if n == idx {
+				stalls++
+			}
+			idx = n
+		}
 		// Exact path for whatever is left.
 		for ; idx < len(rn.seqs); idx++ {
 			seq := rn.seqs[idx]
 			f := fetched{idx: idx, seq: seq}
 			if !view.gone(seq) {
-				f.m, f.err = rn.readEntry(ctx, seq, &view)
+				var m *jetstream.RawStreamMsg
+				if m, f.err = rn.readEntry(ctx, seq, &view); m != nil {
+					f.e = rawOf(m)
+				}
 			}
 			if !emit(f) {
 				return
@@ -134,7 +163,7 @@ func (rn *runner) stream(ctx context.Context, stream string, idx int, view *lead
 		if idx < len(rn.seqs) && rn.seqs[idx] == sq {
 			f := fetched{idx: idx, seq: sq}
 			if !view.gone(sq) { // else deleted on the leader before the run: gone
-				f.m = &jetstream.RawStreamMsg{Subject: msg.Subject(), Sequence: sq, Header: msg.Headers(), Data: msg.Data(), Time: md.Timestamp}
+				f.e = &rawEntry{hdr: encodeHeader(msg.Headers()), data: msg.Data()}
 			}
 			if !emit(f) {
 				return len(rn.seqs)

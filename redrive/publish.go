@@ -11,6 +11,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/msgplatform/platform/internal/wire"
 )
 
 // The send path's publishes and their acks. A run publishes its events
@@ -27,7 +29,9 @@ import (
 // tenant user's custom inbox prefix holds).
 type publisher struct {
 	nc     *nats.Conn
-	prefix string // the reply subjects' prefix, <inbox>.
+	wc     *wire.Conn // publishes go here if set (wirepath.go)
+	reply  []byte     // the wire publish's reply subject, reused
+	prefix string     // the reply subjects' prefix, <inbox>.
 	sub    *nats.Subscription
 	acks   chan *nats.Msg
 	next   uint64 // the token of the next publish (the sender's)
@@ -47,8 +51,8 @@ const ackTimeout = 5 * time.Second
 // newPublisher subscribes to the run's reply subjects. window bounds the
 // publishes awaiting their ack; the channel holds twice as many, so the
 // connection never drops an ack as a slow consumer.
-func newPublisher(nc *nats.Conn, window int) (*publisher, error) {
-	p := &publisher{nc: nc, prefix: nc.NewInbox() + ".", acks: make(chan *nats.Msg, 2*window+64), early: map[uint64]*nats.Msg{}}
+func newPublisher(nc *nats.Conn, wc *wire.Conn, window int) (*publisher, error) {
+	p := &publisher{nc: nc, wc: wc, prefix: nc.NewInbox() + ".", acks: make(chan *nats.Msg, 2*window+64), early: map[uint64]*nats.Msg{}}
 	sub, err := nc.ChanSubscribe(p.prefix+"*", p.acks)
 	if err != nil {
 		return nil, fmt.Errorf("redrive: subscribe to acks: %w", err)
@@ -64,24 +68,51 @@ func (p *publisher) close() {
 	}
 }
 
-// publish sends m (which carries its Nats-Msg-Id header) and returns the
-// token of its ack.
-func (p *publisher) publish(m *nats.Msg) (uint64, error) {
+// publish sends an event (its header block carries its Nats-Msg-Id) and
+// returns the token of its ack. On the wire connection it is buffered
+// until flush (or the buffer fills); while that connection is down, the
+// event goes through nats.go.
+func (p *publisher) publish(subject string, hdr, data []byte) (uint64, error) {
 	tok := p.next
-	m.Reply = p.prefix + strconv.FormatUint(tok, 10)
-	if err := p.nc.PublishMsg(m); err != nil {
-		m.Reply = ""
-		return 0, err
+	var err error = errNoWire
+	if p.wc != nil {
+		p.reply = strconv.AppendUint(append(p.reply[:0], p.prefix...), tok, 10)
+		err = p.wc.Publish(subject, nil, p.reply, hdr, data)
+	}
+	if err != nil { // no wire connection, or it is down: nats.go's
+		// (which buffers while it reconnects)
+		m := &nats.Msg{Subject: subject, Reply: p.prefix + strconv.FormatUint(tok, 10), Data: data}
+		if len(hdr) > 0 {
+			h, err := nats.DecodeHeadersMsg(hdr)
+			if err != nil {
+				return 0, err
+			}
+			m.Header = h
+		}
+		if err := p.nc.PublishMsg(m); err != nil {
+			return 0, err
+		}
 	}
 	p.next++
 	return tok, nil
 }
 
+// flush writes the buffered publishes (wire); nats.go flushes by itself.
+func (p *publisher) flush() {
+	if p.wc != nil {
+		_ = p.wc.Flush()
+	}
+}
+
 // wait returns the ack of the publish with token tok: the broker's reply
-// (not yet parsed), errNoAck after ackTimeout, or ctx's error. Acks of
+// (not yet parsed), errNoAck once deadline (its publish's time plus
+// ackTimeout) has passed, or ctx's error. The deadline counts from the
+// publish, not from the wait: when a connection dies with a window of
+// publishes in flight, their acks are all lost, and each is given up on
+// at its own deadline, not ackTimeout after the one before. Acks of
 // earlier tokens that come late (their events were published again) are
 // dropped; acks of later ones are kept for their turn.
-func (p *publisher) wait(ctx context.Context, tok uint64) (*nats.Msg, error) {
+func (p *publisher) wait(ctx context.Context, tok uint64, deadline time.Time) (*nats.Msg, error) {
 	if m, ok := p.early[tok]; ok {
 		delete(p.early, tok)
 		return m, nil
@@ -93,9 +124,9 @@ func (p *publisher) wait(ctx context.Context, tok uint64) (*nats.Msg, error) {
 		default:
 			if !armed {
 				if p.timer == nil {
-					p.timer = time.NewTimer(ackTimeout)
+					p.timer = time.NewTimer(time.Until(deadline))
 				} else {
-					p.timer.Reset(ackTimeout)
+					p.timer.Reset(time.Until(deadline))
 				}
 				armed = true
 			}
@@ -139,7 +170,7 @@ func (rn *runner) acker(ctx context.Context) {
 			it.link.Stream, it.link.Seq, it.link.Duplicate = ack.Stream, ack.Sequence, ack.Duplicate
 			rn.lastStream = ack.Stream
 			rn.acked.Add(1)
-			it.msg = nil // acknowledged: the deleter needs the link only
+			it.hdr, it.data = nil, nil // acknowledged: the deleter needs the link only
 		}
 		rn.del.add(it)
 	}
@@ -149,7 +180,7 @@ func (rn *runner) acker(ctx context.Context) {
 // unanswered is sent again with the same id (the stream drops a stored
 // repeat); a refusal is final.
 func (rn *runner) await(ctx context.Context, it item) (*jetstream.PubAck, error) {
-	m, err := rn.pub.wait(ctx, it.tok)
+	m, err := rn.pub.wait(ctx, it.tok, it.at.Add(ackTimeout))
 	if err == nil {
 		var ack *jetstream.PubAck
 		if ack, err = parsePubAck(m, rn.lastStream); err == nil {
@@ -163,10 +194,12 @@ func (rn *runner) await(ctx context.Context, it item) (*jetstream.PubAck, error)
 		if errors.As(err, &apiErr) || attempt >= 4 || ctx.Err() != nil {
 			return nil, fmt.Errorf("redrive: publish DLQ entry %d to %s (id %s): %w", it.link.DLQSeq, it.link.Subject, it.link.MsgID, err)
 		}
-		sleepCtx(ctx, time.Duration(200<<attempt)*time.Millisecond)
+		if attempt > 0 || !errors.Is(err, errNoAck) { // unanswered: sent again at once
+			sleepCtx(ctx, time.Duration(200<<attempt)*time.Millisecond)
+		}
 		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		var ack *jetstream.PubAck
-		ack, err = rn.s.js.PublishMsg(actx, it.msg, jetstream.WithMsgID(it.link.MsgID))
+		ack, err = rn.s.js.PublishMsg(actx, it.natsMsg(), jetstream.WithMsgID(it.link.MsgID))
 		cancel()
 		if err == nil {
 			return ack, nil

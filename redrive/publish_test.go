@@ -78,7 +78,7 @@ func TestPublisherWaitMatchesAcksToPublishes(t *testing.T) {
 	p.acks <- ack("_INBOX.x.3", "13")
 	ctx := context.Background()
 	for tok, want := range []string{"10", "11", "12", "13"} {
-		m, err := p.wait(ctx, uint64(tok))
+		m, err := p.wait(ctx, uint64(tok), time.Now().Add(time.Minute))
 		if err != nil {
 			t.Fatalf("token %d: %v", tok, err)
 		}
@@ -92,8 +92,14 @@ func TestPublisherWaitMatchesAcksToPublishes(t *testing.T) {
 	}
 	cctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	defer cancel()
-	if _, err := p.wait(cctx, 4); !errors.Is(err, context.DeadlineExceeded) {
+	if _, err := p.wait(cctx, 4, time.Now().Add(time.Minute)); !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("no ack: %v, want the context's deadline", err)
+	}
+	// A publish whose deadline has passed (published ackTimeout ago, its
+	// connection gone since) is given up on at once.
+	start := time.Now()
+	if _, err := p.wait(ctx, 5, start.Add(-time.Second)); !errors.Is(err, errNoAck) || time.Since(start) > time.Second {
+		t.Errorf("past deadline: %v after %s, want errNoAck at once", err, time.Since(start))
 	}
 }
 

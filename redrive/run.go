@@ -11,10 +11,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/time/rate"
 
+	"github.com/msgplatform/platform/internal/wire"
 	"github.com/msgplatform/platform/platform"
 )
 
@@ -91,6 +91,9 @@ type runner struct {
 	ackErr  error
 	bgErr   error // a background checkpoint's failure (errFenced, ...)
 	pub     *publisher
+	// wc is the run's own connection for its reads and publishes (nil:
+	// nats.go's; wirepath.go).
+	wc *wire.Conn
 	// acked counts this run's acknowledged publishes (the acker's);
 	// sentAtStart is Progress.Sent when the run started.
 	acked       atomic.Int64
@@ -191,7 +194,10 @@ func (rn *runner) run(ctx context.Context) error {
 	pctx, stopPipeline := context.WithCancel(ctx)
 	rn.del = newDeleter(rn, rn.dlq, r.DLQStream)
 	rn.issued = rn.p.Next
-	if rn.pub, err = newPublisher(s.js.Conn(), s.cfg.Window); err != nil {
+	if rn.wc = s.acquireWire(); rn.wc != nil {
+		defer s.releaseWire()
+	}
+	if rn.pub, err = newPublisher(s.js.Conn(), rn.wc, s.cfg.Window); err != nil {
 		stopPipeline()
 		return err
 	}
@@ -328,6 +334,9 @@ func (rn *runner) send(ctx context.Context, end int, crash func()) (stop bool, e
 			rn.ckWG.Wait()
 			return true, rn.drainThen(ctx, rn.haltErr())
 		}
+		if rn.lim.Tokens() < 1 {
+			rn.pub.flush() // the rate makes the sender wait: what is buffered goes now
+		}
 		if err := rn.lim.Wait(lctx); err != nil {
 			if ctx.Err() == nil && rn.h.halted() {
 				continue
@@ -458,8 +467,13 @@ func (rn *runner) issue(ctx context.Context) error {
 	} else {
 		select {
 		case f = <-rn.fetch:
-		case <-ctx.Done():
-			return ctx.Err()
+		default:
+			rn.pub.flush() // nothing to send next: what is buffered goes now
+			select {
+			case f = <-rn.fetch:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
 		}
 	}
 	if f.err != nil {
@@ -469,8 +483,9 @@ func (rn *runner) issue(ctx context.Context) error {
 	if !it.skip {
 		var err error
 		for attempt := 0; ; attempt++ {
-			it.tok, err = rn.pub.publish(it.msg)
+			it.tok, err = rn.pub.publish(it.link.Subject, it.hdr, it.data)
 			if err == nil {
+				it.at = time.Now()
 				break
 			}
 			if ctx.Err() != nil || attempt >= 20 {
@@ -481,58 +496,91 @@ func (rn *runner) issue(ctx context.Context) error {
 	}
 	select {
 	case rn.items <- it:
-	case <-ctx.Done():
-		return ctx.Err()
+	default:
+		rn.pub.flush() // the window is full: the acks wait for these
+		select {
+		case rn.items <- it:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
 	rn.issued++
 	return nil
 }
 
 // prepare builds the redriven event of a fetched entry, with its
-// Nats-Msg-Id.
+// Nats-Msg-Id: the entry's header block, line by line, without the
+// broker's, the DLQ writer's and an earlier redrive's headers
+// (keepHeader), then the redrive's own.
 func (rn *runner) prepare(f fetched) item {
-	if f.m == nil {
+	if f.e == nil {
 		return item{idx: f.idx, seq: f.seq, skip: true, gone: true}
 	}
-	m := f.m
-	// Only the four headers the send needs (not ParseDLQEntry, not
-	// toEntry: no fingerprint, no time parsing on the hot path).
-	e := Entry{Subject: m.Header.Get(platform.HeaderDLQSubject), Group: m.Header.Get(platform.HeaderDLQGroup), Stream: m.Header.Get(platform.HeaderDLQStream)}
-	e.StreamSeq, _ = strconv.ParseUint(m.Header.Get(platform.HeaderDLQSeq), 10, 64)
+	src := f.e.hdr
+	// Only the headers the send needs (not ParseDLQEntry, not toEntry: no
+	// fingerprint, no time parsing on the hot path), in one pass.
+	var e Entry
+	var seqv, origID, eventID string
+	headerLines(src, func(_, k, v []byte) bool {
+		switch string(k) {
+		case platform.HeaderDLQSubject:
+			if e.Subject == "" {
+				e.Subject = string(v)
+			}
+		case platform.HeaderDLQGroup:
+			if e.Group == "" {
+				e.Group = string(v)
+			}
+		case platform.HeaderDLQStream:
+			if e.Stream == "" {
+				e.Stream = string(v)
+			}
+		case platform.HeaderDLQSeq:
+			if seqv == "" {
+				seqv = string(v)
+			}
+		case HeaderOriginalMsgID:
+			if origID == "" {
+				origID = string(v)
+			}
+		case headerEventID:
+			if eventID == "" {
+				eventID = string(v)
+			}
+		}
+		return true
+	})
+	e.StreamSeq, _ = strconv.ParseUint(seqv, 10, 64)
 	dest := destination(rn.dest, rn.object, rn.kind, e)
 	if dest == "" {
 		return item{idx: f.idx, seq: f.seq, skip: true}
 	}
-	n := 3 // the headers set below
-	for k := range m.Header {
-		if keepHeader(k) {
-			n++
-		}
-	}
-	h := make(nats.Header, n)
-	for k, v := range m.Header {
-		if keepHeader(k) {
-			h[k] = v // the entry is not used otherwise: its values need no copy
-		}
-	}
-	// One backing array for the values set here (nats.Header.Set
-	// allocates one per header).
-	vals := make([]string, 0, 3)
-	set := func(k, v string) {
-		vals = append(vals, v)
-		h[k] = vals[len(vals)-1 : len(vals) : len(vals)]
+	orig := origID
+	if orig == "" {
+		orig = eventID
 	}
 	seq := strconv.FormatUint(f.seq, 10)
 	id := "redrive:" + rn.id + ":" + seq // MsgID(rn.id, f.seq)
+	h := make([]byte, 0, len(src)+len(id)+len(orig)+len(e.Group)+96)
+	h = append(h, "NATS/1.0\r\n"...)
+	headerLines(src, func(line, k, _ []byte) bool {
+		if keepHeaderBytes(k) {
+			h = append(append(h, line...), "\r\n"...)
+		}
+		return true
+	})
+	set := func(k, v string) {
+		h = append(append(append(append(h, k...), ": "...), v...), "\r\n"...)
+	}
 	set(jetstream.MsgIDHeader, id)
-	orig := originalID(m.Header)
 	if orig != "" {
 		set(HeaderOriginalMsgID, orig)
 	}
 	if e.Group != "" {
 		set(HeaderForGroup, e.Group)
 	}
-	return item{idx: f.idx, seq: f.seq, msg: &nats.Msg{Subject: dest, Header: h, Data: m.Data},
+	h = append(h, "\r\n"...)
+	return item{idx: f.idx, seq: f.seq, hdr: h, data: f.e.data,
 		link: Link{DLQSeq: f.seq, MsgID: id, OriginalID: orig, OrigStream: e.Stream, OrigSeq: e.StreamSeq, Subject: dest}}
 }
 
@@ -553,6 +601,7 @@ func (rn *runner) pipelineErr() error {
 // the DLQ (or the pipeline failed).
 func (rn *runner) drain(ctx context.Context) error {
 	for {
+		rn.pub.flush()
 		rn.del.flushNow()
 		rn.mu.Lock()
 		done, err := rn.p.Next >= rn.issued, rn.ackErr

@@ -19,6 +19,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/msgplatform/platform/internal/wire"
 	"github.com/msgplatform/platform/platform"
 )
 
@@ -40,6 +41,13 @@ type Service struct {
 	runs   map[string]*localRun
 	closed bool
 	once   sync.Once
+
+	// The runs' shared connection (wirepath.go), guarded by wmu.
+	wmu      sync.Mutex
+	wc       *wire.Conn
+	wrefs    int
+	wclosed  func()
+	wretryAt time.Time // no dial before this after a failed one
 }
 
 type localRun struct {

@@ -31,7 +31,8 @@
 //
 // nats-server counts every connection of an account, the platform's own
 // too (each daemon's ingest runtime, RuntimeConns connections, and
-// service users: redrive, DLQ metrics). The account's limit is therefore the connection quota plus
+// service users: redrive, its runs' own connection, DLQ metrics). The
+// account's limit is therefore the connection quota plus
 // Config.PlatformConns (PlatformConnsPerDaemon per daemon), so those never
 // take the tenant's slots, and usage reports the tenant's own connections.
 // While the platform holds fewer than its reservation (a connection

@@ -225,7 +225,11 @@ func TestUsageClusterWideAndResumeServing(t *testing.T) {
 		}
 	}
 	publish(10) // 3 + 30 more
-	if tjs, err := e.m.TenantJetStream("wide"); err != nil {
+	tjs, err := e.m.TenantJetStream("wide")
+	if err != nil { // the ingest (and the tenant's runtime) moved to the other daemon
+		tjs, err = m2.TenantJetStream("wide")
+	}
+	if err != nil {
 		t.Fatal(err)
 	} else if st, err := tjs.Stream(ctx(t), tenancy.StreamName("orders")); err != nil {
 		t.Fatal(err)

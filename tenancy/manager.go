@@ -42,7 +42,8 @@ type Config struct {
 	Logger        *slog.Logger
 	// PlatformConns is how many connections the platform itself may keep
 	// in each tenant's account over the whole installation: per daemon,
-	// its ingest runtime and its service users (redrive, DLQ metrics).
+	// its ingest runtime and its service users (redrive and its runs,
+	// DLQ metrics).
 	// It is added to the tenant's connection quota in the account JWT
 	// (nats-server counts every connection of the account), so the
 	// platform never takes a connection the tenant's quota grants
@@ -51,9 +52,9 @@ type Config struct {
 }
 
 // PlatformConnsPerDaemon is the connections one daemon keeps in a
-// tenant's account: the ingest runtime's two (RuntimeConns), redrive and
-// DLQ metrics.
-const PlatformConnsPerDaemon = RuntimeConns + 2
+// tenant's account: the ingest runtime's two (RuntimeConns), redrive's
+// service, redrive's own for its runs (while one runs) and DLQ metrics.
+const PlatformConnsPerDaemon = RuntimeConns + 3
 
 // RuntimeConns is the connections of a tenant's runtime: one for
 // JetStream requests, one the ingest forwards events on.

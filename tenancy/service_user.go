@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats.go"
@@ -47,6 +48,18 @@ func (m *Manager) ServiceUserCreds(ctx context.Context, tenant, name string) (to
 	}
 	token, seed, _, err = m.serviceUserJWT(t, name)
 	return token, seed, err
+}
+
+// CountServiceConn counts a platform connection to tenant's account that
+// was not opened by ConnectTenant (one opened with a service user's
+// credentials, such as redrive's own connection for its runs) until the
+// returned func is called, so Usage still reports the tenant's own
+// connections. The connection must be within Config.PlatformConns.
+func (m *Manager) CountServiceConn(tenant string) (done func()) {
+	st := m.stats(tenant)
+	st.Service.Add(1)
+	var once sync.Once
+	return func() { once.Do(func() { st.Service.Add(-1) }) }
 }
 
 // ConnectTenant connects to the cluster (Config.URL) as a fresh service

@@ -133,6 +133,10 @@ func (r *redriveScopes) start(ctx context.Context, tenant string) (*tenantRedriv
 	cfg.Logger = d.log.With("tenant", tenant)
 	cfg.Tenant, cfg.Control, cfg.NamePrefix = tenant, d.js, tenancy.StoredName("")
 	cfg.Instance = d.redrive.Instance()
+	// The runs' own connection (same user) is a platform connection of
+	// the tenant's account too (tenancy.PlatformConnsPerDaemon).
+	tm := d.tenants
+	cfg.OwnConn = func() func() { return tm.CountServiceConn(tenant) }
 	s, err := redrive.New(js, cfg)
 	if err != nil {
 		nc.Close()

@@ -10,7 +10,11 @@
 // into a map and encodes them again, and signals a flusher goroutine per
 // publish. The tenancy ingest, which only moves a tenant's publishes to
 // the stored subjects, uses this instead (platformctl bench quota:
-// bench.quota.unthrottled_over_raw).
+// bench.quota.unthrottled_over_raw), and so do redrive runs, which read
+// DLQ entries and publish them again with their header blocks filtered as
+// bytes (platformctl bench redrive: bench.redrive.ratio_vs_raw). A
+// publisher that is not the read loop calls Flush when it has nothing
+// more to send right away.
 //
 // Guarantees: handlers see a connection's messages in the order the
 // server sent them, one at a time; publishes leave in the order they
@@ -22,5 +26,7 @@
 // the subscriptions were first made (so one made last, such as the
 // ingest's probe, shows the others are in place again); while it is
 // disconnected, Publish returns ErrDisconnected. It speaks plain TCP and
-// user JWT authentication only (what the platform's client port offers).
+// user JWT authentication only (what the platform's client port offers):
+// a JWT and seed, or nats.go's callbacks (Options.UserJWT and Sign), so a
+// connection can be opened as another one is.
 package wire

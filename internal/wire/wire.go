@@ -53,7 +53,12 @@ type Options struct {
 	// JWT and Seed authenticate the user (operator mode).
 	JWT  string
 	Seed []byte
-	Name string
+	// UserJWT and Sign, when JWT is empty, do the same through callbacks
+	// (nats.go's Options.UserJWT and SignatureCB: a connection can be
+	// opened with another connection's credentials).
+	UserJWT func() (string, error)
+	Sign    func(nonce []byte) ([]byte, error)
+	Name    string
 	// ReconnectWait is the pause after a failed round over the URLs
 	// (default 250ms).
 	ReconnectWait time.Duration
@@ -240,6 +245,19 @@ func (c *Conn) connect(raw string) (net.Conn, *bufio.Reader, error) {
 			return fail(fmt.Errorf("signing the nonce: %w", err))
 		}
 		connect["jwt"], connect["sig"] = c.opts.JWT, base64.RawURLEncoding.EncodeToString(sig)
+	} else if c.opts.UserJWT != nil {
+		jwt, err := c.opts.UserJWT()
+		if err != nil {
+			return fail(fmt.Errorf("user JWT: %w", err))
+		}
+		if c.opts.Sign == nil {
+			return fail(errors.New("user JWT without a signature callback"))
+		}
+		sig, err := c.opts.Sign([]byte(info.Nonce))
+		if err != nil {
+			return fail(fmt.Errorf("signing the nonce: %w", err))
+		}
+		connect["jwt"], connect["sig"] = jwt, base64.RawURLEncoding.EncodeToString(sig)
 	}
 	cj, _ := json.Marshal(connect)
 	if _, err := conn.Write(append(append([]byte("CONNECT "), cj...), "\r\nPING\r\n"...)); err != nil {

@@ -1,0 +1,407 @@
+package redrive
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/msgplatform/platform/internal/wire"
+)
+
+// The run's hot path over internal/wire. A run opens a connection of its
+// own with the credentials of the service's (the same user, so the same
+// account and permissions) and, on it, reads the DLQ through a pull
+// consumer and publishes the redriven events: a DLQ entry's header block
+// stays bytes from the read to the publish (filtered line by line), where
+// nats.go would decode it into a map per entry, then the run's copy of it
+// again, and encode it for the publish. The acks still come back on the
+// service's nats.go connection (the reply subject is its inbox).
+//
+// Where wire cannot connect as the service does (TLS, user and password,
+// a token, an nkey without a JWT, a custom dialer, a JetStream API prefix
+// or domain), or the server refuses another connection (a tenant at its
+// connection limit), the run reads through nats.go's ordered consumer and
+// publishes through nats.go instead; what it sends is the same.
+
+// errNoWire: the service's connection uses something wire does not speak.
+var errNoWire = errors.New("redrive: the connection's options need nats.go")
+
+// dialWire opens a wire connection as js's is connected, named after it.
+func dialWire(js jetstream.JetStream) (*wire.Conn, error) {
+	if o := js.Options(); (o.APIPrefix != "" && o.APIPrefix != "$JS.API." && o.APIPrefix != "$JS.API") || o.Domain != "" {
+		return nil, errNoWire
+	}
+	nc := js.Conn()
+	o := nc.Opts
+	if o.Secure || o.TLSConfig != nil || o.TLSHandshakeFirst || o.User != "" || o.Password != "" || o.Token != "" ||
+		o.TokenHandler != nil || o.Nkey != "" || o.CustomDialer != nil || o.ProxyPath != "" || (o.UserJWT == nil) != (o.SignatureCB == nil) {
+		return nil, errNoWire
+	}
+	var urls []string
+	if u := nc.ConnectedUrl(); u != "" {
+		urls = append(urls, u)
+	}
+	for _, u := range nc.Servers() {
+		if u != "" && !slicesContains(urls, u) {
+			urls = append(urls, u)
+		}
+	}
+	for _, u := range urls {
+		if strings.Contains(u, "@") || !(strings.HasPrefix(u, "nats://") || !strings.Contains(u, "://")) {
+			return nil, errNoWire // credentials in the URL, or not plain TCP
+		}
+	}
+	if len(urls) == 0 {
+		return nil, errNoWire
+	}
+	name := o.Name
+	if name == "" {
+		name = "platform"
+	}
+	return wire.Dial(wire.Options{URLs: urls, UserJWT: o.UserJWT, Sign: o.SignatureCB, Name: name + " (redrive runs)", Timeout: 5 * time.Second})
+}
+
+// acquireWire returns the runs' shared connection, opening it if no run
+// holds it, or nil (the run uses nats.go): wire cannot connect as the
+// service does, or the dial failed (then not tried again for a few
+// seconds). Every non-nil return is matched by a releaseWire.
+func (s *Service) acquireWire() *wire.Conn {
+	if s.cfg.noWire {
+		return nil
+	}
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if s.wc == nil {
+		if time.Now().Before(s.wretryAt) {
+			return nil
+		}
+		wc, err := dialWire(s.js)
+		if err != nil {
+			if !errors.Is(err, errNoWire) {
+				s.wretryAt = time.Now().Add(5 * time.Second)
+				s.log.Warn("redrive: no connection of its own for runs; they read and publish through the service's", "err", err)
+			}
+			return nil
+		}
+		s.wc = wc
+		if s.cfg.OwnConn != nil {
+			s.wclosed = s.cfg.OwnConn()
+		}
+	}
+	s.wrefs++
+	return s.wc
+}
+
+// releaseWire closes the shared connection when the last run holding it
+// lets go.
+func (s *Service) releaseWire() {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if s.wrefs--; s.wrefs > 0 || s.wc == nil {
+		return
+	}
+	s.wc.Close()
+	s.wc = nil
+	if s.wclosed != nil {
+		s.wclosed()
+		s.wclosed = nil
+	}
+}
+
+func slicesContains(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// rawEntry is a DLQ entry as read: its header block (with the broker's
+// headers) and its payload.
+type rawEntry struct {
+	hdr, data []byte
+}
+
+// rawOf turns an entry read through nats.go into its header block.
+func rawOf(m *jetstream.RawStreamMsg) *rawEntry {
+	return &rawEntry{hdr: encodeHeader(m.Header), data: m.Data}
+}
+
+// encodeHeader writes h as a NATS header block (keys sorted, values in
+// order); nil for no header.
+func encodeHeader(h nats.Header) []byte {
+	if len(h) == 0 {
+		return nil
+	}
+	keys := make([]string, 0, len(h))
+	for k := range h {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	b := []byte("NATS/1.0\r\n")
+	for _, k := range keys {
+		for _, v := range h[k] {
+			b = append(append(append(append(b, k...), ": "...), v...), "\r\n"...)
+		}
+	}
+	return append(b, "\r\n"...)
+}
+
+// headerLines calls fn with each header line's key and value (trimmed),
+// in order, until fn returns false; the status line is skipped.
+func headerLines(hdr []byte, fn func(line, key, val []byte) bool) {
+	i := bytes.Index(hdr, []byte("\r\n"))
+	if i < 0 {
+		return
+	}
+	for rest := hdr[i+2:]; len(rest) > 0; {
+		j := bytes.Index(rest, []byte("\r\n"))
+		if j <= 0 {
+			return // the blank line ending the block (or a malformed one)
+		}
+		line := rest[:j]
+		rest = rest[j+2:]
+		c := bytes.IndexByte(line, ':')
+		if c <= 0 {
+			continue
+		}
+		if !fn(line, line[:c], bytes.TrimSpace(line[c+1:])) {
+			return
+		}
+	}
+}
+
+// headerValue is the first value of key in hdr ("" if none), as
+// nats.Header.Get reads it.
+func headerValue(hdr []byte, key string) string {
+	var v string
+	headerLines(hdr, func(_, k, val []byte) bool {
+		if string(k) == key {
+			v = string(val)
+			return false
+		}
+		return true
+	})
+	return v
+}
+
+// headerStatus is the status code of a header block ("NATS/1.0 408
+// Request Timeout": 408), 0 for none.
+func headerStatus(hdr []byte) int {
+	line, _, _ := bytes.Cut(hdr, []byte("\r\n"))
+	rest, ok := bytes.CutPrefix(line, []byte("NATS/1.0 "))
+	if !ok || len(rest) < 3 {
+		return 0
+	}
+	n, err := strconv.Atoi(string(rest[:3]))
+	if err != nil {
+		return 0
+	}
+	return n
+}
+
+// keepHeaderBytes is keepHeader for a key read as bytes.
+func keepHeaderBytes(k []byte) bool {
+	return !bytes.HasPrefix(k, []byte("Nats-")) && !bytes.HasPrefix(k, []byte("Platform-Dlq-")) && !bytes.HasPrefix(k, []byte("Platform-Redrive-")) &&
+		string(k) != headerEventID && string(k) != HeaderOriginalMsgID
+}
+
+// delivery is one message of the wire consumer: an entry (status 0) or a
+// status message of the pull requests.
+type delivery struct {
+	sseq, dseq, pending uint64
+	status              int
+	left                int // a 408's Nats-Pending-Messages
+	e                   *rawEntry
+}
+
+// pullBatch is how many entries one pull request asks for; two are kept
+// outstanding, so the consumer delivers while the run sends.
+const pullBatch = 1024
+
+// parseAckReply reads the stream and delivery sequences and the pending
+// count from a consumer's reply subject after "$JS.ACK." (v1: 7 tokens,
+// stream.consumer.delivered.sseq.dseq.ts.pending; v2: 9 or more, with
+// the domain and account hash before them).
+func parseAckReply(r []byte) (sseq, dseq, pending uint64, ok bool) {
+	var tok [12][]byte
+	n := 0
+	for len(r) > 0 && n < len(tok) {
+		i := bytes.IndexByte(r, '.')
+		if i < 0 {
+			tok[n], r = r, nil
+		} else {
+			tok[n], r = r[:i], r[i+1:]
+		}
+		n++
+	}
+	off := 0
+	switch {
+	case n == 7:
+	case n >= 9:
+		off = 2
+	default:
+		return 0, 0, 0, false
+	}
+	num := func(b []byte) (uint64, bool) {
+		v, err := strconv.ParseUint(string(b), 10, 64)
+		return v, err == nil
+	}
+	var ok1, ok2, ok3 bool
+	sseq, ok1 = num(tok[3+off])
+	dseq, ok2 = num(tok[4+off])
+	pending, ok3 = num(tok[6+off])
+	return sseq, dseq, pending, ok1 && ok2 && ok3
+}
+
+// streamWire is stream over the run's wire connection: a pull consumer
+// (AckNone, in memory, R1, as nats.go's ordered consumer) from the first
+// frozen entry left, read with two pull requests outstanding. A gap in the
+// delivery sequence, a status other than an expired request, a stall of a
+// second or an overflow ends it: the caller goes on from the index
+// returned.
+func (rn *runner) streamWire(ctx context.Context, wc *wire.Conn, idx int, view *leaderView, emit func(fetched) bool) int {
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	c, err := rn.dlq.CreateConsumer(cctx, jetstream.ConsumerConfig{
+		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: rn.seqs[idx],
+		AckPolicy: jetstream.AckNonePolicy, MemoryStorage: true, Replicas: 1, InactiveThreshold: time.Minute,
+		Description: "redrive " + rn.id,
+	})
+	cancel()
+	if err != nil {
+		rn.s.log.Debug("redrive: DLQ consumer", "request", rn.id, "err", err)
+		return idx
+	}
+	name := c.CachedInfo().Name
+	defer func() {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		_ = rn.dlq.DeleteConsumer(dctx, name)
+		cancel()
+	}()
+	ch := make(chan delivery, 2*pullBatch+64)
+	var overflow atomic.Bool
+	inbox := rn.s.js.Conn().NewInbox()
+	sid, err := wc.Subscribe(inbox, "", func(m *wire.Msg) {
+		var d delivery
+		if r, ok := bytes.CutPrefix(m.Reply, []byte("$JS.ACK.")); ok {
+			var ok bool
+			if d.sseq, d.dseq, d.pending, ok = parseAckReply(r); !ok {
+				d.status = -1
+			} else {
+				buf := make([]byte, len(m.Header)+len(m.Data))
+				n := copy(buf, m.Header)
+				copy(buf[n:], m.Data)
+				d.e = &rawEntry{hdr: buf[:n:n], data: buf[n:]}
+			}
+		} else if d.status = headerStatus(m.Header); d.status == 0 {
+			d.status = -1
+		} else if d.status == 408 {
+			d.left, _ = strconv.Atoi(headerValue(m.Header, "Nats-Pending-Messages"))
+		}
+		select {
+		case ch <- d:
+		default:
+			overflow.Store(true)
+		}
+	})
+	if err != nil {
+		return idx
+	}
+	defer func() { _ = wc.Unsubscribe(sid) }()
+	next := fmt.Sprintf("$JS.API.CONSUMER.MSG.NEXT.%s.%s", rn.dlqName, name)
+	req := fmt.Appendf(nil, `{"batch":%d,"expires":%d}`, pullBatch, int64(5*time.Second))
+	outstanding := 0 // requested and not yet read
+	pull := func() bool {
+		if err := wc.Publish(next, nil, []byte(inbox), nil, req); err != nil {
+			return false
+		}
+		outstanding += pullBatch
+		return wc.Flush() == nil
+	}
+	if !pull() || !pull() {
+		return idx
+	}
+	timer := time.NewTimer(time.Second)
+	defer timer.Stop()
+	var lastD uint64
+	for idx < len(rn.seqs) && ctx.Err() == nil {
+		if overflow.Load() {
+			return idx
+		}
+		var d delivery
+		select {
+		case d = <-ch:
+		default:
+			timer.Reset(time.Second)
+			select {
+			case d = <-ch:
+			case <-timer.C:
+				return idx
+			case <-ctx.Done():
+				return idx
+			}
+		}
+		if d.status != 0 {
+			switch d.status {
+			case 100: // a heartbeat
+			case 404, 408: // a request ended with d.left undelivered
+				outstanding = max(0, outstanding-d.left)
+			default:
+				return idx
+			}
+			if outstanding <= pullBatch && !pull() {
+				return idx
+			}
+			continue
+		}
+		outstanding--
+		if d.dseq != lastD+1 {
+			return idx // a gap: missed deliveries
+		}
+		lastD = d.dseq
+		if outstanding <= pullBatch && !pull() {
+			return idx
+		}
+		sq := d.sseq
+		for idx < len(rn.seqs) && rn.seqs[idx] < sq {
+			if !view.gone(rn.seqs[idx]) {
+				return idx // this replica lacks it, the leader has it
+			}
+			if !emit(fetched{idx: idx, seq: rn.seqs[idx]}) {
+				return len(rn.seqs)
+			}
+			idx++
+		}
+		if idx < len(rn.seqs) && rn.seqs[idx] == sq {
+			f := fetched{idx: idx, seq: sq}
+			if !view.gone(sq) { // else deleted on the leader before the run: gone
+				f.e = d.e
+			}
+			if !emit(f) {
+				return len(rn.seqs)
+			}
+			idx++
+		}
+		if d.pending == 0 { // the last message: the rest is gone
+			for ; idx < len(rn.seqs); idx++ {
+				if !view.gone(rn.seqs[idx]) {
+					return idx
+				}
+				if !emit(fetched{idx: idx, seq: rn.seqs[idx]}) {
+					return len(rn.seqs)
+				}
+			}
+		}
+	}
+	return idx
+}
