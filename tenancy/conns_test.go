@@ -33,6 +33,27 @@ func TestConnectionQuotaExcludesPlatform(t *testing.T) {
 	for range 2 {
 		e.mustConnect(creds, "app", 0)
 	}
+	// Every node must count all five (the platform's three, the tenant's
+	// two) before the probing starts: a node that has not yet heard of
+	// another's connections admits one too many, then closes its own
+	// newest local connection (nats-server's own enforcement), which
+	// could be one of the tenant's two and leave room for a third.
+	tn, err := m.Get(c, "tiny")
+	if err != nil {
+		t.Fatal(err)
+	}
+	natstest.WaitFor(t, 15*time.Second, func() error {
+		for i := range 3 {
+			acc, err := e.f.Node(i).Server().LookupAccount(tn.Account)
+			if err != nil {
+				return fmt.Errorf("node %d: %v", i, err)
+			}
+			if n := acc.NumConnections(); n != 5 {
+				return fmt.Errorf("node %d counts %d connections of the account, want 5; %s", i, n, accountConns(t, e, "tiny"))
+			}
+		}
+		return nil
+	})
 	refused := func() bool {
 		deadline := time.Now().Add(5 * time.Second)
 		for time.Now().Before(deadline) {
