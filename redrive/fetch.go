@@ -150,38 +150,54 @@ func (rn *runner) stream(ctx context.Context, stream string, idx int, view *lead
 		if err != nil {
 			return idx
 		}
-		sq := md.Sequence.Stream
-		for idx < len(rn.seqs) && rn.seqs[idx] < sq {
-			if !view.gone(rn.seqs[idx]) {
-				return idx // this replica lacks it, the leader has it
-			}
-			if !emit(fetched{idx: idx, seq: rn.seqs[idx]}) {
-				return len(rn.seqs)
-			}
-			idx++
-		}
-		if idx < len(rn.seqs) && rn.seqs[idx] == sq {
-			f := fetched{idx: idx, seq: sq}
-			if !view.gone(sq) { // else deleted on the leader before the run: gone
-				f.e = &rawEntry{hdr: encodeHeader(msg.Headers()), data: msg.Data()}
-			}
-			if !emit(f) {
-				return len(rn.seqs)
-			}
-			idx++
-		}
-		if md.NumPending == 0 { // the last message: the rest is gone
-			for ; idx < len(rn.seqs); idx++ {
-				if !view.gone(rn.seqs[idx]) {
-					return idx
-				}
-				if !emit(fetched{idx: idx, seq: rn.seqs[idx]}) {
-					return len(rn.seqs)
-				}
-			}
+		var ok bool
+		e := &rawEntry{hdr: encodeHeader(msg.Headers()), data: msg.Data()}
+		if idx, ok = rn.delivered(idx, md.Sequence.Stream, md.NumPending, e, view, emit); !ok {
+			return idx
 		}
 	}
 	return idx
+}
+
+// delivered handles a message the DLQ delivered at stream sequence sq
+// with pending messages after it, from frozen index idx on: the frozen
+// entries before sq are gone (if the leader agrees), the one at sq is e
+// (unless the leader had deleted it when the run started), and
+// with nothing pending every frozen entry after it is gone (if the leader
+// agrees). It returns the index it got to; ok false ends the stream
+// there: a replica lacks an entry the leader holds, or the pipeline
+// stopped (the index is then len(rn.seqs)).
+func (rn *runner) delivered(idx int, sq, pending uint64, e *rawEntry, view *leaderView, emit func(fetched) bool) (int, bool) {
+	for idx < len(rn.seqs) && rn.seqs[idx] < sq {
+		if !view.gone(rn.seqs[idx]) {
+			return idx, false // this replica lacks it, the leader has it
+		}
+		if !emit(fetched{idx: idx, seq: rn.seqs[idx]}) {
+			return len(rn.seqs), false
+		}
+		idx++
+	}
+	if idx < len(rn.seqs) && rn.seqs[idx] == sq {
+		f := fetched{idx: idx, seq: sq}
+		if !view.gone(sq) { // else deleted on the leader before the run: gone
+			f.e = e
+		}
+		if !emit(f) {
+			return len(rn.seqs), false
+		}
+		idx++
+	}
+	if pending == 0 { // the last message: the rest is gone
+		for ; idx < len(rn.seqs); idx++ {
+			if !view.gone(rn.seqs[idx]) {
+				return idx, false
+			}
+			if !emit(fetched{idx: idx, seq: rn.seqs[idx]}) {
+				return len(rn.seqs), false
+			}
+		}
+	}
+	return idx, true
 }
 
 // leaderView is what the DLQ's leader held when asked: the entries below

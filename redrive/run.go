@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,7 +13,6 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/msgplatform/platform/internal/wire"
-	"github.com/msgplatform/platform/platform"
 )
 
 var (
@@ -506,89 +503,6 @@ func (rn *runner) issue(ctx context.Context) error {
 	}
 	rn.issued++
 	return nil
-}
-
-// prepare builds the redriven event of a fetched entry, with its
-// Nats-Msg-Id: the entry's header block, line by line, without the
-// broker's, the DLQ writer's and an earlier redrive's headers
-// (keepHeader), then the redrive's own.
-func (rn *runner) prepare(f fetched) item {
-	if f.e == nil {
-		return item{idx: f.idx, seq: f.seq, skip: true, gone: true}
-	}
-	src := f.e.hdr
-	// Only the headers the send needs (not ParseDLQEntry, not toEntry: no
-	// fingerprint, no time parsing on the hot path), in one pass.
-	var e Entry
-	var seqv, origID, eventID string
-	headerLines(src, func(_, k, v []byte) bool {
-		switch string(k) {
-		case platform.HeaderDLQSubject:
-			if e.Subject == "" {
-				e.Subject = string(v)
-			}
-		case platform.HeaderDLQGroup:
-			if e.Group == "" {
-				e.Group = string(v)
-			}
-		case platform.HeaderDLQStream:
-			if e.Stream == "" {
-				e.Stream = string(v)
-			}
-		case platform.HeaderDLQSeq:
-			if seqv == "" {
-				seqv = string(v)
-			}
-		case HeaderOriginalMsgID:
-			if origID == "" {
-				origID = string(v)
-			}
-		case headerEventID:
-			if eventID == "" {
-				eventID = string(v)
-			}
-		}
-		return true
-	})
-	e.StreamSeq, _ = strconv.ParseUint(seqv, 10, 64)
-	dest := destination(rn.dest, rn.object, rn.kind, e)
-	if dest == "" {
-		return item{idx: f.idx, seq: f.seq, skip: true}
-	}
-	orig := origID
-	if orig == "" {
-		orig = eventID
-	}
-	seq := strconv.FormatUint(f.seq, 10)
-	id := "redrive:" + rn.id + ":" + seq // MsgID(rn.id, f.seq)
-	h := make([]byte, 0, len(src)+len(id)+len(orig)+len(e.Group)+96)
-	h = append(h, "NATS/1.0\r\n"...)
-	headerLines(src, func(line, k, _ []byte) bool {
-		if keepHeaderBytes(k) {
-			h = append(append(h, line...), "\r\n"...)
-		}
-		return true
-	})
-	set := func(k, v string) {
-		h = append(append(append(append(h, k...), ": "...), v...), "\r\n"...)
-	}
-	set(jetstream.MsgIDHeader, id)
-	if orig != "" {
-		set(HeaderOriginalMsgID, orig)
-	}
-	if e.Group != "" {
-		set(HeaderForGroup, e.Group)
-	}
-	h = append(h, "\r\n"...)
-	return item{idx: f.idx, seq: f.seq, hdr: h, data: f.e.data,
-		link: Link{DLQSeq: f.seq, MsgID: id, OriginalID: orig, OrigStream: e.Stream, OrigSeq: e.StreamSeq, Subject: dest}}
-}
-
-// keepHeader reports whether a DLQ entry's header is carried over to the
-// redriven event: not the broker's, the DLQ writer's or an earlier
-// redrive's (set afresh).
-func keepHeader(k string) bool {
-	return !strings.HasPrefix(k, "Nats-") && !strings.HasPrefix(k, "Platform-Dlq-") && !strings.HasPrefix(k, "Platform-Redrive-") && k != headerEventID && k != HeaderOriginalMsgID
 }
 
 func (rn *runner) pipelineErr() error {

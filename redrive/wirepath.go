@@ -5,13 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/msgplatform/platform/internal/wire"
@@ -51,7 +50,7 @@ func dialWire(js jetstream.JetStream) (*wire.Conn, error) {
 		urls = append(urls, u)
 	}
 	for _, u := range nc.Servers() {
-		if u != "" && !slicesContains(urls, u) {
+		if u != "" && !slices.Contains(urls, u) {
 			urls = append(urls, u)
 		}
 	}
@@ -115,105 +114,6 @@ func (s *Service) releaseWire() {
 		s.wclosed()
 		s.wclosed = nil
 	}
-}
-
-func slicesContains(s []string, v string) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
-}
-
-// rawEntry is a DLQ entry as read: its header block (with the broker's
-// headers) and its payload.
-type rawEntry struct {
-	hdr, data []byte
-}
-
-// rawOf turns an entry read through nats.go into its header block.
-func rawOf(m *jetstream.RawStreamMsg) *rawEntry {
-	return &rawEntry{hdr: encodeHeader(m.Header), data: m.Data}
-}
-
-// encodeHeader writes h as a NATS header block (keys sorted, values in
-// order); nil for no header.
-func encodeHeader(h nats.Header) []byte {
-	if len(h) == 0 {
-		return nil
-	}
-	keys := make([]string, 0, len(h))
-	for k := range h {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	b := []byte("NATS/1.0\r\n")
-	for _, k := range keys {
-		for _, v := range h[k] {
-			b = append(append(append(append(b, k...), ": "...), v...), "\r\n"...)
-		}
-	}
-	return append(b, "\r\n"...)
-}
-
-// headerLines calls fn with each header line's key and value (trimmed),
-// in order, until fn returns false; the status line is skipped.
-func headerLines(hdr []byte, fn func(line, key, val []byte) bool) {
-	i := bytes.Index(hdr, []byte("\r\n"))
-	if i < 0 {
-		return
-	}
-	for rest := hdr[i+2:]; len(rest) > 0; {
-		j := bytes.Index(rest, []byte("\r\n"))
-		if j <= 0 {
-			return // the blank line ending the block (or a malformed one)
-		}
-		line := rest[:j]
-		rest = rest[j+2:]
-		c := bytes.IndexByte(line, ':')
-		if c <= 0 {
-			continue
-		}
-		if !fn(line, line[:c], bytes.TrimSpace(line[c+1:])) {
-			return
-		}
-	}
-}
-
-// headerValue is the first value of key in hdr ("" if none), as
-// nats.Header.Get reads it.
-func headerValue(hdr []byte, key string) string {
-	var v string
-	headerLines(hdr, func(_, k, val []byte) bool {
-		if string(k) == key {
-			v = string(val)
-			return false
-		}
-		return true
-	})
-	return v
-}
-
-// headerStatus is the status code of a header block ("NATS/1.0 408
-// Request Timeout": 408), 0 for none.
-func headerStatus(hdr []byte) int {
-	line, _, _ := bytes.Cut(hdr, []byte("\r\n"))
-	rest, ok := bytes.CutPrefix(line, []byte("NATS/1.0 "))
-	if !ok || len(rest) < 3 {
-		return 0
-	}
-	n, err := strconv.Atoi(string(rest[:3]))
-	if err != nil {
-		return 0
-	}
-	return n
-}
-
-// keepHeaderBytes is keepHeader for a key read as bytes.
-func keepHeaderBytes(k []byte) bool {
-	return !bytes.HasPrefix(k, []byte("Nats-")) && !bytes.HasPrefix(k, []byte("Platform-Dlq-")) && !bytes.HasPrefix(k, []byte("Platform-Redrive-")) &&
-		string(k) != headerEventID && string(k) != HeaderOriginalMsgID
 }
 
 // delivery is one message of the wire consumer: an entry (status 0) or a
@@ -372,35 +272,9 @@ func (rn *runner) streamWire(ctx context.Context, wc *wire.Conn, idx int, view *
 		if outstanding <= pullBatch && !pull() {
 			return idx
 		}
-		sq := d.sseq
-		for idx < len(rn.seqs) && rn.seqs[idx] < sq {
-			if !view.gone(rn.seqs[idx]) {
-				return idx // this replica lacks it, the leader has it
-			}
-			if !emit(fetched{idx: idx, seq: rn.seqs[idx]}) {
-				return len(rn.seqs)
-			}
-			idx++
-		}
-		if idx < len(rn.seqs) && rn.seqs[idx] == sq {
-			f := fetched{idx: idx, seq: sq}
-			if !view.gone(sq) { // else deleted on the leader before the run: gone
-				f.e = d.e
-			}
-			if !emit(f) {
-				return len(rn.seqs)
-			}
-			idx++
-		}
-		if d.pending == 0 { // the last message: the rest is gone
-			for ; idx < len(rn.seqs); idx++ {
-				if !view.gone(rn.seqs[idx]) {
-					return idx
-				}
-				if !emit(fetched{idx: idx, seq: rn.seqs[idx]}) {
-					return len(rn.seqs)
-				}
-			}
+		var ok bool
+		if idx, ok = rn.delivered(idx, d.sseq, d.pending, d.e, view, emit); !ok {
+			return idx
 		}
 	}
 	return idx

@@ -120,8 +120,16 @@ func TestPrepareKeepsTheEntrysHeaders(t *testing.T) {
 	if got, _ := nats.DecodeHeadersMsg(it.hdr); got.Get(HeaderOriginalMsgID) != "evt-1" || len(got[HeaderOriginalMsgID]) != 1 {
 		t.Errorf("original id %v", got[HeaderOriginalMsgID])
 	}
+	// A short entry whose block cannot hold the redrive's headers (built
+	// in place otherwise): the same headers, in a new block.
+	short := nats.Header{platform.HeaderDLQSubject: {"orders.p.3.order:9"}, platform.HeaderDLQGroup: {"g"}, "Platform-Event-Id": {"e"}}
+	it = rn.prepare(fetched{seq: 14, e: &rawEntry{hdr: encodeHeader(short)}})
+	if got, err := nats.DecodeHeadersMsg(it.hdr); err != nil || !reflect.DeepEqual(got, nats.Header{
+		"Nats-Msg-Id": {"redrive:r1:14"}, HeaderOriginalMsgID: {"e"}, HeaderForGroup: {"g"}}) {
+		t.Errorf("short entry: %v (%v)", got, err)
+	}
 	// Gone: nothing sent.
-	if it := rn.prepare(fetched{seq: 14}); !it.skip || !it.gone {
+	if it := rn.prepare(fetched{seq: 15}); !it.skip || !it.gone {
 		t.Errorf("gone entry: %+v", it)
 	}
 }
