@@ -424,10 +424,12 @@ func leaderHolds(ctx context.Context, s jetstream.Stream, from, to uint64) (bool
 	return uint64(deleted) < to-from+1, nil
 }
 
-// transient reports whether a read may succeed when tried again: the
-// stream's leader is moving (no one answers the API for a moment).
+// transient reports whether a request may succeed when tried again: the
+// stream's leader is moving or the connection is (no one answers, or
+// not in time, for a moment).
 func transient(err error) bool {
-	return errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse)
+	return errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) ||
+		errors.Is(err, nats.ErrTimeout) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrConnectionReconnecting)
 }
 
 func (f EntryFilter) match(e Entry) bool {

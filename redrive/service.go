@@ -540,6 +540,7 @@ func (s *Service) get(ctx context.Context, id string) (*Redrive, jetstream.KeyVa
 // the latest state every time, so two callers racing for one transition
 // cannot both make it.
 func (s *Service) update(ctx context.Context, id string, fn func(r *Redrive) error) (*Redrive, uint64, error) {
+	transientFails := 0
 	for attempt := 0; ; attempt++ {
 		r, e, err := s.get(ctx, id)
 		if err != nil {
@@ -555,6 +556,13 @@ func (s *Service) update(ctx context.Context, id string, fn func(r *Redrive) err
 		rev, err := s.kv.Update(ctx, recKey(id), b, e.Revision())
 		if err == nil {
 			return r, rev, nil
+		}
+		// A transient failure may or may not have written: read again and
+		// re-apply fn (a write that did land makes the revision move on).
+		if ctx.Err() == nil && transient(err) && transientFails < transientAttempts {
+			sleepCtx(ctx, time.Duration(100<<transientFails)*time.Millisecond)
+			transientFails++
+			continue
 		}
 		if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) || attempt >= 50 {
 			return nil, 0, fmt.Errorf("redrive: write %s: %w", id, err)
@@ -661,12 +669,26 @@ func (s *Service) DryRun(ctx context.Context, id string) (Preview, error) {
 // so a missing key is asked for again briefly before that is believed.
 func (s *Service) kvGet(ctx context.Context, key string) (jetstream.KeyValueEntry, error) {
 	e, err := s.kv.Get(ctx, key)
-	for attempt := 0; errors.Is(err, jetstream.ErrKeyNotFound) && attempt < 3 && ctx.Err() == nil; attempt++ {
-		sleepCtx(ctx, time.Duration(25<<attempt)*time.Millisecond)
+	for attempt := 0; ctx.Err() == nil; attempt++ {
+		var wait time.Duration
+		switch {
+		case errors.Is(err, jetstream.ErrKeyNotFound) && attempt < 3:
+			wait = time.Duration(25<<attempt) * time.Millisecond
+		case transient(err) && attempt < transientAttempts:
+			wait = time.Duration(100<<attempt) * time.Millisecond
+		default:
+			return e, err
+		}
+		sleepCtx(ctx, wait)
 		e, err = s.kv.Get(ctx, key)
 	}
 	return e, err
 }
+
+// transientAttempts bounds the retries of a bucket read or write that
+// failed transiently: 6, backing off from 100 ms, about 6 s in all, the
+// time the bucket's stream takes to elect a leader after its node dies.
+const transientAttempts = 6
 
 func (s *Service) selection(ctx context.Context, id string) ([]uint64, error) {
 	e, err := s.kvGet(ctx, selKey(id))
