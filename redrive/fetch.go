@@ -39,13 +39,17 @@ type item struct {
 	link      Link
 }
 
-// natsMsg is the item's event as nats.go publishes it.
-func (it *item) natsMsg() *nats.Msg {
-	m := &nats.Msg{Subject: it.link.Subject, Data: it.data}
-	if len(it.hdr) > 0 {
-		m.Header, _ = nats.DecodeHeadersMsg(it.hdr)
+// natsMsg is an event with header block hdr as nats.go publishes it.
+func natsMsg(subject string, hdr, data []byte) (*nats.Msg, error) {
+	m := &nats.Msg{Subject: subject, Data: data}
+	if len(hdr) > 0 {
+		h, err := nats.DecodeHeadersMsg(hdr)
+		if err != nil {
+			return nil, err
+		}
+		m.Header = h
 	}
-	return m
+	return m, nil
 }
 
 const (

@@ -74,24 +74,22 @@ func (p *publisher) close() {
 // event goes through nats.go.
 func (p *publisher) publish(subject string, hdr, data []byte) (uint64, error) {
 	tok := p.next
-	var err error = errNoWire
 	if p.wc != nil {
 		p.reply = strconv.AppendUint(append(p.reply[:0], p.prefix...), tok, 10)
-		err = p.wc.Publish(subject, nil, p.reply, hdr, data)
+		if p.wc.Publish(subject, nil, p.reply, hdr, data) == nil {
+			p.next++
+			return tok, nil
+		}
 	}
-	if err != nil { // no wire connection, or it is down: nats.go's
-		// (which buffers while it reconnects)
-		m := &nats.Msg{Subject: subject, Reply: p.prefix + strconv.FormatUint(tok, 10), Data: data}
-		if len(hdr) > 0 {
-			h, err := nats.DecodeHeadersMsg(hdr)
-			if err != nil {
-				return 0, err
-			}
-			m.Header = h
-		}
-		if err := p.nc.PublishMsg(m); err != nil {
-			return 0, err
-		}
+	// No wire connection, or it is down: nats.go's (which buffers while
+	// it reconnects).
+	m, err := natsMsg(subject, hdr, data)
+	if err != nil {
+		return 0, err
+	}
+	m.Reply = p.prefix + strconv.FormatUint(tok, 10)
+	if err := p.nc.PublishMsg(m); err != nil {
+		return 0, err
 	}
 	p.next++
 	return tok, nil
@@ -199,7 +197,10 @@ func (rn *runner) await(ctx context.Context, it item) (*jetstream.PubAck, error)
 		}
 		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		var ack *jetstream.PubAck
-		ack, err = rn.s.js.PublishMsg(actx, it.natsMsg(), jetstream.WithMsgID(it.link.MsgID))
+		var m *nats.Msg
+		if m, err = natsMsg(it.link.Subject, it.hdr, it.data); err == nil {
+			ack, err = rn.s.js.PublishMsg(actx, m, jetstream.WithMsgID(it.link.MsgID))
+		}
 		cancel()
 		if err == nil {
 			return ack, nil

@@ -88,8 +88,8 @@ type runner struct {
 	ackErr  error
 	bgErr   error // a background checkpoint's failure (errFenced, ...)
 	pub     *publisher
-	// wc is the run's own connection for its reads and publishes (nil:
-	// nats.go's; wirepath.go).
+	// wc is the service's connection for its runs' reads and publishes
+	// (nil: nats.go's; wirepath.go).
 	wc *wire.Conn
 	// acked counts this run's acknowledged publishes (the acker's);
 	// sentAtStart is Progress.Sent when the run started.

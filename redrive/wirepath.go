@@ -16,10 +16,10 @@ import (
 	"github.com/msgplatform/platform/internal/wire"
 )
 
-// The run's hot path over internal/wire. A run opens a connection of its
-// own with the credentials of the service's (the same user, so the same
-// account and permissions) and, on it, reads the DLQ through a pull
-// consumer and publishes the redriven events: a DLQ entry's header block
+// The runs' hot path over internal/wire. A service opens one connection
+// for its runs (shared, open while a run is) with the credentials of its
+// own (the same user, so the same account and permissions); on it, a run
+// reads the DLQ through a pull consumer and publishes the redriven events: a DLQ entry's header block
 // stays bytes from the read to the publish (filtered line by line), where
 // nats.go would decode it into a map per entry, then the run's copy of it
 // again, and encode it for the publish. The acks still come back on the
@@ -28,7 +28,7 @@ import (
 // Where wire cannot connect as the service does (TLS, user and password,
 // a token, an nkey without a JWT, a custom dialer, a JetStream API prefix
 // or domain), or the server refuses another connection (a tenant at its
-// connection limit), the run reads through nats.go's ordered consumer and
+// connection limit), a run reads through nats.go's ordered consumer and
 // publishes through nats.go instead; what it sends is the same.
 
 // errNoWire: the service's connection uses something wire does not speak.
