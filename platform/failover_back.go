@@ -354,7 +354,14 @@ func (rs Regions) Failback(ctx context.Context, req FailbackRequest) (Failback, 
 	if err := from.JS.DeleteStream(ctx, stream); err != nil {
 		return out, fmt.Errorf("platform: delete %s in %s (every event is in %s; run the failback again): %w", stream, from.Name, to.Name, err)
 	}
-	st, err := rs.Mirror(ctx, MirrorRequest{Topic: req.Topic, From: to.Name, To: from.Name, Replicas: fi.Config.Replicas})
+	// The region that just came back may still be electing leaders: a
+	// request that times out is tried again.
+	var st MirrorStatus
+	err = NewReconciler(from.JS, ReconcilerOptions{RetryFor: 30 * time.Second, AttemptTimeout: 10 * time.Second}).do(ctx, "mirror "+req.Topic+" in "+from.Name, func(ctx context.Context) error {
+		var err error
+		st, err = rs.Mirror(ctx, MirrorRequest{Topic: req.Topic, From: to.Name, To: from.Name, Replicas: fi.Config.Replicas})
+		return err
+	})
 	if err != nil {
 		return out, fmt.Errorf("platform: %s is primary again but its mirror in %s could not be created (run `platformctl region mirror %s --to %s`): %w", to.Name, from.Name, req.Topic, from.Name, err)
 	}

@@ -1,6 +1,10 @@
 package platform
 
-import "github.com/nats-io/nats.go/jetstream"
+import (
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
 
 // Control API subjects of the regional features (relative to the control
 // API prefix, platform.v1), served by platformd in mode regions and in mode
@@ -16,6 +20,12 @@ const (
 	SubjRegionFailback     = "region.failback"      // FailbackRequest -> Failback
 	SubjResidencyAudit     = "residency.audit"      // ResidencyAuditRequest -> []ResidencyRefusal
 )
+
+// RegionOpTimeout bounds a failover or failback request: both wait on a
+// region that has just come back (stream leaders being elected, catch-up)
+// and copy events, so they get longer than the control API's usual 30 s.
+// platformctl waits at least as long for them.
+const RegionOpTimeout = 2 * time.Minute
 
 // ResidencyAuditRequest asks for the residency refusals recorded in
 // Region's audit stream (every region when empty).

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/msgplatform/platform/internal/control"
@@ -40,6 +41,18 @@ func (g *globalOptions) requestTimeout() (time.Duration, error) {
 		return 0, usageError{fmt.Errorf("--timeout: want a positive duration such as 10s, got %q", g.timeout)}
 	}
 	return d, nil
+}
+
+// callLong is call for an operation the platform may work on for up to
+// serverTimeout: unless --timeout was given, platformctl waits that long
+// plus a margin for the reply.
+func (g *globalOptions) callLong(cmd *cobra.Command, serverTimeout time.Duration, subject string, req, resp any) error {
+	if f := cmd.Flags().Lookup("timeout"); f == nil || !f.Changed {
+		c := *g
+		c.timeout = (serverTimeout + 10*time.Second).String()
+		return c.call(cmd.Context(), subject, req, resp)
+	}
+	return g.call(cmd.Context(), subject, req, resp)
 }
 
 // call connects, sends one control API request and decodes its reply.

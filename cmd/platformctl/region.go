@@ -182,7 +182,7 @@ back.`,
 				return usageError{errors.New("--to: name the region to fail over to, e.g. --to us")}
 			}
 			var out platform.Failover
-			if err := g.call(cmd.Context(), platform.SubjRegionFailover, req, &out); err != nil {
+			if err := g.callLong(cmd, platform.RegionOpTimeout, platform.SubjRegionFailover, req, &out); err != nil {
 				return err
 			}
 			if output == "json" {
@@ -254,7 +254,7 @@ failback can be run again.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req.Topic = args[0]
 			var out platform.Failback
-			if err := g.call(cmd.Context(), platform.SubjRegionFailback, req, &out); err != nil {
+			if err := g.callLong(cmd, platform.RegionOpTimeout, platform.SubjRegionFailback, req, &out); err != nil {
 				return err
 			}
 			if output == "json" {

@@ -49,6 +49,9 @@ type Endpoint struct {
 	// Handle decodes the request body, does the work and returns the
 	// value to reply with as JSON.
 	Handle func(ctx context.Context, body []byte) (any, error)
+	// Timeout bounds this endpoint's requests instead of Serve's timeout
+	// (0: Serve's). Long operations (a region failback) set it.
+	Timeout time.Duration
 }
 
 // JSON adapts a typed function into an Endpoint handler. An empty body
@@ -69,7 +72,7 @@ func JSON[Req, Resp any](fn func(ctx context.Context, req Req) (Resp, error)) fu
 
 // Serve registers endpoints as the "platform" micro service on nc.
 // classify maps handler errors to codes (ErrInvalid etc. are recognised
-// without it). timeout bounds each request's context.
+// without it). timeout bounds each request's context (unless the endpoint sets its own).
 func Serve(nc *nats.Conn, endpoints []Endpoint, classify Classifier, timeout time.Duration) (micro.Service, error) {
 	svc, err := micro.AddService(nc, micro.Config{
 		Name:        ServiceName,
@@ -81,9 +84,12 @@ func Serve(nc *nats.Conn, endpoints []Endpoint, classify Classifier, timeout tim
 	}
 	g := svc.AddGroup(SubjectPrefix)
 	for _, ep := range endpoints {
-		h := ep.Handle
+		h, d := ep.Handle, timeout
+		if ep.Timeout > 0 {
+			d = ep.Timeout
+		}
 		err := g.AddEndpoint(ep.Name, micro.HandlerFunc(func(r micro.Request) {
-			ctx, cancel := context.WithTimeout(context.Background(), timeout)
+			ctx, cancel := context.WithTimeout(context.Background(), d)
 			defer cancel()
 			resp, err := h(ctx, r.Data())
 			if err != nil {

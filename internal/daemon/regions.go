@@ -461,7 +461,7 @@ func (d *Daemon) regionEndpoints() []control.Endpoint {
 				d.log.Warn("region failover", "topic", r.Topic, "from", out.From, "to", out.To, "promoted_at_seq", out.PromotedAtSeq, "unreplicated", out.Unreplicated, "duplicate_window", out.DuplicateWindow)
 			}
 			return out, residencyRefusal(err)
-		})},
+		}), Timeout: platform.RegionOpTimeout},
 		{Name: "region_failback", Subject: platform.SubjRegionFailback, Handle: control.JSON(func(ctx context.Context, r platform.FailbackRequest) (platform.Failback, error) {
 			rs, err := need()
 			if err != nil {
@@ -475,7 +475,7 @@ func (d *Daemon) regionEndpoints() []control.Endpoint {
 				d.log.Warn("region failback", "topic", r.Topic, "from", out.From, "to", out.To, "copied", out.Copied, "deduplicated", out.Deduplicated)
 			}
 			return out, err
-		})},
+		}), Timeout: platform.RegionOpTimeout},
 		{Name: "residency_report", Subject: platform.SubjResidencyReport, Handle: control.JSON(func(ctx context.Context, _ struct{}) (platform.ResidencyReport, error) {
 			rs, err := need()
 			if err != nil {
