@@ -83,11 +83,10 @@ func (m *Manager) ConnectTenant(ctx context.Context, tenant, name string, opts .
 	}
 	// Counted until closed, so Usage reports the tenant's own
 	// connections (see Config.PlatformConns).
-	st := m.stats(tenant)
-	st.Service.Add(1)
+	done := m.CountServiceConn(tenant)
 	prev := nc.Opts.ClosedCB
 	nc.SetClosedHandler(func(c *nats.Conn) {
-		st.Service.Add(-1)
+		done()
 		if prev != nil {
 			prev(c)
 		}

@@ -145,6 +145,18 @@ func Dial(o Options) (*Conn, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+	if o.JWT != "" { // the same as the callbacks, from the JWT and seed
+		token, seed := o.JWT, o.Seed
+		o.UserJWT = func() (string, error) { return token, nil }
+		o.Sign = func(nonce []byte) ([]byte, error) {
+			kp, err := nkeys.FromSeed(seed)
+			if err != nil {
+				return nil, fmt.Errorf("seed: %w", err)
+			}
+			defer kp.Wipe()
+			return kp.Sign(nonce)
+		}
+	}
 	c := &Conn{opts: o, log: o.Logger, subs: map[uint64]*sub{}, retired: map[uint64]retiredSub{}, done: make(chan struct{})}
 	conn, br, err := c.connectAny()
 	if err != nil {
@@ -234,18 +246,7 @@ func (c *Conn) connect(raw string) (net.Conn, *bufio.Reader, error) {
 	}
 	connect := map[string]any{"verbose": false, "pedantic": false, "lang": "go-wire", "version": "1",
 		"protocol": 1, "headers": true, "no_responders": true, "name": c.opts.Name}
-	if c.opts.JWT != "" {
-		kp, err := nkeys.FromSeed(c.opts.Seed)
-		if err != nil {
-			return fail(fmt.Errorf("seed: %w", err))
-		}
-		sig, err := kp.Sign([]byte(info.Nonce))
-		kp.Wipe()
-		if err != nil {
-			return fail(fmt.Errorf("signing the nonce: %w", err))
-		}
-		connect["jwt"], connect["sig"] = c.opts.JWT, base64.RawURLEncoding.EncodeToString(sig)
-	} else if c.opts.UserJWT != nil {
+	if c.opts.UserJWT != nil {
 		jwt, err := c.opts.UserJWT()
 		if err != nil {
 			return fail(fmt.Errorf("user JWT: %w", err))
