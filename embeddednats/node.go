@@ -25,6 +25,10 @@ type Node struct {
 	srv     *server.Server
 	closed  bool
 	leafGen int // generation of the link creds (leaf.go)
+	// afterProbe, when set (tests), runs between the port probe and the
+	// server's start: what another process taking a probed port looks
+	// like.
+	afterProbe func(*server.Options)
 }
 
 // NewNode validates cfg and prepares a node. Nothing listens until Start.
@@ -55,6 +59,10 @@ func (n *Node) Start(ctx context.Context) error {
 	return n.WaitReady(ctx)
 }
 
+// readyPoll is how often Launch looks for a failed start while it waits
+// for the server to accept clients.
+const readyPoll = 50 * time.Millisecond
+
 // Launch starts the server and waits only until it accepts clients. A
 // cluster node cannot elect a meta leader alone; Fabric launches every node
 // first and then waits for all of them.
@@ -78,13 +86,21 @@ func (n *Node) Launch() error {
 	if err != nil {
 		return fmt.Errorf("embeddednats: %s: %w", n.cfg.Name, err)
 	}
-	if n.cfg.Log {
-		s.ConfigureLogger()
+	watch := watchStart(s, opts, n.cfg.Log)
+	if n.afterProbe != nil {
+		n.afterProbe(opts)
 	}
 	go s.Start()
-	if !s.ReadyForConnections(n.cfg.ReadyTimeout) {
-		s.Shutdown()
-		return fmt.Errorf("%w: %s: not accepting clients after %s", ErrNotReady, n.cfg.Name, n.cfg.ReadyTimeout)
+	deadline := time.Now().Add(n.cfg.ReadyTimeout)
+	for !s.ReadyForConnections(readyPoll) {
+		if fatal := watch.failure(); fatal != "" {
+			s.Shutdown()
+			return startError(n.cfg.Name, fatal)
+		}
+		if time.Now().After(deadline) {
+			s.Shutdown()
+			return fmt.Errorf("%w: %s: not accepting clients after %s", ErrNotReady, n.cfg.Name, n.cfg.ReadyTimeout)
+		}
 	}
 	n.srv = s
 	return nil
