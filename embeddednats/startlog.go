@@ -19,7 +19,7 @@ import (
 // the process (the server returns after it, as it does with no logger):
 // the embedding program decides what a failed node means.
 type startWatch struct {
-	inner server.Logger // nil: discard
+	server.Logger // the stderr logger, or discard
 
 	mu    sync.Mutex
 	fatal string
@@ -38,49 +38,27 @@ func (w *startWatch) Fatalf(format string, v ...any) {
 		w.fatal = msg
 	}
 	w.mu.Unlock()
-	if w.inner != nil {
-		w.inner.Errorf("%s", msg)
-	}
+	w.Errorf("%s", msg)
 }
 
-func (w *startWatch) Noticef(format string, v ...any) {
-	if w.inner != nil {
-		w.inner.Noticef(format, v...)
-	}
-}
+// discard is the logger of a node without Config.Log.
+type discard struct{}
 
-func (w *startWatch) Warnf(format string, v ...any) {
-	if w.inner != nil {
-		w.inner.Warnf(format, v...)
-	}
-}
-
-func (w *startWatch) Errorf(format string, v ...any) {
-	if w.inner != nil {
-		w.inner.Errorf(format, v...)
-	}
-}
-
-func (w *startWatch) Debugf(format string, v ...any) {
-	if w.inner != nil {
-		w.inner.Debugf(format, v...)
-	}
-}
-
-func (w *startWatch) Tracef(format string, v ...any) {
-	if w.inner != nil {
-		w.inner.Tracef(format, v...)
-	}
-}
+func (discard) Noticef(string, ...any) {}
+func (discard) Warnf(string, ...any)   {}
+func (discard) Fatalf(string, ...any)  {}
+func (discard) Errorf(string, ...any)  {}
+func (discard) Debugf(string, ...any)  {}
+func (discard) Tracef(string, ...any)  {}
 
 // watchStart installs a startWatch on s (before s.Start). With log set,
 // the server's own stderr logger (ConfigureLogger; no log file is
 // configured, so replacing it closes nothing) is wrapped.
 func watchStart(s *server.Server, opts *server.Options, log bool) *startWatch {
-	w := &startWatch{}
+	w := &startWatch{Logger: discard{}}
 	if log {
 		s.ConfigureLogger()
-		w.inner = s.Logger()
+		w.Logger = s.Logger()
 	}
 	s.SetLoggerV2(w, opts.Debug, opts.Trace, opts.TraceVerbose)
 	return w
