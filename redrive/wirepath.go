@@ -19,11 +19,12 @@ import (
 // The runs' hot path over internal/wire. A service opens one connection
 // for its runs (shared, open while a run is) with the credentials of its
 // own (the same user, so the same account and permissions); on it, a run
-// reads the DLQ through a pull consumer and publishes the redriven events: a DLQ entry's header block
-// stays bytes from the read to the publish (filtered line by line), where
-// nats.go would decode it into a map per entry, then the run's copy of it
-// again, and encode it for the publish. The acks still come back on the
-// service's nats.go connection (the reply subject is its inbox).
+// reads the DLQ through a pull consumer and publishes the redriven
+// events: a DLQ entry's header block stays bytes from the read to the
+// publish (filtered line by line), where nats.go would decode it into a
+// map per entry, then the run's copy of it again, and encode it for the
+// publish. The acks still come back on the service's nats.go connection
+// (the reply subject is its inbox).
 //
 // Where wire cannot connect as the service does (TLS, user and password,
 // a token, an nkey without a JWT, a custom dialer, a JetStream API prefix

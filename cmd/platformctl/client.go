@@ -48,19 +48,23 @@ func (g *globalOptions) requestTimeout() (time.Duration, error) {
 // plus a margin for the reply.
 func (g *globalOptions) callLong(cmd *cobra.Command, serverTimeout time.Duration, subject string, req, resp any) error {
 	if f := cmd.Flags().Lookup("timeout"); f == nil || !f.Changed {
-		c := *g
-		c.timeout = (serverTimeout + 10*time.Second).String()
-		return c.call(cmd.Context(), subject, req, resp)
+		return g.callWithin(cmd.Context(), serverTimeout+10*time.Second, subject, req, resp)
 	}
 	return g.call(cmd.Context(), subject, req, resp)
 }
 
-// call connects, sends one control API request and decodes its reply.
+// call connects, sends one control API request and decodes its reply,
+// waiting --timeout for it.
 func (g *globalOptions) call(ctx context.Context, subject string, req, resp any) error {
 	d, err := g.requestTimeout()
 	if err != nil {
 		return err
 	}
+	return g.callWithin(ctx, d, subject, req, resp)
+}
+
+// callWithin is call waiting d for the reply.
+func (g *globalOptions) callWithin(ctx context.Context, d time.Duration, subject string, req, resp any) error {
 	nc, err := g.connect()
 	if err != nil {
 		return err
