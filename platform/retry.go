@@ -21,17 +21,32 @@ import (
 // servers than the replicas asked for, but a cluster that just formed
 // returns it until the meta leader has heard from every peer. It is retried
 // for noPeersRetryFor only.
+//
+// 10035 "account not found" comes from a stream or consumer peer that has
+// not loaded the account yet: a tenant's account JWT is pushed to every
+// node, and a node that was slow to take the update (a busy machine, a
+// node that just restarted and is syncing its resolver) refuses the
+// assignment until it has. It is retried for noAccountRetryFor only: an
+// account that does not exist stays an error.
 var transientCodes = map[jetstream.ErrorCode]bool{
-	jsErrNoPeers: true,
-	10008:        true, // JetStream system temporarily unavailable (no meta leader)
-	10009:        true, // cluster can not handle request (leader change)
-	10023:        true, // insufficient resources (consumer peers offline)
-	10202:        true, // cluster member change is in progress
-	10226:        true, // stream reconfiguration already in progress
+	jsErrNoPeers:   true,
+	jsErrNoAccount: true,
+	10008:          true, // JetStream system temporarily unavailable (no meta leader)
+	10009:          true, // cluster can not handle request (leader change)
+	10023:          true, // insufficient resources (consumer peers offline)
+	10202:          true, // cluster member change is in progress
+	10226:          true, // stream reconfiguration already in progress
 }
 
-// noPeersRetryFor bounds retrying "no suitable peers for placement".
-const noPeersRetryFor = 5 * time.Second
+// noPeersRetryFor bounds retrying "no suitable peers for placement",
+// noAccountRetryFor "account not found".
+const (
+	noPeersRetryFor   = 5 * time.Second
+	noAccountRetryFor = 10 * time.Second
+)
+
+// jsErrNoAccount is "account not found" (see transientCodes).
+const jsErrNoAccount jetstream.ErrorCode = 10035
 
 // transient reports whether err is worth retrying: a request timeout, no
 // responders (the stream or meta leader is moving), a reconnecting client,
@@ -68,7 +83,8 @@ func (r *Reconciler) do(ctx context.Context, what string, op func(ctx context.Co
 		if ctx.Err() != nil {
 			return fmt.Errorf("platform: %s: %w (last error: %v)", what, ctx.Err(), err)
 		}
-		if !transient(err) || (hasCode(err, jsErrNoPeers) && time.Since(start) > noPeersRetryFor) {
+		if !transient(err) || (hasCode(err, jsErrNoPeers) && time.Since(start) > noPeersRetryFor) ||
+			(hasCode(err, jsErrNoAccount) && time.Since(start) > noAccountRetryFor) {
 			return fmt.Errorf("platform: %s: %w", what, err)
 		}
 		if time.Now().After(deadline) {

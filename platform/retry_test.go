@@ -21,6 +21,7 @@ func TestTransient(t *testing.T) {
 		{context.DeadlineExceeded, true},
 		{&jetstream.APIError{Code: 503, ErrorCode: 10008}, true},
 		{&jetstream.APIError{Code: 400, ErrorCode: 10226}, true},
+		{fmt.Errorf("create stream: %w", &jetstream.APIError{Code: 503, ErrorCode: 10035}), true}, // a peer has not loaded the account yet
 		{jetstream.ErrStreamNotFound, false},
 		{jetstream.ErrStreamNameAlreadyInUse, false},
 		{&jetstream.APIError{Code: 400, ErrorCode: 10058}, false},
@@ -47,6 +48,17 @@ func TestDoRetriesTransientOnly(t *testing.T) {
 	})
 	if err != nil || calls != 3 {
 		t.Errorf("transient then ok: %v after %d calls", err, calls)
+	}
+
+	calls = 0
+	err = r.do(ctx, "op", func(context.Context) error {
+		if calls++; calls < 2 {
+			return &jetstream.APIError{Code: 503, ErrorCode: jsErrNoAccount, Description: "account not found"}
+		}
+		return nil
+	})
+	if err != nil || calls != 2 {
+		t.Errorf("account not found on a peer, then ok: %v after %d calls", err, calls)
 	}
 
 	calls = 0
