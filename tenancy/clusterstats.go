@@ -25,6 +25,8 @@ type Counters struct {
 	Rejected      uint64 `json:"rejected"`
 	Dropped       uint64 `json:"dropped"`
 	Denied        uint64 `json:"denied"`
+	Out           uint64 `json:"out,omitempty"`
+	OutBytes      uint64 `json:"out_bytes,omitempty"`
 	Runtimes      int    `json:"runtimes"`
 	Platform      int    `json:"platform,omitempty"`
 }
@@ -36,6 +38,8 @@ func (c *Counters) add(o Counters) {
 	c.Rejected += o.Rejected
 	c.Dropped += o.Dropped
 	c.Denied += o.Denied
+	c.Out += o.Out
+	c.OutBytes += o.OutBytes
 	c.Runtimes += o.Runtimes
 	c.Platform += o.Platform
 }
@@ -47,7 +51,8 @@ func (m *Manager) localStats() map[string]Counters {
 	out := make(map[string]Counters, len(m.counters))
 	for name, s := range m.counters {
 		c := Counters{Accepted: s.Accepted.Load(), AcceptedBytes: s.AcceptedBytes.Load(), Throttled: s.Throttled.Load(),
-			Rejected: s.Rejected.Load(), Dropped: s.Dropped.Load(), Denied: s.Denied.Load()}
+			Rejected: s.Rejected.Load(), Dropped: s.Dropped.Load(), Denied: s.Denied.Load(),
+			Out: s.Out.Load(), OutBytes: s.OutBytes.Load()}
 		if rt := m.rts[name]; rt != nil {
 			c.Runtimes = 1
 		}

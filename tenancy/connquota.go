@@ -150,7 +150,8 @@ func (m *Manager) enforceConnQuota(ctx context.Context, tenant string) (int, err
 // issuedConn is a connection with the key that signed its user.
 type issuedConn struct {
 	tenantConn
-	issuer string
+	issuer            string
+	outMsgs, outBytes int64 // what the server delivered to it
 }
 
 // errIncomplete: not every server listed its connections.
@@ -191,7 +192,7 @@ func (m *Manager) accountConns(ctx context.Context, t *Tenant) (conns []issuedCo
 			continue
 		}
 		for _, c := range r.Data.Conns {
-			out = append(out, issuedConn{issuer: c.IssuerKey,
+			out = append(out, issuedConn{issuer: c.IssuerKey, outMsgs: c.OutMsgs, outBytes: c.OutBytes,
 				tenantConn: tenantConn{server: r.Server.ID, cid: c.Cid, start: c.Start, key: c.AuthorizedUser}})
 		}
 	}

@@ -199,10 +199,15 @@
 //
 // Usage is cluster-wide: every manager answers platform.tenancy.stats
 // with its counters (ingest: accepted, throttled, rejected, dropped;
-// denials) and Usage sums the replies (gathered until 150 ms pass without
-// one, 1 s at most; a manager that does not answer in time is missing),
-// with every node's account statistics (connections, deliveries) and
-// JetStream account info. Counters start at zero when a daemon starts.
+// denials; deliveries to the tenant's closed connections) and Usage sums
+// the replies (gathered until 150 ms pass without one, 1 s at most; a
+// manager that does not answer in time is missing), with every node's
+// account statistics (connections), the deliveries to the tenant's open
+// connections (every node's connection list) and JetStream account info.
+// Messages out are those delivered to the tenant's own connections only:
+// not to the platform's (the ingest takes every event), nor to streams or
+// between replicas, which the servers' account statistics also count
+// (see watchDisconnects). Counters start at zero when a daemon starts.
 // Collector exports them labelled by tenant; every daemon exports the
 // same cluster totals (aggregate with max, not sum).
 //

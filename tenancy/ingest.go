@@ -48,6 +48,9 @@ type Stats struct {
 	Throttled, Rejected     atomic.Uint64
 	Dropped                 atomic.Uint64
 	Denied                  atomic.Uint64
+	// Out and OutBytes are what the servers delivered to the tenant's
+	// own connections that have closed (see watchDisconnects).
+	Out, OutBytes atomic.Uint64
 	// Service is how many platform service connections (ConnectTenant)
 	// this manager holds open in the tenant's account.
 	Service atomic.Int64

@@ -115,6 +115,7 @@ type Manager struct {
 	reg *registry
 	den *nats.Subscription
 	cq  *nats.Subscription // connect events: the connection quota
+	dis *nats.Subscription // disconnect events: deliveries to closed connections
 	sts *nats.Subscription // answers other managers' stats requests
 
 	mu       sync.Mutex // serialises changes made through this manager
@@ -193,6 +194,9 @@ func (m *Manager) Start(ctx context.Context) error {
 	if m.cq, err = m.watchConnects(); err != nil {
 		return fmt.Errorf("tenancy: watch connects: %w", err)
 	}
+	if m.dis, err = m.watchDisconnects(); err != nil {
+		return fmt.Errorf("tenancy: watch disconnects: %w", err)
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, t := range ts {
@@ -241,6 +245,9 @@ func (m *Manager) Close(ctx context.Context) error {
 	}
 	if m.sts != nil {
 		_ = m.sts.Unsubscribe()
+	}
+	if m.dis != nil {
+		_ = m.dis.Unsubscribe()
 	}
 	if m.cq != nil {
 		_ = m.cq.Unsubscribe()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -23,10 +24,12 @@ type TierUsage struct {
 // Usage is what a tenant uses, cluster-wide: the publish counters are
 // the sum over every daemon's manager (each counts what its ingest and
 // its share of the auth error events saw since it started; see
-// clusterStats), connections and delivered messages the sum over every
-// node, storage the tenant's JetStream account info. Dropped counts
-// fire-and-forget publishes lost to the rate quota (no reply subject to
-// refuse them on, or the ingest's subscription overflowed).
+// clusterStats), connections the sum over every node, messages out what
+// the servers delivered to the tenant's own connections (open and
+// closed; see watchDisconnects), storage the tenant's JetStream account
+// info. Dropped counts fire-and-forget publishes lost to the rate quota
+// (no reply subject to refuse them on, or the ingest's subscription
+// overflowed).
 type Usage struct {
 	Tenant      string               `json:"tenant"`
 	State       State                `json:"state"`
@@ -61,13 +64,19 @@ func (m *Manager) Usage(ctx context.Context, name string) ([]Usage, error) {
 	}
 	var stat map[string]*server.AccountStat
 	var counts map[string]Counters
-	done := make(chan struct{})
+	var live map[string][2]int64
+	var wg sync.WaitGroup
+	wg.Add(2)
 	go func() {
-		defer close(done)
+		defer wg.Done()
 		counts = m.clusterStats(ctx)
 	}()
+	go func() {
+		defer wg.Done()
+		live = m.liveDelivered(ctx, ts)
+	}()
 	stat = m.accountStats(ctx, ts)
-	<-done
+	wg.Wait()
 	out := make([]Usage, 0, len(ts))
 	for _, t := range ts {
 		st := counts[t.Name]
@@ -75,8 +84,11 @@ func (m *Manager) Usage(ctx context.Context, name string) ([]Usage, error) {
 			MsgsIn: st.Accepted, BytesIn: st.AcceptedBytes, Throttled: st.Throttled,
 			Rejected: st.Rejected, Dropped: st.Dropped, Denied: st.Denied, Storage: map[string]TierUsage{}}
 		if s, ok := stat[t.Account]; ok {
-			u.Connections, u.MsgsOut, u.BytesOut = s.Conns, s.Sent.Msgs, s.Sent.Bytes
+			u.Connections = s.Conns
 		}
+		// Delivered to the tenant's own connections: closed (the
+		// managers' counts) and open (see watchDisconnects).
+		u.MsgsOut, u.BytesOut = int64(st.Out)+live[t.Name][0], int64(st.OutBytes)+live[t.Name][1]
 		m.mu.Lock()
 		rt := m.rts[t.Name]
 		m.mu.Unlock()
@@ -180,7 +192,8 @@ var (
 	descRejected  = prometheus.NewDesc("platform_tenant_publish_rejected_total", "Events refused by the publish-rate quota with an error the publisher sees, by tenant.", []string{"tenant"}, nil)
 	descDropped   = prometheus.NewDesc("platform_tenant_publish_dropped_total", "Fire-and-forget events (no reply subject) lost to the publish-rate quota, by tenant.", []string{"tenant"}, nil)
 	descDenied    = prometheus.NewDesc("platform_tenant_auth_denied_total", "Connections of the tenant's users refused by the servers.", []string{"tenant"}, nil)
-	descOut       = prometheus.NewDesc("platform_tenant_delivered_events", "Messages delivered to the tenant's connections (server counters).", []string{"tenant"}, nil)
+	descOut       = prometheus.NewDesc("platform_tenant_delivered_events", "Messages the servers delivered to the tenant's own connections (subscriptions, consumers, replies; not the platform's connections, streams or replication).", []string{"tenant"}, nil)
+	descOutBytes  = prometheus.NewDesc("platform_tenant_delivered_bytes", "Bytes (headers and payload) of the messages in platform_tenant_delivered_events.", []string{"tenant"}, nil)
 	descConns     = prometheus.NewDesc("platform_tenant_connections", "Live client connections of the tenant.", []string{"tenant"}, nil)
 	descStorage   = prometheus.NewDesc("platform_tenant_storage_bytes", "JetStream storage used, by tenant, tier and kind.", []string{"tenant", "tier", "kind"}, nil)
 	descQuota     = prometheus.NewDesc("platform_tenant_storage_quota_bytes", "JetStream storage quota, by tenant, tier and kind (-1 unlimited).", []string{"tenant", "tier", "kind"}, nil)
@@ -188,7 +201,7 @@ var (
 )
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descIn, descInBytes, descThrottled, descRejected, descDropped, descDenied, descOut, descConns, descStorage, descQuota, descSuspended} {
+	for _, d := range []*prometheus.Desc{descIn, descInBytes, descThrottled, descRejected, descDropped, descDenied, descOut, descOutBytes, descConns, descStorage, descQuota, descSuspended} {
 		ch <- d
 	}
 }
@@ -210,7 +223,11 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		counter(descRejected, float64(u.Rejected))
 		counter(descDropped, float64(u.Dropped))
 		counter(descDenied, float64(u.Denied))
+		// Gauges: a connection that just closed leaves the open
+		// connections' sum a moment before its disconnect event is
+		// counted.
 		ch <- prometheus.MustNewConstMetric(descOut, prometheus.GaugeValue, float64(u.MsgsOut), u.Tenant)
+		ch <- prometheus.MustNewConstMetric(descOutBytes, prometheus.GaugeValue, float64(u.BytesOut), u.Tenant)
 		ch <- prometheus.MustNewConstMetric(descConns, prometheus.GaugeValue, float64(u.Connections), u.Tenant)
 		susp := 0.0
 		if u.State == StateSuspended {

@@ -131,12 +131,16 @@ func (l *violationLogger) observe(line string) {
 type keyIndex struct {
 	accounts   sync.Map // account public key -> tenant name
 	users      sync.Map // user public key -> user name
+	signers    sync.Map // account signing key -> tenant name (it signs the platform's users)
 	violations sync.Map // tenant -> *atomic.Uint64
 }
 
 // index records t's account and users. Callers may hold m.mu.
 func (m *Manager) index(t *Tenant) {
 	m.keys.accounts.Store(t.Account, t.Name)
+	if t.SigningKey != "" {
+		m.keys.signers.Store(t.SigningKey, t.Name)
+	}
 	for _, u := range t.Users {
 		m.keys.users.Store(u.PublicKey, u.Name)
 	}

@@ -1,0 +1,96 @@
+package tenancy_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/msgplatform/platform/embeddednats/natstest"
+	"github.com/msgplatform/platform/tenancy"
+)
+
+// Usage's messages out are what the tenant's own connections received:
+// not the platform's (the ingest receives every event, the runtime its
+// JetStream API replies), nor the streams' or the replicas' traffic that
+// the servers' account statistics also count. A connection counts while
+// open and, once closed, through its disconnect event, once across two
+// managers.
+func TestUsageOutCountsTheTenantsOwnConnectionsOnce(t *testing.T) {
+	e := start(t, 3)
+	m2, err := tenancy.NewManager(e.f.Conn(), e.f.Trust(), tenancy.Config{URL: e.f.ClientURLs(), Servers: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m2.Start(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m2.Close(context.Background()) })
+	e.tenant("out", tenancy.DefaultQuota())
+	prod := e.user("out", "producer", []string{"orders"}, nil)
+
+	out := func() (msgs, bytes [2]int64) {
+		t.Helper()
+		for i, m := range []*tenancy.Manager{e.m, m2} {
+			us, err := m.Usage(ctx(t), "out")
+			if err != nil || len(us) != 1 {
+				t.Fatalf("usage from manager %d: %v %v", i+1, us, err)
+			}
+			msgs[i], bytes[i] = us[0].MsgsOut, us[0].BytesOut
+		}
+		return msgs, bytes
+	}
+	if msgs, _ := out(); msgs != [2]int64{0, 0} {
+		t.Fatalf("a tenant whose users received nothing has msgs_out %v (manager 1, 2), want 0: the platform's own connections counted", msgs)
+	}
+
+	const n = 50
+	nc := e.mustConnect(prod, "producer", 1)
+	js, _ := jetstream.New(nc)
+	for i := range n {
+		if _, err := js.Publish(ctx(t), "orders.k", []byte(fmt.Sprintf("event-%d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The producer received its n acks, nothing else.
+	msgs, bytes := out()
+	if msgs != [2]int64{n, n} || bytes[0] != bytes[1] || bytes[0] <= 0 {
+		t.Fatalf("open connection: msgs_out %v, bytes_out %v (manager 1, 2), want %d acks from both", msgs, bytes, n)
+	}
+	openBytes := bytes[0]
+	nc.Close()
+	// Closed: counted through its disconnect event, by one manager.
+	natstest.WaitFor(t, 10*time.Second, func() error {
+		if msgs, bytes := out(); msgs != [2]int64{n, n} || bytes != [2]int64{openBytes, openBytes} {
+			return fmt.Errorf("closed connection: msgs_out %v, bytes_out %v (manager 1, 2), want %d and %d from both", msgs, bytes, n, openBytes)
+		}
+		return nil
+	})
+	time.Sleep(time.Second) // a second count of the event would show by now
+	if msgs, _ := out(); msgs != [2]int64{n, n} {
+		t.Fatalf("closed connection counted twice? msgs_out %v (manager 1, 2), want %d", msgs, n)
+	}
+	// The metrics say the same.
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(m2.Collector())
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		for _, mt := range mf.GetMetric() {
+			for _, l := range mt.GetLabel() {
+				if l.GetName() == "tenant" && l.GetValue() == "out" && mt.GetGauge() != nil {
+					got[mf.GetName()] = mt.GetGauge().GetValue()
+				}
+			}
+		}
+	}
+	if got["platform_tenant_delivered_events"] != n || got["platform_tenant_delivered_bytes"] != float64(openBytes) {
+		t.Errorf("metrics: delivered events %v, bytes %v; want %d and %d", got["platform_tenant_delivered_events"], got["platform_tenant_delivered_bytes"], n, openBytes)
+	}
+}
