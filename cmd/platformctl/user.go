@@ -25,16 +25,20 @@ func newUserCmd(g *globalOptions) *cobra.Command {
 
 func newUserAddCmd(g *globalOptions) *cobra.Command {
 	var spec tenancy.UserSpec
-	var out string
+	var out, natsCtx string
 	var force bool
 	cmd := &cobra.Command{
-		Use:   "add TENANT NAME --pub NAMES --sub NAMES --out FILE",
+		Use:   "add TENANT NAME --pub NAMES --sub NAMES --out FILE [--nats-context NAME]",
 		Short: "Add a user and write its .creds file (0600), usable by the nats CLI and nats.go",
 		Long: `Adds user NAME to TENANT. --pub names topics and queues it may publish to
 (through the platform's ingest, under the tenant's publish-rate quota); --sub
 names topics, queues and groups it may read. Nothing else is allowed. Clients
 must use the inbox prefix _INBOX_<NAME> (nats --inbox-prefix, or
-nats.CustomInboxPrefix) so that no user can read another's replies.`,
+nats.CustomInboxPrefix) so that no user can read another's replies.
+
+--nats-context NAME also saves a nats CLI context with --server, the creds
+file and the inbox prefix, so that 'nats --context NAME ...' (requests and
+'pub --jetstream' included) works as the user.`,
 		Args: exactArgs(2, "TENANT NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			spec.Name = args[1]
@@ -51,6 +55,13 @@ nats.CustomInboxPrefix) so that no user can read another's replies.`,
 			} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
 				return err
 			}
+			ctxPath := ""
+			if natsCtx != "" {
+				var err error
+				if ctxPath, err = natsContextPath(natsCtx, force); err != nil {
+					return usageError{err}
+				}
+			}
 			var uc tenancy.UserCreds
 			if err := g.call(cmd.Context(), tenancy.SubjUserAdd, tenancy.UserRequest{Actor: actor(), Tenant: args[0], User: spec}, &uc); err != nil {
 				return err
@@ -58,15 +69,26 @@ nats.CustomInboxPrefix) so that no user can read another's replies.`,
 			if err := embeddednats.WriteFileAtomic(out, uc.Creds, 0o600); err != nil {
 				return err
 			}
-			_, err := fmt.Fprintf(cmd.OutOrStdout(), "user %s of %s: created (%s), credentials in %s; use inbox prefix %s\n",
-				spec.Name, args[0], uc.User.PublicKey, out, tenancy.InboxPrefix(spec.Name))
+			if _, err := fmt.Fprintf(cmd.OutOrStdout(), "user %s of %s: created (%s), credentials in %s; use inbox prefix %s\n",
+				spec.Name, args[0], uc.User.PublicKey, out, tenancy.InboxPrefix(spec.Name)); err != nil {
+				return err
+			}
+			if ctxPath == "" {
+				return nil
+			}
+			if err := writeNatsContext(ctxPath, natsContext{Description: fmt.Sprintf("platform tenant %s, user %s", args[0], spec.Name),
+				URL: g.server, Creds: out, InboxPrefix: tenancy.InboxPrefix(spec.Name)}); err != nil {
+				return fmt.Errorf("user %s of %s was created, but its nats context was not saved: %w", spec.Name, args[0], err)
+			}
+			_, err := fmt.Fprintf(cmd.OutOrStdout(), "nats context %s saved in %s: nats --context %s ...\n", natsCtx, ctxPath, natsCtx)
 			return err
 		},
 	}
 	cmd.Flags().StringSliceVar(&spec.Pub, "pub", nil, "topics and queues the user may publish to")
 	cmd.Flags().StringSliceVar(&spec.Sub, "sub", nil, "topics, queues and groups the user may read")
 	cmd.Flags().StringVar(&out, "out", "", "file to write the .creds to (mode 0600)")
-	cmd.Flags().BoolVar(&force, "force", false, "overwrite --out if it exists")
+	cmd.Flags().StringVar(&natsCtx, "nats-context", "", "also save a nats CLI context NAME (server, creds, inbox prefix)")
+	cmd.Flags().BoolVar(&force, "force", false, "overwrite --out (and --nats-context) if it exists")
 	return cmd
 }
 
