@@ -197,7 +197,8 @@ const denialsQueue = "platform-tenancy-denials"
 
 // watchDenials records every refused connection of a tenant user (bad
 // or revoked credentials, suspended tenant, connection quota) from the
-// servers' auth error events.
+// servers' auth error events. The platform's own users are left out
+// (see ownConn).
 func (m *Manager) watchDenials() (*nats.Subscription, error) {
 	return m.sys.QueueSubscribe("$SYS.SERVER.*.CLIENT.AUTH.ERR", denialsQueue, func(msg *nats.Msg) {
 		var ev server.DisconnectEventMsg
@@ -212,8 +213,16 @@ func (m *Manager) watchDenials() (*nats.Subscription, error) {
 		if acc == "" {
 			acc = uc.Issuer
 		}
-		tenant := m.tenantOfAccount(acc)
+		tenant, own := m.ownConn(acc, uc.Issuer)
 		if tenant == "" {
+			return
+		}
+		if !own {
+			// The platform's own user (signed by the account's signing
+			// key): refused for a moment while a resume or an update
+			// reaches every node, and it tries again. Not the tenant's
+			// denial: logged, not audited or counted.
+			m.log.Info("tenancy: a platform connection to a tenant account was refused", "tenant", tenant, "user", uc.Name, "reason", ev.Reason)
 			return
 		}
 		m.stats(tenant).Denied.Add(1)

@@ -107,6 +107,10 @@ func TestServiceUserOfTenantAccount(t *testing.T) {
 		}
 		return nil
 	})
+	// The service connection keeps reconnecting (every 100 ms) and is
+	// refused while the tenant is suspended: the platform's own
+	// refusals are not the tenant's authorization denials.
+	time.Sleep(time.Second)
 	if _, err := e.m.Resume(c, "test", "acme"); err != nil {
 		t.Fatal(err)
 	}
@@ -115,4 +119,17 @@ func TestServiceUserOfTenantAccount(t *testing.T) {
 		t.Fatalf("ConnectTenant after Resume: %v", err)
 	}
 	again.Close()
+	time.Sleep(500 * time.Millisecond) // audit records are written asynchronously
+	recs, err := e.m.Audit(c, tenancy.AuditFilter{Tenant: "acme"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range recs {
+		if r.Action == tenancy.ActionAuthDenied {
+			t.Errorf("the platform's refused service connection is audited as the tenant's denial: %+v", r)
+		}
+	}
+	if us, err := e.m.Usage(c, "acme"); err != nil || len(us) != 1 || us[0].Denied != 0 {
+		t.Errorf("usage %+v, %v: want 0 authorization denials (the tenant's users made no attempt)", us, err)
+	}
 }
