@@ -1,7 +1,6 @@
 package tenancy_test
 
 import (
-	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -21,14 +20,7 @@ import (
 // managers.
 func TestUsageOutCountsTheTenantsOwnConnectionsOnce(t *testing.T) {
 	e := start(t, 3)
-	m2, err := tenancy.NewManager(e.f.Conn(), e.f.Trust(), tenancy.Config{URL: e.f.ClientURLs(), Servers: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := m2.Start(ctx(t)); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = m2.Close(context.Background()) })
+	m2 := e.another()
 	e.tenant("out", tenancy.DefaultQuota())
 	prod := e.user("out", "producer", []string{"orders"}, nil)
 

@@ -158,14 +158,7 @@ func TestThrottleEveryPathNoSilentLoss(t *testing.T) {
 // it, on a fresh connection, is acknowledged at the first attempt.
 func TestUsageClusterWideAndResumeServing(t *testing.T) {
 	e := start(t, 3)
-	m2, err := tenancy.NewManager(e.f.Conn(), e.f.Trust(), tenancy.Config{URL: e.f.ClientURLs(), Servers: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := m2.Start(ctx(t)); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = m2.Close(context.Background()) })
+	m2 := e.another()
 	e.tenant("wide", tenancy.DefaultQuota())
 	prod := e.user("wide", "producer", []string{"orders"}, nil)
 

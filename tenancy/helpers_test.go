@@ -37,6 +37,21 @@ func start(t *testing.T, nodes int) *env {
 	return &env{t: t, f: f, m: m, dir: t.TempDir()}
 }
 
+// another starts a second manager on e's fabric (a second daemon in node
+// mode), closed at the end of the test.
+func (e *env) another() *tenancy.Manager {
+	e.t.Helper()
+	m, err := tenancy.NewManager(e.f.Conn(), e.f.Trust(), tenancy.Config{URL: e.f.ClientURLs(), Servers: len(e.f.Nodes())})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if err := m.Start(ctx(e.t)); err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { _ = m.Close(context.Background()) })
+	return m
+}
+
 func ctx(t *testing.T) context.Context {
 	c, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)

@@ -59,14 +59,7 @@ func (e *env) flood(creds, user string, d time.Duration) (acked, limited int64) 
 // within a few seconds.
 func TestOneIngestPerTenantAcrossManagers(t *testing.T) {
 	e := start(t, 3)
-	m2, err := tenancy.NewManager(e.f.Conn(), e.f.Trust(), tenancy.Config{URL: e.f.ClientURLs(), Servers: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := m2.Start(ctx(t)); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = m2.Close(context.Background()) })
+	m2 := e.another()
 
 	q := tenancy.DefaultQuota()
 	q.PublishRate, q.Policy = 300, tenancy.PolicyReject
