@@ -115,7 +115,7 @@ func (m *Manager) enforceConnQuota(ctx context.Context, tenant string) (int, err
 	}
 	var own []tenantConn
 	for _, c := range all {
-		if c.issuer != t.SigningKey && c.issuer != t.Account {
+		if !t.platformIssued(c.issuer) {
 			own = append(own, c.tenantConn)
 		}
 	}

@@ -51,9 +51,8 @@ func (m *Manager) watchDisconnects() (*nats.Subscription, error) {
 }
 
 // ownConn names the tenant of account acc and says whether a connection
-// whose user was signed by issuer is the tenant's own: platform users are
-// signed by the account's signing key (or its identity key), tenant users
-// by scoped keys of their own.
+// whose user was signed by issuer is the tenant's own (see
+// Tenant.platformIssued), from the index: events name only the account.
 func (m *Manager) ownConn(acc, issuer string) (tenant string, own bool) {
 	v, ok := m.keys.accounts.Load(acc)
 	if !ok {
@@ -91,7 +90,7 @@ func (m *Manager) liveDelivered(ctx context.Context, ts []Tenant) map[string][2]
 			}
 			var sum [2]int64
 			for _, c := range conns {
-				if c.issuer != t.SigningKey && c.issuer != t.Account {
+				if !t.platformIssued(c.issuer) {
 					sum[0] += c.outMsgs
 					sum[1] += c.outBytes
 				}

@@ -221,3 +221,11 @@ func (t Tenant) Public() Tenant {
 	t.SealedSigningSeed = nil
 	return t
 }
+
+// platformIssued says whether a user signed by issuer is one of the
+// platform's own in t's account: those are signed by the account's
+// signing key (or its identity key), tenant users by scoped keys of their
+// own.
+func (t *Tenant) platformIssued(issuer string) bool {
+	return issuer == t.SigningKey || issuer == t.Account
+}
