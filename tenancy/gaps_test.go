@@ -208,9 +208,13 @@ func TestUsageClusterWideAndResumeServing(t *testing.T) {
 	if _, err := m2.Resume(ctx(t), "test", "wide"); err != nil {
 		t.Fatalf("resume: %v", err)
 	}
-	for i := range 3 { // right after resume, first attempt, every node
+	// Right after resume, first attempt, every node: taken, not lost. The
+	// ack may be slow on a loaded machine (it once took over 2 s in CI,
+	// the ingest having forwarded the event), so it gets the 5 s the
+	// other publishes get.
+	for i := range 3 {
 		js, _ := jetstream.New(e.mustConnect(prod, "producer", i))
-		pctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		pctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		_, err := js.Publish(pctx, "orders.k", []byte("0123456789"))
 		cancel()
 		if err != nil {
