@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/msgplatform/platform/embeddednats/natstest"
 	"github.com/msgplatform/platform/tenancy"
@@ -66,23 +65,8 @@ func TestUsageOutCountsTheTenantsOwnConnectionsOnce(t *testing.T) {
 		t.Fatalf("closed connection counted twice? msgs_out %v (manager 1, 2), want %d", msgs, n)
 	}
 	// The metrics say the same.
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(m2.Collector())
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := map[string]float64{}
-	for _, mf := range mfs {
-		for _, mt := range mf.GetMetric() {
-			for _, l := range mt.GetLabel() {
-				if l.GetName() == "tenant" && l.GetValue() == "out" && mt.GetGauge() != nil {
-					got[mf.GetName()] = mt.GetGauge().GetValue()
-				}
-			}
-		}
-	}
-	if got["platform_tenant_delivered_events"] != n || got["platform_tenant_delivered_bytes"] != float64(openBytes) {
-		t.Errorf("metrics: delivered events %v, bytes %v; want %d and %d", got["platform_tenant_delivered_events"], got["platform_tenant_delivered_bytes"], n, openBytes)
+	events, bytesOut := tenantMetric(t, m2, "platform_tenant_delivered_events", "out"), tenantMetric(t, m2, "platform_tenant_delivered_bytes", "out")
+	if events != n || bytesOut != float64(openBytes) {
+		t.Errorf("metrics: delivered events %v, bytes %v; want %d and %d", events, bytesOut, n, openBytes)
 	}
 }

@@ -14,7 +14,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/msgplatform/platform/tenancy"
 )
@@ -262,26 +261,7 @@ func TestUsageClusterWideAndResumeServing(t *testing.T) {
 	}
 	// The metrics of either daemon are the same cluster totals.
 	for i, m := range []*tenancy.Manager{e.m, m2} {
-		reg := prometheus.NewRegistry()
-		reg.MustRegister(m.Collector())
-		mfs, err := reg.Gather()
-		if err != nil {
-			t.Fatal(err)
-		}
-		got := -1.0
-		for _, mf := range mfs {
-			if mf.GetName() != "platform_tenant_publish_events_total" {
-				continue
-			}
-			for _, mt := range mf.GetMetric() {
-				for _, l := range mt.GetLabel() {
-					if l.GetName() == "tenant" && l.GetValue() == "wide" {
-						got = mt.GetCounter().GetValue()
-					}
-				}
-			}
-		}
-		if got != float64(accepted) {
+		if got := tenantMetric(t, m, "platform_tenant_publish_events_total", "wide"); got != float64(accepted) {
 			t.Errorf("manager %d: platform_tenant_publish_events_total{tenant=\"wide\"} = %v, want %d as usage says", i+1, got, accepted)
 		}
 	}

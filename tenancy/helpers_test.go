@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/msgplatform/platform/embeddednats/natstest"
 	"github.com/msgplatform/platform/platform"
@@ -50,6 +51,34 @@ func (e *env) another() *tenancy.Manager {
 	}
 	e.t.Cleanup(func() { _ = m.Close(context.Background()) })
 	return m
+}
+
+// tenantMetric is the value of m's metric name for tenant (a counter or a
+// gauge), -1 when it is not exported.
+func tenantMetric(t *testing.T, m *tenancy.Manager, name, tenant string) float64 {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(m.Collector())
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, mt := range mf.GetMetric() {
+			for _, l := range mt.GetLabel() {
+				if l.GetName() == "tenant" && l.GetValue() == tenant {
+					if c := mt.GetCounter(); c != nil {
+						return c.GetValue()
+					}
+					return mt.GetGauge().GetValue()
+				}
+			}
+		}
+	}
+	return -1
 }
 
 func ctx(t *testing.T) context.Context {
