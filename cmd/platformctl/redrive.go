@@ -187,7 +187,7 @@ func newRedriveActionCmd(g *globalOptions, o *redriveOptions, verb, subject, sho
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s: %s\n", st.ID, st.State)
 			if follows && !o.detach {
-				return g.follow(cmd.Context(), cmd.OutOrStdout(), o.tenant, st.ID, o.interval)
+				return g.follow(cmd.Context(), cmd.OutOrStdout(), o.tenant, st.ID, st.Revision, o.interval)
 			}
 			return nil
 		},
@@ -228,7 +228,7 @@ func newRedriveRunCmd(g *globalOptions, o *redriveOptions) *cobra.Command {
 			if o.detach {
 				return nil
 			}
-			return g.follow(cmd.Context(), cmd.OutOrStdout(), o.tenant, st.ID, o.interval)
+			return g.follow(cmd.Context(), cmd.OutOrStdout(), o.tenant, st.ID, st.Revision, o.interval)
 		},
 	}
 	cmd.Flags().StringVar(&o.note, "note", "", "why (recorded in the audit log)")
@@ -245,7 +245,12 @@ func rateText(r float64) string {
 }
 
 // follow prints a redrive's progress until it is no longer running.
-func (g *globalOptions) follow(ctx context.Context, w io.Writer, scope, id string, every time.Duration) error {
+// since is the record's revision after the caller's own change (its run
+// or resume): the bucket's replicas answer reads too, and one that has
+// not applied that change yet returns an older record (in CI, "approved"
+// right after the run started, which ended the follow at once). Such a
+// read is not progress: it is asked again.
+func (g *globalOptions) follow(ctx context.Context, w io.Writer, scope, id string, since uint64, every time.Duration) error {
 	if every <= 0 {
 		every = time.Second
 	}
@@ -253,6 +258,14 @@ func (g *globalOptions) follow(ctx context.Context, w io.Writer, scope, id strin
 		var st redrive.Status
 		if err := g.call(ctx, redrive.SubjStatus, redrive.IDRequest{Scope: scope, ID: id}, &st); err != nil {
 			return err
+		}
+		if st.Revision < since {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(staleReadWait):
+			}
+			continue
 		}
 		fmt.Fprintln(w, progressLine(st))
 		if st.State != redrive.StateRunning {
@@ -268,6 +281,10 @@ func (g *globalOptions) follow(ctx context.Context, w io.Writer, scope, id strin
 		}
 	}
 }
+
+// staleReadWait is the pause before reading a redrive's record again
+// when a replica answered with a revision older than the caller's own.
+const staleReadWait = 50 * time.Millisecond
 
 func progressLine(st redrive.Status) string {
 	p := st.Progress
