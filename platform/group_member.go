@@ -154,9 +154,22 @@ func (m *Member) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("platform: group %s: watch membership: %w", m.cfg.Group, err)
 	}
-	if err := m.beat(ctx); err != nil {
-		_ = w.Stop()
-		return err
+	// The first beat is tried again until ctx ends: one put may take
+	// longer than a heartbeat on a busy bucket leader (the loop shrugs
+	// that off; Start failed with it, in CI with 100 ms heartbeats).
+	for {
+		err := m.beat(ctx)
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			_ = w.Stop()
+			return fmt.Errorf("platform: group %s: join (membership record): %w", m.cfg.Group, err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(m.cfg.Heartbeat / 2):
+		}
 	}
 	m.failures = newFailureLog(m.js, topic.Replicas)
 	if !m.cfg.NoDLQRouter {

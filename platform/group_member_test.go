@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"strings"
 	"testing"
 	"time"
 
@@ -320,4 +321,29 @@ func TestGroupStaleMemberCannotAck(t *testing.T) {
 		return nil
 	})
 	_ = b
+}
+
+// Start keeps trying its first membership record until its context ends,
+// not for one heartbeat: here every put has a microsecond, so Start must
+// fail only at its own deadline, saying what it was doing.
+func TestMemberStartJoinsWithinItsContextNotOneHeartbeat(t *testing.T) {
+	t.Parallel()
+	f := natstest.RunFabric(t, 3)
+	js := f.JetStream()
+	applyGroup(t, js, "orders", 2, "email-notifier")
+	cfg := fastMember("email-notifier", "slow")
+	cfg.Heartbeat, cfg.TTL = time.Microsecond, time.Second
+	m, err := NewMember(js, cfg, func(context.Context, *Message) error { return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	began := time.Now()
+	err = m.Start(testCtx(t, 700*time.Millisecond))
+	if err == nil {
+		_ = m.Close(context.Background())
+		t.Fatal("Start joined with puts that cannot finish")
+	}
+	if took := time.Since(began); took < 600*time.Millisecond || !strings.Contains(err.Error(), "join (membership record)") {
+		t.Fatalf("Start failed after %s with %v: want its 700ms deadline and the join named", took, err)
+	}
 }
