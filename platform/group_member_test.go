@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"sync"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
