@@ -73,10 +73,20 @@ func TestIsolationACLSpoofRevokeSuspend(t *testing.T) {
 	// The reader (node 3) sees the authenticated tenant, not the spoof.
 	rc := e.mustConnect(hRead, "reader", 2)
 	rjs, _ := jetstream.New(rc)
-	oc, err := rjs.OrderedConsumer(ctx(t), tenancy.StreamName("orders"), jetstream.OrderedConsumerConfig{})
-	if err != nil {
-		t.Fatalf("reader consumer: %v", err)
-	}
+	// One JetStream API request whose answer never came (60 s) failed
+	// this test once in CI on a loaded machine; the request is tried
+	// again, 10 s at a time, and each miss is logged.
+	var oc jetstream.Consumer
+	natstest.WaitFor(t, 60*time.Second, func() error {
+		c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		var err error
+		if oc, err = rjs.OrderedConsumer(c, tenancy.StreamName("orders"), jetstream.OrderedConsumerConfig{}); err != nil {
+			t.Logf("reader consumer: %v (trying again)", err)
+			return fmt.Errorf("reader consumer: %w", err)
+		}
+		return nil
+	})
 	var got jetstream.Msg
 	natstest.WaitFor(t, 10*time.Second, func() (err error) {
 		got, err = oc.Next(jetstream.FetchMaxWait(time.Second))
@@ -91,7 +101,7 @@ func TestIsolationACLSpoofRevokeSuspend(t *testing.T) {
 
 	var deny attempts
 	// ACL: the producer cannot read orders nor touch shipment-jobs.
-	_, err = pjs.Stream(short(t), tenancy.StreamName("orders"))
+	_, err := pjs.Stream(short(t), tenancy.StreamName("orders"))
 	deny.try(t, "producer stream info", err)
 	_, err = pjs.OrderedConsumer(short(t), tenancy.StreamName("orders"), jetstream.OrderedConsumerConfig{})
 	deny.try(t, "producer ordered consumer", err)
