@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -68,6 +69,10 @@ type Daemon struct {
 	mu         sync.Mutex
 	reconciled bool
 	closed     bool
+
+	// opKV is the operator registry once opened with leader reads
+	// (operatorBucket).
+	opKV atomic.Pointer[jetstream.KeyValue]
 }
 
 // New validates cfg and builds a daemon; nothing is started.

@@ -66,19 +66,55 @@ import (
 // a revoked operator's connection (see there).
 
 // operatorBucket opens (create: or creates) the operator registry.
+//
+// Its reads are served by the stream leader, not by any replica through
+// direct get (the bucket is created, or updated, with AllowDirect off):
+// a revocation must be seen by the next check, and a replica that has not
+// caught up would answer "not revoked". Direct gets also had no responders
+// right after the bucket was created: the first operator add of a 3-node
+// platformd failed in CI with "nats: no responders available for
+// request" from its first read.
 func (d *Daemon) operatorBucket(ctx context.Context, create bool) (jetstream.KeyValue, error) {
+	if kv := d.opKV.Load(); kv != nil {
+		return *kv, nil
+	}
 	kv, err := d.js.KeyValue(ctx, principal.OperatorBucket)
-	if err == nil || !create || !errors.Is(err, jetstream.ErrBucketNotFound) {
+	if err != nil && create && errors.Is(err, jetstream.ErrBucketNotFound) {
+		kv, err = d.js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
+			Bucket: principal.OperatorBucket, Description: "platform operators (users of the platform admin account) and their revoked keys",
+			History: 5, Replicas: d.cfg.Durability().Replicas, Storage: jetstream.FileStorage,
+		})
+		if errors.Is(err, jetstream.ErrBucketExists) {
+			kv, err = d.js.KeyValue(ctx, principal.OperatorBucket)
+		}
+	}
+	if err != nil {
 		return kv, err
 	}
-	kv, err = d.js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket: principal.OperatorBucket, Description: "platform operators (users of the platform admin account) and their revoked keys",
-		History: 5, Replicas: d.cfg.Durability().Replicas, Storage: jetstream.FileStorage,
-	})
-	if errors.Is(err, jetstream.ErrBucketExists) {
-		return d.js.KeyValue(ctx, principal.OperatorBucket)
+	if kv, err = leaderReads(ctx, d.js, kv); err != nil {
+		return nil, fmt.Errorf("operator registry: %w", err)
 	}
-	return kv, err
+	d.opKV.Store(&kv)
+	return kv, nil
+}
+
+// leaderReads returns kv, its stream switched to AllowDirect off first if
+// it was on (a bucket created by nats.go has it on), reopened so that
+// its reads go to the stream leader.
+func leaderReads(ctx context.Context, js jetstream.JetStream, kv jetstream.KeyValue) (jetstream.KeyValue, error) {
+	s, err := js.Stream(ctx, "KV_"+kv.Bucket())
+	if err != nil {
+		return nil, err
+	}
+	cfg := s.CachedInfo().Config
+	if !cfg.AllowDirect {
+		return kv, nil
+	}
+	cfg.AllowDirect = false
+	if _, err := js.UpdateStream(ctx, cfg); err != nil {
+		return nil, fmt.Errorf("leader reads: %w", err)
+	}
+	return js.KeyValue(ctx, kv.Bucket())
 }
 
 // operatorRevoked is the Verifier's registry check

@@ -13,6 +13,7 @@ import (
 
 	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
 
 	"github.com/msgplatform/platform/embeddednats"
@@ -96,6 +97,12 @@ func TestOperatorRegistry(t *testing.T) {
 	}
 	if won != 1 {
 		t.Fatalf("%d of %d concurrent adds of carol succeeded, want 1: %v", won, n, errs)
+	}
+	// The registry is read from its stream leader (no direct gets: a
+	// replica behind would answer "not revoked").
+	js, _ := jetstream.New(nc)
+	if st, err := js.Stream(ctx, "KV_"+principal.OperatorBucket); err != nil || st.CachedInfo().Config.AllowDirect {
+		t.Fatalf("operator registry stream: err %v, direct gets on: %v", err, err == nil && st.CachedInfo().Config.AllowDirect)
 	}
 	ops := listOperators(t, ctx, nc)
 	if ops["carol"].PublicKey != winner || ops["carol"].CreatedBy != "admin@platform" || !ops["admin"].Bootstrap {
