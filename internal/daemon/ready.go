@@ -30,7 +30,9 @@ func (d *Daemon) waitControlReachable(ctx context.Context) error {
 		return fmt.Errorf("daemon: control API readiness probe: %w", err)
 	}
 	defer func() { _ = sub.Unsubscribe() }()
-	if err := d.nc.FlushWithContext(ctx); err != nil {
+	// Bounded on its own: platformd starts with a context that has no
+	// deadline, and FlushWithContext refuses one without.
+	if err := d.nc.FlushTimeout(15 * time.Second); err != nil {
 		return fmt.Errorf("daemon: control API readiness probe: %w", err)
 	}
 	for _, n := range d.nodes {

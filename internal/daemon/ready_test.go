@@ -1,6 +1,7 @@
 package daemon_test
 
 import (
+	"context"
 	"encoding/json"
 	"testing"
 	"time"
@@ -8,8 +9,11 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/msgplatform/platform/embeddednats"
 	"github.com/msgplatform/platform/internal/control"
+	"github.com/msgplatform/platform/internal/daemon"
 	"github.com/msgplatform/platform/internal/daemon/daemontest"
+	"github.com/msgplatform/platform/platform"
 )
 
 // When Start returns, every node routes every control API endpoint, not
@@ -49,4 +53,41 @@ func TestStartReturnsWhenEveryNodeRoutesEveryEndpoint(t *testing.T) {
 		}
 	}
 	t.Logf("%d nodes x %d endpoints checked, %d not routed", len(d.Nodes()), len(info.Endpoints), missing)
+}
+
+// platformd starts its daemon with a context that has no deadline (it ends
+// on a signal only). Start must return with that too: the readiness probe
+// once flushed with FlushWithContext, which refuses a context without a
+// deadline, and every platformd in Docker exited with "context requires a
+// deadline" while every test, whose contexts all have one, passed.
+func TestStartWithoutDeadline(t *testing.T) {
+	trust, err := embeddednats.NewTrust()
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := daemontest.FreePorts(t, 1)[0]
+	cfg := daemontest.NodeRegionConfig(t, trust, "solo", port, platform.Catalog{}, nil)
+	cfg.EnsureDefaults()
+	if !cfg.Control.Enabled {
+		t.Fatal("the control API is off by default; this test needs it on")
+	}
+	d, err := daemon.New(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = d.Close(ctx)
+	})
+	done := make(chan error, 1)
+	go func() { done <- d.Start(context.Background()) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Start with a context without deadline: %v", err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("Start with a context without deadline has not returned in 60 s")
+	}
 }
