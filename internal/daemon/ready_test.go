@@ -11,7 +11,6 @@ import (
 
 	"github.com/msgplatform/platform/embeddednats"
 	"github.com/msgplatform/platform/internal/control"
-	"github.com/msgplatform/platform/internal/daemon"
 	"github.com/msgplatform/platform/internal/daemon/daemontest"
 	"github.com/msgplatform/platform/platform"
 )
@@ -67,19 +66,10 @@ func TestStartWithoutDeadline(t *testing.T) {
 	}
 	port := daemontest.FreePorts(t, 1)[0]
 	cfg := daemontest.NodeRegionConfig(t, trust, "solo", port, platform.Catalog{}, nil)
-	cfg.EnsureDefaults()
+	d := daemontest.NewConfig(t, cfg)
 	if !cfg.Control.Enabled {
 		t.Fatal("the control API is off by default; this test needs it on")
 	}
-	d, err := daemon.New(cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = d.Close(ctx)
-	})
 	done := make(chan error, 1)
 	go func() { done <- d.Start(context.Background()) }()
 	select {

@@ -62,9 +62,9 @@ func NodeRegionConfig(t testing.TB, trust *embeddednats.Trust, name string, port
 	return &cfg
 }
 
-// StartConfig fills cfg's defaults, starts its daemon (bounded at 60 s) and
-// closes it when the test ends.
-func StartConfig(t testing.TB, cfg *conf.Config) *daemon.Daemon {
+// NewConfig fills cfg's defaults and builds its daemon, not started; it is
+// closed when the test ends.
+func NewConfig(t testing.TB, cfg *conf.Config) *daemon.Daemon {
 	t.Helper()
 	cfg.EnsureDefaults()
 	d, err := daemon.New(cfg, nil)
@@ -76,6 +76,14 @@ func StartConfig(t testing.TB, cfg *conf.Config) *daemon.Daemon {
 		defer cancel()
 		_ = d.Close(ctx)
 	})
+	return d
+}
+
+// StartConfig fills cfg's defaults, starts its daemon (bounded at 60 s) and
+// closes it when the test ends.
+func StartConfig(t testing.TB, cfg *conf.Config) *daemon.Daemon {
+	t.Helper()
+	d := NewConfig(t, cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	if err := d.Start(ctx); err != nil {
