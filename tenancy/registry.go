@@ -9,6 +9,8 @@ import (
 	"sync"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/msgplatform/platform/platform"
 )
 
 // RegistryBucket is the replicated KV bucket (PLATFORM account) holding
@@ -54,18 +56,8 @@ func (r *registry) bind(ctx context.Context, create bool) (jetstream.KeyValue, e
 	// Reads must see the last write (a change reads the revision it then
 	// writes against): serve them from the stream leader, not from any
 	// replica through direct get.
-	info, err := r.js.Stream(ctx, "KV_"+RegistryBucket)
-	if err != nil {
+	if kv, err = platform.LeaderReads(ctx, r.js, kv); err != nil {
 		return nil, fmt.Errorf("tenancy: registry bucket: %w", err)
-	}
-	if cfg := info.CachedInfo().Config; cfg.AllowDirect {
-		cfg.AllowDirect = false
-		if _, err := r.js.UpdateStream(ctx, cfg); err != nil {
-			return nil, fmt.Errorf("tenancy: registry bucket: leader reads: %w", err)
-		}
-		if kv, err = r.js.KeyValue(ctx, RegistryBucket); err != nil {
-			return nil, fmt.Errorf("tenancy: registry bucket: %w", err)
-		}
 	}
 	r.kv = kv
 	return kv, nil

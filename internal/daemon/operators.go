@@ -19,6 +19,7 @@ import (
 	"github.com/msgplatform/platform/embeddednats"
 	"github.com/msgplatform/platform/internal/control"
 	"github.com/msgplatform/platform/internal/principal"
+	"github.com/msgplatform/platform/platform"
 	"github.com/msgplatform/platform/redrive"
 )
 
@@ -91,30 +92,11 @@ func (d *Daemon) operatorBucket(ctx context.Context, create bool) (jetstream.Key
 	if err != nil {
 		return kv, err
 	}
-	if kv, err = leaderReads(ctx, d.js, kv); err != nil {
+	if kv, err = platform.LeaderReads(ctx, d.js, kv); err != nil {
 		return nil, fmt.Errorf("operator registry: %w", err)
 	}
 	d.opKV.Store(&kv)
 	return kv, nil
-}
-
-// leaderReads returns kv, its stream switched to AllowDirect off first if
-// it was on (a bucket created by nats.go has it on), reopened so that
-// its reads go to the stream leader.
-func leaderReads(ctx context.Context, js jetstream.JetStream, kv jetstream.KeyValue) (jetstream.KeyValue, error) {
-	s, err := js.Stream(ctx, "KV_"+kv.Bucket())
-	if err != nil {
-		return nil, err
-	}
-	cfg := s.CachedInfo().Config
-	if !cfg.AllowDirect {
-		return kv, nil
-	}
-	cfg.AllowDirect = false
-	if _, err := js.UpdateStream(ctx, cfg); err != nil {
-		return nil, fmt.Errorf("leader reads: %w", err)
-	}
-	return js.KeyValue(ctx, kv.Bucket())
 }
 
 // operatorRevoked is the Verifier's registry check

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/msgplatform/platform/platform"
 )
 
 // DefaultBucket is the KV bucket, in the PLATFORM account, holding the
@@ -98,18 +100,8 @@ func (r *Registry) bucket(ctx context.Context) (jetstream.KeyValue, error) {
 	if err != nil {
 		return nil, fmt.Errorf("schema: registry bucket %s: %w", r.cfg.Bucket, err)
 	}
-	stream, err := r.js.Stream(ctx, "KV_"+r.cfg.Bucket)
-	if err != nil {
+	if kv, err = platform.LeaderReads(ctx, r.js, kv); err != nil {
 		return nil, fmt.Errorf("schema: registry bucket %s: %w", r.cfg.Bucket, err)
-	}
-	if cfg := stream.CachedInfo().Config; cfg.AllowDirect {
-		cfg.AllowDirect = false
-		if _, err := r.js.UpdateStream(ctx, cfg); err != nil {
-			return nil, fmt.Errorf("schema: registry bucket %s: leader reads: %w", r.cfg.Bucket, err)
-		}
-		if kv, err = r.js.KeyValue(ctx, r.cfg.Bucket); err != nil {
-			return nil, fmt.Errorf("schema: registry bucket %s: %w", r.cfg.Bucket, err)
-		}
 	}
 	r.kv = kv
 	return kv, nil
