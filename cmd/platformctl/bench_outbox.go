@@ -68,16 +68,22 @@ func (o benchOutboxOptions) validate() error {
 // startCPUProfile starts a CPU profile to path (none when empty) and
 // returns its stop function.
 func startCPUProfile(path string) (func(), error) {
+	return startCPUProfileFor("--cpuprofile", path)
+}
+
+// startCPUProfileFor is startCPUProfile for the option named flag (its
+// errors name it).
+func startCPUProfileFor(flag, path string) (func(), error) {
 	if path == "" {
 		return func() {}, nil
 	}
 	f, err := os.Create(path)
 	if err != nil {
-		return nil, fmt.Errorf("--cpuprofile: %w", err)
+		return nil, fmt.Errorf("%s: %w", flag, err)
 	}
 	if err := pprof.StartCPUProfile(f); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("--cpuprofile: %w", err)
+		return nil, fmt.Errorf("%s: %w", flag, err)
 	}
 	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }

@@ -25,16 +25,16 @@ import (
 )
 
 type benchQuotaOptions struct {
-	quota, conns, bRate    int
-	flood                  float64
-	duration, warmup       time.Duration
-	size                   string
-	count, window, runs    int
-	partitions, replicas   int
-	policy                 string
-	syncAlways             bool
-	inProcess              bool
-	cpuProfile, memProfile string
+	quota, conns, bRate                int
+	flood                              float64
+	duration, warmup                   time.Duration
+	size                               string
+	count, window, runs                int
+	partitions, replicas               int
+	policy                             string
+	syncAlways                         bool
+	inProcess                          bool
+	cpuProfile, memProfile, profileDir string
 }
 
 func newBenchQuotaCmd(g *globalOptions) *cobra.Command {
@@ -129,6 +129,7 @@ stdout as 'name: value unit', progress to stderr.`,
 	f.BoolVar(&o.inProcess, "in-process", false, "start a temporary 3-node fabric and tenancy manager instead of using --server")
 	f.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole bench to this file")
 	f.StringVar(&o.memProfile, "memprofile", "", "write a heap profile (allocations of the whole bench) to this file")
+	f.StringVar(&o.profileDir, "profile-dir", "", "write a CPU profile of each throughput run (raw-N.pprof, unthrottled-N.pprof) to this directory; compare them with go tool pprof -diff_base (not with --cpuprofile)")
 	return cmd
 }
 
@@ -145,6 +146,9 @@ func (o benchQuotaOptions) validate() error {
 	}
 	if o.duration < 500*time.Millisecond || o.warmup < 0 {
 		errs = append(errs, fmt.Errorf("--duration: must be >= 500ms (got %s), --warmup >= 0 (got %s)", o.duration, o.warmup))
+	}
+	if o.cpuProfile != "" && o.profileDir != "" {
+		errs = append(errs, errors.New("--cpuprofile and --profile-dir: one at a time (Go profiles one CPU profile at once)"))
 	}
 	if p := tenancy.Policy(o.policy); p != tenancy.PolicyThrottle && p != tenancy.PolicyReject {
 		errs = append(errs, fmt.Errorf("--policy: throttle or reject, got %q", o.policy))
@@ -248,6 +252,13 @@ func runBenchQuota(ctx context.Context, tgt quotaTarget, o benchQuotaOptions, si
 			return bench.Result{}, 0, fmt.Errorf("%s: emptying its stream: %w", what, err)
 		}
 		runtime.GC()
+		if o.profileDir != "" {
+			stop, err := startPhaseProfile(o.profileDir, what)
+			if err != nil {
+				return bench.Result{}, 0, err
+			}
+			defer stop()
+		}
 		c0 := processCPU()
 		res, _, err := bench.Publish(ctx, js, opts)
 		if err != nil {
@@ -444,6 +455,27 @@ func runBenchQuota(ctx context.Context, tgt quotaTarget, o benchQuotaOptions, si
 		}
 	}
 	return lines, nil
+}
+
+// startPhaseProfile starts a CPU profile of one throughput run in dir,
+// named after its side and numbered (raw-1.pprof, unthrottled-1.pprof,
+// ...); stop ends it.
+func startPhaseProfile(dir, what string) (stop func(), err error) {
+	name := "unthrottled"
+	if what == "raw publish" {
+		name = "raw"
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("--profile-dir: %w", err)
+	}
+	var path string
+	for i := 1; ; i++ {
+		path = filepath.Join(dir, fmt.Sprintf("%s-%d.pprof", name, i))
+		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+			break
+		}
+	}
+	return startCPUProfileFor("--profile-dir", path)
 }
 
 // writeHeapProfile writes the allocation profile of the whole run to path.

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -20,8 +22,10 @@ func TestBenchQuotaOutputFormat(t *testing.T) {
 	var out, progress bytes.Buffer
 	root.SetOut(&out)
 	root.SetErr(&progress)
+	profiles := t.TempDir()
 	root.SetArgs([]string{"bench", "quota", "--in-process", "--quota", "200", "--b-rate", "50", "--conns", "3",
-		"--duration", "1s", "--warmup", "300ms", "--count", "1000", "--runs", "1", "--window", "64", "--size", "128"})
+		"--duration", "1s", "--warmup", "300ms", "--count", "1000", "--runs", "1", "--window", "64", "--size", "128",
+		"--profile-dir", profiles})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if err := root.ExecuteContext(ctx); err != nil {
@@ -57,5 +61,32 @@ func TestBenchQuotaOutputFormat(t *testing.T) {
 	}
 	if !strings.Contains(progress.String(), "bench quota:") {
 		t.Errorf("no progress on stderr")
+	}
+	// --profile-dir: one CPU profile per throughput run.
+	for _, name := range []string{"raw-1.pprof", "unthrottled-1.pprof"} {
+		if fi, err := os.Stat(filepath.Join(profiles, name)); err != nil || fi.Size() == 0 {
+			t.Errorf("--profile-dir: %s: %v (size %d)", name, err, sizeOf(fi))
+		}
+	}
+}
+
+func sizeOf(fi os.FileInfo) int64 {
+	if fi == nil {
+		return 0
+	}
+	return fi.Size()
+}
+
+// --cpuprofile and --profile-dir cannot both profile: the bench refuses
+// before it starts anything.
+func TestBenchQuotaProfileFlagsConflict(t *testing.T) {
+	root := newRootCmd()
+	var out, progress bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&progress)
+	root.SetArgs([]string{"bench", "quota", "--in-process", "--cpuprofile", filepath.Join(t.TempDir(), "cpu"), "--profile-dir", t.TempDir()})
+	err := root.Execute()
+	if err == nil || !strings.Contains(err.Error(), "--cpuprofile and --profile-dir") {
+		t.Fatalf("want an error naming both flags, got %v", err)
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime/pprof"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -269,15 +268,7 @@ func (o benchRedriveOptions) profile(phase string, run int) (func(), error) {
 	if o.cpuProfile == "" || run > 0 {
 		return func() {}, nil
 	}
-	f, err := os.Create(o.cpuProfile + "." + phase)
-	if err != nil {
-		return nil, fmt.Errorf("--cpuprofile: %w", err)
-	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("--cpuprofile: %w", err)
-	}
-	return func() { pprof.StopCPUProfile(); f.Close() }, nil
+	return startCPUProfile(o.cpuProfile + "." + phase)
 }
 
 // fillDLQ writes n DLQ entries of the bench topic, for original sequences
