@@ -10,7 +10,10 @@ import (
 // LeaderReads returns kv with its reads served by the bucket stream's
 // leader: the stream is switched to AllowDirect off first if it was on (a
 // bucket created by nats.go has it on), and the bucket reopened, since
-// nats.go picks direct or leader gets when it opens a bucket.
+// nats.go picks direct or leader gets when it opens a bucket. It is
+// reopened even when AllowDirect is already off: kv may have been opened
+// while it was on (another platformd switched it since), and that handle
+// would send direct gets nobody answers any more.
 //
 // For buckets whose next read must see the last write: a registry that
 // reads a revision to write against, or a revocation list. A direct get
@@ -21,13 +24,11 @@ func LeaderReads(ctx context.Context, js jetstream.JetStream, kv jetstream.KeyVa
 	if err != nil {
 		return nil, err
 	}
-	cfg := s.CachedInfo().Config
-	if !cfg.AllowDirect {
-		return kv, nil
-	}
-	cfg.AllowDirect = false
-	if _, err := js.UpdateStream(ctx, cfg); err != nil {
-		return nil, fmt.Errorf("leader reads: %w", err)
+	if cfg := s.CachedInfo().Config; cfg.AllowDirect {
+		cfg.AllowDirect = false
+		if _, err := js.UpdateStream(ctx, cfg); err != nil {
+			return nil, fmt.Errorf("leader reads: %w", err)
+		}
 	}
 	return js.KeyValue(ctx, kv.Bucket())
 }
