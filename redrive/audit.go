@@ -182,23 +182,16 @@ func readHistory(ctx context.Context, js jetstream.JetStream, tenant string, f H
 			if md != nil {
 				pending = md.NumPending
 			}
-			var r AuditRecord
-			if json.Unmarshal(msg.Data(), &r) != nil || (f.ID != "" && r.Target != f.ID) {
-				continue
-			}
-			if md != nil {
-				r.Seq = md.Sequence.Stream
-			}
-			if r.Action == ActionSent {
-				// Either encoding reads as []Link (a record that does
-				// not decode is shown as stored).
-				if ls, err := r.Links(); err == nil {
-					r.After = ls
+			if r, ok := historyRecord(msg, md, f); ok {
+				out = append(out, r)
+				if len(out) > f.Limit {
+					out = out[1:]
 				}
 			}
-			out = append(out, r)
-			if len(out) > f.Limit {
-				out = out[1:]
+			if md != nil && pending == 0 {
+				// The last record: the fetch would wait for the rest of
+				// its batch until it expires.
+				break
 			}
 		}
 		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, context.DeadlineExceeded) {
@@ -208,6 +201,25 @@ func readHistory(ctx context.Context, js jetstream.JetStream, tenant string, f H
 			return out, nil
 		}
 	}
+}
+
+// historyRecord decodes one audit record for readHistory; ok is false for
+// one that does not decode or is not f.ID's.
+func historyRecord(msg jetstream.Msg, md *jetstream.MsgMetadata, f HistoryFilter) (r AuditRecord, ok bool) {
+	if json.Unmarshal(msg.Data(), &r) != nil || (f.ID != "" && r.Target != f.ID) {
+		return r, false
+	}
+	if md != nil {
+		r.Seq = md.Sequence.Stream
+	}
+	if r.Action == ActionSent {
+		// Either encoding reads as []Link (a record that does not decode
+		// is shown as stored).
+		if ls, err := r.Links(); err == nil {
+			r.After = ls
+		}
+	}
+	return r, true
 }
 
 // SentFormat is the format of a compact redrive.sent record's After

@@ -335,7 +335,9 @@ func scan(ctx context.Context, js jetstream.JetStream, stream string, from uint6
 				return fmt.Errorf("redrive: read %s: %w", stream, err)
 			}
 		}
-		batch, err := c.Fetch(500, jetstream.FetchMaxWait(2*time.Second))
+		// Ask for no more than the scan still needs: a pull request for
+		// more than the stream holds is answered only when it expires.
+		batch, err := c.Fetch(int(min(500, last-from+1)), jetstream.FetchMaxWait(2*time.Second))
 		if err != nil {
 			if transient(err) && failures < 5 {
 				failures++
@@ -350,15 +352,24 @@ func scan(ctx context.Context, js jetstream.JetStream, stream string, from uint6
 		for msg := range batch.Messages() {
 			n++
 			md, err := msg.Metadata()
-			if err != nil || done {
+			if err != nil {
 				continue
 			}
 			raw := &jetstream.RawStreamMsg{Subject: msg.Subject(), Sequence: md.Sequence.Stream, Header: msg.Headers(), Data: msg.Data(), Time: md.Timestamp}
 			from = md.Sequence.Stream + 1
 			if !fn(raw) || md.Sequence.Stream >= last {
+				// Interior deletes leave fewer messages than the batch
+				// asked for: do not wait for the request to expire.
 				done = true
-			} else if md.NumPending == 0 {
+				break
+			}
+			if md.NumPending == 0 {
+				// The replica has nothing more now. This fetch stays open
+				// until it expires, and an ordered consumer takes one at a
+				// time: read on with a new one, from the next sequence.
 				caughtUp = true
+				c = nil
+				break
 			}
 		}
 		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, context.DeadlineExceeded) {

@@ -109,6 +109,13 @@ func (s *Service) openBucket(ctx context.Context) (jetstream.KeyValue, error) {
 		if err != nil {
 			kv, err = s.ctl.KeyValue(actx, cfg.Bucket)
 		}
+		if err == nil {
+			// Requests, approvals and runs are read to be changed, by
+			// whichever platformd a command reaches: a replica behind the
+			// write just made on another would answer with the state
+			// before it (not approved yet, not found).
+			kv, err = platform.LeaderReads(actx, s.ctl, kv)
+		}
 		cancel()
 		if err == nil {
 			return kv, nil
@@ -664,9 +671,10 @@ func (s *Service) DryRun(ctx context.Context, id string) (Preview, error) {
 	return p, nil
 }
 
-// kvGet reads key. The bucket answers reads from any replica (direct
-// get): one that has not applied a key just stored says it is not there,
-// so a missing key is asked for again briefly before that is believed.
+// kvGet reads key. The bucket's reads are the stream leader's
+// (openBucket), so they see every write acknowledged before; a missing key
+// is still asked for again briefly before that is believed (a leader just
+// elected may not have applied the last writes yet).
 func (s *Service) kvGet(ctx context.Context, key string) (jetstream.KeyValueEntry, error) {
 	e, err := s.kv.Get(ctx, key)
 	for attempt := 0; ctx.Err() == nil; attempt++ {

@@ -13,6 +13,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/msgplatform/platform/platform"
 )
 
 // EndedSession is a session that ended before its expiry: its user
@@ -121,8 +123,8 @@ func (k *KVEndedSessions) Ended(ctx context.Context, id string) (bool, error) {
 		return false, err
 	}
 	_, err = kv.Get(ctx, endedKey(id))
-	// A bucket just created (or a replica just elected) answers direct
-	// gets a moment later: "no responders" then is not an answer yet.
+	// A bucket just created, or one electing a new leader, answers a
+	// moment later: "no responders" then is not an answer yet.
 	for try := 0; (errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse)) && try < 20 && ctx.Err() == nil; try++ {
 		time.Sleep(50 * time.Millisecond)
 		_, err = kv.Get(ctx, endedKey(id))
@@ -155,6 +157,12 @@ func (k *KVEndedSessions) bucket(ctx context.Context) (jetstream.KeyValue, error
 		}
 	case err == nil:
 		err = k.raiseTTL(ctx, kv)
+	}
+	if err == nil {
+		// A revocation list: a session ended through one platformd must be
+		// refused by the next request to any other, so reads are the
+		// stream leader's, never a replica's that has not caught up.
+		kv, err = platform.LeaderReads(ctx, k.js, kv)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("console: ended-sessions bucket %s: %w", EndedSessionsBucket, err)

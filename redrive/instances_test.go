@@ -1,0 +1,93 @@
+package redrive
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/msgplatform/platform/embeddednats/natstest"
+	"github.com/msgplatform/platform/platform"
+)
+
+// Two platformds of a 3-node region serve redrive commands, each through
+// its own node; a command may reach either. The request bucket (R3) is
+// read from its stream's leader, so each instance acts on the state the
+// other has just written: a request submitted through one is approved
+// and rejected through the other at once, with no "not found" and no
+// decision taken on the state before the last write.
+func TestInstancesActOnEachOthersLastWrite(t *testing.T) {
+	t.Parallel()
+	f := natstest.RunFabric(t, 3)
+	ctx := testCtx(t, 90*time.Second)
+	ts := topic("payments", "payments-team", platform.ReviewRequired)
+	ts.Replicas = 3
+	if _, err := platform.NewReconciler(f.JetStream(), platform.ReconcilerOptions{DefaultReplicas: 3}).ApplyTopic(ctx, ts, platform.ApplyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e := &env{t: t, f: f, js: f.JetStream()}
+	e.deadLetter("payments", "ledger", 0, 5, permanent("card number %d is not a number"))
+
+	start := func(node int, name string) *Service {
+		js, err := jetstream.New(f.NodeConn(node))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := DefaultConfig()
+		cfg.Replicas, cfg.Instance = 3, name
+		s, err := New(js, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Start(testCtx(t, 30*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_ = s.Close(cctx)
+		})
+		return s
+	}
+	a, b := start(0, "a"), start(2, "b")
+
+	st, err := f.JetStream().Stream(ctx, "KV_"+Bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg := st.CachedInfo().Config; cfg.AllowDirect || cfg.Replicas != 3 {
+		t.Fatalf("bucket %s: direct gets %v, replicas %d; want off and 3", Bucket, cfg.AllowDirect, cfg.Replicas)
+	}
+
+	const rounds = 20
+	failures := 0
+	for i := range rounds {
+		one, other := a, b
+		if i%2 == 1 {
+			one, other = b, a
+		}
+		r := req("payments", "alice", Selection{All: true})
+		sub, err := one.Submit(ctx, r)
+		if err != nil {
+			t.Fatalf("round %d: submit: %v", i, err)
+		}
+		if got, err := other.Approve(ctx, sub.ID, "bob", "checked"); err != nil || got.State != StateApproved {
+			failures++
+			t.Errorf("round %d: approve through the other instance right after the submit: %v (state %q)", i, err, got.State)
+			continue
+		}
+		if got, err := one.Get(ctx, sub.ID); err != nil || got.State != StateApproved || got.ApprovedBy != "bob" {
+			failures++
+			t.Errorf("round %d: the submitting instance reads %q approved by %q (%v), want approved by bob", i, got.State, got.ApprovedBy, err)
+			continue
+		}
+		if got, err := one.Cancel(ctx, sub.ID, "alice", "not now"); err != nil || got.State != StateCancelled {
+			failures++
+			t.Errorf("round %d: cancel through the submitting instance: %v (state %q)", i, err, got.State)
+		}
+	}
+	if failures != 0 {
+		t.Fatalf("%d of %d rounds acted on a stale state", failures, rounds)
+	}
+}
