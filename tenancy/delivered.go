@@ -69,9 +69,12 @@ func (m *Manager) ownConn(acc, issuer string) (tenant string, own bool) {
 }
 
 // liveDelivered sums what the servers delivered to the tenants' own open
-// connections, by tenant (a few CONNZ requests at a time).
-func (m *Manager) liveDelivered(ctx context.Context, ts []Tenant) map[string][2]int64 {
-	out := make(map[string][2]int64, len(ts))
+// connections, by tenant (a few CONNZ requests at a time). partial names
+// the tenants whose sum lacks some server's connections (it did not
+// answer in time, or the request failed).
+func (m *Manager) liveDelivered(ctx context.Context, ts []Tenant) (out map[string][2]int64, partial map[string]bool) {
+	out = make(map[string][2]int64, len(ts))
+	partial = map[string]bool{}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 8)
@@ -84,7 +87,12 @@ func (m *Manager) liveDelivered(ctx context.Context, ts []Tenant) map[string][2]
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			conns, _, err := m.accountConns(ctx, t)
+			conns, complete, err := m.accountConns(ctx, t)
+			if err != nil || !complete {
+				mu.Lock()
+				partial[t.Name] = true
+				mu.Unlock()
+			}
 			if err != nil {
 				return
 			}
@@ -101,5 +109,5 @@ func (m *Manager) liveDelivered(ctx context.Context, ts []Tenant) map[string][2]
 		}()
 	}
 	wg.Wait()
-	return out
+	return out, partial
 }

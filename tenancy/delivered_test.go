@@ -1,7 +1,9 @@
 package tenancy_test
 
 import (
+	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -69,4 +71,71 @@ func TestUsageOutCountsTheTenantsOwnConnectionsOnce(t *testing.T) {
 	if events != n || bytesOut != float64(openBytes) {
 		t.Errorf("metrics: delivered events %v, bytes %v; want %d and %d", events, bytesOut, n, openBytes)
 	}
+}
+
+// Usage says when a node is missing from its figures: with a node down,
+// the tenant's connections there and what they received cannot be
+// counted, and the usage and its metric say the figures are partial
+// instead of showing them as the whole. Once the node is back, they are
+// whole again.
+func TestUsageSaysWhenANodeIsMissing(t *testing.T) {
+	e := start(t, 3)
+	e.tenant("gap", tenancy.DefaultQuota())
+	prod := e.user("gap", "producer", []string{"orders"}, nil)
+	for i := range 3 {
+		e.mustConnect(prod, "producer", i) // NoReconnect: the one on the killed node goes
+	}
+	usage := func() (tenancy.Usage, error) {
+		uctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		us, err := e.m.Usage(uctx, "gap")
+		if err != nil {
+			return tenancy.Usage{}, err
+		}
+		if len(us) != 1 {
+			return tenancy.Usage{}, fmt.Errorf("usage: %d tenants, want 1", len(us))
+		}
+		return us[0], nil
+	}
+	natstest.WaitFor(t, 15*time.Second, func() error {
+		u, err := usage()
+		if err != nil {
+			return err
+		}
+		if u.Partial != "" || u.Connections != 3 {
+			return fmt.Errorf("every node up: partial %q, connections %d; want whole figures and 3", u.Partial, u.Connections)
+		}
+		return nil
+	})
+	if v := tenantMetric(t, e.m, "platform_tenant_usage_partial", "gap"); v != 0 {
+		t.Fatalf("platform_tenant_usage_partial with every node up: %v, want 0", v)
+	}
+
+	e.f.Kill(2)
+	natstest.WaitFor(t, 30*time.Second, func() error {
+		u, err := usage()
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(u.Partial, "connections counted on 2 of 3 servers") || !strings.Contains(u.Partial, "messages out") || u.Connections != 2 {
+			return fmt.Errorf("a node down: partial %q, connections %d; want the gap named and 2", u.Partial, u.Connections)
+		}
+		return nil
+	})
+	if v := tenantMetric(t, e.m, "platform_tenant_usage_partial", "gap"); v != 1 {
+		t.Fatalf("platform_tenant_usage_partial with a node down: %v, want 1", v)
+	}
+
+	e.f.Restart(2)
+	e.mustConnect(prod, "producer", 2)
+	natstest.WaitFor(t, 30*time.Second, func() error {
+		u, err := usage()
+		if err != nil {
+			return err
+		}
+		if u.Partial != "" || u.Connections != 3 {
+			return fmt.Errorf("the node back: partial %q, connections %d; want whole figures and 3", u.Partial, u.Connections)
+		}
+		return nil
+	})
 }

@@ -208,8 +208,13 @@
 // not to the platform's (the ingest takes every event), nor to streams or
 // between replicas, which the servers' account statistics also count
 // (see watchDisconnects). Counters start at zero when a daemon starts.
-// Collector exports them labelled by tenant; every daemon exports the
-// same cluster totals (aggregate with max, not sum).
+// A node that does not answer (down, or slower than 500 ms for its
+// statistics, 1 s for its connection list) is missing from the
+// connections and messages out; Usage.Partial then names the gap (and
+// storage not read), rather than passing the rest off as the whole.
+// Collector exports them labelled by tenant, with
+// platform_tenant_usage_partial; every daemon exports the same cluster
+// totals (aggregate with max, not sum).
 //
 // Resume returns once a probe sent through every node of Config.URL is
 // answered by the tenant's active ingest (bounded by ServingTimeout), so

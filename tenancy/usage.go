@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -45,6 +46,12 @@ type Usage struct {
 	ConnQuota   int                  `json:"connections_quota"`
 	PublishRate int                  `json:"publish_rate_quota"`
 	Storage     map[string]TierUsage `json:"storage"`
+	// Partial, when not empty, says which figures lack a part of the
+	// cluster and why (a node down or slow to answer: its connections and
+	// what it delivered to them are not counted; storage not read). The
+	// publish counters are the managers' that answered (see
+	// clusterStats).
+	Partial string `json:"partial,omitempty"`
 }
 
 // Usage reports one tenant (name) or all (name "").
@@ -62,9 +69,9 @@ func (m *Manager) Usage(ctx context.Context, name string) ([]Usage, error) {
 			return nil, err
 		}
 	}
-	var stat map[string]*server.AccountStat
 	var counts map[string]Counters
 	var live map[string][2]int64
+	var livePartial map[string]bool
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() {
@@ -73,9 +80,9 @@ func (m *Manager) Usage(ctx context.Context, name string) ([]Usage, error) {
 	}()
 	go func() {
 		defer wg.Done()
-		live = m.liveDelivered(ctx, ts)
+		live, livePartial = m.liveDelivered(ctx, ts)
 	}()
-	stat = m.accountStats(ctx, ts)
+	stat, answered := m.accountStats(ctx, ts)
 	wg.Wait()
 	out := make([]Usage, 0, len(ts))
 	for _, t := range ts {
@@ -96,10 +103,20 @@ func (m *Manager) Usage(ctx context.Context, name string) ([]Usage, error) {
 		// running tenant (its ingest, leading or standing by), plus its
 		// open service connections: the tenant's own are the rest.
 		u.Connections = max(0, u.Connections-max(st.Platform, st.Runtimes))
+		var gaps []string
+		if answered < m.cfg.Servers {
+			gaps = append(gaps, fmt.Sprintf("connections counted on %d of %d servers (the others did not answer)", answered, m.cfg.Servers))
+		}
+		if livePartial[t.Name] {
+			gaps = append(gaps, fmt.Sprintf("messages out to open connections counted on fewer than %d servers", m.cfg.Servers))
+		}
 		if rt != nil {
 			actx, cancel := context.WithTimeout(ctx, 2*time.Second)
 			ai, err := rt.js.AccountInfo(actx)
 			cancel()
+			if err != nil {
+				gaps = append(gaps, fmt.Sprintf("storage not read: %v", err))
+			}
 			if err == nil {
 				for tier, q := range map[string]Tier{"R1": t.Quota.Storage.R1, "R3": t.Quota.Storage.R3} {
 					tu := TierUsage{MemoryQuota: q.Memory, DiskQuota: q.Disk}
@@ -110,17 +127,21 @@ func (m *Manager) Usage(ctx context.Context, name string) ([]Usage, error) {
 				}
 			}
 		}
+		u.Partial = strings.Join(gaps, "; ")
 		out = append(out, u)
 	}
 	return out, nil
 }
 
 // accountStats asks every server for the tenants' account statistics and
-// sums them.
-func (m *Manager) accountStats(ctx context.Context, ts []Tenant) map[string]*server.AccountStat {
-	out := map[string]*server.AccountStat{}
-	if len(ts) == 0 || m.sys == nil {
-		return out
+// sums them; answered is how many servers did (within 500 ms).
+func (m *Manager) accountStats(ctx context.Context, ts []Tenant) (out map[string]*server.AccountStat, answered int) {
+	out = map[string]*server.AccountStat{}
+	if len(ts) == 0 {
+		return out, m.cfg.Servers
+	}
+	if m.sys == nil {
+		return out, 0
 	}
 	req := server.AccountStatzOptions{IncludeUnused: true}
 	for _, t := range ts {
@@ -130,11 +151,11 @@ func (m *Manager) accountStats(ctx context.Context, ts []Tenant) map[string]*ser
 	inbox := m.sys.NewRespInbox()
 	sub, err := m.sys.SubscribeSync(inbox)
 	if err != nil {
-		return out
+		return out, 0
 	}
 	defer sub.Unsubscribe()
 	if err := m.sys.PublishRequest("$SYS.REQ.ACCOUNT.PING.STATZ", inbox, body); err != nil {
-		return out
+		return out, 0
 	}
 	ctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
 	defer cancel()
@@ -149,6 +170,7 @@ func (m *Manager) accountStats(ctx context.Context, ts []Tenant) map[string]*ser
 		if json.Unmarshal(msg.Data, &r) != nil || r.Data == nil {
 			continue
 		}
+		answered++
 		for _, a := range r.Data.Accounts {
 			s := out[a.Account]
 			if s == nil {
@@ -160,7 +182,7 @@ func (m *Manager) accountStats(ctx context.Context, ts []Tenant) map[string]*ser
 			s.Sent.Bytes += a.Sent.Bytes - routedBytes(a.Sent.Routes)
 		}
 	}
-	return out
+	return out, answered
 }
 
 func routed(m *server.MsgBytes) int64 {
@@ -198,10 +220,11 @@ var (
 	descStorage   = prometheus.NewDesc("platform_tenant_storage_bytes", "JetStream storage used, by tenant, tier and kind.", []string{"tenant", "tier", "kind"}, nil)
 	descQuota     = prometheus.NewDesc("platform_tenant_storage_quota_bytes", "JetStream storage quota, by tenant, tier and kind (-1 unlimited).", []string{"tenant", "tier", "kind"}, nil)
 	descSuspended = prometheus.NewDesc("platform_tenant_suspended", "1 when the tenant is suspended.", []string{"tenant"}, nil)
+	descPartial   = prometheus.NewDesc("platform_tenant_usage_partial", "1 when this scrape's usage figures of the tenant lack a part of the cluster (a node did not answer: its connections and deliveries are not counted; or storage was not read); platformctl usage says which.", []string{"tenant"}, nil)
 )
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descIn, descInBytes, descThrottled, descRejected, descDropped, descDenied, descOut, descOutBytes, descConns, descStorage, descQuota, descSuspended} {
+	for _, d := range []*prometheus.Desc{descIn, descInBytes, descThrottled, descRejected, descDropped, descDenied, descOut, descOutBytes, descConns, descStorage, descQuota, descSuspended, descPartial} {
 		ch <- d
 	}
 }
@@ -234,6 +257,11 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			susp = 1
 		}
 		ch <- prometheus.MustNewConstMetric(descSuspended, prometheus.GaugeValue, susp, u.Tenant)
+		partial := 0.0
+		if u.Partial != "" {
+			partial = 1
+		}
+		ch <- prometheus.MustNewConstMetric(descPartial, prometheus.GaugeValue, partial, u.Tenant)
 		for tier, tu := range u.Storage {
 			ch <- prometheus.MustNewConstMetric(descStorage, prometheus.GaugeValue, float64(tu.Memory), u.Tenant, tier, "memory")
 			ch <- prometheus.MustNewConstMetric(descStorage, prometheus.GaugeValue, float64(tu.Disk), u.Tenant, tier, "disk")

@@ -18,7 +18,12 @@ since it started, every node's connections and deliveries): events and bytes
 in and out, storage against quota, connections, publishes throttled (delayed),
 rejected (refused with an error the publisher saw) and dropped (fire-and-forget
 publishes, e.g. nats pub, lost to the rate quota: NATS has no way to slow a
-publisher that waits for nothing, so each loss is counted here).`,
+publisher that waits for nothing, so each loss is counted here).
+
+With a node down (or too slow to answer), its connections and what it
+delivered to them are missing from the figures: a line on stderr says so
+for each tenant concerned (and the metric platform_tenant_usage_partial is
+1).`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req, err := optionalTenant(args)
@@ -36,7 +41,15 @@ publisher that waits for nothing, so each loss is counted here).`,
 					u.MsgsOut, size(u.BytesOut), u.Throttled, u.Rejected, u.Dropped, u.Denied, u.Connections, limit(int64(u.ConnQuota), false),
 					tier(u.Storage["R1"]), tier(u.Storage["R3"]))
 			}
-			return tw.Flush()
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			for _, u := range us {
+				if u.Partial != "" {
+					fmt.Fprintf(cmd.ErrOrStderr(), "usage: %s: partial figures: %s\n", u.Tenant, u.Partial)
+				}
+			}
+			return nil
 		},
 	}
 }
