@@ -161,10 +161,23 @@ func readHistory(ctx context.Context, js jetstream.JetStream, tenant string, f H
 	if tenant != "" {
 		filter = AuditSubject + "." + tenant + ".redrive.>"
 	}
-	c, err := js.OrderedConsumer(ctx, AuditStream, jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}})
+	// No record under the filter: say so now (a fetch from an ordered
+	// consumer with nothing to deliver waits until it expires).
+	s, err := js.Stream(ctx, AuditStream)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		return []AuditRecord{}, nil
 	}
+	if err != nil {
+		return nil, fmt.Errorf("redrive: read audit: %w", err)
+	}
+	info, err := s.Info(ctx, jetstream.WithSubjectFilter(filter))
+	if err != nil {
+		return nil, fmt.Errorf("redrive: read audit: %w", err)
+	}
+	if len(info.State.Subjects) == 0 {
+		return []AuditRecord{}, nil
+	}
+	c, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}})
 	if err != nil {
 		return nil, fmt.Errorf("redrive: read audit: %w", err)
 	}

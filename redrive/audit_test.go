@@ -186,6 +186,10 @@ func TestHistoryReadsOldAndCompactSentRecords(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// A tenant without redrive records: none, and no error.
+	if none, err := readHistory(ctx, e.js, "nobody", HistoryFilter{}); err != nil || len(none) != 0 {
+		t.Fatalf("history of a tenant without records: %d records, %v; want none", len(none), err)
+	}
 	hist, err := readHistory(ctx, e.js, "", HistoryFilter{ID: "rd-h"})
 	if err != nil {
 		t.Fatal(err)
