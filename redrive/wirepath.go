@@ -229,8 +229,12 @@ func (rn *runner) streamWire(ctx context.Context, wc *wire.Conn, idx int, view *
 		outstanding += pullBatch
 		return wc.Flush() == nil
 	}
-	if !pull() || !pull() {
-		return idx
+	// Two requests outstanding, so the server has the next batch to send
+	// while this one is read.
+	for range 2 {
+		if !pull() {
+			return idx
+		}
 	}
 	timer := time.NewTimer(time.Second)
 	defer timer.Stop()

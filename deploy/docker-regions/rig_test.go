@@ -225,21 +225,10 @@ func (r *rig) connect(t *testing.T, region string) *nats.Conn {
 	return nc
 }
 
-// natsCLI runs the real nats CLI (~/go/bin/nats, else nats on PATH)
+// natsCLIOut runs the real nats CLI (~/go/bin/nats, else nats on PATH)
 // against region's published ports: `nats stream add NAME --config FILE`
 // with cfg as the file (what a user bypassing the platform would type).
-// It returns the CLI's output; a failure to create is fatal (natsCLIOut
-// for a create the residency gate is expected to refuse).
-func (r *rig) natsCLI(t *testing.T, region string, cfg jetstream.StreamConfig) []byte {
-	t.Helper()
-	out, err := r.natsCLIOut(t, region, cfg)
-	if err != nil {
-		t.Fatalf("nats stream add %s in %s: %v\n%s", cfg.Name, region, err, out)
-	}
-	return out
-}
-
-// natsCLIOut is natsCLI returning the CLI's output and exit error.
+// It returns the CLI's output and exit error.
 func (r *rig) natsCLIOut(t *testing.T, region string, cfg jetstream.StreamConfig) ([]byte, error) {
 	t.Helper()
 	bin := natsBinary(t)

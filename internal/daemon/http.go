@@ -17,7 +17,6 @@ import (
 type ownMetrics struct {
 	reconciled *prometheus.CounterVec
 	control    *prometheus.CounterVec
-	ready      prometheus.GaugeFunc
 }
 
 func newOwnMetrics(reg *prometheus.Registry) *ownMetrics {

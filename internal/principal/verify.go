@@ -94,7 +94,6 @@ type cachedAccount struct {
 
 type cachedTenants struct {
 	byAccount map[string]Tenant
-	err       error
 	at        time.Time
 }
 
