@@ -21,7 +21,7 @@ func testCtx(t testing.TB, d time.Duration) context.Context {
 	return ctx
 }
 
-// env is a one-node fabric with topics applied.
+// env is a fabric (one node unless newEnvNodes) with topics applied.
 type env struct {
 	t   *testing.T
 	f   *natstest.Fabric
@@ -31,9 +31,15 @@ type env struct {
 
 func newEnv(t *testing.T, topics ...platform.TopicSpec) *env {
 	t.Helper()
-	f := natstest.RunFabric(t, 1)
+	return newEnvNodes(t, 1, topics...)
+}
+
+// newEnvNodes is newEnv on a fabric of nodes nodes.
+func newEnvNodes(t *testing.T, nodes int, topics ...platform.TopicSpec) *env {
+	t.Helper()
+	f := natstest.RunFabric(t, nodes)
 	js := f.JetStream()
-	rec := platform.NewReconciler(js, platform.ReconcilerOptions{DefaultReplicas: 1})
+	rec := platform.NewReconciler(js, platform.ReconcilerOptions{DefaultReplicas: nodes})
 	ctx := testCtx(t, 30*time.Second)
 	for _, ts := range topics {
 		if ts.Replicas == 0 {
@@ -55,6 +61,12 @@ func topic(name, owner, review string) platform.TopicSpec {
 // service starts a service (fast timings) closed at the end of the test.
 func (e *env) service(mod func(*Config)) *Service {
 	e.t.Helper()
+	return e.serviceOn(e.js, mod)
+}
+
+// serviceOn is service through js (a connection to a given node).
+func (e *env) serviceOn(js jetstream.JetStream, mod func(*Config)) *Service {
+	e.t.Helper()
 	cfg := DefaultConfig()
 	cfg.Checkpoint = 50 * time.Millisecond
 	cfg.LeaseTTL = time.Second
@@ -62,7 +74,7 @@ func (e *env) service(mod func(*Config)) *Service {
 	if mod != nil {
 		mod(&cfg)
 	}
-	s, err := New(e.js, cfg)
+	s, err := New(js, cfg)
 	if err != nil {
 		e.t.Fatal(err)
 	}

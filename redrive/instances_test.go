@@ -1,13 +1,11 @@
 package redrive
 
 import (
-	"context"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/msgplatform/platform/embeddednats/natstest"
 	"github.com/msgplatform/platform/platform"
 )
 
@@ -19,14 +17,11 @@ import (
 // decision taken on the state before the last write.
 func TestInstancesActOnEachOthersLastWrite(t *testing.T) {
 	t.Parallel()
-	f := natstest.RunFabric(t, 3)
-	ctx := testCtx(t, 90*time.Second)
 	ts := topic("payments", "payments-team", platform.ReviewRequired)
 	ts.Replicas = 3
-	if _, err := platform.NewReconciler(f.JetStream(), platform.ReconcilerOptions{DefaultReplicas: 3}).ApplyTopic(ctx, ts, platform.ApplyOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	e := &env{t: t, f: f, js: f.JetStream()}
+	e := newEnvNodes(t, 3, ts)
+	f := e.f
+	ctx := testCtx(t, 90*time.Second)
 	e.deadLetter("payments", "ledger", 0, 5, permanent("card number %d is not a number"))
 
 	start := func(node int, name string) *Service {
@@ -34,21 +29,7 @@ func TestInstancesActOnEachOthersLastWrite(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cfg := DefaultConfig()
-		cfg.Replicas, cfg.Instance = 3, name
-		s, err := New(js, cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := s.Start(testCtx(t, 30*time.Second)); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			_ = s.Close(cctx)
-		})
-		return s
+		return e.serviceOn(js, func(c *Config) { c.Replicas, c.Instance = 3, name })
 	}
 	a, b := start(0, "a"), start(2, "b")
 

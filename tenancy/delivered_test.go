@@ -85,57 +85,39 @@ func TestUsageSaysWhenANodeIsMissing(t *testing.T) {
 	for i := range 3 {
 		e.mustConnect(prod, "producer", i) // NoReconnect: the one on the killed node goes
 	}
-	usage := func() (tenancy.Usage, error) {
-		uctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		us, err := e.m.Usage(uctx, "gap")
-		if err != nil {
-			return tenancy.Usage{}, err
-		}
-		if len(us) != 1 {
-			return tenancy.Usage{}, fmt.Errorf("usage: %d tenants, want 1", len(us))
-		}
-		return us[0], nil
+	// waitUsage waits until the usage of "gap" has the partial note
+	// (as a substring; "" for whole figures) and connections wanted.
+	waitUsage := func(when string, timeout time.Duration, partial string, conns int) {
+		t.Helper()
+		natstest.WaitFor(t, timeout, func() error {
+			uctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			us, err := e.m.Usage(uctx, "gap")
+			if err != nil {
+				return err
+			}
+			if len(us) != 1 {
+				return fmt.Errorf("usage: %d tenants, want 1", len(us))
+			}
+			u := us[0]
+			if (partial == "") != (u.Partial == "") || !strings.Contains(u.Partial, partial) || u.Connections != conns {
+				return fmt.Errorf("%s: partial %q, connections %d; want partial %q and %d", when, u.Partial, u.Connections, partial, conns)
+			}
+			return nil
+		})
 	}
-	natstest.WaitFor(t, 15*time.Second, func() error {
-		u, err := usage()
-		if err != nil {
-			return err
-		}
-		if u.Partial != "" || u.Connections != 3 {
-			return fmt.Errorf("every node up: partial %q, connections %d; want whole figures and 3", u.Partial, u.Connections)
-		}
-		return nil
-	})
+	waitUsage("every node up", 15*time.Second, "", 3)
 	if v := tenantMetric(t, e.m, "platform_tenant_usage_partial", "gap"); v != 0 {
 		t.Fatalf("platform_tenant_usage_partial with every node up: %v, want 0", v)
 	}
 
 	e.f.Kill(2)
-	natstest.WaitFor(t, 30*time.Second, func() error {
-		u, err := usage()
-		if err != nil {
-			return err
-		}
-		if !strings.Contains(u.Partial, "connections counted on 2 of 3 servers") || !strings.Contains(u.Partial, "messages out") || u.Connections != 2 {
-			return fmt.Errorf("a node down: partial %q, connections %d; want the gap named and 2", u.Partial, u.Connections)
-		}
-		return nil
-	})
+	waitUsage("a node down", 30*time.Second, "connections counted on 2 of 3 servers (the others did not answer); messages out to open connections counted on fewer than 3 servers", 2)
 	if v := tenantMetric(t, e.m, "platform_tenant_usage_partial", "gap"); v != 1 {
 		t.Fatalf("platform_tenant_usage_partial with a node down: %v, want 1", v)
 	}
 
 	e.f.Restart(2)
 	e.mustConnect(prod, "producer", 2)
-	natstest.WaitFor(t, 30*time.Second, func() error {
-		u, err := usage()
-		if err != nil {
-			return err
-		}
-		if u.Partial != "" || u.Connections != 3 {
-			return fmt.Errorf("the node back: partial %q, connections %d; want whole figures and 3", u.Partial, u.Connections)
-		}
-		return nil
-	})
+	waitUsage("the node back", 30*time.Second, "", 3)
 }
