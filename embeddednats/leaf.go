@@ -168,6 +168,13 @@ func (n *Node) SetLeafDeny(deny []string) error {
 	if err != nil {
 		return err
 	}
+	// The running account resolver, not the new one the options were
+	// parsed with: a reload installs the options' resolver as the
+	// server's, and a new one was never started (no peer fetches, its
+	// own store beside the running one's). It also spares the reload a
+	// deep comparison of the running resolver's state, which races with
+	// the server's goroutines.
+	opts.AccountResolver = n.srv.AccountResolver()
 	if err := n.srv.ReloadOptions(opts); err != nil {
 		return fmt.Errorf("embeddednats: %s: apply link deny list: %w", n.cfg.Name, err)
 	}

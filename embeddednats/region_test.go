@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
 	"github.com/msgplatform/platform/embeddednats/natstest"
@@ -30,8 +31,24 @@ func TestRegionsLinkDeny(t *testing.T) {
 		return nil
 	})
 	ctx := t.Context()
+	resolvers := map[string]server.AccountResolver{}
+	for _, r := range []string{"eu", "us"} {
+		for _, n := range rr.Region(r).Nodes() {
+			resolvers[n.Name()] = n.Server().AccountResolver()
+		}
+	}
 	if err := rr.SetDeny(ctx, []string{"a.>"}); err != nil {
 		t.Fatal(err)
+	}
+	// The reload keeps each server's running account resolver (a new,
+	// never started one would neither fetch from peers nor share the
+	// running one's store).
+	for _, r := range []string{"eu", "us"} {
+		for _, n := range rr.Region(r).Nodes() {
+			if got := n.Server().AccountResolver(); got != resolvers[n.Name()] {
+				t.Errorf("%s: the link deny reload replaced the running account resolver (%p) with %p", n.Name(), resolvers[n.Name()], got)
+			}
+		}
 	}
 	time.Sleep(500 * time.Millisecond)
 	before := got.Load()
