@@ -93,20 +93,22 @@ func (r *partitionRunner) run() {
 			}
 			continue
 		}
-		fctx, cancel := context.WithTimeout(r.fetchCtx, time.Second)
-		batch, err := r.cons.Fetch(n, jetstream.FetchContext(fctx), jetstream.FetchPriorityGroup(r.m.cfg.Group))
+		// Read until the server ends the request (readBatch), even when
+		// released meanwhile: measured under load (go test -race, six
+		// processes), a 1 s client deadline with the server's expiry at
+		// 0.9 s let an event reach an abandoned request while the next
+		// pull got the key's later events. A release thus waits for the
+		// request's end (at most fetchWait; what arrives while stopping
+		// is queued, never run, and delivered again by the next owner's
+		// reset), and no request of this runner outlives it to take the
+		// next owner's pin.
+		batch, err := r.cons.Fetch(n, jetstream.FetchMaxWait(fetchWait), jetstream.FetchPriorityGroup(r.m.cfg.Group))
 		if err != nil {
-			cancel()
 			r.m.log.Debug("platform: fetch", "partition", r.p, "err", err)
 			sleepCtx(r.fetchCtx, 100*time.Millisecond)
 			continue
 		}
-		got := 0
-		for msg := range batch.Messages() {
-			got++
-			r.dispatch(msg)
-		}
-		cancel()
+		got := readBatch(nil, batch, r.dispatch)
 		if err := batch.Error(); !isFetchIdle(err) {
 			r.m.log.Debug("platform: fetch", "partition", r.p, "err", err)
 			sleepCtx(r.fetchCtx, 100*time.Millisecond)
@@ -121,9 +123,14 @@ func (r *partitionRunner) run() {
 	}
 }
 
-// stalledFetches is how many empty fetches in a row make the runner check
-// that the partition is not pinned to a pull request nobody serves.
-const stalledFetches = 3
+// fetchWait is how long one pull request of a partition waits for events
+// at the server.
+const fetchWait = 500 * time.Millisecond
+
+// stalledFetches is how many empty fetches in a row (3 s of them) make
+// the runner check that the partition is not pinned to a pull request
+// nobody serves.
+const stalledFetches = 6
 
 // unstick takes the partition over again when the broker holds events for
 // it that the runner neither holds nor receives: the pin went to a stale
@@ -317,6 +324,17 @@ func (r *partitionRunner) release(drain time.Duration) {
 	}
 	r.released.Store(true)
 	r.stopHandler()
+}
+
+// releaseAll releases runners at once: each waits for its pull request
+// to end and its handlers to drain, so one after the other would add
+// those waits up.
+func releaseAll(runners []*partitionRunner, drain time.Duration) {
+	var wg sync.WaitGroup
+	for _, r := range runners {
+		wg.Go(func() { r.release(drain) })
+	}
+	wg.Wait()
 }
 
 // abandon stops the runner as a crash would: nothing more is settled.

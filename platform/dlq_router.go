@@ -95,22 +95,19 @@ func (r *DLQRouter) Close(ctx context.Context) error {
 func (r *DLQRouter) run(ctx context.Context, object string, c jetstream.Consumer) {
 	defer r.wg.Done()
 	for ctx.Err() == nil {
-		fctx, cancel := context.WithTimeout(ctx, time.Second)
-		batch, err := c.Fetch(50, jetstream.FetchContext(fctx))
+		batch, err := c.Fetch(50, jetstream.FetchMaxWait(fetchWait))
 		if err != nil {
-			cancel()
 			sleepCtx(ctx, 200*time.Millisecond)
 			continue
 		}
-		for msg := range batch.Messages() {
+		readBatch(ctx.Done(), batch, func(msg jetstream.Msg) {
 			if err := r.route(ctx, object, msg.Data()); err != nil {
 				r.log.Warn("platform: DLQ router", "object", object, "err", err)
 				_ = msg.NakWithDelay(time.Second)
-				continue
+				return
 			}
 			_ = msg.Ack()
-		}
-		cancel()
+		})
 	}
 }
 

@@ -378,9 +378,7 @@ func (m *Member) rebalance(ctx context.Context) {
 	}
 	m.mu.Unlock()
 	changed := len(stop) > 0
-	for _, r := range stop {
-		r.release(m.cfg.DrainTimeout)
-	}
+	releaseAll(stop, m.cfg.DrainTimeout)
 	for _, p := range mine {
 		m.mu.Lock()
 		_, running := m.runners[p]
@@ -480,9 +478,11 @@ func (m *Member) Close(ctx context.Context) error {
 		if d, ok := ctx.Deadline(); ok {
 			drain = min(drain, time.Until(d))
 		}
+		all := make([]*partitionRunner, 0, len(runners))
 		for _, r := range runners {
-			r.release(drain)
+			all = append(all, r)
 		}
+		releaseAll(all, drain)
 		err = m.kv.Delete(ctx, m.memberKey(m.cfg.ID))
 		if m.router != nil {
 			_ = m.router.Close(ctx)

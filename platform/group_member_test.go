@@ -162,7 +162,7 @@ func (s *fencedStore) apply(m *Message) error {
 		s.done[m.Key] = n
 		s.applied++
 	default:
-		s.orderErrs = append(s.orderErrs, fmt.Sprintf("%s: event %d before %d", m.Key, n, d+1))
+		s.orderErrs = append(s.orderErrs, fmt.Sprintf("%s: event %d before %d (partition %d, seq %d, attempt %d, fence %d)", m.Key, n, d+1, m.Partition, m.Seq, m.Attempt, m.Fence()))
 	}
 	return nil
 }

@@ -150,21 +150,16 @@ func (w *Workers) run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		}
-		fctx, cancel := context.WithTimeout(ctx, time.Second)
-		batch, err := w.cons.Fetch(1, jetstream.FetchContext(fctx))
+		batch, err := w.cons.Fetch(1, jetstream.FetchMaxWait(fetchWait))
 		if err != nil {
-			cancel()
 			<-w.sem
 			sleepCtx(ctx, 100*time.Millisecond)
 			continue
 		}
-		got := false
-		for msg := range batch.Messages() {
-			got = true
+		got := readBatch(ctx.Done(), batch, func(msg jetstream.Msg) {
 			w.wg.Add(1)
 			go w.job(msg)
-		}
-		cancel()
+		}) > 0
 		if !got {
 			<-w.sem
 		}
