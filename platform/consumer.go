@@ -234,7 +234,6 @@ func callHandler(ctx context.Context, h Handler, m *Message) (err error) {
 	return h(ctx, m)
 }
 
-// isFetchIdle reports whether a fetch error only means "nothing came".
 // readBatch hands each event of batch to fn until the server ends the
 // pull request (its batch filled, or its expiry's 408), and returns how
 // many it handed. A request is never abandoned at a client deadline: one
@@ -258,6 +257,7 @@ func readBatch(stop <-chan struct{}, batch jetstream.MessageBatch, fn func(jetst
 	}
 }
 
+// isFetchIdle reports whether a fetch error only means "nothing came".
 func isFetchIdle(err error) bool {
 	return err == nil || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) ||
 		errors.Is(err, nats.ErrTimeout) || errors.Is(err, jetstream.ErrNoMessages)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -478,11 +479,7 @@ func (m *Member) Close(ctx context.Context) error {
 		if d, ok := ctx.Deadline(); ok {
 			drain = min(drain, time.Until(d))
 		}
-		all := make([]*partitionRunner, 0, len(runners))
-		for _, r := range runners {
-			all = append(all, r)
-		}
-		releaseAll(all, drain)
+		releaseAll(slices.Collect(maps.Values(runners)), drain)
 		err = m.kv.Delete(ctx, m.memberKey(m.cfg.ID))
 		if m.router != nil {
 			_ = m.router.Close(ctx)
