@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/msgplatform/platform/embeddednats/natstest"
 	"github.com/msgplatform/platform/tenancy"
@@ -120,4 +121,114 @@ func TestUsageSaysWhenANodeIsMissing(t *testing.T) {
 	e.f.Restart(2)
 	e.mustConnect(prod, "producer", 2)
 	waitUsage("the node back", 30*time.Second, "", 3)
+}
+
+// A suspended tenant's usage still shows its storage against its quota:
+// its streams are kept, and no connection may enter its account, so the
+// figures come through the system account. They are the figures the
+// tenant's own account info gave before the suspension (memory, disk,
+// streams and consumers per tier, and the quotas), in the usage and in
+// the metrics, not zeros that read as lost data.
+func TestUsageOfASuspendedTenantShowsItsStorage(t *testing.T) {
+	e := start(t, 3)
+	q := tenancy.DefaultQuota()
+	q.Storage.R3.Disk = 3 << 30
+	e.tenant("held", q)
+	prod := e.user("held", "producer", []string{"orders", "shipment-jobs"}, nil)
+	js, err := jetstream.New(e.mustConnect(prod, "producer", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 40 {
+		subj := fmt.Sprintf("orders.k%d", i%7)
+		if i%4 == 0 {
+			subj = "shipment-jobs.pack"
+		}
+		if _, err := js.Publish(ctx(t), subj, []byte(strings.Repeat("x", 100+i))); err != nil {
+			t.Fatalf("publish %d: %v", i, err)
+		}
+	}
+	usage := func(when string) tenancy.Usage {
+		t.Helper()
+		us, err := e.m.Usage(ctx(t), "held")
+		if err != nil || len(us) != 1 {
+			t.Fatalf("usage %s: %v (%d tenants)", when, err, len(us))
+		}
+		return us[0]
+	}
+	// What JetStream counts against the R3 tier: each stream's bytes once
+	// per replica. The account info reaches it once every node has
+	// reported its replicas' use.
+	tjs, err := e.m.TenantJetStream("held")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want uint64
+	for name := range tjs.StreamNames(ctx(t)).Name() {
+		s, err := tjs.Stream(ctx(t), name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want += s.CachedInfo().State.Bytes * uint64(s.CachedInfo().Config.Replicas)
+	}
+	var before tenancy.Usage
+	natstest.WaitFor(t, 15*time.Second, func() error {
+		if before = usage("while active"); before.Storage["R3"].Disk != want {
+			return fmt.Errorf("R3 disk while active: %d, want %d (each stream's bytes times its replicas)", before.Storage["R3"].Disk, want)
+		}
+		return nil
+	})
+	r3 := before.Storage["R3"]
+	if r3.Disk == 0 || r3.Streams == 0 || r3.Consumers == 0 || r3.DiskQuota != 3<<30 || before.Partial != "" {
+		t.Fatalf("usage while active: R3 %+v, partial %q; want disk, streams and consumers used and a 3 GiB quota", r3, before.Partial)
+	}
+	diskMetric := func() float64 {
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(e.m.Collector())
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() != "platform_tenant_storage_bytes" {
+				continue
+			}
+			for _, mt := range mf.GetMetric() {
+				l := map[string]string{}
+				for _, p := range mt.GetLabel() {
+					l[p.GetName()] = p.GetValue()
+				}
+				if l["tenant"] == "held" && l["tier"] == "R3" && l["kind"] == "disk" {
+					return mt.GetGauge().GetValue()
+				}
+			}
+		}
+		return -1
+	}
+	if v := diskMetric(); v != float64(r3.Disk) {
+		t.Fatalf("platform_tenant_storage_bytes R3 disk while active: %v, want %d", v, r3.Disk)
+	}
+
+	if _, err := e.m.Suspend(ctx(t), "test", "held"); err != nil {
+		t.Fatal(err)
+	}
+	during := usage("while suspended")
+	if during.State != tenancy.StateSuspended || during.Partial != "" {
+		t.Fatalf("usage while suspended: state %s, partial %q; want suspended and whole figures", during.State, during.Partial)
+	}
+	for _, tier := range []string{"R1", "R3"} {
+		if during.Storage[tier] != before.Storage[tier] {
+			t.Errorf("%s while suspended: %+v; before the suspension: %+v", tier, during.Storage[tier], before.Storage[tier])
+		}
+	}
+	if v := diskMetric(); v != float64(r3.Disk) {
+		t.Errorf("platform_tenant_storage_bytes R3 disk while suspended: %v, want %d", v, r3.Disk)
+	}
+
+	if _, err := e.m.Resume(ctx(t), "test", "held"); err != nil {
+		t.Fatal(err)
+	}
+	if after := usage("after resume"); after.Storage["R3"] != r3 {
+		t.Errorf("R3 after resume: %+v; before the suspension: %+v", after.Storage["R3"], r3)
+	}
 }

@@ -63,9 +63,10 @@
 //
 //  1. applies the tenant's token buckets (events/s and bytes/s; burst 1/10
 //     of a second, so no one-second window admits more than 1.1x the
-//     quota and a briefly stalled ingest does not admit less). Policy reject: over the quota the publisher gets, on
-//     its reply subject, a JetStream-shaped error {"code":429,
-//     "err_code":10429} (jetstream.Publish returns a *jetstream.APIError
+//     quota and a briefly stalled ingest does not admit less). Policy
+//     reject: over the quota the publisher gets, on its reply subject, a
+//     JetStream-shaped error {"code":429, "err_code":10429}
+//     (jetstream.Publish returns a *jetstream.APIError
 //     with Code 429; nats req prints it). Policy throttle: the event waits
 //     in a bounded queue (two seconds of quota, at least 256 events, at
 //     most 16384 events and 64 MiB) until the bucket allows it, so its

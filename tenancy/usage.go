@@ -3,6 +3,7 @@ package tenancy
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -28,7 +29,9 @@ type TierUsage struct {
 // clusterStats), connections the sum over every node, messages out what
 // the servers delivered to the tenant's own connections (open and
 // closed; see watchDisconnects), storage the tenant's JetStream account
-// info. Dropped counts fire-and-forget publishes lost to the rate quota
+// info (for a suspended tenant, which no connection may enter, the
+// servers' JSZ of its streams through the system account: its data is
+// kept, and so is its place against the quota). Dropped counts fire-and-forget publishes lost to the rate quota
 // (no reply subject to refuse them on, or the ingest's subscription
 // overflowed).
 type Usage struct {
@@ -110,6 +113,7 @@ func (m *Manager) Usage(ctx context.Context, name string) ([]Usage, error) {
 		if livePartial[t.Name] {
 			gaps = append(gaps, fmt.Sprintf("messages out to open connections counted on fewer than %d servers", m.cfg.Servers))
 		}
+		quotas := map[string]Tier{"R1": t.Quota.Storage.R1, "R3": t.Quota.Storage.R3}
 		if rt != nil {
 			actx, cancel := context.WithTimeout(ctx, 2*time.Second)
 			ai, err := rt.js.AccountInfo(actx)
@@ -118,11 +122,29 @@ func (m *Manager) Usage(ctx context.Context, name string) ([]Usage, error) {
 				gaps = append(gaps, fmt.Sprintf("storage not read: %v", err))
 			}
 			if err == nil {
-				for tier, q := range map[string]Tier{"R1": t.Quota.Storage.R1, "R3": t.Quota.Storage.R3} {
+				for tier, q := range quotas {
 					tu := TierUsage{MemoryQuota: q.Memory, DiskQuota: q.Disk}
 					if ti, ok := ai.Tiers[tier]; ok {
 						tu.Memory, tu.Disk, tu.Streams, tu.Consumers = ti.Memory, ti.Store, ti.Streams, ti.Consumers
 					}
+					u.Storage[tier] = tu
+				}
+			}
+		} else {
+			// No runtime here (the tenant is suspended: no connection
+			// into its account is allowed): its streams are kept, so read
+			// them through the system account.
+			tiers, answered, err := m.storageFromServers(ctx, t.Account)
+			switch {
+			case err != nil:
+				gaps = append(gaps, fmt.Sprintf("storage not read: %v", err))
+			default:
+				if answered < m.cfg.Servers {
+					gaps = append(gaps, fmt.Sprintf("storage read from %d of %d servers (streams led by the others are not counted)", answered, m.cfg.Servers))
+				}
+				for tier, q := range quotas {
+					tu := tiers[tier]
+					tu.MemoryQuota, tu.DiskQuota = q.Memory, q.Disk
 					u.Storage[tier] = tu
 				}
 			}
@@ -183,6 +205,68 @@ func (m *Manager) accountStats(ctx context.Context, ts []Tenant) (out map[string
 		}
 	}
 	return out, answered
+}
+
+// storageFromServers sums account's JetStream use per replica tier from
+// every server's JSZ for the account (each reports the streams it
+// leads), as JetStream counts it against the tier's limits: a stream's
+// bytes once per replica. For an account no connection may enter (a
+// suspended tenant); answered is how many servers replied within 500 ms.
+func (m *Manager) storageFromServers(ctx context.Context, account string) (tiers map[string]TierUsage, answered int, err error) {
+	if m.sys == nil {
+		return nil, 0, errors.New("no system account connection")
+	}
+	body, _ := json.Marshal(server.JSzOptions{Streams: true, Config: true, StreamLeaderOnly: true})
+	inbox := m.sys.NewRespInbox()
+	sub, err := m.sys.SubscribeSync(inbox)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer sub.Unsubscribe()
+	if err := m.sys.PublishRequest(fmt.Sprintf("$SYS.REQ.ACCOUNT.%s.JSZ", account), inbox, body); err != nil {
+		return nil, 0, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer cancel()
+	tiers = map[string]TierUsage{}
+	seen := map[string]bool{}
+	for range m.cfg.Servers {
+		msg, err := sub.NextMsgWithContext(ctx)
+		if err != nil {
+			break
+		}
+		var r struct {
+			Data  *server.AccountDetail `json:"data"`
+			Error *server.ApiError      `json:"error"`
+		}
+		if json.Unmarshal(msg.Data, &r) != nil || (r.Data == nil && r.Error == nil) {
+			continue
+		}
+		// A server that has not loaded the account (or its JetStream)
+		// answers with an error: it holds none of its streams.
+		answered++
+		if r.Data == nil {
+			continue
+		}
+		for _, sd := range r.Data.Streams {
+			if sd.Config == nil || seen[sd.Name] {
+				continue
+			}
+			seen[sd.Name] = true
+			replicas := max(sd.Config.Replicas, 1)
+			tier := fmt.Sprintf("R%d", replicas)
+			tu := tiers[tier]
+			tu.Streams++
+			tu.Consumers += sd.State.Consumers
+			if sd.Config.Storage == server.MemoryStorage {
+				tu.Memory += sd.State.Bytes * uint64(replicas)
+			} else {
+				tu.Disk += sd.State.Bytes * uint64(replicas)
+			}
+			tiers[tier] = tu
+		}
+	}
+	return tiers, answered, nil
 }
 
 func routed(m *server.MsgBytes) int64 {
