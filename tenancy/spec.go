@@ -169,7 +169,7 @@ type Tenant struct {
 	SigningKey string `json:"signing_key"`
 	// SealedSigningSeed is the signing key's seed, encrypted with a key
 	// derived from the installation's trust (never stored in clear).
-	SealedSigningSeed []byte `json:"sealed_signing_seed"`
+	SealedSigningSeed []byte `json:"sealed_signing_seed,omitempty"`
 	// Objects are the tenant's topics, queues and groups.
 	Topics map[string]int    `json:"topics,omitempty"` // name -> partitions
 	Queues map[string]bool   `json:"queues,omitempty"`

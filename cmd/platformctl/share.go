@@ -22,6 +22,11 @@ shared.OWNER.TOPIC.<key>; give its users --sub OWNER/TOPIC. No other
 tenant can read it. --revoke stops it at once. Both changes are audited.`,
 		Args: exactArgs(1, "TOPIC"),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			for _, f := range []struct{ flag, v, what string }{{"--from", from, "the tenant owning the topic"}, {"--to", to, "the tenant that may read it"}} {
+				if f.v == "" {
+					return usageError{fmt.Errorf("%s: required: name %s", f.flag, f.what)}
+				}
+			}
 			for flag, v := range map[string]string{"--from": from, "--to": to} {
 				if err := tenancy.ValidateName("tenant", v); err != nil {
 					return usageError{fmt.Errorf("%s: %w", flag, err)}
