@@ -151,7 +151,8 @@ func clone(t *Tenant) *Tenant {
 
 // Update replaces a tenant's quota; limits enforced by the servers change
 // on live connections (the account JWT is pushed), the publish rate on
-// the next event.
+// the next event. A quota equal to the current one changes nothing and
+// is not audited.
 func (m *Manager) Update(ctx context.Context, actor, name string, q Quota) (Tenant, error) {
 	if err := q.Validate(); err != nil {
 		return Tenant{}, err
@@ -159,9 +160,15 @@ func (m *Manager) Update(ctx context.Context, actor, name string, q Quota) (Tena
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	t, err := m.change(ctx, actor, "tenant.update", name, true, func(t *Tenant) (string, error) {
+		if t.Quota == q {
+			return "", errUnchanged // nothing to push or audit
+		}
 		t.Quota = q
 		return "quota", nil
 	})
+	if errors.Is(err, errUnchanged) {
+		return m.Get(ctx, name)
+	}
 	if err != nil {
 		return Tenant{}, err
 	}
@@ -285,7 +292,8 @@ func retryUntil(ctx context.Context, fn func() error) error {
 var errUnchanged = errors.New("unchanged")
 
 // Delete removes a tenant. While it has topics or queues it refuses unless
-// purge, which deletes them (and their data) first. The account is left
+// purge, which deletes them (and their data) first. The shares it takes
+// part in, as owner or reader, end (see dropShares). The account is left
 // in the resolvers revoked and with no connections allowed.
 func (m *Manager) Delete(ctx context.Context, actor, name string, purge bool) error {
 	if err := ValidateName("tenant", name); err != nil {
@@ -316,11 +324,15 @@ func (m *Manager) Delete(ctx context.Context, actor, name string, purge bool) er
 			}
 		}
 	}
+	if err := m.dropShares(ctx, actor, t); err != nil {
+		return err
+	}
 	m.stopRuntime(name)
 	dead := clone(t)
 	now := time.Now().UTC()
 	dead.State, dead.Suspended = StateSuspended, &now
 	dead.Quota.Connections = 0
+	dead.Imports, dead.Exports = nil, nil
 	if tok, err := m.accountJWT(dead); err == nil {
 		if err := m.push(ctx, tok); err != nil {
 			return err
@@ -331,6 +343,50 @@ func (m *Manager) Delete(ctx context.Context, actor, name string, purge bool) er
 	}
 	delete(m.accounts, t.Account)
 	_ = m.appendAudit(ctx, Record{Actor: actor, Action: "tenant.delete", Tenant: name, Before: t.Public(), Detail: fmt.Sprintf("purge=%v", purge)})
+	return nil
+}
+
+// dropShares ends every share t takes part in before t is deleted: the
+// readers of t's topics lose their imports (first, so the flow stops),
+// then the owners of the topics t reads stop listing it. Each is a
+// share.revoke audited under the other tenant; a tenant already gone is
+// skipped. Otherwise the shares would stay listed, pointing at a dead
+// account, and a tenant later created with t's name would show them
+// without getting them. Callers hold m.mu.
+func (m *Manager) dropShares(ctx context.Context, actor string, t *Tenant) error {
+	for _, topic := range sortedKeys(t.Exports) {
+		for _, reader := range t.Exports[topic] {
+			_, err := m.change(ctx, actor, "share.revoke", reader, true, func(r *Tenant) (string, error) {
+				n := len(r.Imports)
+				r.Imports = slices.DeleteFunc(r.Imports, func(s Share) bool { return s.From == t.Name && s.Topic == topic })
+				if len(r.Imports) == n {
+					return "", errUnchanged
+				}
+				return reader + ":" + topic, nil
+			})
+			if err != nil && !errors.Is(err, errUnchanged) && !errors.Is(err, ErrNotFound) {
+				return fmt.Errorf("tenancy: delete %s: end the share of topic %s with %s: %w", t.Name, topic, reader, err)
+			}
+		}
+	}
+	for _, s := range t.Imports {
+		_, err := m.change(ctx, actor, "share.revoke", s.From, true, func(o *Tenant) (string, error) {
+			readers := o.Exports[s.Topic]
+			n := len(readers)
+			if readers = slices.DeleteFunc(readers, func(r string) bool { return r == t.Name }); len(readers) == n {
+				return "", errUnchanged
+			}
+			if len(readers) == 0 {
+				delete(o.Exports, s.Topic)
+			} else {
+				o.Exports[s.Topic] = readers
+			}
+			return t.Name + ":" + s.Topic, nil
+		})
+		if err != nil && !errors.Is(err, errUnchanged) && !errors.Is(err, ErrNotFound) {
+			return fmt.Errorf("tenancy: delete %s: end its share of topic %s of %s: %w", t.Name, s.Topic, s.From, err)
+		}
+	}
 	return nil
 }
 

@@ -113,6 +113,27 @@ func TestRateQuotaMalformedDelete(t *testing.T) {
 	if len(after) != len(before) || after[0].Quota != q || len(after[0].Users) != 1 {
 		t.Fatalf("malformed input changed the registry: %+v", after)
 	}
+	// An update to the same quota changes nothing: no push, no audit.
+	audited := func() int {
+		recs, err := e.m.Audit(ctx(t), tenancy.AuditFilter{Tenant: "harbor-retail"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, r := range recs {
+			if r.Action == "tenant.update" {
+				n++
+			}
+		}
+		return n
+	}
+	n := audited()
+	if same, err := e.m.Update(ctx(t), "test", "harbor-retail", q); err != nil || same.Quota != q || !same.Updated.Equal(after[0].Updated) {
+		t.Errorf("update to the same quota: %v, quota %+v, updated %s (was %s)", err, same.Quota, same.Updated, after[0].Updated)
+	}
+	if got := audited(); got != n {
+		t.Errorf("update to the same quota was audited: %d tenant.update records, was %d", got, n)
+	}
 	if err := e.m.Delete(ctx(t), "test", "harbor-retail", true); err != nil {
 		t.Fatalf("delete --purge: %v", err)
 	}

@@ -113,3 +113,68 @@ func TestShareTopic(t *testing.T) {
 	}
 	t.Logf("forbidden attempts: %d, succeeded: %d", a.tried, a.succeeded)
 }
+
+// Deleting a tenant ends the shares it takes part in, as owner and as
+// reader: no share is left listed or in a record, the reader's account
+// no longer imports (its subscription gets nothing more), each end is
+// audited under the other tenant, and a tenant created again with the
+// deleted one's name has no share.
+func TestDeleteEndsItsShares(t *testing.T) {
+	e := start(t, 3)
+	for _, n := range []string{"owner", "reader", "upstream"} {
+		e.tenant(n, tenancy.DefaultQuota())
+	}
+	for _, r := range []tenancy.ShareRequest{
+		{From: "owner", To: "reader", Topic: "orders"},
+		{From: "upstream", To: "owner", Topic: "orders"},
+	} {
+		if _, err := e.m.ShareTopic(ctx(t), "test", r); err != nil {
+			t.Fatalf("share %s/%s with %s: %v", r.From, r.Topic, r.To, err)
+		}
+	}
+	rd := e.user("reader", "reader", nil, []string{"owner/orders"})
+	sub, err := e.mustConnect(rd, "reader", 0).SubscribeSync(tenancy.SharedSubject("owner", "orders"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pjs, _ := jetstream.New(e.mustConnect(e.user("owner", "producer", []string{"orders"}, nil), "producer", 1))
+	if _, err := pjs.Publish(ctx(t), "orders.k1", []byte("before")); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := sub.NextMsg(3 * time.Second); err != nil || string(m.Data) != "before" {
+		t.Fatalf("the reader did not get the shared event before the delete: %v", err)
+	}
+
+	if err := e.m.Delete(ctx(t), "test", "owner", true); err != nil {
+		t.Fatalf("delete owner: %v", err)
+	}
+	if ls, err := e.m.Shares(ctx(t), ""); err != nil || len(ls) != 0 {
+		t.Errorf("shares after the owner's delete: %+v, %v; want none", ls, err)
+	}
+	for _, n := range []string{"reader", "upstream"} {
+		tn, err := e.m.Get(ctx(t), n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(tn.Imports) != 0 || len(tn.Exports) != 0 {
+			t.Errorf("%s after the owner's delete: imports %+v, exports %v; want none", n, tn.Imports, tn.Exports)
+		}
+		recs, err := e.m.Audit(ctx(t), tenancy.AuditFilter{Tenant: n})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if last := recs[len(recs)-1]; last.Action != "share.revoke" || last.Target == "" {
+			t.Errorf("%s's last audit record is %s %s, not the share's end", n, last.Action, last.Target)
+		}
+	}
+	// The reader's account no longer imports: whatever the reader's
+	// connection still sees, nothing more arrives on the shared subject.
+	if m, err := sub.NextMsg(700 * time.Millisecond); err == nil {
+		t.Errorf("the reader got %q after the owner's delete", m.Data)
+	}
+
+	e.tenant("owner", tenancy.DefaultQuota())
+	if ls, err := e.m.Shares(ctx(t), "owner"); err != nil || len(ls) != 0 {
+		t.Errorf("shares of the new tenant named owner: %+v, %v; want none", ls, err)
+	}
+}

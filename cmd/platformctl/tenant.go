@@ -141,6 +141,15 @@ func newTenantUpdateCmd(g *globalOptions) *cobra.Command {
 			if err := tenancy.ValidateName("tenant", args[0]); err != nil {
 				return usageError{err}
 			}
+			changed := 0
+			cmd.LocalFlags().VisitAll(func(f *pflag.Flag) {
+				if f.Changed {
+					changed++
+				}
+			})
+			if changed == 0 {
+				return usageError{fmt.Errorf("tenant update %s: name at least one quota flag to change (platformctl tenant update --help lists them)", args[0])}
+			}
 			var cur tenancy.Tenant
 			if err := g.call(cmd.Context(), tenancy.SubjTenantShow, tenancy.NameRequest{Name: args[0]}, &cur); err != nil {
 				return err

@@ -113,6 +113,7 @@ func TestCLITenants(t *testing.T) {
 		{[]string{"tenant", "create", "x", "--r1-disk", "lots"}, nil},
 		{[]string{"tenant", "create", "x", "--policy", "drop"}, nil},
 		{[]string{"tenant", "share", "orders", "--from", "harbor-retail"}, nil},
+		{[]string{"tenant", "update", "harbor-retail"}, nil},
 	} {
 		_, err := runCLI(t, d, c.args...)
 		var ue usageError
