@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nats-io/jwt/v2"
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -292,7 +293,9 @@ func retryUntil(ctx context.Context, fn func() error) error {
 var errUnchanged = errors.New("unchanged")
 
 // Delete removes a tenant. While it has topics or queues it refuses unless
-// purge, which deletes them (and their data) first. The shares it takes
+// purge, which deletes them (and their data) first; a suspended tenant's
+// through the system account (see purgeAccount), so it need not be
+// resumed, letting its users back in, to be deleted. The shares it takes
 // part in, as owner or reader, end (see dropShares). The account is left
 // in the resolvers revoked and with no connections allowed.
 func (m *Manager) Delete(ctx context.Context, actor, name string, purge bool) error {
@@ -315,13 +318,21 @@ func (m *Manager) Delete(ctx context.Context, actor, name string, purge bool) er
 	}
 	if objects > 0 {
 		rt, err := m.runtimeOf(t)
-		if err != nil {
-			return fmt.Errorf("%w (to purge its data)", err)
-		}
-		for _, n := range append(sortedKeys(t.Topics), sortedKeys(t.Queues)...) {
-			if err := rt.js.DeleteStream(ctx, StreamName(n)); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
-				return fmt.Errorf("tenancy: purge %s of %s: %w", n, name, err)
+		switch {
+		case err == nil:
+			for _, n := range append(sortedKeys(t.Topics), sortedKeys(t.Queues)...) {
+				if err := rt.js.DeleteStream(ctx, StreamName(n)); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
+					return fmt.Errorf("tenancy: purge %s of %s: %w", n, name, err)
+				}
 			}
+		case t.State == StateSuspended:
+			// No connection may enter a suspended tenant's account (and
+			// resuming it to purge would let its users back in).
+			if err := m.purgeAccount(ctx, t); err != nil {
+				return fmt.Errorf("tenancy: purge the data of suspended tenant %s: %w", name, err)
+			}
+		default:
+			return fmt.Errorf("%w (to purge its data)", err)
 		}
 	}
 	if err := m.dropShares(ctx, actor, t); err != nil {
@@ -344,6 +355,56 @@ func (m *Manager) Delete(ctx context.Context, actor, name string, purge bool) er
 	delete(m.accounts, t.Account)
 	_ = m.appendAudit(ctx, Record{Actor: actor, Action: "tenant.delete", Tenant: name, Before: t.Public(), Detail: fmt.Sprintf("purge=%v", purge)})
 	return nil
+}
+
+// purgeAccount deletes every stream of t's account (its topics, queues,
+// DLQs and the consumers on them) through the system account, with
+// JetStream's account purge (the meta leader proposes each stream's
+// removal), and returns once no server reports a stream of the account.
+// For a suspended tenant, whose account no connection may enter.
+func (m *Manager) purgeAccount(ctx context.Context, t *Tenant) error {
+	if m.sys == nil {
+		return errors.New("no system account connection")
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	err := retry(ctx, func(ctx context.Context) error {
+		msg, err := m.sys.RequestWithContext(ctx, fmt.Sprintf(server.JSApiAccountPurgeT, t.Account), nil)
+		if err != nil {
+			return err
+		}
+		var r server.JSApiAccountPurgeResponse
+		if err := json.Unmarshal(msg.Data, &r); err != nil {
+			return fmt.Errorf("undecodable reply: %w", err)
+		}
+		if r.Error != nil {
+			return r.Error
+		}
+		if !r.Initiated {
+			return errors.New("the purge was not initiated")
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return retry(ctx, func(ctx context.Context) error {
+		tiers, answered, err := m.storageFromServers(ctx, t.Account)
+		if err != nil {
+			return err
+		}
+		if answered < m.cfg.Servers {
+			return fmt.Errorf("%d of %d servers answered", answered, m.cfg.Servers)
+		}
+		left := 0
+		for _, tu := range tiers {
+			left += tu.Streams
+		}
+		if left > 0 {
+			return fmt.Errorf("%d stream(s) left", left)
+		}
+		return nil
+	})
 }
 
 // dropShares ends every share t takes part in before t is deleted: the

@@ -1,13 +1,16 @@
 package tenancy_test
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/msgplatform/platform/embeddednats"
 	"github.com/msgplatform/platform/tenancy"
 )
 
@@ -176,5 +179,89 @@ func TestDeleteEndsItsShares(t *testing.T) {
 	e.tenant("owner", tenancy.DefaultQuota())
 	if ls, err := e.m.Shares(ctx(t), "owner"); err != nil || len(ls) != 0 {
 		t.Errorf("shares of the new tenant named owner: %+v, %v; want none", ls, err)
+	}
+}
+
+// A suspended tenant is deleted with its data without being resumed
+// first (which would let its users back in): no connection may enter its
+// account, so its streams are purged through the system account. Without
+// --purge the delete still refuses and keeps everything.
+func TestDeleteASuspendedTenantPurgesItsData(t *testing.T) {
+	e := start(t, 3)
+	e.tenant("gone", tenancy.DefaultQuota())
+	prod := e.user("gone", "producer", []string{"orders"}, nil)
+	pjs, _ := jetstream.New(e.mustConnect(prod, "producer", 0))
+	for i := range 10 {
+		if _, err := pjs.Publish(ctx(t), fmt.Sprintf("orders.k%d", i), []byte("data")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tn, err := e.m.Get(ctx(t), "gone")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sys, err := embeddednats.ConnectSystem(e.f.Trust(), e.f.Node(1).ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sys.Close()
+	// streams counts the account's streams as every server's JSZ reports
+	// them (each server its own replicas).
+	streams := func() int {
+		t.Helper()
+		inbox := nats.NewInbox()
+		sub, err := sys.SubscribeSync(inbox)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sub.Unsubscribe()
+		if err := sys.PublishRequest(fmt.Sprintf("$SYS.REQ.ACCOUNT.%s.JSZ", tn.Account), inbox, []byte(`{"streams":true}`)); err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for range 3 {
+			msg, err := sub.NextMsg(2 * time.Second)
+			if err != nil {
+				t.Fatalf("JSZ of the account: %v", err)
+			}
+			var r struct {
+				Data *struct {
+					Streams []json.RawMessage `json:"stream_detail"`
+				} `json:"data"`
+			}
+			if err := json.Unmarshal(msg.Data, &r); err != nil {
+				t.Fatal(err)
+			}
+			if r.Data != nil {
+				n += len(r.Data.Streams)
+			}
+		}
+		return n
+	}
+	held := streams()
+	if held == 0 {
+		t.Fatal("no server reports the tenant's streams")
+	}
+
+	if _, err := e.m.Suspend(ctx(t), "test", "gone"); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.m.Delete(ctx(t), "test", "gone", false); !errors.Is(err, tenancy.ErrConflict) {
+		t.Fatalf("delete without purge of a suspended tenant with data: %v, want ErrConflict", err)
+	}
+	if n := streams(); n != held {
+		t.Fatalf("the refused delete changed the data: %d stream replicas, was %d", n, held)
+	}
+	if err := e.m.Delete(ctx(t), "test", "gone", true); err != nil {
+		t.Fatalf("delete --purge of a suspended tenant: %v", err)
+	}
+	if n := streams(); n != 0 {
+		t.Errorf("after delete --purge: %d stream replicas of the account remain, want 0 (was %d)", n, held)
+	}
+	if _, err := e.m.Get(ctx(t), "gone"); !errors.Is(err, tenancy.ErrNotFound) {
+		t.Errorf("the deleted tenant: %v, want ErrNotFound", err)
+	}
+	if _, err := e.connect(prod, "producer", 0); err == nil {
+		t.Errorf("a deleted tenant's user connected")
 	}
 }
