@@ -55,6 +55,25 @@ func TestFirstFailureSurvivesConsumerCrash(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("never reached the second attempt")
 	}
+	// The crash comes between two attempts, once the first failure is
+	// recorded (it is written off the settling path, after the first
+	// NAK, and on a loaded machine creating the bucket may take longer
+	// than the first backoff).
+	natstest.WaitFor(t, 10*time.Second, func() error {
+		kv, err := js.KeyValue(ctx, FirstFailuresBucket)
+		if err != nil {
+			return err
+		}
+		keys, err := kv.ListKeys(ctx)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = keys.Stop() }()
+		for range keys.Keys() {
+			return nil
+		}
+		return errors.New("no first failure recorded yet")
+	})
 	time.Sleep(50 * time.Millisecond) // the second attempt is nak'd
 	m1.crash()
 	conn1.Close()
