@@ -542,10 +542,14 @@ func TestPauseResumeProgress(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(600 * time.Millisecond)
+	// A rate at most the limit (a run on a loaded machine may fall
+	// behind it: the race detector with other packages' tests gave 26/s;
+	// TestRateLimitHolds measures how close it holds) and an ETA.
 	running, _ := s.Get(ctx, st.ID)
-	if running.Rate < 30 || running.Rate > 70 || running.ETA <= 0 {
-		t.Errorf("progress: rate %.1f eta %s", running.Rate, running.ETA)
+	if running.Rate <= 0 || running.Rate > 70 || running.ETA <= 0 {
+		t.Errorf("progress: rate %.1f eta %s, want a rate in (0, 70] (limit 50/s) and an ETA", running.Rate, running.ETA)
 	}
+	t.Logf("progress after 0.6 s: rate %.1f/s (limit 50/s), eta %s", running.Rate, running.ETA)
 	if _, err := s.Pause(ctx, st.ID, "bob", "lunch"); err != nil {
 		t.Fatal(err)
 	}
