@@ -30,6 +30,17 @@ package platform
 // floor (at-least-once; an inbox or the fence catches the repeat), and of
 // restarting the broker's delivery count of those events.
 //
+// Lost deliveries: a delivery can go to a pull request its client no
+// longer reads (nats.go gives up on a fetch a second after its expiry
+// if the server has not ended it, and a request that reached the server
+// late is still served); the event would come back only after AckWait,
+// behind its key's later events. The runner checks the consumer's
+// delivery sequence: on a jump it takes nothing newer, lets what it
+// holds run, then resets the consumer to its ack floor, so the lost
+// event comes again before the key's later ones
+// (platform_consumer_lost_delivery_resets_total;
+// TestGroupKeepsKeyOrderWhenADeliveryIsLost).
+//
 // Fencing: NATS does not fence acks. An AckExplicit ack is applied by
 // stream sequence whoever sends it (consumer.go processAckMsg ignores the
 // delivery it came from), and the pin only governs pulls. So the runtime

@@ -35,7 +35,10 @@ type ConsumerMetrics struct {
 	redriveSkippedC *prometheus.CounterVec
 	// reclaimedC counts jobs of lost workers given back early
 	// (workqueue_session.go).
-	reclaimedC   *prometheus.CounterVec
+	reclaimedC *prometheus.CounterVec
+	// resyncsC counts partition resets after a lost delivery
+	// (consumer_partition.go, inSequence).
+	resyncsC     *prometheus.CounterVec
 	pendingD     *prometheus.Desc
 	oldestD      *prometheus.Desc
 	dlqDepthD    *prometheus.Desc
@@ -66,6 +69,8 @@ func NewConsumerMetrics() *ConsumerMetrics {
 		redriveSkippedC: newRedriveSkippedCounter(),
 		reclaimedC: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "platform_queue_jobs_reclaimed_total",
 			Help: "Jobs of a worker whose session lapsed (crash, lost connection) given back before their lease."}, []string{"queue"}),
+		resyncsC: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "platform_consumer_lost_delivery_resets_total",
+			Help: "Partitions reset to their ack floor because a delivery went to an abandoned pull request (the key's order is kept; the events come again)."}, gp),
 		pendingD:     prometheus.NewDesc("platform_consumer_pending", "Events not yet acknowledged (undelivered + in flight).", gp, nil),
 		oldestD:      prometheus.NewDesc("platform_consumer_oldest_unprocessed_seconds", "Age of the oldest unacknowledged event by broker append time.", gp, nil),
 		dlqDepthD:    prometheus.NewDesc("platform_consumer_dlq_depth", "Entries in the DLQ of an object this process consumes.", []string{"object"}, nil),
@@ -77,7 +82,7 @@ func NewConsumerMetrics() *ConsumerMetrics {
 }
 
 func (c *ConsumerMetrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{c.processedC, c.retriesC, c.deadC, c.dlqFailC, c.budgetC, c.rebalances, c.handlerH, c.canaryG, c.redriveSkippedC, c.reclaimedC}
+	return []prometheus.Collector{c.processedC, c.retriesC, c.deadC, c.dlqFailC, c.budgetC, c.rebalances, c.handlerH, c.canaryG, c.redriveSkippedC, c.reclaimedC, c.resyncsC}
 }
 
 // Describe implements prometheus.Collector.
@@ -221,6 +226,12 @@ func (c *ConsumerMetrics) dlqFailed(group string) {
 func (c *ConsumerMetrics) budgetExhausted(group string) {
 	if c != nil {
 		c.budgetC.WithLabelValues(group).Inc()
+	}
+}
+
+func (c *ConsumerMetrics) resynced(group, partition string) {
+	if c != nil {
+		c.resyncsC.WithLabelValues(group, partition).Inc()
 	}
 }
 

@@ -42,6 +42,12 @@ type partitionRunner struct {
 	released atomic.Bool // fenced: settle nothing more
 	wg       sync.WaitGroup
 	loopDone chan struct{}
+
+	// The run loop's own (see inSequence): the consumer sequence the next
+	// delivery must have (0: take the next as it comes), and whether a
+	// delivery was lost since the last reset.
+	nextDelivery uint64
+	lost         bool
 }
 
 // lane is the events of one key held by the runner.
@@ -80,6 +86,20 @@ func (r *partitionRunner) run() {
 			// The member could not renew its membership: another member
 			// may own the partition now, so do not pull (and take the pin).
 			sleepCtx(r.fetchCtx, 100*time.Millisecond)
+			continue
+		}
+		if r.lost {
+			// Pull nothing more until what the runner holds has run,
+			// then reset the consumer (see inSequence).
+			if r.running() {
+				select {
+				case <-r.space:
+				case <-r.fetchCtx.Done():
+				case <-time.After(100 * time.Millisecond):
+				}
+			} else {
+				r.resync()
+			}
 			continue
 		}
 		r.mu.Lock()
@@ -175,6 +195,91 @@ func (r *partitionRunner) unstick() {
 		"partition", r.p, "pending", info.NumPending, "ack_pending", info.NumAckPending)
 }
 
+// inSequence checks a delivery's consumer sequence (dseq). While the
+// runner holds the consumer's pin every delivery comes to it, one after
+// the other, so a jump means a delivery went to a pull request nobody
+// reads any more: nats.go gives up on a fetch one second after its
+// expiry if the server has not ended it, and a request that reached the
+// server late is still served (seen once in a race-detector run of the
+// whole suite under extra load: good-2 handled before good-1, a key's
+// order broken). That event would wait out AckWait (30 s) while the
+// key's later events ran. From a jump on, the runner takes no new event
+// (inSequence false; redeliveries of what it holds still run), lets what
+// it holds run, then resets the consumer to its ack floor (resync), so
+// the lost delivery and everything after it come again in stream order.
+// A lower sequence follows a reset (this runner's, or a new owner's):
+// the count starts again there.
+func (r *partitionRunner) inSequence(dseq uint64) bool {
+	switch {
+	case r.lost:
+		return false
+	case r.nextDelivery == 0 || dseq < r.nextDelivery || dseq == r.nextDelivery:
+		r.nextDelivery = dseq + 1
+		return true
+	default:
+		r.lost = true
+		r.m.log.Warn("platform: a delivery of the partition went to an abandoned pull request; holding new events until the consumer is reset to its ack floor",
+			"partition", r.p, "want_delivery", r.nextDelivery, "got_delivery", dseq)
+		return false
+	}
+}
+
+// running reports whether the runner holds events that run or wait to
+// (parked ones, nak'd and awaited back, aside).
+func (r *partitionRunner) running() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, l := range r.lanes {
+		if l.current != nil || len(l.queue) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// held reports whether the event at stream seq seq of key is one the
+// runner holds (running, queued or parked): a redelivery of it.
+func (r *partitionRunner) held(key string, seq uint64) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	l := r.lanes[key]
+	if l == nil {
+		return false
+	}
+	if l.parked == seq || (l.current != nil && seqOf(l.current) == seq) {
+		return true
+	}
+	for _, q := range l.queue {
+		if seqOf(q) == seq {
+			return true
+		}
+	}
+	return false
+}
+
+// resync resets the consumer to its ack floor after a lost delivery (see
+// inSequence), once nothing the runner holds runs or waits to: the
+// server ignores an ack of an event the reset has not delivered again
+// yet. A parked event comes again at once (its backoff cut short, and
+// the reset restarts its delivery count): a rare cost next to holding
+// the partition until its backoff ends.
+func (r *partitionRunner) resync() {
+	ctx, cancel := context.WithTimeout(r.fetchCtx, 5*time.Second)
+	defer cancel()
+	if r.fenced() {
+		return
+	}
+	name := r.cons.CachedInfo().Name
+	if _, err := r.m.js.ResetConsumer(ctx, StreamName(r.m.topic.Name), name); err != nil {
+		r.m.log.Warn("platform: reset after a lost delivery", "partition", r.p, "err", err)
+		sleepCtx(r.fetchCtx, 250*time.Millisecond)
+		return
+	}
+	r.lost, r.nextDelivery = false, 0
+	r.m.cfg.Metrics.resynced(r.m.cfg.Group, itoa(r.p))
+	r.m.log.Warn("platform: partition reset to its ack floor after a lost delivery", "partition", r.p)
+}
+
 // keepAlive renews the lease of every event the runner holds.
 func (r *partitionRunner) keepAlive(every time.Duration) {
 	t := time.NewTicker(every)
@@ -204,9 +309,6 @@ func (r *partitionRunner) keepAlive(every time.Duration) {
 }
 
 func (r *partitionRunner) dispatch(msg jetstream.Msg) {
-	if r.set.canary(msg, r.fenced) || r.set.skipRedrive(msg, r.fenced) {
-		return // acked here, never handed to the handler
-	}
 	meta, err := msg.Metadata()
 	if err != nil {
 		return
@@ -215,6 +317,12 @@ func (r *partitionRunner) dispatch(msg jetstream.Msg) {
 	key, _, ok := KeyOf(r.m.topic.Name, msg.Subject())
 	if !ok {
 		key = msg.Subject()
+	}
+	if !r.inSequence(meta.Sequence.Consumer) && !r.held(key, seq) {
+		return // after a lost delivery: it comes again with the reset
+	}
+	if r.set.canary(msg, r.fenced) || r.set.skipRedrive(msg, r.fenced) {
+		return // acked here, never handed to the handler
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()

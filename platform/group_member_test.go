@@ -2,6 +2,7 @@ package platform
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/msgplatform/platform/embeddednats/natstest"
@@ -345,5 +347,110 @@ func TestMemberStartJoinsWithinItsContextNotOneHeartbeat(t *testing.T) {
 	}
 	if took := time.Since(began); took < 600*time.Millisecond || !strings.Contains(err.Error(), "join (membership record)") {
 		t.Fatalf("Start failed after %s with %v: want its 700ms deadline and the join named", took, err)
+	}
+}
+
+// A delivery that goes to a pull request nobody reads any more (as one
+// nats.go gave up on while the server still held it) does not break the
+// key's order: the runner sees the jump in the consumer's delivery
+// sequence, takes nothing newer, and resets the consumer, so the lost
+// event comes again before the key's later ones, long before its
+// AckWait (30 s) would have brought it back.
+func TestGroupKeepsKeyOrderWhenADeliveryIsLost(t *testing.T) {
+	t.Parallel()
+	f := natstest.RunFabric(t, 3)
+	js := f.JetStream()
+	applyGroup(t, js, "ledger", 1, "books")
+	var mu sync.Mutex
+	var order []int
+	metrics := NewConsumerMetrics()
+	cfg := fastMember("books", "m1")
+	cfg.Metrics = metrics
+	startMember(t, js, cfg, func(_ context.Context, m *Message) error {
+		n, err := strconv.Atoi(string(m.Data))
+		if err != nil {
+			return Permanent(err)
+		}
+		mu.Lock()
+		order = append(order, n)
+		mu.Unlock()
+		return nil
+	})
+	ctx := testCtx(t, 60*time.Second)
+	pub := NewPublisher(js, PublisherOptions{})
+	publish := func(i int) {
+		t.Helper()
+		if _, err := pub.Publish(ctx, Event{ID: fmt.Sprintf("entry-%d", i), Topic: "ledger", Key: "acct:1", Payload: []byte(strconv.Itoa(i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	handled := func(n int) {
+		t.Helper()
+		natstest.WaitFor(t, 10*time.Second, func() error {
+			mu.Lock()
+			defer mu.Unlock()
+			if len(order) < n {
+				return fmt.Errorf("%d of %d handled: %v", len(order), n, order)
+			}
+			return nil
+		})
+	}
+	publish(0)
+	handled(1) // the member holds the consumer's pin
+
+	stream, consumer := StreamName("ledger"), PartitionConsumer("books", 0)
+	c, err := js.Consumer(ctx, stream, consumer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pin := ""
+	for _, g := range c.CachedInfo().PriorityGroups {
+		if g.Group == "books" {
+			pin = g.PinnedClientID
+		}
+	}
+	if pin == "" {
+		t.Fatalf("no pinned client: %+v", c.CachedInfo().PriorityGroups)
+	}
+	// A pull request with the member's pin, which nobody will ack.
+	nc := f.Conn()
+	inbox := nats.NewInbox()
+	lost, err := nc.SubscribeSync(inbox)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := json.Marshal(map[string]any{"batch": 1, "expires": int64(30 * time.Second), "group": "books", "id": pin})
+	if err := nc.PublishRequest("$JS.API.CONSUMER.MSG.NEXT."+stream+"."+consumer, inbox, body); err != nil {
+		t.Fatal(err)
+	}
+	i := 1
+	for ; ; i++ {
+		if i == 60 {
+			t.Fatalf("no delivery went to the stale request in %d events", i)
+		}
+		publish(i)
+		if _, err := lost.NextMsg(200 * time.Millisecond); err == nil {
+			break
+		}
+	}
+	t.Logf("event %d went to the stale request", i)
+	total := i + 6
+	for j := i + 1; j < total; j++ {
+		publish(j)
+	}
+	handled(total)
+	time.Sleep(300 * time.Millisecond) // nothing handled twice either
+	mu.Lock()
+	defer mu.Unlock()
+	for k, n := range order {
+		if n != k {
+			t.Fatalf("handled %v: want 0..%d in order, each once", order, total-1)
+		}
+	}
+	if len(order) != total {
+		t.Fatalf("handled %d events, want %d: %v", len(order), total, order)
+	}
+	if v := counterSum(t, metrics, "platform_consumer_lost_delivery_resets_total"); v != 1 {
+		t.Errorf("platform_consumer_lost_delivery_resets_total = %v, want 1", v)
 	}
 }
