@@ -213,7 +213,7 @@ func (r *partitionRunner) inSequence(dseq uint64) bool {
 	switch {
 	case r.lost:
 		return false
-	case r.nextDelivery == 0 || dseq < r.nextDelivery || dseq == r.nextDelivery:
+	case r.nextDelivery == 0 || dseq <= r.nextDelivery:
 		r.nextDelivery = dseq + 1
 		return true
 	default:

@@ -31,9 +31,9 @@ type TierUsage struct {
 // closed; see watchDisconnects), storage the tenant's JetStream account
 // info (for a suspended tenant, which no connection may enter, the
 // servers' JSZ of its streams through the system account: its data is
-// kept, and so is its place against the quota). Dropped counts fire-and-forget publishes lost to the rate quota
-// (no reply subject to refuse them on, or the ingest's subscription
-// overflowed).
+// kept, and so is its place against the quota). Dropped counts
+// fire-and-forget publishes lost to the rate quota (no reply subject to
+// refuse them on, or the ingest's subscription overflowed).
 type Usage struct {
 	Tenant      string               `json:"tenant"`
 	State       State                `json:"state"`
