@@ -153,7 +153,27 @@ type HistoryFilter struct {
 
 // readHistory returns the last f.Limit redrive records, oldest first: of
 // tenant only, or of every tenant and the admin account when tenant is "".
+// A read that meets no responders (a leader moving, or the ordered
+// consumer just created not yet registered where it runs: seen in CI
+// under load) is tried again, about ten seconds at most and bounded by
+// ctx, as the tenancy audit reader does.
 func readHistory(ctx context.Context, js jetstream.JetStream, tenant string, f HistoryFilter) ([]AuditRecord, error) {
+	backoff := 100 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		out, err := readHistoryOnce(ctx, js, tenant, f)
+		if err == nil || !transient(err) || attempt == 12 || ctx.Err() != nil {
+			return out, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, time.Second)
+	}
+}
+
+func readHistoryOnce(ctx context.Context, js jetstream.JetStream, tenant string, f HistoryFilter) ([]AuditRecord, error) {
 	if f.Limit <= 0 {
 		f.Limit = 200
 	}
