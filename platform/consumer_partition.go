@@ -224,13 +224,16 @@ func (r *partitionRunner) inSequence(dseq uint64) bool {
 	}
 }
 
-// running reports whether the runner holds events that run or wait to
-// (parked ones, nak'd and awaited back, aside).
+// running reports whether a handler of the runner runs. Events queued
+// behind a running one start as it ends; those behind a parked one (nak'd
+// and awaited back) wait for a redelivery that needs pulls, which the
+// runner makes no more after a lost delivery, so the reset brings them,
+// and the parked one, again.
 func (r *partitionRunner) running() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, l := range r.lanes {
-		if l.current != nil || len(l.queue) > 0 {
+		if l.current != nil {
 			return true
 		}
 	}
@@ -258,11 +261,11 @@ func (r *partitionRunner) held(key string, seq uint64) bool {
 }
 
 // resync resets the consumer to its ack floor after a lost delivery (see
-// inSequence), once nothing the runner holds runs or waits to: the
-// server ignores an ack of an event the reset has not delivered again
-// yet. A parked event comes again at once (its backoff cut short, and
-// the reset restarts its delivery count): a rare cost next to holding
-// the partition until its backoff ends.
+// inSequence), once no handler runs: the server ignores an ack of an
+// event the reset has not delivered again yet. A parked event comes
+// again at once (its backoff cut short, and the reset restarts its
+// delivery count): a rare cost next to holding the partition until its
+// backoff ends.
 func (r *partitionRunner) resync() {
 	ctx, cancel := context.WithTimeout(r.fetchCtx, 5*time.Second)
 	defer cancel()
