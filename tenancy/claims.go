@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
 )
 
@@ -78,35 +79,22 @@ func connLimit(quota, platform int) int64 {
 // the JWT from its peers' resolvers when it comes back, and Start pushes
 // every tenant again).
 func (m *Manager) push(ctx context.Context, token string) error {
-	inbox := m.sys.NewRespInbox()
-	sub, err := m.sys.SubscribeSync(inbox)
-	if err != nil {
-		return fmt.Errorf("%w: %v", ErrPush, err)
-	}
-	defer sub.Unsubscribe()
-	if err := m.sys.PublishRequest(claimsUpdateSubject, inbox, []byte(token)); err != nil {
-		return fmt.Errorf("%w: %v", ErrPush, err)
-	}
-	ctx, cancel := context.WithTimeout(ctx, m.cfg.PushTimeout)
-	defer cancel()
-	ok := 0
-	for ok < m.cfg.Servers {
-		msg, err := sub.NextMsgWithContext(ctx)
-		if err != nil {
-			break
-		}
+	ok, err := gather(ctx, m.sys, claimsUpdateSubject, []byte(token), m.cfg.Servers, m.cfg.PushTimeout, func(msg *nats.Msg) (bool, error) {
 		var r server.ServerAPIClaimUpdateResponse
 		if err := json.Unmarshal(msg.Data, &r); err != nil {
-			return fmt.Errorf("%w: undecodable reply: %v", ErrPush, err)
+			return false, fmt.Errorf("undecodable reply: %v", err)
 		}
 		if r.Error != nil {
 			name := ""
 			if r.Server != nil {
 				name = r.Server.Name
 			}
-			return fmt.Errorf("%w: node %s: %s", ErrPush, name, r.Error.Description)
+			return false, fmt.Errorf("node %s: %s", name, r.Error.Description)
 		}
-		ok++
+		return true, nil
+	})
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrPush, err)
 	}
 	if ok == 0 {
 		return fmt.Errorf("%w: no node replied within %s", ErrPush, m.cfg.PushTimeout)

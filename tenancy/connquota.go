@@ -165,36 +165,23 @@ func (m *Manager) accountConns(ctx context.Context, t *Tenant) (conns []issuedCo
 	body, _ := json.Marshal(server.ConnzEventOptions{ConnzOptions: server.ConnzOptions{Username: true, Limit: limit}})
 	// Username asks for the auth details (user, issuer key); its JSON name
 	// is "auth".
-	inbox := m.sys.NewRespInbox()
-	sub, err := m.sys.SubscribeSync(inbox)
-	if err != nil {
-		return nil, false, err
-	}
-	defer sub.Unsubscribe()
-	if err := m.sys.PublishRequest(fmt.Sprintf("$SYS.REQ.ACCOUNT.%s.CONNZ", t.Account), inbox, body); err != nil {
-		return nil, false, err
-	}
-	ctx, cancel := context.WithTimeout(ctx, time.Second)
-	defer cancel()
 	var out []issuedConn
-	replies := 0
-	for replies < m.cfg.Servers {
-		msg, err := sub.NextMsgWithContext(ctx)
-		if err != nil {
-			break
-		}
-		replies++
+	replies, err := gather(ctx, m.sys, fmt.Sprintf("$SYS.REQ.ACCOUNT.%s.CONNZ", t.Account), body, m.cfg.Servers, time.Second, func(msg *nats.Msg) (bool, error) {
 		var r struct {
 			Server *server.ServerInfo `json:"server"`
 			Data   *server.Connz      `json:"data"`
 		}
 		if json.Unmarshal(msg.Data, &r) != nil || r.Server == nil || r.Data == nil {
-			continue
+			return true, nil
 		}
 		for _, c := range r.Data.Conns {
 			out = append(out, issuedConn{issuer: c.IssuerKey, outMsgs: c.OutMsgs, outBytes: c.OutBytes,
 				tenantConn: tenantConn{server: r.Server.ID, cid: c.Cid, start: c.Start, key: c.AuthorizedUser}})
 		}
+		return true, nil
+	})
+	if err != nil {
+		return nil, false, err
 	}
 	return out, replies >= m.cfg.Servers, nil
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -170,29 +171,13 @@ func (m *Manager) accountStats(ctx context.Context, ts []Tenant) (out map[string
 		req.Accounts = append(req.Accounts, t.Account)
 	}
 	body, _ := json.Marshal(req)
-	inbox := m.sys.NewRespInbox()
-	sub, err := m.sys.SubscribeSync(inbox)
-	if err != nil {
-		return out, 0
-	}
-	defer sub.Unsubscribe()
-	if err := m.sys.PublishRequest("$SYS.REQ.ACCOUNT.PING.STATZ", inbox, body); err != nil {
-		return out, 0
-	}
-	ctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
-	defer cancel()
-	for range m.cfg.Servers {
-		msg, err := sub.NextMsgWithContext(ctx)
-		if err != nil {
-			break
-		}
+	answered, _ = gather(ctx, m.sys, "$SYS.REQ.ACCOUNT.PING.STATZ", body, m.cfg.Servers, 500*time.Millisecond, func(msg *nats.Msg) (bool, error) {
 		var r struct {
 			Data *server.AccountStatz `json:"data"`
 		}
 		if json.Unmarshal(msg.Data, &r) != nil || r.Data == nil {
-			continue
+			return false, nil
 		}
-		answered++
 		for _, a := range r.Data.Accounts {
 			s := out[a.Account]
 			if s == nil {
@@ -203,7 +188,8 @@ func (m *Manager) accountStats(ctx context.Context, ts []Tenant) (out map[string
 			s.Sent.Msgs += a.Sent.Msgs - routed(a.Sent.Routes)
 			s.Sent.Bytes += a.Sent.Bytes - routedBytes(a.Sent.Routes)
 		}
-	}
+		return true, nil
+	})
 	return out, answered
 }
 
@@ -217,36 +203,20 @@ func (m *Manager) storageFromServers(ctx context.Context, account string) (tiers
 		return nil, 0, errors.New("no system account connection")
 	}
 	body, _ := json.Marshal(server.JSzOptions{Streams: true, Config: true, StreamLeaderOnly: true})
-	inbox := m.sys.NewRespInbox()
-	sub, err := m.sys.SubscribeSync(inbox)
-	if err != nil {
-		return nil, 0, err
-	}
-	defer sub.Unsubscribe()
-	if err := m.sys.PublishRequest(fmt.Sprintf("$SYS.REQ.ACCOUNT.%s.JSZ", account), inbox, body); err != nil {
-		return nil, 0, err
-	}
-	ctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
-	defer cancel()
 	tiers = map[string]TierUsage{}
 	seen := map[string]bool{}
-	for range m.cfg.Servers {
-		msg, err := sub.NextMsgWithContext(ctx)
-		if err != nil {
-			break
-		}
+	answered, err = gather(ctx, m.sys, fmt.Sprintf("$SYS.REQ.ACCOUNT.%s.JSZ", account), body, m.cfg.Servers, 500*time.Millisecond, func(msg *nats.Msg) (bool, error) {
 		var r struct {
 			Data  *server.AccountDetail `json:"data"`
 			Error *server.ApiError      `json:"error"`
 		}
 		if json.Unmarshal(msg.Data, &r) != nil || (r.Data == nil && r.Error == nil) {
-			continue
+			return false, nil
 		}
 		// A server that has not loaded the account (or its JetStream)
 		// answers with an error: it holds none of its streams.
-		answered++
 		if r.Data == nil {
-			continue
+			return true, nil
 		}
 		for _, sd := range r.Data.Streams {
 			if sd.Config == nil || seen[sd.Name] {
@@ -265,6 +235,10 @@ func (m *Manager) storageFromServers(ctx context.Context, account string) (tiers
 			}
 			tiers[tier] = tu
 		}
+		return true, nil
+	})
+	if err != nil {
+		return nil, 0, err
 	}
 	return tiers, answered, nil
 }
