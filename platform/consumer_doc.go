@@ -37,7 +37,9 @@ package platform
 // behind its key's later events. The runner checks the consumer's
 // delivery sequence: on a jump it takes nothing newer, lets what it
 // holds run, then resets the consumer to its ack floor, so the lost
-// event comes again before the key's later ones
+// event comes again before the key's later ones, at a handover's price
+// (events acknowledged above the floor come again, a parked event's
+// backoff and delivery count start over)
 // (platform_consumer_lost_delivery_resets_total;
 // TestGroupKeepsKeyOrderWhenADeliveryIsLost).
 //
