@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/msgplatform/platform/embeddednats/natstest"
 	"github.com/msgplatform/platform/tenancy"
@@ -183,27 +182,7 @@ func TestUsageOfASuspendedTenantShowsItsStorage(t *testing.T) {
 		t.Fatalf("usage while active: R3 %+v, partial %q; want disk, streams and consumers used and a 3 GiB quota", r3, before.Partial)
 	}
 	diskMetric := func() float64 {
-		reg := prometheus.NewRegistry()
-		reg.MustRegister(e.m.Collector())
-		mfs, err := reg.Gather()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, mf := range mfs {
-			if mf.GetName() != "platform_tenant_storage_bytes" {
-				continue
-			}
-			for _, mt := range mf.GetMetric() {
-				l := map[string]string{}
-				for _, p := range mt.GetLabel() {
-					l[p.GetName()] = p.GetValue()
-				}
-				if l["tenant"] == "held" && l["tier"] == "R3" && l["kind"] == "disk" {
-					return mt.GetGauge().GetValue()
-				}
-			}
-		}
-		return -1
+		return tenantMetric(t, e.m, "platform_tenant_storage_bytes", "held", "tier", "R3", "kind", "disk")
 	}
 	if v := diskMetric(); v != float64(r3.Disk) {
 		t.Fatalf("platform_tenant_storage_bytes R3 disk while active: %v, want %d", v, r3.Disk)

@@ -54,8 +54,9 @@ func (e *env) another() *tenancy.Manager {
 }
 
 // tenantMetric is the value of m's metric name for tenant (a counter or a
-// gauge), -1 when it is not exported.
-func tenantMetric(t *testing.T, m *tenancy.Manager, name, tenant string) float64 {
+// gauge) and the other labels given as name, value pairs (e.g. "tier",
+// "R3"), -1 when it is not exported.
+func tenantMetric(t *testing.T, m *tenancy.Manager, name, tenant string, labels ...string) float64 {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(m.Collector())
@@ -68,14 +69,21 @@ func tenantMetric(t *testing.T, m *tenancy.Manager, name, tenant string) float64
 			continue
 		}
 		for _, mt := range mf.GetMetric() {
+			have := map[string]string{}
 			for _, l := range mt.GetLabel() {
-				if l.GetName() == "tenant" && l.GetValue() == tenant {
-					if c := mt.GetCounter(); c != nil {
-						return c.GetValue()
-					}
-					return mt.GetGauge().GetValue()
-				}
+				have[l.GetName()] = l.GetValue()
 			}
+			match := have["tenant"] == tenant
+			for i := 0; i+1 < len(labels); i += 2 {
+				match = match && have[labels[i]] == labels[i+1]
+			}
+			if !match {
+				continue
+			}
+			if c := mt.GetCounter(); c != nil {
+				return c.GetValue()
+			}
+			return mt.GetGauge().GetValue()
 		}
 	}
 	return -1
