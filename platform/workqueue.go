@@ -140,29 +140,88 @@ func (w *Workers) Start(ctx context.Context) error {
 	return nil
 }
 
+// queuePullExpiry is how long each of the workers' pull requests waits
+// at the server; the server sends a heartbeat at half of it, and a
+// request that goes silent for two heartbeats (a node restarted, a
+// consumer leader moved) is replaced.
+const queuePullExpiry = 2 * time.Second
+
+// run claims jobs through one pull subscription at a time (nats.go
+// Consume), which lives as long as the workers: every pull request names
+// the same inbox, so a job the server serves late (a request that
+// reached it after its expiry by the client's clock, on a loaded machine
+// or a slow link) still reaches claim. With a fetch per claim, nats.go
+// gave up on the request's inbox a second after its expiry, and a job
+// served to it afterwards waited out a whole lease
+// (TestWorkersTakeAJobServedLate). The subscription is started again if
+// it ends by itself (the consumer deleted and created again).
 func (w *Workers) run(ctx context.Context) {
 	defer close(w.loopDone)
-	for ctx.Err() == nil {
-		// Claim only as many jobs as there are free slots: a claimed job's
-		// lease is running.
-		select {
-		case w.sem <- struct{}{}:
-		case <-ctx.Done():
+	warned := false
+	for {
+		cc, err := w.cons.Consume(w.claim(ctx), jetstream.PullMaxMessages(1), jetstream.PullExpiry(queuePullExpiry))
+		if err == nil {
+			select {
+			case <-ctx.Done():
+				w.stopClaiming(cc)
+				return
+			case <-cc.Closed():
+			}
+		}
+		if ctx.Err() != nil {
 			return
 		}
-		batch, err := w.cons.Fetch(1, jetstream.FetchMaxWait(fetchWait))
-		if err != nil {
-			<-w.sem
-			sleepCtx(ctx, 100*time.Millisecond)
-			continue
+		if !warned {
+			w.log.Warn("workers: pull subscription ended; starting another each second", "err", err)
+			warned = true
 		}
-		got := readBatch(ctx.Done(), batch, func(msg jetstream.Msg) {
-			w.wg.Add(1)
-			go w.job(msg)
-		}) > 0
-		if !got {
-			<-w.sem
+		sleepCtx(ctx, time.Second)
+	}
+}
+
+// claim is the subscription's handler: it runs the job when a slot is
+// free, then returns only once another slot is free. nats.go sends the
+// next pull request (for one job) when it returns, so a job is claimed,
+// and its lease starts, only when a handler can take it. A job delivered
+// while the workers close is given back at once.
+func (w *Workers) claim(ctx context.Context) jetstream.MessageHandler {
+	return func(msg jetstream.Msg) {
+		acquired := false
+		select {
+		case w.sem <- struct{}{}:
+			acquired = true
+		case <-ctx.Done():
 		}
+		if ctx.Err() != nil {
+			if acquired {
+				<-w.sem
+			}
+			if !w.crashed.Load() {
+				_ = msg.Nak()
+			}
+			return
+		}
+		w.wg.Add(1)
+		go w.job(msg)
+		select {
+		case w.sem <- struct{}{}:
+			<-w.sem
+		case <-ctx.Done():
+		}
+	}
+}
+
+// stopClaiming ends the subscription: a crash drops what it holds; a
+// close lets it hand what it holds to claim, which gives it back.
+func (w *Workers) stopClaiming(cc jetstream.ConsumeContext) {
+	if w.crashed.Load() {
+		cc.Stop()
+		return
+	}
+	cc.Drain()
+	select {
+	case <-cc.Closed():
+	case <-time.After(5 * time.Second): // the connection is gone
 	}
 }
 

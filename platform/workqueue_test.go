@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/msgplatform/platform/embeddednats"
 	"github.com/msgplatform/platform/embeddednats/natstest"
 )
 
@@ -186,4 +189,180 @@ func TestWorkersDroppedConnectionReturnsJobEarly(t *testing.T) {
 		return nil
 	})
 	t.Logf("job back %s after the connection dropped (lease 60s)", time.Duration(backAfter.Load()).Round(time.Millisecond))
+}
+
+// Pull requests reach the server late (what the client sends is held
+// 1.8 s): a job served to such a request still reaches the workers at
+// once. With a fetch per claim, nats.go gives up on the request's inbox
+// a second after its 0.5 s expiry, before the server even has it, so
+// every job went to an inbox nobody read and came back only after the
+// queue's 60 s lease.
+func TestWorkersTakeAJobServedLate(t *testing.T) {
+	t.Parallel()
+	f := natstest.RunFabric(t, 1)
+	js := f.JetStream()
+	ctx := testCtx(t, 90*time.Second)
+	q := DefaultQueueSpec("shipment-jobs") // lease 60s
+	q.Replicas = 1
+	if _, err := NewReconciler(js, ReconcilerOptions{}).ApplyQueue(ctx, q, ApplyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	link := newSlowLink(t, f.Node(0).ClientURL())
+	nc, err := embeddednats.ConnectAdmin(f.Trust(), link.url(), nats.NoReconnect())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	wjs, _ := jetstream.New(nc)
+	handled := make(chan time.Time, 8)
+	w, err := NewWorkers(wjs, WorkersConfig{Queue: "shipment-jobs", Concurrency: 1, NoDLQRouter: true},
+		func(ctx context.Context, m *Message) error {
+			handled <- time.Now()
+			return nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = w.Close(cctx)
+	})
+	link.delay.Store(int64(1800 * time.Millisecond))
+	time.Sleep(4 * time.Second) // only late requests reach the server from here on
+	for i := range 3 {
+		sent := time.Now()
+		if _, err := js.Publish(ctx, fmt.Sprintf("shipment-jobs.ship.%d", i), []byte("ship")); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case at := <-handled:
+			if d := at.Sub(sent); d > 10*time.Second {
+				t.Errorf("job %d handled %s after it was queued, want within seconds (lease 60s)", i, d)
+			}
+			t.Logf("job %d handled %s after it was queued", i, at.Sub(sent).Round(time.Millisecond))
+		case <-time.After(20 * time.Second):
+			t.Fatalf("job %d not handled within 20s (lease 60s): it went to a pull request the workers no longer read", i)
+		}
+	}
+	s, _ := js.Stream(ctx, "shipment-jobs")
+	natstest.WaitFor(t, 15*time.Second, func() error { // the acks are late too
+		if info, err := s.Info(ctx); err != nil || info.State.Msgs != 0 {
+			return fmt.Errorf("queue still holds jobs (%v)", err)
+		}
+		return nil
+	})
+	select {
+	case <-handled:
+		t.Error("a job was handled twice")
+	default:
+	}
+}
+
+// The node leading the queue's consumer dies, then the node the workers
+// are connected to: the workers' pull requests die with them, and the
+// workers keep claiming jobs within seconds (their lease is 60 s), each
+// job handled once.
+func TestWorkersKeepClaimingWhenNodesDie(t *testing.T) {
+	f := natstest.RunFabric(t, 3)
+	js := f.JetStream()
+	ctx := testCtx(t, 120*time.Second)
+	q := DefaultQueueSpec("shipment-jobs") // lease 60s, R3
+	if _, err := NewReconciler(js, ReconcilerOptions{}).ApplyQueue(ctx, q, ApplyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	leader := func() int {
+		var i int
+		natstest.WaitFor(t, 15*time.Second, func() error {
+			for n, node := range f.Nodes() {
+				if s := node.Server(); s != nil && s.JetStreamIsConsumerLeader(f.Trust().AdminAccount(), "shipment-jobs", QueueConsumer) {
+					i = n
+					return nil
+				}
+			}
+			return errors.New("no consumer leader")
+		})
+		return i
+	}
+	victim := leader()
+	nc := f.Conn(nats.DontRandomize())
+	natstest.WaitFor(t, 5*time.Second, func() error { // the workers' node is not the leader's
+		if nc.ConnectedServerName() == f.Node(victim).Name() {
+			nc.ForceReconnect()
+			return errors.New("connected to the consumer leader")
+		}
+		return nil
+	})
+	wjs, _ := jetstream.New(nc)
+	var mu sync.Mutex
+	count := map[string]int{}
+	w, err := NewWorkers(wjs, WorkersConfig{Queue: "shipment-jobs", Concurrency: 2, NoDLQRouter: true},
+		func(ctx context.Context, m *Message) error {
+			mu.Lock()
+			count[string(m.Data)]++
+			mu.Unlock()
+			return nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = w.Close(context.Background()) })
+	next := 0
+	round := func(what string) {
+		t.Helper()
+		began, first := time.Now(), next
+		for range 10 {
+			id := fmt.Sprintf("job-%d", next)
+			next++
+			natstest.WaitFor(t, 30*time.Second, func() error { // a new stream leader may still be elected
+				pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+				defer cancel()
+				_, err := js.Publish(pctx, "shipment-jobs.ship", []byte(id), jetstream.WithMsgID(id))
+				return err
+			})
+		}
+		natstest.WaitFor(t, 30*time.Second, func() error {
+			mu.Lock()
+			defer mu.Unlock()
+			for i := first; i < next; i++ {
+				if id := fmt.Sprintf("job-%d", i); count[id] == 0 {
+					return fmt.Errorf("%s not handled", id)
+				}
+			}
+			return nil
+		})
+		t.Logf("%s: 10 jobs handled %s after the first was queued", what, time.Since(began).Round(time.Millisecond))
+		if d := time.Since(began); d > 20*time.Second {
+			t.Errorf("%s: jobs handled after %s, want well before the 60s lease", what, d)
+		}
+	}
+	round("all nodes up")
+	f.Kill(victim)
+	round("consumer leader dead")
+	f.Restart(victim)
+	f.WaitHealthy(victim)
+	own := -1
+	for i, n := range f.Nodes() {
+		if n.Name() == nc.ConnectedServerName() {
+			own = i
+		}
+	}
+	f.Kill(own)
+	round("workers' node dead")
+	mu.Lock()
+	defer mu.Unlock()
+	for id, n := range count {
+		if n != 1 {
+			t.Errorf("%s handled %d times, want once", id, n)
+		}
+	}
+	if len(count) != next {
+		t.Errorf("%d jobs handled, want %d", len(count), next)
+	}
 }
