@@ -418,3 +418,80 @@ func TestDLQRouterCapturesMsgTerminated(t *testing.T) {
 		}
 	}
 }
+
+// The node leading the router's consumer dies: the router's pull request
+// dies with it, and the router takes the next advisory from the new
+// leader within seconds (its consumer's AckWait is 30 s), one entry each.
+func TestDLQRouterKeepsRoutingWhenItsLeaderDies(t *testing.T) {
+	f := natstest.RunFabric(t, 3)
+	js := f.JetStream()
+	ctx := testCtx(t, 90*time.Second)
+	applyGroup(t, js, "returns", 1, "refunder")
+	router := NewDLQRouter(js, []string{"returns"}, testLogger(t))
+	if err := router.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = router.Close(context.Background()) })
+	pub := NewPublisher(js, PublisherOptions{})
+	c, err := js.Consumer(ctx, "returns", PartitionConsumer("refunder", 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	term := func(id string) { // c keeps the pin its first fetch took
+		t.Helper()
+		natstest.WaitFor(t, 30*time.Second, func() error {
+			pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			defer cancel()
+			_, err := pub.Publish(pctx, Event{ID: id, Topic: "returns", Key: "order:R1", Payload: []byte(id)})
+			return err
+		})
+		natstest.WaitFor(t, 30*time.Second, func() error {
+			b, err := c.Fetch(1, jetstream.FetchMaxWait(2*time.Second), jetstream.FetchPriorityGroup("refunder"))
+			if err != nil {
+				return err
+			}
+			for m := range b.Messages() {
+				if string(m.Data()) != id {
+					return fmt.Errorf("fetched %q, want %q", m.Data(), id)
+				}
+				return m.TermWithReason("operator stopped it")
+			}
+			return fmt.Errorf("nothing fetched (%v)", b.Error())
+		})
+	}
+	routed := func(n int) time.Duration {
+		t.Helper()
+		began := time.Now()
+		natstest.WaitFor(t, 40*time.Second, func() error {
+			es, err := ReadDLQ(ctx, js, "returns")
+			if err != nil || len(es) != n {
+				return fmt.Errorf("%d DLQ entries, want %d (%v)", len(es), n, err)
+			}
+			return nil
+		})
+		return time.Since(began)
+	}
+	term("ret-1")
+	routed(1)
+	victim := -1
+	natstest.WaitFor(t, 10*time.Second, func() error {
+		for i, n := range f.Nodes() {
+			if s := n.Server(); s != nil && s.JetStreamIsConsumerLeader(f.Trust().AdminAccount(), DLQEventsStream("returns"), DLQRouterConsumer) {
+				victim = i
+				return nil
+			}
+		}
+		return errors.New("no router consumer leader")
+	})
+	f.Kill(victim)
+	term("ret-2")
+	d := routed(2)
+	t.Logf("second advisory routed %s after its event was terminated (router consumer's leader killed)", d.Round(time.Millisecond))
+	if d > 25*time.Second {
+		t.Errorf("routed after %s, want well before the router consumer's 30s AckWait", d)
+	}
+	time.Sleep(time.Second)
+	if es, _ := ReadDLQ(ctx, js, "returns"); len(es) != 2 {
+		t.Errorf("%d DLQ entries, want exactly 2", len(es))
+	}
+}

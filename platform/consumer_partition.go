@@ -143,8 +143,8 @@ func (r *partitionRunner) run() {
 	}
 }
 
-// fetchWait is how long one pull request (of a partition runner, the
-// workers or the DLQ router) waits for events at the server.
+// fetchWait is how long one pull request of a partition runner waits for
+// events at the server.
 const fetchWait = 500 * time.Millisecond
 
 // stalledFetches is how many empty fetches in a row (3 s of them) make

@@ -92,22 +92,46 @@ func (r *DLQRouter) Close(ctx context.Context) error {
 	}
 }
 
+// routerPullExpiry is how long each of a router's pull requests waits;
+// one that goes silent for two heartbeats (half of it each) is replaced.
+const routerPullExpiry = 10 * time.Second
+
+// run routes the object's advisories through one pull subscription
+// (nats.go Consume) for the router's life: an advisory served to a
+// request late still reaches it (a fetch per batch gave up on its inbox
+// a second after the request's expiry, and such an advisory waited out
+// the consumer's AckWait), and an idle router sends a request every
+// routerPullExpiry instead of every fetchWait. The subscription is
+// started again if it ends by itself.
 func (r *DLQRouter) run(ctx context.Context, object string, c jetstream.Consumer) {
 	defer r.wg.Done()
-	for ctx.Err() == nil {
-		batch, err := c.Fetch(50, jetstream.FetchMaxWait(fetchWait))
-		if err != nil {
-			sleepCtx(ctx, 200*time.Millisecond)
-			continue
+	var busy sync.Mutex // held while an advisory is routed
+	handle := func(msg jetstream.Msg) {
+		busy.Lock()
+		defer busy.Unlock()
+		if ctx.Err() != nil {
+			return // comes again to the next router
 		}
-		readBatch(ctx.Done(), batch, func(msg jetstream.Msg) {
-			if err := r.route(ctx, object, msg.Data()); err != nil {
-				r.log.Warn("platform: DLQ router", "object", object, "err", err)
-				_ = msg.NakWithDelay(time.Second)
+		if err := r.route(ctx, object, msg.Data()); err != nil {
+			r.log.Warn("platform: DLQ router", "object", object, "err", err)
+			_ = msg.NakWithDelay(time.Second)
+			return
+		}
+		_ = msg.Ack()
+	}
+	for ctx.Err() == nil {
+		cc, err := c.Consume(handle, jetstream.PullMaxMessages(50), jetstream.PullExpiry(routerPullExpiry))
+		if err == nil {
+			select {
+			case <-ctx.Done():
+				cc.Stop()
+				busy.Lock() // Close returns once no advisory is being routed
+				busy.Unlock()
 				return
+			case <-cc.Closed():
 			}
-			_ = msg.Ack()
-		})
+		}
+		sleepCtx(ctx, time.Second)
 	}
 }
 
