@@ -450,13 +450,14 @@ func TestDLQRouterKeepsRoutingWhenItsLeaderDies(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			for m := range b.Messages() {
-				if string(m.Data()) != id {
-					return fmt.Errorf("fetched %q, want %q", m.Data(), id)
-				}
-				return m.TermWithReason("operator stopped it")
+			m, ok := <-b.Messages()
+			if !ok {
+				return fmt.Errorf("nothing fetched (%v)", b.Error())
 			}
-			return fmt.Errorf("nothing fetched (%v)", b.Error())
+			if string(m.Data()) != id {
+				return fmt.Errorf("fetched %q, want %q", m.Data(), id)
+			}
+			return m.TermWithReason("operator stopped it")
 		})
 	}
 	routed := func(n int) time.Duration {

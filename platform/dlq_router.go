@@ -106,10 +106,11 @@ const routerPullExpiry = 10 * time.Second
 func (r *DLQRouter) run(ctx context.Context, object string, c jetstream.Consumer) {
 	defer r.wg.Done()
 	var busy sync.Mutex // held while an advisory is routed
+	stopped := false    // under busy
 	handle := func(msg jetstream.Msg) {
 		busy.Lock()
 		defer busy.Unlock()
-		if ctx.Err() != nil {
+		if stopped || ctx.Err() != nil {
 			return // comes again to the next router
 		}
 		if err := r.route(ctx, object, msg.Data()); err != nil {
@@ -126,6 +127,7 @@ func (r *DLQRouter) run(ctx context.Context, object string, c jetstream.Consumer
 			case <-ctx.Done():
 				cc.Stop()
 				busy.Lock() // Close returns once no advisory is being routed
+				stopped = true
 				busy.Unlock()
 				return
 			case <-cc.Closed():

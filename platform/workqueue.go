@@ -71,6 +71,8 @@ type Workers struct {
 	sess     *sessions
 	crashed  atomic.Bool
 	once     sync.Once
+	claiming sync.Mutex // held by claim; see stopClaiming
+	unclaim  bool       // under claiming: claim starts no job
 }
 
 // NewWorkers returns workers for cfg.Queue running handler per job.
@@ -186,13 +188,15 @@ func (w *Workers) run(ctx context.Context) {
 // while the workers close is given back at once.
 func (w *Workers) claim(ctx context.Context) jetstream.MessageHandler {
 	return func(msg jetstream.Msg) {
+		w.claiming.Lock()
+		defer w.claiming.Unlock()
 		acquired := false
 		select {
 		case w.sem <- struct{}{}:
 			acquired = true
 		case <-ctx.Done():
 		}
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || w.unclaim {
 			if acquired {
 				<-w.sem
 			}
@@ -212,8 +216,15 @@ func (w *Workers) claim(ctx context.Context) jetstream.MessageHandler {
 }
 
 // stopClaiming ends the subscription: a crash drops what it holds; a
-// close lets it hand what it holds to claim, which gives it back.
+// close lets it hand what it holds to claim, which gives it back. Either
+// way it returns once no claim runs, and a later one starts no job (its
+// ctx is done), so Close's wait covers every job.
 func (w *Workers) stopClaiming(cc jetstream.ConsumeContext) {
+	defer func() {
+		w.claiming.Lock()
+		w.unclaim = true
+		w.claiming.Unlock()
+	}()
 	if w.crashed.Load() {
 		cc.Stop()
 		return
