@@ -145,7 +145,7 @@ func TestCanaryMeasuresAckFloorsNotHandlers(t *testing.T) {
 			return nil
 		})
 	}
-	w, err := NewWorkers(js, WorkersConfig{Queue: "jobs", Metrics: metrics}, func(ctx context.Context, m *Message) error {
+	startWorkers(t, ctx, js, WorkersConfig{Queue: "jobs", Metrics: metrics}, func(ctx context.Context, m *Message) error {
 		saw("jobs", m)
 		if m.Subject == "jobs.slow" {
 			select {
@@ -155,13 +155,6 @@ func TestCanaryMeasuresAckFloorsNotHandlers(t *testing.T) {
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = w.Close(context.Background()) })
 	var releaseOnce sync.Once
 	unblock := func() { releaseOnce.Do(func() { close(release) }) }
 	t.Cleanup(unblock) // before the members and workers close

@@ -16,19 +16,43 @@ import (
 	"github.com/msgplatform/platform/embeddednats/natstest"
 )
 
+// queueFabric runs a fabric of nodes nodes and applies q to it: the
+// fabric, an admin JetStream context on it and a ctx that ends with the
+// test or after timeout.
+func queueFabric(t *testing.T, nodes int, q QueueSpec, timeout time.Duration) (*natstest.Fabric, jetstream.JetStream, context.Context) {
+	t.Helper()
+	f := natstest.RunFabric(t, nodes)
+	js := f.JetStream()
+	ctx := testCtx(t, timeout)
+	if _, err := NewReconciler(js, ReconcilerOptions{}).ApplyQueue(ctx, q, ApplyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return f, js, ctx
+}
+
+// startWorkers starts workers of cfg.Queue on js, closed when the test
+// ends.
+func startWorkers(t *testing.T, ctx context.Context, js jetstream.JetStream, cfg WorkersConfig, h Handler) *Workers {
+	t.Helper()
+	w, err := NewWorkers(js, cfg, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = w.Close(context.Background()) })
+	return w
+}
+
 // A worker that crashes holding a job: the job comes back to another
 // worker after the lease. A job longer than the lease keeps it by
 // heartbeat. A permanent failure is copied to the DLQ, then deleted.
 func TestWorkersLeasesAndDeadLetters(t *testing.T) {
 	t.Parallel()
-	f := natstest.RunFabric(t, 3)
-	js := f.JetStream()
-	ctx := testCtx(t, 60*time.Second)
 	q := DefaultQueueSpec("shipment-jobs")
 	q.Lease, q.MaxAttempts = time.Second, 3
-	if _, err := NewReconciler(js, ReconcilerOptions{}).ApplyQueue(ctx, q, ApplyOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	f, js, ctx := queueFabric(t, 3, q, 60*time.Second)
 	entered := make(chan struct{}, 1)
 	crashConn := f.Conn()
 	cjs, _ := jetstream.New(crashConn)
@@ -53,7 +77,7 @@ func TestWorkersLeasesAndDeadLetters(t *testing.T) {
 
 	var got atomic.Value
 	var longDeliveries atomic.Int32
-	w2, err := NewWorkers(js, WorkersConfig{Queue: "shipment-jobs", Concurrency: 4}, func(ctx context.Context, m *Message) error {
+	startWorkers(t, ctx, js, WorkersConfig{Queue: "shipment-jobs", Concurrency: 4}, func(ctx context.Context, m *Message) error {
 		switch m.Subject {
 		case "shipment-jobs.crash":
 			got.Store(time.Since(crashedAt))
@@ -65,13 +89,6 @@ func TestWorkersLeasesAndDeadLetters(t *testing.T) {
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w2.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = w2.Close(context.Background()) })
 	for _, s := range []string{"long", "bad"} {
 		if _, err := js.Publish(ctx, "shipment-jobs."+s, []byte(s)); err != nil {
 			t.Fatal(err)
@@ -111,14 +128,9 @@ func TestWorkersLeasesAndDeadLetters(t *testing.T) {
 // it is redelivered within seconds, well before the queue's 60 s lease.
 func TestWorkersDroppedConnectionReturnsJobEarly(t *testing.T) {
 	t.Parallel()
-	f := natstest.RunFabric(t, 1)
-	js := f.JetStream()
-	ctx := testCtx(t, 60*time.Second)
 	q := DefaultQueueSpec("shipment-jobs") // lease 60s
 	q.Replicas = 1
-	if _, err := NewReconciler(js, ReconcilerOptions{}).ApplyQueue(ctx, q, ApplyOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	f, js, ctx := queueFabric(t, 1, q, 60*time.Second)
 	fast := func(id string) WorkersConfig {
 		return WorkersConfig{Queue: "shipment-jobs", Concurrency: 1, ID: id, NoDLQRouter: true,
 			SessionHeartbeat: 200 * time.Millisecond, SessionTTL: 2 * time.Second, Metrics: NewConsumerMetrics()}
@@ -149,19 +161,12 @@ func TestWorkersDroppedConnectionReturnsJobEarly(t *testing.T) {
 	var handled atomic.Int32
 	var backAfter, droppedAt atomic.Int64
 	cfg2 := fast("w2")
-	w2, err := NewWorkers(js, cfg2, func(ctx context.Context, m *Message) error {
+	startWorkers(t, ctx, js, cfg2, func(ctx context.Context, m *Message) error {
 		if m.Subject == "shipment-jobs.ship.1" && handled.Add(1) == 1 {
 			backAfter.Store(time.Now().UnixNano() - droppedAt.Load())
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w2.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = w2.Close(context.Background()) })
 	time.Sleep(500 * time.Millisecond) // w2's session is up
 	droppedAt.Store(time.Now().UnixNano())
 	lostConn.Close()
@@ -199,14 +204,9 @@ func TestWorkersDroppedConnectionReturnsJobEarly(t *testing.T) {
 // queue's 60 s lease.
 func TestWorkersTakeAJobServedLate(t *testing.T) {
 	t.Parallel()
-	f := natstest.RunFabric(t, 1)
-	js := f.JetStream()
-	ctx := testCtx(t, 90*time.Second)
 	q := DefaultQueueSpec("shipment-jobs") // lease 60s
 	q.Replicas = 1
-	if _, err := NewReconciler(js, ReconcilerOptions{}).ApplyQueue(ctx, q, ApplyOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	f, js, ctx := queueFabric(t, 1, q, 90*time.Second)
 	link := newSlowLink(t, f.Node(0).ClientURL())
 	nc, err := embeddednats.ConnectAdmin(f.Trust(), link.url(), nats.NoReconnect())
 	if err != nil {
@@ -215,22 +215,11 @@ func TestWorkersTakeAJobServedLate(t *testing.T) {
 	t.Cleanup(nc.Close)
 	wjs, _ := jetstream.New(nc)
 	handled := make(chan time.Time, 8)
-	w, err := NewWorkers(wjs, WorkersConfig{Queue: "shipment-jobs", Concurrency: 1, NoDLQRouter: true},
+	startWorkers(t, ctx, wjs, WorkersConfig{Queue: "shipment-jobs", Concurrency: 1, NoDLQRouter: true},
 		func(ctx context.Context, m *Message) error {
 			handled <- time.Now()
 			return nil
 		})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = w.Close(cctx)
-	})
 	link.delay.Store(int64(1800 * time.Millisecond))
 	time.Sleep(4 * time.Second) // only late requests reach the server from here on
 	for i := range 3 {
@@ -267,13 +256,8 @@ func TestWorkersTakeAJobServedLate(t *testing.T) {
 // workers keep claiming jobs within seconds (their lease is 60 s), each
 // job handled once.
 func TestWorkersKeepClaimingWhenNodesDie(t *testing.T) {
-	f := natstest.RunFabric(t, 3)
-	js := f.JetStream()
-	ctx := testCtx(t, 120*time.Second)
 	q := DefaultQueueSpec("shipment-jobs") // lease 60s, R3
-	if _, err := NewReconciler(js, ReconcilerOptions{}).ApplyQueue(ctx, q, ApplyOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	f, js, ctx := queueFabric(t, 3, q, 120*time.Second)
 	leader := func() int {
 		var i int
 		natstest.WaitFor(t, 15*time.Second, func() error {
@@ -299,20 +283,13 @@ func TestWorkersKeepClaimingWhenNodesDie(t *testing.T) {
 	wjs, _ := jetstream.New(nc)
 	var mu sync.Mutex
 	count := map[string]int{}
-	w, err := NewWorkers(wjs, WorkersConfig{Queue: "shipment-jobs", Concurrency: 2, NoDLQRouter: true},
+	startWorkers(t, ctx, wjs, WorkersConfig{Queue: "shipment-jobs", Concurrency: 2, NoDLQRouter: true},
 		func(ctx context.Context, m *Message) error {
 			mu.Lock()
 			count[string(m.Data)]++
 			mu.Unlock()
 			return nil
 		})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = w.Close(context.Background()) })
 	next := 0
 	round := func(what string) {
 		t.Helper()
