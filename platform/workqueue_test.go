@@ -343,3 +343,45 @@ func TestWorkersKeepClaimingWhenNodesDie(t *testing.T) {
 		t.Errorf("%d jobs handled, want %d", len(count), next)
 	}
 }
+
+// The queue's consumer is deleted and created again while workers run
+// (an operator's repair, a restore): the workers' pull subscription ends
+// with the consumer and they start another, so the next job is handled.
+func TestWorkersSurviveTheirConsumerRecreated(t *testing.T) {
+	t.Parallel()
+	q := DefaultQueueSpec("shipment-jobs")
+	q.Replicas = 1
+	_, js, ctx := queueFabric(t, 1, q, 60*time.Second)
+	handled := make(chan string, 10)
+	startWorkers(t, ctx, js, WorkersConfig{Queue: "shipment-jobs", Concurrency: 2, NoDLQRouter: true, Logger: testLogger(t)}, func(ctx context.Context, m *Message) error {
+		handled <- string(m.Data)
+		return nil
+	})
+	if _, err := js.Publish(ctx, "shipment-jobs.a", []byte("a")); err != nil {
+		t.Fatal(err)
+	}
+	if s := <-handled; s != "a" {
+		t.Fatalf("handled %q, want a", s)
+	}
+	cc := consumerConfig(t, js, "shipment-jobs", QueueConsumer)
+	if err := js.DeleteConsumer(ctx, "shipment-jobs", QueueConsumer); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	if _, err := js.CreateConsumer(ctx, "shipment-jobs", cc); err != nil {
+		t.Fatal(err)
+	}
+	began := time.Now()
+	if _, err := js.Publish(ctx, "shipment-jobs.b", []byte("b")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case s := <-handled:
+		if s != "b" {
+			t.Errorf("handled %q, want b", s)
+		}
+		t.Logf("%s handled %s after it was queued", s, time.Since(began).Round(time.Millisecond))
+	case <-time.After(20 * time.Second):
+		t.Fatal("not handled after the consumer was recreated")
+	}
+}
