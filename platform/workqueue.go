@@ -71,8 +71,8 @@ type Workers struct {
 	sess     *sessions
 	crashed  atomic.Bool
 	once     sync.Once
-	claiming sync.Mutex // held by claim; see stopClaiming
-	unclaim  bool       // under claiming: claim starts no job
+	claiming sync.RWMutex // read-held by claim; see stopClaiming
+	unclaim  bool         // under claiming: claim starts no job
 }
 
 // NewWorkers returns workers for cfg.Queue running handler per job.
@@ -148,26 +148,61 @@ func (w *Workers) Start(ctx context.Context) error {
 // consumer leader moved) is replaced.
 const queuePullExpiry = 2 * time.Second
 
-// run claims jobs through one pull subscription at a time (nats.go
-// Consume), which lives as long as the workers: every pull request names
-// the same inbox, so a job the server serves late (a request that
-// reached it after its expiry by the client's clock, on a loaded machine
-// or a slow link) still reaches claim. With a fetch per claim, nats.go
-// gave up on the request's inbox a second after its expiry, and a job
-// served to it afterwards waited out a whole lease
-// (TestWorkersTakeAJobServedLate). The subscription is started again if
-// it ends by itself (the consumer deleted and created again).
+// claimLanes bounds how many pull subscriptions Workers claim through at
+// once (and never more than Concurrency): one request at a time per
+// lane, so with a single lane the claims of a busy instance are a string
+// of round trips to the consumer's leader.
+const claimLanes = 4
+
+// run claims jobs through min(Concurrency, claimLanes) lanes, each a
+// pull subscription (nats.go Consume, one job per request) that lives as
+// long as the workers: every pull request names the same inbox, so a job
+// the server serves late (a request that reached it after its expiry by
+// the client's clock, on a loaded machine or a slow link) still reaches
+// claim. With a fetch per claim, nats.go gave up on the request's inbox
+// a second after its expiry, and a job served to it afterwards waited out
+// a whole lease (TestWorkersTakeAJobServedLate).
+//
+// A lane sends its request only holding a slot (its reservation), so the
+// jobs claimed never outnumber the free slots: a claimed job's lease
+// starts when a handler can take it.
 func (w *Workers) run(ctx context.Context) {
 	defer close(w.loopDone)
+	var lanes sync.WaitGroup
+	for range min(w.cfg.Concurrency, claimLanes) {
+		lanes.Go(func() { w.claimLane(ctx) })
+	}
+	lanes.Wait()
+}
+
+// claimLane runs one lane; its subscription is started again if it ends
+// by itself (the consumer deleted and created again).
+func (w *Workers) claimLane(ctx context.Context) {
+	reserved := false // this lane holds a slot for its next job
+	defer func() {
+		if reserved {
+			<-w.sem
+		}
+	}()
 	warned := false
 	for {
-		cc, err := w.cons.Consume(w.claim(ctx), jetstream.PullMaxMessages(1), jetstream.PullExpiry(queuePullExpiry))
+		if !reserved {
+			select {
+			case w.sem <- struct{}{}:
+				reserved = true
+			case <-ctx.Done():
+				return
+			}
+		}
+		cc, err := w.cons.Consume(w.claim(ctx, &reserved), jetstream.PullMaxMessages(1), jetstream.PullExpiry(queuePullExpiry))
 		if err == nil {
 			select {
 			case <-ctx.Done():
 				w.stopClaiming(cc)
 				return
 			case <-cc.Closed():
+				w.claiming.Lock() // reserved is the lane's again
+				w.claiming.Unlock()
 			}
 		}
 		if ctx.Err() != nil {
@@ -181,44 +216,48 @@ func (w *Workers) run(ctx context.Context) {
 	}
 }
 
-// claim is the subscription's handler: it runs the job when a slot is
-// free, then returns only once another slot is free. nats.go sends the
-// next pull request (for one job) when it returns, so a job is claimed,
-// and its lease starts, only when a handler can take it. A job delivered
-// while the workers close is given back at once.
-func (w *Workers) claim(ctx context.Context) jetstream.MessageHandler {
+// claim is a lane's handler: it runs the job in the lane's reserved slot
+// (or waits for one: a second delivery to one reservation, after a
+// reconnect), then returns once it holds a slot again. nats.go sends the
+// lane's next pull request (for one job) when it returns. A job
+// delivered while the workers close is given back at once.
+func (w *Workers) claim(ctx context.Context, reserved *bool) jetstream.MessageHandler {
 	return func(msg jetstream.Msg) {
-		w.claiming.Lock()
-		defer w.claiming.Unlock()
-		acquired := false
-		select {
-		case w.sem <- struct{}{}:
-			acquired = true
-		case <-ctx.Done():
-		}
-		if ctx.Err() != nil || w.unclaim {
-			if acquired {
-				<-w.sem
-			}
+		w.claiming.RLock()
+		defer w.claiming.RUnlock()
+		giveBack := func() {
 			if !w.crashed.Load() {
 				_ = msg.Nak()
 			}
+		}
+		if ctx.Err() != nil || w.unclaim {
+			giveBack() // the lane releases its reservation
 			return
 		}
+		if !*reserved {
+			select {
+			case w.sem <- struct{}{}:
+				*reserved = true
+			case <-ctx.Done():
+				giveBack()
+				return
+			}
+		}
+		*reserved = false // the job's now: it frees the slot when done
 		w.wg.Add(1)
 		go w.job(msg)
 		select {
 		case w.sem <- struct{}{}:
-			<-w.sem
+			*reserved = true
 		case <-ctx.Done():
 		}
 	}
 }
 
-// stopClaiming ends the subscription: a crash drops what it holds; a
-// close lets it hand what it holds to claim, which gives it back. Either
-// way it returns once no claim runs, and a later one starts no job (its
-// ctx is done), so Close's wait covers every job.
+// stopClaiming ends a lane's subscription: a crash drops what it holds;
+// a close lets it hand what it holds to claim, which gives it back.
+// Either way it returns once no claim runs, and a later one starts no job
+// (unclaim), so Close's wait covers every job.
 func (w *Workers) stopClaiming(cc jetstream.ConsumeContext) {
 	defer func() {
 		w.claiming.Lock()

@@ -385,3 +385,72 @@ func TestWorkersSurviveTheirConsumerRecreated(t *testing.T) {
 		t.Fatal("not handled after the consumer was recreated")
 	}
 }
+
+// Workers claim no more jobs than they have free slots, whatever their
+// claim lanes: with Concurrency 3 and every handler blocked, the broker
+// shows 3 jobs leased (the others wait for any worker, their leases not
+// running), then the rest are claimed as handlers finish, each once.
+func TestWorkersClaimNoMoreThanTheyCanRun(t *testing.T) {
+	t.Parallel()
+	q := DefaultQueueSpec("shipment-jobs")
+	q.Replicas = 1
+	_, js, ctx := queueFabric(t, 1, q, 60*time.Second)
+	release := make(chan struct{})
+	var running atomic.Int32
+	var mu sync.Mutex
+	count := map[string]int{}
+	startWorkers(t, ctx, js, WorkersConfig{Queue: "shipment-jobs", Concurrency: 3, NoDLQRouter: true},
+		func(ctx context.Context, m *Message) error {
+			running.Add(1)
+			defer running.Add(-1)
+			mu.Lock()
+			count[string(m.Data)]++
+			mu.Unlock()
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+			return nil
+		})
+	for i := range 10 {
+		if _, err := js.Publish(ctx, "shipment-jobs.ship", fmt.Appendf(nil, "job-%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := js.Consumer(ctx, "shipment-jobs", QueueConsumer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	natstest.WaitFor(t, 10*time.Second, func() error {
+		if n := running.Load(); n != 3 {
+			return fmt.Errorf("%d handlers running, want 3", n)
+		}
+		return nil
+	})
+	for range 5 { // the lanes' requests keep waiting for a free slot
+		info, err := c.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.NumAckPending != 3 || info.NumPending != 7 {
+			t.Fatalf("leased %d and waiting %d with 3 handlers blocked, want 3 and 7", info.NumAckPending, info.NumPending)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	close(release)
+	natstest.WaitFor(t, 15*time.Second, func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(count) != 10 {
+			return fmt.Errorf("%d of 10 jobs handled", len(count))
+		}
+		return nil
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	for id, n := range count {
+		if n != 1 {
+			t.Errorf("%s handled %d times, want once", id, n)
+		}
+	}
+}
