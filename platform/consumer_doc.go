@@ -43,10 +43,11 @@ package platform
 // (platform_consumer_lost_delivery_resets_total;
 // TestGroupKeepsKeyOrderWhenADeliveryIsLost). Work queues promise no
 // order, and many workers share their consumer, so they avoid the loss
-// instead: Workers pull through one subscription for their life (nats.go
-// Consume, one job per request, the next request only once a slot is
-// free), so a request served late still reaches them
-// (TestWorkersTakeAJobServedLate); before, such a job waited out a lease.
+// instead: Workers pull through subscriptions that live as long as they
+// do (claim lanes: nats.go Consume, one job per request, each request
+// sent only with a free slot reserved for it), so a request served late
+// still reaches them (TestWorkersTakeAJobServedLate); before, such a job
+// waited out a lease.
 //
 // Fencing: NATS does not fence acks. An AckExplicit ack is applied by
 // stream sequence whoever sends it (consumer.go processAckMsg ignores the

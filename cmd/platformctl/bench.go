@@ -34,6 +34,7 @@ func newBenchCmd(g *globalOptions) *cobra.Command {
 	cmd.AddCommand(newBenchQuotaCmd(g))
 	cmd.AddCommand(newBenchMirrorCmd(g))
 	cmd.AddCommand(newBenchRedriveCmd(g))
+	cmd.AddCommand(newBenchQueueCmd(g))
 	return cmd
 }
 

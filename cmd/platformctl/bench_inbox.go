@@ -38,12 +38,7 @@ one median line per figure (ratios: the median of the per-run ratios; goal
 			if err := o.validate(); err != nil {
 				return usageError{err}
 			}
-			stop, err := startCPUProfile(o.cpuProfile)
-			if err != nil {
-				return usageError{err}
-			}
-			defer stop()
-			return runBenchInbox(cmd.Context(), cmd.OutOrStdout(), g, o)
+			return profiled(o.cpuProfile, func() error { return runBenchInbox(cmd.Context(), cmd.OutOrStdout(), g, o) })
 		},
 	}
 	o.flags(cmd, 20000)

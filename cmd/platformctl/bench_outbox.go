@@ -65,6 +65,17 @@ func (o benchOutboxOptions) validate() error {
 	return nil
 }
 
+// profiled runs run under a CPU profile to path (none when empty); a
+// profile that cannot be started is a usage error.
+func profiled(path string, run func() error) error {
+	stop, err := startCPUProfile(path)
+	if err != nil {
+		return usageError{err}
+	}
+	defer stop()
+	return run()
+}
+
 // startCPUProfile starts a CPU profile to path (none when empty) and
 // returns its stop function.
 func startCPUProfile(path string) (func(), error) {
@@ -218,12 +229,7 @@ the commit's return to the ack).`,
 			if o.latencyCount < 1 || o.writers < 1 || o.latencyRate < 1 || o.window < 1 || o.window > 65536 {
 				return usageError{fmt.Errorf("--latency-count, --writers and --latency-rate must be >= 1, --window 1..65536")}
 			}
-			stop, err := startCPUProfile(o.cpuProfile)
-			if err != nil {
-				return usageError{err}
-			}
-			defer stop()
-			return runBenchOutbox(cmd.Context(), cmd.OutOrStdout(), g, o)
+			return profiled(o.cpuProfile, func() error { return runBenchOutbox(cmd.Context(), cmd.OutOrStdout(), g, o) })
 		},
 	}
 	// 100,000 events: a drain of about 3-4 s per phase; 20,000 (under a
