@@ -244,6 +244,11 @@ type QueueStatus struct {
 	// the queue is empty): a work queue deletes acknowledged jobs, so it is
 	// the age of the stream's first message.
 	OldestAge time.Duration `json:"oldest_age"`
+	// Workers are the queue's Workers instances by their sessions (see
+	// WorkerSessionsBucket), lost ones included until a peer reclaims
+	// them; nil when they could not be read (WorkersError says why).
+	Workers      []WorkerSession `json:"workers"`
+	WorkersError string          `json:"workers_error,omitempty"`
 }
 
 // DescribeQueue reads a queue's spec, stream and consumer.
@@ -281,6 +286,11 @@ func (r *Reconciler) DescribeQueue(ctx context.Context, name string) (QueueStatu
 	}
 	if si.State.Msgs > 0 && !si.State.FirstTime.IsZero() {
 		st.OldestAge = max(st.At.Sub(si.State.FirstTime), 0)
+	}
+	if st.Workers, err = queueWorkers(ctx, r.js, name, st.At); err != nil {
+		st.WorkersError = err.Error()
+	} else if st.Workers == nil {
+		st.Workers = []WorkerSession{}
 	}
 	return st, nil
 }

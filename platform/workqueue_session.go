@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -48,6 +49,9 @@ const (
 // session is what a Workers instance records about itself.
 type session struct {
 	Jobs []string `json:"jobs"` // ack (reply) subjects of held jobs
+	// TTL is the instance's SessionTTL (queue describe calls a session
+	// silent for longer lost).
+	TTL time.Duration `json:"ttl,omitempty"`
 }
 
 // sessions keeps this instance's session record and reclaims the jobs of
@@ -121,7 +125,7 @@ func (s *sessions) release(reply string) {
 
 func (s *sessions) put(ctx context.Context) error {
 	s.mu.Lock()
-	rec := session{Jobs: make([]string, 0, len(s.held))}
+	rec := session{Jobs: make([]string, 0, len(s.held)), TTL: s.w.cfg.SessionTTL}
 	for r := range s.held {
 		rec.Jobs = append(rec.Jobs, r)
 	}
@@ -161,21 +165,9 @@ func (s *sessions) loop(ctx context.Context) {
 // reclaim gives back the jobs of every session of the queue that was not
 // renewed for SessionTTL.
 func (s *sessions) reclaim(ctx context.Context) {
-	lister, err := s.kv.ListKeysFiltered(ctx, s.prefix+"*")
+	entries, newest, err := sessionRecords(ctx, s.kv, s.prefix)
 	if err != nil {
 		return
-	}
-	var entries []jetstream.KeyValueEntry
-	var newest time.Time
-	for k := range lister.Keys() {
-		e, err := s.kv.Get(ctx, k)
-		if err != nil {
-			continue
-		}
-		entries = append(entries, e)
-		if e.Created().After(newest) {
-			newest = e.Created()
-		}
 	}
 	for _, e := range entries {
 		if e.Key() == s.key || newest.Sub(e.Created()) <= s.w.cfg.SessionTTL {
@@ -210,6 +202,70 @@ func (s *sessions) reclaim(ctx context.Context) {
 			s.w.cfg.Metrics.jobsReclaimed(s.w.cfg.Queue, len(rec.Jobs))
 		}
 	}
+}
+
+// sessionRecords reads the session records under prefix (<stream>.) and
+// the time of the newest.
+func sessionRecords(ctx context.Context, kv jetstream.KeyValue, prefix string) ([]jetstream.KeyValueEntry, time.Time, error) {
+	lister, err := kv.ListKeysFiltered(ctx, prefix+"*")
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	var entries []jetstream.KeyValueEntry
+	var newest time.Time
+	for k := range lister.Keys() {
+		e, err := kv.Get(ctx, k)
+		if err != nil {
+			continue
+		}
+		entries = append(entries, e)
+		if e.Created().After(newest) {
+			newest = e.Created()
+		}
+	}
+	return entries, newest, nil
+}
+
+// WorkerSession is a Workers instance of a queue as its session record
+// shows it (queue describe).
+type WorkerSession struct {
+	ID string `json:"id"`
+	// Jobs is how many jobs it held at its last renewal.
+	Jobs int `json:"jobs"`
+	// Silent is how long ago it last renewed its session.
+	Silent time.Duration `json:"silent"`
+	// Lost: silent for longer than its SessionTTL (crashed, or cut off
+	// from the cluster); a live peer gives its jobs back and removes the
+	// record, or, with none, the lease gives the jobs back.
+	Lost bool `json:"lost"`
+}
+
+// queueWorkers reads the sessions of queue's Workers instances, by ID.
+func queueWorkers(ctx context.Context, js jetstream.JetStream, queue string, now time.Time) ([]WorkerSession, error) {
+	kv, err := js.KeyValue(ctx, WorkerSessionsBucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	prefix := StreamName(queue) + "."
+	entries, _, err := sessionRecords(ctx, kv, prefix)
+	if err != nil {
+		return nil, err
+	}
+	var out []WorkerSession
+	for _, e := range entries {
+		var rec session
+		_ = json.Unmarshal(e.Value(), &rec)
+		silent, ttl := max(now.Sub(e.Created()), 0), rec.TTL
+		if ttl <= 0 {
+			ttl = DefaultSessionTTL
+		}
+		out = append(out, WorkerSession{ID: strings.TrimPrefix(e.Key(), prefix), Jobs: len(rec.Jobs), Silent: silent, Lost: silent > ttl})
+	}
+	slices.SortFunc(out, func(a, b WorkerSession) int { return strings.Compare(a.ID, b.ID) })
+	return out, nil
 }
 
 // close stops the session; graceful removes the record (its jobs were

@@ -455,3 +455,59 @@ func TestWorkersClaimNoMoreThanTheyCanRun(t *testing.T) {
 		}
 	}
 }
+
+// queue describe lists the queue's Workers instances from their
+// sessions: a live one with the job it holds, then, once it crashed and
+// its session went unrenewed past its TTL (no live peer to reclaim it),
+// the same one lost.
+func TestQueueDescribeShowsWorkers(t *testing.T) {
+	t.Parallel()
+	q := DefaultQueueSpec("shipment-jobs")
+	q.Replicas = 1
+	_, js, ctx := queueFabric(t, 1, q, 60*time.Second)
+	r := NewReconciler(js, ReconcilerOptions{})
+	entered := make(chan struct{}, 1)
+	w, err := NewWorkers(js, WorkersConfig{Queue: "shipment-jobs", Concurrency: 2, ID: "box-1", NoDLQRouter: true,
+		SessionHeartbeat: 100 * time.Millisecond, SessionTTL: time.Second},
+		func(ctx context.Context, m *Message) error {
+			entered <- struct{}{}
+			<-ctx.Done()
+			return ctx.Err()
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.Publish(ctx, "shipment-jobs.ship", []byte("job")); err != nil {
+		t.Fatal(err)
+	}
+	<-entered
+	describe := func(want WorkerSession) {
+		t.Helper()
+		natstest.WaitFor(t, 10*time.Second, func() error {
+			st, err := r.DescribeQueue(ctx, "shipment-jobs")
+			if err != nil {
+				return err
+			}
+			if len(st.Workers) != 1 || st.WorkersError != "" {
+				return fmt.Errorf("workers %+v (%s)", st.Workers, st.WorkersError)
+			}
+			if got := st.Workers[0]; got.ID != want.ID || got.Jobs != want.Jobs || got.Lost != want.Lost {
+				return fmt.Errorf("worker %+v, want %+v", got, want)
+			}
+			return nil
+		})
+	}
+	describe(WorkerSession{ID: "box-1", Jobs: 1})
+	w.crash()
+	describe(WorkerSession{ID: "box-1", Jobs: 1, Lost: true})
+	st, err := r.DescribeQueue(ctx, "shipment-jobs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := st.Workers[0].Silent; s <= time.Second {
+		t.Errorf("lost worker silent for %s, want more than its 1s TTL", s)
+	}
+}

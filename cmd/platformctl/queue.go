@@ -2,7 +2,9 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -92,11 +94,41 @@ func newQueueDescribeCmd(g *globalOptions) *cobra.Command {
 				st.Spec.Name, st.Spec.Name, st.Spec.Lease, st.Spec.MaxAttempts,
 				replicaHealth(st.Stream.Cluster, st.Spec.Replicas), orDash(st.Stream.Cluster.Leader), orDash(st.Spec.Owner))
 			fmt.Fprintf(w, "  residency:    %s\n", orDash(st.Spec.Residency))
-			fmt.Fprintf(w, "  pending:      %d\n  leased:       %d\n  redelivered:  %d\n  oldest job:   %s\n",
-				st.Pending, st.InFlight, st.Redelivered, age(st.OldestAge))
+			fmt.Fprintf(w, "  pending:      %d\n  leased:       %d\n  redelivered:  %d\n  oldest job:   %s\n  pulls:        %d waiting\n",
+				st.Pending, st.InFlight, st.Redelivered, age(st.OldestAge), st.Waiting)
+			printQueueWorkers(w, st)
 			return nil
 		},
 	}
 	addOutputFlag(cmd, &output)
 	return cmd
+}
+
+// printQueueWorkers prints the queue's Workers instances from their
+// sessions: how many jobs each holds and when it last renewed.
+func printQueueWorkers(w io.Writer, st platform.QueueStatus) {
+	if st.WorkersError != "" {
+		fmt.Fprintf(w, "  workers:      unknown (%s)\n", st.WorkersError)
+		return
+	}
+	lost := 0
+	for _, s := range st.Workers {
+		if s.Lost {
+			lost++
+		}
+	}
+	fmt.Fprintf(w, "  workers:      %d live, %d lost\n", len(st.Workers)-lost, lost)
+	if len(st.Workers) == 0 {
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "    WORKERS ID\tJOBS\tRENEWED\tSTATE")
+	for _, s := range st.Workers {
+		state := "live"
+		if s.Lost {
+			state = "lost: its jobs go back to live workers, or after the lease"
+		}
+		fmt.Fprintf(tw, "    %s\t%d\t%s ago\t%s\n", s.ID, s.Jobs, s.Silent.Round(100*time.Millisecond), state)
+	}
+	_ = tw.Flush()
 }
