@@ -41,8 +41,22 @@ func startWorkers(t *testing.T, ctx context.Context, js jetstream.JetStream, cfg
 	if err := w.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = w.Close(context.Background()) })
+	t.Cleanup(func() { // handlers still running then are cancelled after 5s
+		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = w.Close(cctx)
+	})
 	return w
+}
+
+// heldUntilCancelled is a handler that signals entered, then holds its
+// job until its ctx ends (a crash or Close cancels it).
+func heldUntilCancelled(entered chan<- struct{}) Handler {
+	return func(ctx context.Context, m *Message) error {
+		entered <- struct{}{}
+		<-ctx.Done()
+		return ctx.Err()
+	}
 }
 
 // A worker that crashes holding a job: the job comes back to another
@@ -56,17 +70,7 @@ func TestWorkersLeasesAndDeadLetters(t *testing.T) {
 	entered := make(chan struct{}, 1)
 	crashConn := f.Conn()
 	cjs, _ := jetstream.New(crashConn)
-	w1, err := NewWorkers(cjs, WorkersConfig{Queue: "shipment-jobs", Concurrency: 1, NoDLQRouter: true}, func(ctx context.Context, m *Message) error {
-		entered <- struct{}{}
-		<-ctx.Done()
-		return ctx.Err()
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w1.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
+	w1 := startWorkers(t, ctx, cjs, WorkersConfig{Queue: "shipment-jobs", Concurrency: 1, NoDLQRouter: true}, heldUntilCancelled(entered))
 	if _, err := js.Publish(ctx, "shipment-jobs.crash", []byte("c")); err != nil {
 		t.Fatal(err)
 	}
@@ -138,22 +142,7 @@ func TestWorkersDroppedConnectionReturnsJobEarly(t *testing.T) {
 	entered := make(chan struct{}, 1)
 	lostConn := f.Conn()
 	ljs, _ := jetstream.New(lostConn)
-	w1, err := NewWorkers(ljs, fast("w1"), func(ctx context.Context, m *Message) error {
-		entered <- struct{}{}
-		<-ctx.Done()
-		return ctx.Err()
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w1.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		_ = w1.Close(cctx) // cancels the handler stuck on the lost connection
-	})
+	startWorkers(t, ctx, ljs, fast("w1"), heldUntilCancelled(entered)) // Close cancels the handler stuck on the lost connection
 	if _, err := js.Publish(ctx, "shipment-jobs.ship.1", []byte("ship order 1")); err != nil {
 		t.Fatal(err)
 	}
@@ -467,19 +456,8 @@ func TestQueueDescribeShowsWorkers(t *testing.T) {
 	_, js, ctx := queueFabric(t, 1, q, 60*time.Second)
 	r := NewReconciler(js, ReconcilerOptions{})
 	entered := make(chan struct{}, 1)
-	w, err := NewWorkers(js, WorkersConfig{Queue: "shipment-jobs", Concurrency: 2, ID: "box-1", NoDLQRouter: true,
-		SessionHeartbeat: 100 * time.Millisecond, SessionTTL: time.Second},
-		func(ctx context.Context, m *Message) error {
-			entered <- struct{}{}
-			<-ctx.Done()
-			return ctx.Err()
-		})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
+	w := startWorkers(t, ctx, js, WorkersConfig{Queue: "shipment-jobs", Concurrency: 2, ID: "box-1", NoDLQRouter: true,
+		SessionHeartbeat: 100 * time.Millisecond, SessionTTL: time.Second}, heldUntilCancelled(entered))
 	if _, err := js.Publish(ctx, "shipment-jobs.ship", []byte("job")); err != nil {
 		t.Fatal(err)
 	}
