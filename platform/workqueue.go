@@ -213,7 +213,10 @@ func (w *Workers) claimLane(ctx context.Context) {
 			return
 		}
 		if !warned {
-			w.log.Warn("workers: pull subscription ended; starting another each second", "err", err)
+			if err == nil {
+				err = errors.New("ended by the server or the connection")
+			}
+			w.log.Warn("workers: pull subscription lost; starting another each second", "err", err)
 			warned = true
 		}
 		sleepCtx(ctx, time.Second)
