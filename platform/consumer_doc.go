@@ -43,11 +43,13 @@ package platform
 // (platform_consumer_lost_delivery_resets_total;
 // TestGroupKeepsKeyOrderWhenADeliveryIsLost). Work queues promise no
 // order, and many workers share their consumer, so they avoid the loss
-// instead: Workers pull through subscriptions that live as long as they
-// do (claim lanes: nats.go Consume, one job per request, each request
-// sent only with a free slot reserved for it), so a request served late
-// still reaches them (TestWorkersTakeAJobServedLate); before, such a job
-// waited out a lease.
+// instead: Workers pull through inboxes that live as long as they do
+// (claim lanes speaking the pull protocol directly, each request asking
+// for exactly the free slots the lane holds), so a request served late
+// still reaches them (TestWorkersTakeAJobServedLate; before, such a job
+// waited out a lease), and a job beyond a lane's slots (a request
+// presumed gone that was not) waits for a slot with its lease renewed
+// (TestWorkersHoldJobsBeyondTheirSlots), never unseen in a buffer.
 //
 // Fencing: NATS does not fence acks. An AckExplicit ack is applied by
 // stream sequence whoever sends it (consumer.go processAckMsg ignores the

@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -71,8 +73,7 @@ type Workers struct {
 	sess     *sessions
 	crashed  atomic.Bool
 	once     sync.Once
-	claiming sync.RWMutex // read-held by claim; see stopClaiming
-	unclaim  bool         // under claiming: claim starts no job
+	held     atomic.Int64 // jobs that reached a lane beyond its slots (hold)
 }
 
 // NewWorkers returns workers for cfg.Queue running handler per job.
@@ -143,33 +144,29 @@ func (w *Workers) Start(ctx context.Context) error {
 }
 
 // queuePullExpiry is how long each of the workers' pull requests waits
-// at the server; the server sends a heartbeat at half of it, and a
-// request that goes silent for two heartbeats (a node restarted, a
-// consumer leader moved) is replaced.
-const queuePullExpiry = 2 * time.Second
+// at the server; the server sends a heartbeat every queuePullHeartbeat
+// while it waits, and a request that goes silent for two heartbeats (a
+// node restarted, a consumer leader moved) is presumed gone and asked
+// again.
+const (
+	queuePullExpiry    = 2 * time.Second
+	queuePullHeartbeat = time.Second
+)
 
-// claimLanes bounds how many pull subscriptions Workers claim through at
-// once (and never more than Concurrency): one request at a time per
-// lane, so the claims of a lane are a string of round trips to the
-// consumer's leader (platformctl bench queue: Concurrency 8 drained 171
-// jobs/s through one fetch loop, about 750 through 4 lanes, about 1,650
-// through 8). Each idle lane keeps one request waiting at the server
-// (the consumer's MaxWaiting, 512 by default, bounds them over all
-// instances) and renews it every queuePullExpiry.
+// claimLanes bounds how many pull inboxes Workers claim through at once
+// (and never more than Concurrency). A lane has one request at a time,
+// for as many jobs as it holds free slots for, so its claims are a
+// string of round trips to the consumer's leader; lanes let them overlap
+// (platformctl bench queue: Concurrency 8 drained 171 jobs/s through one
+// fetch loop, about 1,650 through 8 lanes; Concurrency 32 drained 2,673
+// through 16 lanes asking for one job each, 3,914 asking for their free
+// slots, against nats.go Consume's 5,500-5,800). Each idle lane keeps one
+// request waiting at the server (the consumer's MaxWaiting, 512 by
+// default, bounds them over all instances) and renews it every
+// queuePullExpiry.
 const claimLanes = 16
 
-// run claims jobs through min(Concurrency, claimLanes) lanes, each a
-// pull subscription (nats.go Consume, one job per request) that lives as
-// long as the workers: every pull request names the same inbox, so a job
-// the server serves late (a request that reached it after its expiry by
-// the client's clock, on a loaded machine or a slow link) still reaches
-// claim. With a fetch per claim, nats.go gave up on the request's inbox
-// a second after its expiry, and a job served to it afterwards waited out
-// a whole lease (TestWorkersTakeAJobServedLate).
-//
-// A lane sends its request only holding a slot (its reservation), so the
-// jobs claimed never outnumber the free slots: a claimed job's lease
-// starts when a handler can take it.
+// run claims jobs through min(Concurrency, claimLanes) lanes.
 func (w *Workers) run(ctx context.Context) {
 	defer close(w.loopDone)
 	var lanes sync.WaitGroup
@@ -179,106 +176,180 @@ func (w *Workers) run(ctx context.Context) {
 	lanes.Wait()
 }
 
-// claimLane runs one lane; its subscription is started again if it ends
-// by itself (the consumer deleted and created again).
+// claimLane runs one lane: a pullInbox (one inbox for the lane's life,
+// the pull protocol spoken directly) whose requests ask for exactly as
+// many jobs as the lane holds free slots for. So a job is claimed, and
+// its lease starts, only when a handler can take it, and every job the
+// server sends reaches the lane at once:
+//   - a job served late (a request that reached the server after its
+//     expiry by the client's clock, on a loaded machine or a slow link)
+//     still arrives (TestWorkersTakeAJobServedLate);
+//   - a request presumed gone (silent for two heartbeats: a reconnect, a
+//     node restarted) is asked again; if it was not gone after all, its
+//     jobs are more than the lane holds slots for, and each waits for a
+//     slot with its lease renewed (hold), never unseen with its lease
+//     running (TestWorkersHoldJobsBeyondTheirSlots).
+//
+// When the workers close, the lane stops asking and gives back at once
+// (NAK) what reaches it until its inbox is gone; when they crash it
+// drops it.
 func (w *Workers) claimLane(ctx context.Context) {
-	reserved := false // this lane holds a slot for its next job
+	reserved := 0 // slots this lane holds for the jobs it asks for
 	defer func() {
-		if reserved {
+		for ; reserved > 0; reserved-- {
 			<-w.sem
 		}
 	}()
-	warned := false
-	for {
-		if !reserved {
-			select {
-			case w.sem <- struct{}{}:
-				reserved = true
-			case <-ctx.Done():
-				return
-			}
+	var (
+		in          *pullInbox
+		live        bool      // a request of the lane waits at the server
+		asked       int       // jobs the live request may still bring
+		heard       time.Time // when the lane last heard from the server
+		warned      bool
+		tick        = time.NewTicker(queuePullHeartbeat / 2)
+		presumeGone = 2*queuePullHeartbeat + queuePullHeartbeat/2
+	)
+	defer tick.Stop()
+	defer func() {
+		if in != nil {
+			w.unclaim(in)
 		}
-		cc, err := w.cons.Consume(w.claim(ctx, &reserved), jetstream.PullMaxMessages(1), jetstream.PullExpiry(queuePullExpiry))
-		if err == nil {
-			select {
-			case <-ctx.Done():
-				w.stopClaiming(cc)
-				return
-			case <-cc.Closed():
-				w.claiming.Lock() // reserved is the lane's again
-				w.claiming.Unlock()
-			}
-		}
-		if ctx.Err() != nil {
-			return
-		}
+	}()
+	refused := func(why string) {
 		if !warned {
-			if err == nil {
-				err = errors.New("ended by the server or the connection")
-			}
-			w.log.Warn("workers: pull subscription lost; starting another each second", "err", err)
+			w.log.Warn("workers: pull requests refused; asking again each second", "why", why)
 			warned = true
 		}
 		sleepCtx(ctx, time.Second)
 	}
-}
-
-// claim is a lane's handler: it runs the job in the lane's reserved slot
-// (or waits for one: a second delivery to one reservation, after a
-// reconnect), then returns once it holds a slot again. nats.go sends the
-// lane's next pull request (for one job) when it returns. A job
-// delivered while the workers close is given back at once.
-func (w *Workers) claim(ctx context.Context, reserved *bool) jetstream.MessageHandler {
-	return func(msg jetstream.Msg) {
-		w.claiming.RLock()
-		defer w.claiming.RUnlock()
-		giveBack := func() {
-			if !w.crashed.Load() {
-				_ = msg.Nak()
+	for ctx.Err() == nil {
+		if in == nil {
+			var err error
+			if in, err = newPullInbox(w.js, StreamName(w.cfg.Queue), QueueConsumer); err != nil {
+				refused(err.Error())
+				continue
 			}
 		}
-		if ctx.Err() != nil || w.unclaim {
-			giveBack() // the lane releases its reservation
-			return
+		var slot chan struct{} // w.sem while the lane waits for a slot to ask with
+		if !live && reserved == 0 {
+			slot = w.sem
 		}
-		if !*reserved {
-			select {
-			case w.sem <- struct{}{}:
-				*reserved = true
-			case <-ctx.Done():
-				giveBack()
-				return
+		if !live && reserved > 0 {
+		more:
+			for reserved < pullBuffer {
+				select {
+				case w.sem <- struct{}{}:
+					reserved++
+				default:
+					break more
+				}
 			}
+			if err := in.request(reserved, queuePullExpiry, queuePullHeartbeat); err != nil {
+				refused(err.Error())
+				continue
+			}
+			live, asked, heard = true, reserved, time.Now()
 		}
-		*reserved = false // the job's now: it frees the slot when done
-		w.wg.Add(1)
-		go w.job(msg)
 		select {
-		case w.sem <- struct{}{}:
-			*reserved = true
+		case slot <- struct{}{}:
+			reserved = 1
+		case m := <-in.msgs: // read while waiting for a slot too: nothing waits unseen
+			heard = time.Now()
+			switch code, desc := pullStatus(m); code {
+			case "": // a job
+				if asked--; asked <= 0 {
+					live = false // the request has what it asked for
+				}
+				if reserved > 0 {
+					reserved-- // the job's now: it frees the slot when done
+					w.wg.Add(1)
+					go w.job(&pulledMsg{nc: in.nc, msg: m})
+				} else {
+					w.hold(ctx, &pulledMsg{nc: in.nc, msg: m})
+				}
+			case "100": // a heartbeat: the request waits
+			case "408", "404": // expired
+				live = false
+			case "409":
+				live = false
+				if strings.Contains(desc, "Leadership Change") || strings.Contains(desc, "Server Shutdown") {
+					sleepCtx(ctx, 50*time.Millisecond) // a new leader takes the next
+				} else {
+					refused(code + " " + desc) // consumer deleted, too many waiting...
+				}
+			default: // 503: no consumer answers
+				live = false
+				refused(code + " " + desc)
+			}
+		case <-tick.C:
+			if live && time.Since(heard) > presumeGone {
+				live = false
+			}
 		case <-ctx.Done():
 		}
 	}
 }
 
-// stopClaiming ends a lane's subscription: a crash drops what it holds;
-// a close lets it hand what it holds to claim, which gives it back.
-// Either way it returns once no claim runs, and a later one starts no job
-// (unclaim), so Close's wait covers every job.
-func (w *Workers) stopClaiming(cc jetstream.ConsumeContext) {
-	defer func() {
-		w.claiming.Lock()
-		w.unclaim = true
-		w.claiming.Unlock()
+// hold runs a job that reached a lane holding no slot for it (a request
+// presumed gone that was not): it waits for a slot with its lease
+// renewed, or is given back if the workers stop claiming first.
+func (w *Workers) hold(ctx context.Context, raw jetstream.Msg) {
+	w.held.Add(1)
+	w.wg.Add(1)
+	go func() {
+		t := time.NewTicker(max(w.lease/3, 10*time.Millisecond))
+		defer t.Stop()
+		for {
+			select {
+			case w.sem <- struct{}{}:
+				w.job(raw)
+				return
+			case <-t.C:
+				if !w.crashed.Load() {
+					_ = raw.InProgress()
+				}
+			case <-ctx.Done():
+				if !w.crashed.Load() {
+					_ = raw.Nak()
+				}
+				w.wg.Done()
+				return
+			}
+		}
 	}()
+}
+
+// unclaim ends a lane's inbox: after a crash it drops what the server
+// sent; after a close it gives it back (NAK), including what arrives in
+// the moment before the server learns the inbox is gone (it then ends
+// the lane's request rather than serve it).
+func (w *Workers) unclaim(in *pullInbox) {
 	if w.crashed.Load() {
-		cc.Stop()
+		in.close()
 		return
 	}
-	cc.Drain()
-	select {
-	case <-cc.Closed():
-	case <-time.After(5 * time.Second): // the connection is gone
+	giveBack := func(m *nats.Msg) {
+		if code, _ := pullStatus(m); code == "" {
+			_ = (&pulledMsg{nc: in.nc, msg: m}).Nak()
+		}
+	}
+	for grace := time.After(50 * time.Millisecond); ; {
+		select {
+		case m := <-in.msgs:
+			giveBack(m)
+			continue
+		case <-grace:
+		}
+		break
+	}
+	in.close()
+	for {
+		select {
+		case m := <-in.msgs:
+			giveBack(m)
+		default:
+			return
+		}
 	}
 }
 

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -373,6 +375,103 @@ func TestWorkersSurviveTheirConsumerRecreated(t *testing.T) {
 		t.Logf("%s handled %s after it was queued", s, time.Since(began).Round(time.Millisecond))
 	case <-time.After(20 * time.Second):
 		t.Fatal("not handled after the consumer was recreated")
+	}
+}
+
+// A job that reaches a lane holding no free slot for it (here the test
+// sends the lane's inbox a pull request of its own; in production a
+// request the lane presumed gone, silent for two heartbeats, that was
+// not) waits for a slot with its lease renewed: it is handled once, at
+// its first delivery, though it waits three times its 3 s lease, while
+// other workers wait for jobs. Left
+// unseen in a client buffer, as nats.go's Consume left a job delivered
+// to the request it sends after a reconnect, its lease lapsed and it was
+// handled twice.
+func TestWorkersHoldJobsBeyondTheirSlots(t *testing.T) {
+	t.Parallel()
+	q := DefaultQueueSpec("shipment-jobs")
+	q.Replicas = 1
+	q.Lease = 3 * time.Second
+	f, js, ctx := queueFabric(t, 1, q, 90*time.Second)
+	wnc := f.NodeConn(0)
+	wjs, _ := jetstream.New(wnc)
+	var mu sync.Mutex
+	attempts := map[string][]int{} // job: the attempt of each handling
+	entered := make(chan struct{}, 4)
+	handler := func(ctx context.Context, m *Message) error {
+		mu.Lock()
+		attempts[string(m.Data)] = append(attempts[string(m.Data)], m.Attempt)
+		mu.Unlock()
+		entered <- struct{}{}
+		if string(m.Data) == "job-0" { // three leases: job-1 waits behind it
+			select {
+			case <-time.After(3 * q.Lease):
+			case <-ctx.Done():
+			}
+		}
+		return nil
+	}
+	cfg := WorkersConfig{Queue: "shipment-jobs", Concurrency: 1, NoDLQRouter: true, MaxLease: time.Minute}
+	w := startWorkers(t, ctx, wjs, cfg, handler)
+	if _, err := js.Publish(ctx, "shipment-jobs.ship", []byte("job-0")); err != nil {
+		t.Fatal(err)
+	}
+	<-entered // the lane's one slot is taken
+
+	cid, err := wnc.GetClientID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var inbox string
+	natstest.WaitFor(t, 5*time.Second, func() error {
+		cz, err := f.Node(0).Server().Connz(&server.ConnzOptions{CID: cid, Subscriptions: true})
+		if err != nil || len(cz.Conns) != 1 {
+			return fmt.Errorf("workers' connection not listed (%v)", err)
+		}
+		for _, s := range cz.Conns[0].Subs {
+			if strings.HasSuffix(s, pullInboxSuffix) {
+				inbox = s
+				return nil
+			}
+		}
+		return fmt.Errorf("no lane inbox among %v", cz.Conns[0].Subs)
+	})
+	if err := js.Conn().PublishRequest(apiPrefixOf(js)+"CONSUMER.MSG.NEXT."+StreamName("shipment-jobs")+"."+QueueConsumer, inbox,
+		[]byte(`{"batch":1,"expires":30000000000}`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.Publish(ctx, "shipment-jobs.ship", []byte("job-1")); err != nil {
+		t.Fatal(err)
+	}
+	natstest.WaitFor(t, 5*time.Second, func() error {
+		if w.held.Load() != 1 {
+			return errors.New("job-1 not held by the lane")
+		}
+		return nil
+	})
+	// Idle workers beside them would take job-1 if its lease lapsed.
+	startWorkers(t, ctx, js, cfg, handler)
+	natstest.WaitFor(t, 30*time.Second, func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(attempts) != 2 {
+			return fmt.Errorf("%d of 2 jobs handled", len(attempts))
+		}
+		return nil
+	})
+	s, _ := js.Stream(ctx, "shipment-jobs")
+	natstest.WaitFor(t, 10*time.Second, func() error {
+		if info, err := s.Info(ctx); err != nil || info.State.Msgs != 0 {
+			return fmt.Errorf("queue still holds jobs (%v)", err)
+		}
+		return nil
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	for job, a := range attempts {
+		if len(a) != 1 || a[0] != 1 {
+			t.Errorf("%s handled at attempts %v, want once at attempt 1 (its lease kept while it waited)", job, a)
+		}
 	}
 }
 
