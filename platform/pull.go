@@ -62,14 +62,21 @@ func apiPrefixOf(js jetstream.JetStream) string {
 	}
 }
 
-// request asks for up to batch messages, waiting at the server up to
-// expires, with a heartbeat every heartbeat while it waits.
-func (p *pullInbox) request(batch int, expires, heartbeat time.Duration) error {
-	body, err := json.Marshal(struct {
-		Batch     int           `json:"batch"`
-		Expires   time.Duration `json:"expires"`
-		Heartbeat time.Duration `json:"idle_heartbeat"`
-	}{min(batch, pullBuffer), expires, heartbeat})
+// pullRequest is a request for messages (nats-server's JSApiConsumerGetNextRequest).
+type pullRequest struct {
+	Batch     int           `json:"batch"`
+	Expires   time.Duration `json:"expires"`
+	Heartbeat time.Duration `json:"idle_heartbeat,omitempty"`
+	Group     string        `json:"group,omitempty"` // priority group
+	PinID     string        `json:"id,omitempty"`    // the pin the client holds
+}
+
+// request asks for up to req.Batch messages (at most pullBuffer), waiting
+// at the server up to req.Expires, with a heartbeat every req.Heartbeat
+// while it waits.
+func (p *pullInbox) request(req pullRequest) error {
+	req.Batch = min(req.Batch, pullBuffer)
+	body, err := json.Marshal(req)
 	if err != nil {
 		return err
 	}
@@ -81,8 +88,9 @@ func (p *pullInbox) close() { _ = p.sub.Unsubscribe() }
 // pullStatus classifies a message on a pullInbox: a message of the
 // stream (""), a heartbeat ("100"), or the end of a request: "408"
 // (expired), "409" (ended by the server: max waiting exceeded, leader
-// changed, consumer deleted...), "404" (no messages), "503" (no
-// responders: no consumer answers).
+// changed, consumer deleted...), "404" (no messages), "423" (the pin id
+// it carried is not the group's), "503" (no responders: no consumer
+// answers).
 func pullStatus(m *nats.Msg) (code, desc string) {
 	if len(m.Data) > 0 || m.Header == nil {
 		return "", ""

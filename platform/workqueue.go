@@ -74,6 +74,7 @@ type Workers struct {
 	crashed  atomic.Bool
 	once     sync.Once
 	held     atomic.Int64 // jobs that reached a lane beyond its slots (hold)
+	holding  atomic.Int64 // of those, how many wait for a slot now
 }
 
 // NewWorkers returns workers for cfg.Queue running handler per job.
@@ -231,7 +232,14 @@ func (w *Workers) claimLane(ctx context.Context) {
 			}
 		}
 		var slot chan struct{} // w.sem while the lane waits for a slot to ask with
-		if !live && reserved == 0 {
+		if !live && w.holding.Load() > 0 {
+			// Held jobs take the free slots first (else a lane could keep
+			// re-asking with the only slot while a held job waits for it).
+			for ; reserved > 0; reserved-- {
+				<-w.sem
+			}
+		}
+		if !live && reserved == 0 && w.holding.Load() == 0 {
 			slot = w.sem
 		}
 		if !live && reserved > 0 {
@@ -244,7 +252,7 @@ func (w *Workers) claimLane(ctx context.Context) {
 					break more
 				}
 			}
-			if err := in.request(reserved, queuePullExpiry, queuePullHeartbeat); err != nil {
+			if err := in.request(pullRequest{Batch: reserved, Expires: queuePullExpiry, Heartbeat: queuePullHeartbeat}); err != nil {
 				refused(err.Error())
 				continue
 			}
@@ -292,9 +300,12 @@ func (w *Workers) claimLane(ctx context.Context) {
 
 // hold runs a job that reached a lane holding no slot for it (a request
 // presumed gone that was not): it waits for a slot with its lease
-// renewed, or is given back if the workers stop claiming first.
+// renewed, or is given back if the workers stop claiming first. Lanes
+// whose request ends give up their slots while a held job waits, and ask
+// for no more until none does.
 func (w *Workers) hold(ctx context.Context, raw jetstream.Msg) {
 	w.held.Add(1)
+	w.holding.Add(1)
 	w.wg.Add(1)
 	go func() {
 		t := time.NewTicker(max(w.lease/3, 10*time.Millisecond))
@@ -302,6 +313,7 @@ func (w *Workers) hold(ctx context.Context, raw jetstream.Msg) {
 		for {
 			select {
 			case w.sem <- struct{}{}:
+				w.holding.Add(-1)
 				w.job(raw)
 				return
 			case <-t.C:
@@ -309,6 +321,7 @@ func (w *Workers) hold(ctx context.Context, raw jetstream.Msg) {
 					_ = raw.InProgress()
 				}
 			case <-ctx.Done():
+				w.holding.Add(-1)
 				if !w.crashed.Load() {
 					_ = raw.Nak()
 				}
