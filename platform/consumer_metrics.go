@@ -36,6 +36,9 @@ type ConsumerMetrics struct {
 	// reclaimedC counts jobs of lost workers given back early
 	// (workqueue_session.go).
 	reclaimedC *prometheus.CounterVec
+	// heldC counts jobs that reached a worker beyond its free slots
+	// (workqueue.go, hold).
+	heldC *prometheus.CounterVec
 	// resyncsC counts partition resets after a lost delivery
 	// (consumer_partition.go, inSequence).
 	resyncsC     *prometheus.CounterVec
@@ -69,8 +72,10 @@ func NewConsumerMetrics() *ConsumerMetrics {
 		redriveSkippedC: newRedriveSkippedCounter(),
 		reclaimedC: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "platform_queue_jobs_reclaimed_total",
 			Help: "Jobs of a worker whose session lapsed (crash, lost connection) given back before their lease."}, []string{"queue"}),
+		heldC: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "platform_queue_jobs_held_total",
+			Help: "Jobs that reached a worker with no free slot for them (a pull request presumed gone that was not); each waited for a slot with its lease renewed."}, []string{"queue"}),
 		resyncsC: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "platform_consumer_lost_delivery_resets_total",
-			Help: "Partitions reset to their ack floor because a delivery went to an abandoned pull request (the key's order is kept; the events come again)."}, gp),
+			Help: "Partitions reset to their ack floor because a delivery went to a pull request the runner does not read (the key's order is kept; the events come again)."}, gp),
 		pendingD:     prometheus.NewDesc("platform_consumer_pending", "Events not yet acknowledged (undelivered + in flight).", gp, nil),
 		oldestD:      prometheus.NewDesc("platform_consumer_oldest_unprocessed_seconds", "Age of the oldest unacknowledged event by broker append time.", gp, nil),
 		dlqDepthD:    prometheus.NewDesc("platform_consumer_dlq_depth", "Entries in the DLQ of an object this process consumes.", []string{"object"}, nil),
@@ -82,7 +87,7 @@ func NewConsumerMetrics() *ConsumerMetrics {
 }
 
 func (c *ConsumerMetrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{c.processedC, c.retriesC, c.deadC, c.dlqFailC, c.budgetC, c.rebalances, c.handlerH, c.canaryG, c.redriveSkippedC, c.reclaimedC, c.resyncsC}
+	return []prometheus.Collector{c.processedC, c.retriesC, c.deadC, c.dlqFailC, c.budgetC, c.rebalances, c.handlerH, c.canaryG, c.redriveSkippedC, c.reclaimedC, c.heldC, c.resyncsC}
 }
 
 // Describe implements prometheus.Collector.

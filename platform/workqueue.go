@@ -305,6 +305,7 @@ func (w *Workers) claimLane(ctx context.Context) {
 // for no more until none does.
 func (w *Workers) hold(ctx context.Context, raw jetstream.Msg) {
 	w.held.Add(1)
+	w.cfg.Metrics.jobHeld(w.cfg.Queue)
 	w.holding.Add(1)
 	w.wg.Add(1)
 	go func() {

@@ -282,6 +282,12 @@ func (s *sessions) close(ctx context.Context, graceful bool) {
 }
 
 // jobsReclaimed is a no-op on a nil *ConsumerMetrics.
+func (c *ConsumerMetrics) jobHeld(queue string) {
+	if c != nil {
+		c.heldC.WithLabelValues(queue).Inc()
+	}
+}
+
 func (c *ConsumerMetrics) jobsReclaimed(queue string, n int) {
 	if c != nil {
 		c.reclaimedC.WithLabelValues(queue).Add(float64(n))

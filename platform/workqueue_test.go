@@ -411,7 +411,7 @@ func TestWorkersHoldJobsBeyondTheirSlots(t *testing.T) {
 		}
 		return nil
 	}
-	cfg := WorkersConfig{Queue: "shipment-jobs", Concurrency: 1, NoDLQRouter: true, MaxLease: time.Minute}
+	cfg := WorkersConfig{Queue: "shipment-jobs", Concurrency: 1, NoDLQRouter: true, MaxLease: time.Minute, Metrics: NewConsumerMetrics()}
 	w := startWorkers(t, ctx, wjs, cfg, handler)
 	if _, err := js.Publish(ctx, "shipment-jobs.ship", []byte("job-0")); err != nil {
 		t.Fatal(err)
@@ -449,8 +449,13 @@ func TestWorkersHoldJobsBeyondTheirSlots(t *testing.T) {
 		}
 		return nil
 	})
+	if n := counterSum(t, cfg.Metrics, "platform_queue_jobs_held_total"); n != 1 {
+		t.Errorf("platform_queue_jobs_held_total = %v, want 1", n)
+	}
 	// Idle workers beside them would take job-1 if its lease lapsed.
-	startWorkers(t, ctx, js, cfg, handler)
+	other := cfg
+	other.Metrics = nil
+	startWorkers(t, ctx, js, other, handler)
 	natstest.WaitFor(t, 30*time.Second, func() error {
 		mu.Lock()
 		defer mu.Unlock()
