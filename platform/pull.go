@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -39,7 +38,7 @@ const pullBuffer = 1024
 
 func newPullInbox(js jetstream.JetStream, stream, consumer string) (*pullInbox, error) {
 	nc := js.Conn()
-	p := &pullInbox{nc: nc, next: apiPrefixOf(js) + "CONSUMER.MSG.NEXT." + stream + "." + consumer,
+	p := &pullInbox{nc: nc, next: apiPrefix(js) + "CONSUMER.MSG.NEXT." + stream + "." + consumer,
 		msgs: make(chan *nats.Msg, pullBuffer+64)}
 	sub, err := nc.ChanSubscribe(nc.NewInbox()+pullInboxSuffix, p.msgs)
 	if err != nil {
@@ -47,19 +46,6 @@ func newPullInbox(js jetstream.JetStream, stream, consumer string) (*pullInbox, 
 	}
 	p.sub = sub
 	return p, nil
-}
-
-// apiPrefixOf is the JetStream API prefix js sends its requests under.
-func apiPrefixOf(js jetstream.JetStream) string {
-	o := js.Options()
-	switch {
-	case o.Domain != "":
-		return "$JS." + o.Domain + ".API."
-	case o.APIPrefix != "":
-		return strings.TrimSuffix(o.APIPrefix, ".") + "."
-	default:
-		return jetstream.DefaultAPIPrefix
-	}
 }
 
 // pullRequest is a request for messages (nats-server's JSApiConsumerGetNextRequest).

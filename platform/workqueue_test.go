@@ -32,6 +32,22 @@ func queueFabric(t *testing.T, nodes int, q QueueSpec, timeout time.Duration) (*
 	return f, js, ctx
 }
 
+// queueDrained waits until queue's stream holds no job (each acked or
+// dead-lettered).
+func queueDrained(t *testing.T, ctx context.Context, js jetstream.JetStream, queue string, within time.Duration) {
+	t.Helper()
+	natstest.WaitFor(t, within, func() error {
+		s, err := js.Stream(ctx, StreamName(queue))
+		if err != nil {
+			return err
+		}
+		if info, err := s.Info(ctx); err != nil || info.State.Msgs != 0 {
+			return fmt.Errorf("queue %s still holds jobs (%v)", queue, err)
+		}
+		return nil
+	})
+}
+
 // startWorkers starts workers of cfg.Queue on js, closed when the test
 // ends.
 func startWorkers(t *testing.T, ctx context.Context, js jetstream.JetStream, cfg WorkersConfig, h Handler) *Workers {
@@ -174,16 +190,7 @@ func TestWorkersDroppedConnectionReturnsJobEarly(t *testing.T) {
 	if n := counterSum(t, cfg2.Metrics, "platform_queue_jobs_reclaimed_total"); n != 1 {
 		t.Errorf("jobs reclaimed: %v, want 1", n)
 	}
-	s, err := js.Stream(ctx, "shipment-jobs")
-	if err != nil {
-		t.Fatal(err)
-	}
-	natstest.WaitFor(t, 10*time.Second, func() error {
-		if info, err := s.Info(ctx); err != nil || info.State.Msgs != 0 {
-			return fmt.Errorf("queue still holds the job (%v)", err)
-		}
-		return nil
-	})
+	queueDrained(t, ctx, js, "shipment-jobs", 10*time.Second)
 	t.Logf("job back %s after the connection dropped (lease 60s)", time.Duration(backAfter.Load()).Round(time.Millisecond))
 }
 
@@ -228,13 +235,7 @@ func TestWorkersTakeAJobServedLate(t *testing.T) {
 			t.Fatalf("job %d not handled within 20s (lease 60s): it went to a pull request the workers no longer read", i)
 		}
 	}
-	s, _ := js.Stream(ctx, "shipment-jobs")
-	natstest.WaitFor(t, 15*time.Second, func() error { // the acks are late too
-		if info, err := s.Info(ctx); err != nil || info.State.Msgs != 0 {
-			return fmt.Errorf("queue still holds jobs (%v)", err)
-		}
-		return nil
-	})
+	queueDrained(t, ctx, js, "shipment-jobs", 15*time.Second) // the acks are late too
 	select {
 	case <-handled:
 		t.Error("a job was handled twice")
@@ -436,7 +437,7 @@ func TestWorkersHoldJobsBeyondTheirSlots(t *testing.T) {
 		}
 		return fmt.Errorf("no lane inbox among %v", cz.Conns[0].Subs)
 	})
-	if err := js.Conn().PublishRequest(apiPrefixOf(js)+"CONSUMER.MSG.NEXT."+StreamName("shipment-jobs")+"."+QueueConsumer, inbox,
+	if err := js.Conn().PublishRequest(apiPrefix(js)+"CONSUMER.MSG.NEXT."+StreamName("shipment-jobs")+"."+QueueConsumer, inbox,
 		[]byte(`{"batch":1,"expires":30000000000}`)); err != nil {
 		t.Fatal(err)
 	}
@@ -464,13 +465,7 @@ func TestWorkersHoldJobsBeyondTheirSlots(t *testing.T) {
 		}
 		return nil
 	})
-	s, _ := js.Stream(ctx, "shipment-jobs")
-	natstest.WaitFor(t, 10*time.Second, func() error {
-		if info, err := s.Info(ctx); err != nil || info.State.Msgs != 0 {
-			return fmt.Errorf("queue still holds jobs (%v)", err)
-		}
-		return nil
-	})
+	queueDrained(t, ctx, js, "shipment-jobs", 10*time.Second)
 	mu.Lock()
 	defer mu.Unlock()
 	for job, a := range attempts {
