@@ -2,6 +2,7 @@ package platform
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -231,4 +232,33 @@ func callHandler(ctx context.Context, h Handler, m *Message) (err error) {
 		}
 	}()
 	return h(ctx, m)
+}
+
+// readBatch hands each event of batch to fn until the server ends the
+// pull request (its batch filled, or its expiry's 408), and returns how
+// many it handed. A request is never abandoned at a client deadline: one
+// the server still holds would take the next event to an inbox nobody
+// reads, pending until its AckWait, while the next pull got the events
+// after it. Only stop (a shutdown; nil for none) ends the reading early;
+// what reaches the request then waits out its AckWait.
+func readBatch(stop <-chan struct{}, batch jetstream.MessageBatch, fn func(jetstream.Msg)) (n int) {
+	msgs := batch.Messages()
+	for {
+		select {
+		case msg, ok := <-msgs:
+			if !ok {
+				return n
+			}
+			n++
+			fn(msg)
+		case <-stop:
+			return n
+		}
+	}
+}
+
+// isFetchIdle reports whether a fetch error only means "nothing came".
+func isFetchIdle(err error) bool {
+	return err == nil || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) ||
+		errors.Is(err, nats.ErrTimeout) || errors.Is(err, jetstream.ErrNoMessages)
 }

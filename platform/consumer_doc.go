@@ -31,14 +31,10 @@ package platform
 // restarting the broker's delivery count of those events.
 //
 // Lost deliveries: a delivery can go to a pull request its client no
-// longer reads; the event would come back only after AckWait, behind its
-// key's later events. nats.go's Fetch gave up on a request's inbox a
-// second after its expiry, and a request that reached the server late
-// was still served, so partition runners speak the pull protocol over
-// one inbox for their life (pullInbox): a late delivery still reaches
-// them (TestGroupTakesEventsServedLate). A request that is not the
-// runner's own (a stale one with its pin) can still take one, so the
-// runner also checks the consumer's
+// longer reads (nats.go gives up on a fetch a second after its expiry
+// if the server has not ended it, and a request that reached the server
+// late is still served); the event would come back only after AckWait,
+// behind its key's later events. The runner checks the consumer's
 // delivery sequence: on a jump it takes nothing newer, lets what it
 // holds run, then resets the consumer to its ack floor, so the lost
 // event comes again before the key's later ones, at a handover's price

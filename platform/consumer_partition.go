@@ -3,7 +3,6 @@ package platform
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -49,7 +48,6 @@ type partitionRunner struct {
 	// delivery was lost since the last reset.
 	nextDelivery uint64
 	lost         bool
-	pinID        string // the group's pin, as the server last gave it to the runner
 }
 
 // lane is the events of one key held by the runner.
@@ -82,12 +80,6 @@ func (r *partitionRunner) run() {
 		ackWait = 30 * time.Second
 	}
 	go r.keepAlive(ackWait / 3)
-	var in *pullInbox
-	defer func() {
-		if in != nil {
-			in.close()
-		}
-	}()
 	idle := 0 // consecutive fetches that got nothing
 	for r.fetchCtx.Err() == nil {
 		if r.fenced() {
@@ -121,16 +113,23 @@ func (r *partitionRunner) run() {
 			}
 			continue
 		}
-		if in == nil {
-			var err error
-			if in, err = newPullInbox(r.m.js, StreamName(r.m.topic.Name), r.cons.CachedInfo().Name); err != nil {
-				r.m.log.Debug("platform: pull inbox", "partition", r.p, "err", err)
-				sleepCtx(r.fetchCtx, 100*time.Millisecond)
-				continue
-			}
-		}
-		got, err := r.fetch(in, n)
+		// Read until the server ends the request (readBatch), even when
+		// released meanwhile: measured under load (go test -race, six
+		// processes), a 1 s client deadline with the server's expiry at
+		// 0.9 s let an event reach an abandoned request while the next
+		// pull got the key's later events. A release thus waits for the
+		// request's end (at most fetchWait; what arrives while stopping
+		// is queued, never run, and delivered again by the next owner's
+		// reset), and no request of this runner outlives it to take the
+		// next owner's pin.
+		batch, err := r.cons.Fetch(n, jetstream.FetchMaxWait(fetchWait), jetstream.FetchPriorityGroup(r.m.cfg.Group))
 		if err != nil {
+			r.m.log.Debug("platform: fetch", "partition", r.p, "err", err)
+			sleepCtx(r.fetchCtx, 100*time.Millisecond)
+			continue
+		}
+		got := readBatch(nil, batch, r.dispatch)
+		if err := batch.Error(); !isFetchIdle(err) {
 			r.m.log.Debug("platform: fetch", "partition", r.p, "err", err)
 			sleepCtx(r.fetchCtx, 100*time.Millisecond)
 		}
@@ -147,51 +146,6 @@ func (r *partitionRunner) run() {
 // fetchWait is how long one pull request of a partition runner waits for
 // events at the server.
 const fetchWait = 500 * time.Millisecond
-
-// fetch asks for up to n events (as the group's pinned client) and
-// dispatches each until the server ends the request: n delivered, or
-// expired. The runner's inbox lives as long as it does, so an event the
-// server serves to a request that reached it late still arrives (nats.go
-// Fetch gave up on the request's inbox a second after its expiry, and
-// such an event went to nobody: a lost delivery, see inSequence). A
-// request silent for a second past its expiry is presumed ended; what
-// it brings later is dispatched by the next fetch. It reads on when the
-// runner is released meanwhile: what arrives then is queued, never run,
-// and delivered again by the next owner's reset, and no request of the
-// runner outlives it to take the next owner's pin.
-func (r *partitionRunner) fetch(in *pullInbox, n int) (got int, err error) {
-	if err := in.request(pullRequest{Batch: n, Expires: fetchWait, Group: r.m.cfg.Group, PinID: r.pinID}); err != nil {
-		return 0, err
-	}
-	silent := time.NewTimer(fetchWait + time.Second)
-	defer silent.Stop()
-	for {
-		select {
-		case m := <-in.msgs:
-			switch code, desc := pullStatus(m); code {
-			case "":
-				if pin := m.Header.Get("Nats-Pin-Id"); pin != "" {
-					r.pinID = pin
-				}
-				got++
-				r.dispatch(&pulledMsg{nc: in.nc, msg: m})
-				if got >= n {
-					return got, nil
-				}
-			case "100":
-			case "408", "404":
-				return got, nil
-			case "423": // the pin moved on: ask without it
-				r.pinID = ""
-				return got, nil
-			default:
-				return got, fmt.Errorf("pull request ended: %s %s", code, desc)
-			}
-		case <-silent.C:
-			return got, nil
-		}
-	}
-}
 
 // stalledFetches is how many empty fetches in a row (3 s of them) make
 // the runner check that the partition is not pinned to a pull request
@@ -244,18 +198,17 @@ func (r *partitionRunner) unstick() {
 // inSequence checks a delivery's consumer sequence (dseq). While the
 // runner holds the consumer's pin every delivery comes to it, one after
 // the other, so a jump means a delivery went to a pull request nobody
-// reads any more. The runner's own requests share one inbox for its life
-// (see fetch), so that takes a request not its own, such as a stale one
-// carrying its pin. (When the runner fetched with nats.go, which gives
-// up on a fetch's inbox a second after its expiry, it was seen once in a
-// race-detector run of the whole suite under extra load: good-2 handled
-// before good-1, a key's order broken.) That event would wait out
-// AckWait (30 s) while the key's later events ran. From a jump on, the
-// runner takes no new event (inSequence false; redeliveries of what it
-// holds still run), lets what it holds run, then resets the consumer to
-// its ack floor (resync), so the lost delivery and everything after it
-// come again in stream order. A lower sequence follows a reset (this
-// runner's, or a new owner's): the count starts again there.
+// reads any more: nats.go gives up on a fetch one second after its
+// expiry if the server has not ended it, and a request that reached the
+// server late is still served (seen once in a race-detector run of the
+// whole suite under extra load: good-2 handled before good-1, a key's
+// order broken). That event would wait out AckWait (30 s) while the
+// key's later events ran. From a jump on, the runner takes no new event
+// (inSequence false; redeliveries of what it holds still run), lets what
+// it holds run, then resets the consumer to its ack floor (resync), so
+// the lost delivery and everything after it come again in stream order.
+// A lower sequence follows a reset (this runner's, or a new owner's):
+// the count starts again there.
 func (r *partitionRunner) inSequence(dseq uint64) bool {
 	switch {
 	case r.lost:

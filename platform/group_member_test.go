@@ -15,7 +15,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/msgplatform/platform/embeddednats"
 	"github.com/msgplatform/platform/embeddednats/natstest"
 )
 
@@ -493,79 +492,5 @@ func TestGroupKeepsKeyOrderWhenADeliveryIsLost(t *testing.T) {
 	}
 	if v := counterSum(t, metrics, "platform_consumer_lost_delivery_resets_total"); v != 1 {
 		t.Errorf("platform_consumer_lost_delivery_resets_total = %v, want 1", v)
-	}
-}
-
-// Every pull request of the member reaches the server 1.8 s late (what
-// it sends is held 1.8 s): an event served to such a request still
-// reaches the runner, whose inbox lives as long as it does, so no
-// delivery is lost and no reset is needed. With nats.go's Fetch, which
-// gives up on a request's inbox a second after its 0.5 s expiry, every
-// event went to an inbox nobody read, and the runner reset the consumer
-// again and again.
-func TestGroupTakesEventsServedLate(t *testing.T) {
-	t.Parallel()
-	f := natstest.RunFabric(t, 3)
-	js := f.JetStream()
-	applyGroup(t, js, "ledger", 1, "books")
-	link := newSlowLink(t, f.Node(0).ClientURL())
-	nc, err := embeddednats.ConnectAdmin(f.Trust(), link.url(), nats.NoReconnect())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	mjs, _ := jetstream.New(nc)
-	var mu sync.Mutex
-	var order []int
-	metrics := NewConsumerMetrics()
-	// Membership renewals are late too: a TTL well past the delay.
-	cfg := MemberConfig{Group: "books", ID: "m1", Heartbeat: time.Second, TTL: 10 * time.Second, Metrics: metrics}
-	startMember(t, mjs, cfg, func(_ context.Context, m *Message) error {
-		n, err := strconv.Atoi(string(m.Data))
-		if err != nil {
-			return Permanent(err)
-		}
-		mu.Lock()
-		order = append(order, n)
-		mu.Unlock()
-		return nil
-	})
-	ctx := testCtx(t, 90*time.Second)
-	pub := NewPublisher(js, PublisherOptions{})
-	publish := func(i int) {
-		t.Helper()
-		if _, err := pub.Publish(ctx, Event{ID: fmt.Sprintf("entry-%d", i), Topic: "ledger", Key: "acct:1", Payload: []byte(strconv.Itoa(i))}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	handled := func(n int, within time.Duration) {
-		t.Helper()
-		natstest.WaitFor(t, within, func() error {
-			mu.Lock()
-			defer mu.Unlock()
-			if len(order) < n {
-				return fmt.Errorf("%d of %d handled: %v", len(order), n, order)
-			}
-			return nil
-		})
-	}
-	publish(0)
-	handled(1, 20*time.Second) // the member holds the partition
-	link.delay.Store(int64(1800 * time.Millisecond))
-	time.Sleep(4 * time.Second) // only late requests reach the server from here on
-	start := time.Now()
-	for i := 1; i <= 6; i++ {
-		publish(i)
-	}
-	handled(7, 20*time.Second)
-	t.Logf("6 events handled within %s of their publish (pull requests 1.8 s late)", time.Since(start).Round(time.Millisecond))
-	time.Sleep(2 * time.Second) // a late repeat would show by now
-	mu.Lock()
-	defer mu.Unlock()
-	if !slices.Equal(order, []int{0, 1, 2, 3, 4, 5, 6}) {
-		t.Errorf("handled %v, want 0..6 once each, in order", order)
-	}
-	if v := counterSum(t, metrics, "platform_consumer_lost_delivery_resets_total"); v != 0 {
-		t.Errorf("platform_consumer_lost_delivery_resets_total = %v, want 0: a delivery went to a request the runner no longer read", v)
 	}
 }

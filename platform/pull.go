@@ -53,8 +53,6 @@ type pullRequest struct {
 	Batch     int           `json:"batch"`
 	Expires   time.Duration `json:"expires"`
 	Heartbeat time.Duration `json:"idle_heartbeat,omitempty"`
-	Group     string        `json:"group,omitempty"` // priority group
-	PinID     string        `json:"id,omitempty"`    // the pin the client holds
 }
 
 // request asks for up to req.Batch messages (at most pullBuffer), waiting
