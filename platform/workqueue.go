@@ -73,7 +73,6 @@ type Workers struct {
 	sess     *sessions
 	crashed  atomic.Bool
 	once     sync.Once
-	held     atomic.Int64 // jobs that reached a lane beyond its slots (hold)
 	holding  atomic.Int64 // of those, how many wait for a slot now
 }
 
@@ -304,31 +303,24 @@ func (w *Workers) claimLane(ctx context.Context) {
 // whose request ends give up their slots while a held job waits, and ask
 // for no more until none does.
 func (w *Workers) hold(ctx context.Context, raw jetstream.Msg) {
-	w.held.Add(1)
 	w.cfg.Metrics.jobHeld(w.cfg.Queue)
 	w.holding.Add(1)
 	w.wg.Add(1)
 	go func() {
-		t := time.NewTicker(max(w.lease/3, 10*time.Millisecond))
-		defer t.Stop()
-		for {
-			select {
-			case w.sem <- struct{}{}:
-				w.holding.Add(-1)
-				w.job(raw)
-				return
-			case <-t.C:
-				if !w.crashed.Load() {
-					_ = raw.InProgress()
-				}
-			case <-ctx.Done():
-				w.holding.Add(-1)
-				if !w.crashed.Load() {
-					_ = raw.Nak()
-				}
-				w.wg.Done()
-				return
+		rctx, stopRenewing := context.WithCancel(ctx)
+		go w.renew(rctx, raw)
+		select {
+		case w.sem <- struct{}{}:
+			stopRenewing()
+			w.holding.Add(-1)
+			w.job(raw) // renews the lease itself while it runs
+		case <-ctx.Done():
+			stopRenewing()
+			w.holding.Add(-1)
+			if !w.crashed.Load() {
+				_ = raw.Nak()
 			}
+			w.wg.Done()
 		}
 	}()
 }
@@ -347,14 +339,14 @@ func (w *Workers) unclaim(in *pullInbox) {
 			_ = (&pulledMsg{nc: in.nc, msg: m}).Nak()
 		}
 	}
-	for grace := time.After(50 * time.Millisecond); ; {
+	grace := time.After(50 * time.Millisecond)
+	for waiting := true; waiting; {
 		select {
 		case m := <-in.msgs:
 			giveBack(m)
-			continue
 		case <-grace:
+			waiting = false
 		}
-		break
 	}
 	in.close()
 	for {
