@@ -1,0 +1,148 @@
+package tlsconf
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/msgplatform/platform/internal/validate"
+)
+
+// ErrInvalid is wrapped by every error of this package.
+var ErrInvalid = errors.New("tlsconf: invalid TLS settings")
+
+// Config is the TLS of one listener or one client. The zero value is no
+// TLS.
+type Config struct {
+	// CertFile and KeyFile: this side's certificate and key (PEM). A
+	// listener needs both; a client names them to present a certificate
+	// (mTLS).
+	CertFile string `mapstructure:"cert_file" json:"cert_file,omitempty"`
+	KeyFile  string `mapstructure:"key_file" json:"key_file,omitempty"`
+	// CAFile: the CA (PEM) that signs the other side's certificate. A
+	// client verifies the server with it; a listener with Verify checks
+	// client certificates with it.
+	CAFile string `mapstructure:"ca_file" json:"ca_file,omitempty"`
+	// Verify, on a listener: require a client certificate signed by
+	// CAFile (mTLS).
+	Verify bool `mapstructure:"verify" json:"verify,omitempty"`
+}
+
+// Enabled reports whether any TLS setting is made.
+func (c Config) Enabled() bool { return c.CertFile != "" || c.KeyFile != "" || c.CAFile != "" }
+
+// ValidateServer adds to p, under key, what keeps c from serving TLS:
+// a missing cert or key, an unreadable file, Verify without a CA.
+func (c Config) ValidateServer(p *validate.Problems, key string) {
+	if !c.Enabled() {
+		if c.Verify {
+			p.Addf(key+".verify", "needs %s.cert_file, %s.key_file and %s.ca_file", key, key, key)
+		}
+		return
+	}
+	if c.CertFile == "" {
+		p.Addf(key+".cert_file", "is required when %s is set (the listener's certificate, PEM)", key)
+	}
+	if c.KeyFile == "" {
+		p.Addf(key+".key_file", "is required when %s is set (the listener's private key, PEM)", key)
+	}
+	if c.Verify && c.CAFile == "" {
+		p.Addf(key+".ca_file", "is required with %s.verify (the CA that signs client certificates)", key)
+	}
+	c.validateFiles(p, key)
+}
+
+// ValidateClient adds to p, under key, what keeps c from dialling TLS: a
+// certificate without its key (or the reverse), an unreadable file.
+func (c Config) ValidateClient(p *validate.Problems, key string) {
+	if (c.CertFile == "") != (c.KeyFile == "") {
+		p.Addf(key, "cert_file and key_file go together (a client certificate and its key)")
+	}
+	c.validateFiles(p, key)
+}
+
+func (c Config) validateFiles(p *validate.Problems, key string) {
+	for _, f := range []struct{ name, path string }{{"cert_file", c.CertFile}, {"key_file", c.KeyFile}, {"ca_file", c.CAFile}} {
+		if f.path == "" {
+			continue
+		}
+		if _, err := os.Stat(f.path); err != nil {
+			p.Addf(key+"."+f.name, "cannot be read: %v", err)
+		}
+	}
+	if c.CertFile != "" && c.KeyFile != "" {
+		if _, err := tls.LoadX509KeyPair(c.CertFile, c.KeyFile); err != nil {
+			p.Addf(key, "cert_file and key_file are not a usable pair: %v", err)
+		}
+	}
+	if c.CAFile != "" {
+		if _, err := c.pool(); err != nil {
+			p.Addf(key+".ca_file", "%v", err)
+		}
+	}
+}
+
+// Server is the listener configuration: nil when c is not enabled.
+func (c Config) Server() (*tls.Config, error) {
+	if !c.Enabled() {
+		return nil, nil
+	}
+	cert, err := tls.LoadX509KeyPair(c.CertFile, c.KeyFile)
+	if err != nil {
+		return nil, fmt.Errorf("%w: cert_file %s, key_file %s: %v", ErrInvalid, c.CertFile, c.KeyFile, err)
+	}
+	tc := &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}}
+	if c.CAFile != "" {
+		pool, err := c.pool()
+		if err != nil {
+			return nil, err
+		}
+		tc.ClientCAs = pool
+	}
+	if c.Verify {
+		if tc.ClientCAs == nil {
+			return nil, fmt.Errorf("%w: verify needs ca_file", ErrInvalid)
+		}
+		tc.ClientAuth = tls.RequireAndVerifyClientCert
+	}
+	return tc, nil
+}
+
+// Client is the dialling configuration: nil when c is not enabled.
+// serverName, when not empty, is the name the server's certificate must
+// carry (else the host dialled).
+func (c Config) Client(serverName string) (*tls.Config, error) {
+	if !c.Enabled() {
+		return nil, nil
+	}
+	tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: serverName}
+	if c.CAFile != "" {
+		pool, err := c.pool()
+		if err != nil {
+			return nil, err
+		}
+		tc.RootCAs = pool
+	}
+	if c.CertFile != "" || c.KeyFile != "" {
+		cert, err := tls.LoadX509KeyPair(c.CertFile, c.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("%w: cert_file %s, key_file %s: %v", ErrInvalid, c.CertFile, c.KeyFile, err)
+		}
+		tc.Certificates = []tls.Certificate{cert}
+	}
+	return tc, nil
+}
+
+func (c Config) pool() (*x509.CertPool, error) {
+	pem, err := os.ReadFile(c.CAFile)
+	if err != nil {
+		return nil, fmt.Errorf("%w: ca_file: %v", ErrInvalid, err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("%w: ca_file %s holds no PEM certificate", ErrInvalid, c.CAFile)
+	}
+	return pool, nil
+}

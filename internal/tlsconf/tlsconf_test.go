@@ -1,0 +1,86 @@
+package tlsconf_test
+
+import (
+	"crypto/tls"
+	"io"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/msgplatform/platform/internal/tlsconf"
+	"github.com/msgplatform/platform/internal/tlsconf/tlstest"
+	"github.com/msgplatform/platform/internal/validate"
+)
+
+// A client with the CA reaches a listener; one with another CA, or
+// without a certificate where Verify asks for one, is refused.
+func TestMutualTLS(t *testing.T) {
+	ca := tlstest.NewT(t)
+	srv := ca.ServerT(t, "n1")
+	srv.Verify = true
+	st, err := srv.Server()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				_, _ = c.Write([]byte("hi"))
+			}()
+		}
+	}()
+	dial := func(c tlsconf.Config) error {
+		ct, err := c.Client("")
+		if err != nil {
+			return err
+		}
+		conn, err := tls.Dial("tcp", ln.Addr().String(), ct)
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		_, err = io.ReadAll(conn)
+		return err
+	}
+	if err := dial(ca.ClientT(t, "svc")); err != nil {
+		t.Fatalf("client with a certificate of the CA: %v", err)
+	}
+	if err := dial(ca.Trust()); err == nil {
+		t.Fatal("client without a certificate was served by a listener with verify")
+	}
+	other := tlstest.NewT(t)
+	if err := dial(other.ClientT(t, "rogue")); err == nil {
+		t.Fatal("client of another CA was served")
+	}
+}
+
+func TestValidateNamesEveryProblem(t *testing.T) {
+	var p validate.Problems
+	tlsconf.Config{CertFile: "/nonexistent/cert.pem", Verify: true}.ValidateServer(&p, "node.tls")
+	msg := p.Err(tlsconf.ErrInvalid).Error()
+	for _, want := range []string{"node.tls.key_file", "node.tls.ca_file", "node.tls.cert_file"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("problems %q do not name %s", msg, want)
+		}
+	}
+	ca := tlstest.NewT(t)
+	c := ca.ClientT(t, "svc")
+	if fi, err := os.Stat(c.KeyFile); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("key file mode: %v %v", fi.Mode(), err)
+	}
+	var q validate.Problems
+	c.ValidateClient(&q, "tls")
+	if q.Len() != 0 {
+		t.Fatalf("a good client config has problems: %v", q.Err(tlsconf.ErrInvalid))
+	}
+}
