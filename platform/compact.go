@@ -18,7 +18,7 @@ import (
 // write of a key cannot bring back the older values.
 //
 // A tombstone deletes a key: an event on the key with header
-// Platform-Tombstone: true and a Nats-TTL header (per-message TTL, stream
+// Event-Tombstone: true and a Nats-TTL header (per-message TTL, stream
 // AllowMsgTTL, nats-server 2.11+). It replaces the key's value like any
 // event, so consumers see the delete, and the server removes the
 // tombstone itself after the topic's tombstone retention; after that the
@@ -35,7 +35,7 @@ import (
 // all but the latest event of every key immediately.
 
 // TombstoneHeader marks an event that deletes its key on a compacted topic.
-const TombstoneHeader = "Platform-Tombstone"
+const TombstoneHeader = "Event-Tombstone"
 
 // msgTTLHeader is nats-server's per-message TTL header.
 const msgTTLHeader = "Nats-TTL"
@@ -48,7 +48,7 @@ func (t TopicSpec) tombstoneRetention() time.Duration {
 }
 
 // TombstoneEvent returns the event that deletes key on the compacted topic
-// t: no payload, header Platform-Tombstone: true and Nats-TTL set to the
+// t: no payload, header Event-Tombstone: true and Nats-TTL set to the
 // topic's tombstone retention. Publish it with a Publisher like any event
 // (id is its dedupe key). It refuses a topic that is not compacted: there
 // a tombstone would be one more event, deleting nothing.

@@ -71,7 +71,7 @@ type PublisherOptions struct {
 
 // SchemaVersionHeader carries the schema version an event was validated
 // against, so a consumer can choose its decoder (schema.VersionOf).
-const SchemaVersionHeader = "Platform-Schema-Version"
+const SchemaVersionHeader = "Event-Schema-Version"
 
 // Validator validates an event before it is published and returns the
 // schema version it conforms to (0: the topic is not validated).

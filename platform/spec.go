@@ -53,7 +53,7 @@ type TopicSpec struct {
 	// (see compact.go): a current-state topic, not a full history.
 	Cleanup string `mapstructure:"cleanup" json:"cleanup,omitempty"`
 	// TombstoneRetention is how long a compacted topic keeps a tombstone
-	// (an event with header Platform-Tombstone: true) before the key is
+	// (an event with header Event-Tombstone: true) before the key is
 	// gone altogether. Compacted topics only; 0 means
 	// DefaultTombstoneRetention.
 	TombstoneRetention time.Duration `mapstructure:"tombstone_retention" json:"tombstone_retention,omitempty"`
@@ -72,7 +72,7 @@ type TopicSpec struct {
 	ValidateEvents bool `mapstructure:"validate" json:"validate,omitempty"`
 	// EventType is the schema registry subject a validating topic's
 	// events conform to, unless an event names its own (header
-	// Platform-Event-Type). Only with validate: true.
+	// Event-Type). Only with validate: true.
 	EventType string `mapstructure:"event_type" json:"event_type,omitempty"`
 }
 

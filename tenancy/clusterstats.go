@@ -24,6 +24,7 @@ type Counters struct {
 	Throttled     uint64 `json:"throttled"`
 	Rejected      uint64 `json:"rejected"`
 	Dropped       uint64 `json:"dropped"`
+	Refused       uint64 `json:"refused,omitempty"`
 	Denied        uint64 `json:"denied"`
 	Out           uint64 `json:"out,omitempty"`
 	OutBytes      uint64 `json:"out_bytes,omitempty"`
@@ -37,6 +38,7 @@ func (c *Counters) add(o Counters) {
 	c.Throttled += o.Throttled
 	c.Rejected += o.Rejected
 	c.Dropped += o.Dropped
+	c.Refused += o.Refused
 	c.Denied += o.Denied
 	c.Out += o.Out
 	c.OutBytes += o.OutBytes
@@ -51,7 +53,7 @@ func (m *Manager) localStats() map[string]Counters {
 	out := make(map[string]Counters, len(m.counters))
 	for name, s := range m.counters {
 		c := Counters{Accepted: s.Accepted.Load(), AcceptedBytes: s.AcceptedBytes.Load(), Throttled: s.Throttled.Load(),
-			Rejected: s.Rejected.Load(), Dropped: s.Dropped.Load(), Denied: s.Denied.Load(),
+			Rejected: s.Rejected.Load(), Dropped: s.Dropped.Load(), Refused: s.Refused.Load(), Denied: s.Denied.Load(),
 			Out: s.Out.Load(), OutBytes: s.OutBytes.Load()}
 		if rt := m.rts[name]; rt != nil {
 			c.Runtimes = 1

@@ -176,12 +176,14 @@ func TestUsageClusterWideAndResumeServing(t *testing.T) {
 	// holder's node. A retried event may be counted twice by the ingests
 	// (never stored twice); retries says how many there were.
 	retries, seq := 0, 0
+	var idBytes uint64 // the Nats-Msg-Id header lines, stored with each event
 	publish := func(n int) {
 		t.Helper()
 		for i := range 3 {
 			js, _ := jetstream.New(e.mustConnect(prod, "producer", i))
 			for k := range n {
 				seq++
+				idBytes += uint64(len(fmt.Sprintf("Nats-Msg-Id: wide-%d\r\n", seq)))
 				for attempt := 0; ; attempt++ {
 					pctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 					_, err := js.Publish(pctx, "orders.k", []byte("0123456789"), jetstream.WithMsgID(fmt.Sprintf("wide-%d", seq)))
@@ -247,8 +249,12 @@ func TestUsageClusterWideAndResumeServing(t *testing.T) {
 		}
 		u := us[0]
 		t.Logf("usage from manager %d: %s bytes_in=%d", i+1, u, u.BytesIn)
-		if u.MsgsIn < 93 || u.MsgsIn > uint64(93+retries) || u.BytesIn != 10*u.MsgsIn {
-			t.Errorf("manager %d: msgs_in=%d bytes_in=%d, want the cluster totals 93 and 930 (%d retries may add as many)", i+1, u.MsgsIn, u.BytesIn, retries)
+		// Bytes as stored: the 10-byte payload, the stamped header and the
+		// event's Nats-Msg-Id (a retried event may be counted twice).
+		per := uint64(10 + len("NATS/1.0\r\n"+tenancy.HeaderTenant+": wide\r\n\r\n"))
+		want := per*93 + idBytes
+		if u.MsgsIn < 93 || u.MsgsIn > uint64(93+retries) || u.BytesIn < want || u.BytesIn > want+uint64(retries)*(per+32) {
+			t.Errorf("manager %d: msgs_in=%d bytes_in=%d, want the cluster totals 93 and %d (%d retries may add as many)", i+1, u.MsgsIn, u.BytesIn, want, retries)
 		}
 		if i == 0 {
 			accepted = u.MsgsIn

@@ -6,12 +6,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/msgplatform/platform/internal/wire"
+	"github.com/msgplatform/platform/platform"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/time/rate"
@@ -47,7 +49,10 @@ type Stats struct {
 	Accepted, AcceptedBytes atomic.Uint64
 	Throttled, Rejected     atomic.Uint64
 	Dropped                 atomic.Uint64
-	Denied                  atomic.Uint64
+	// Refused counts events the store would refuse (see checkSize),
+	// answered with JetStream's own error.
+	Refused atomic.Uint64
+	Denied  atomic.Uint64
 	// Out and OutBytes are what the servers delivered to the tenant's
 	// own connections that have closed (see watchDisconnects).
 	Out, OutBytes atomic.Uint64
@@ -84,9 +89,12 @@ type ingest struct {
 	msgs      *rate.Limiter
 	bytes     *rate.Limiter
 	maxQueue  atomic.Int64
-	queued    atomic.Int64 // payload bytes waiting in the throttle queue
-	desc      string
-	refusals  atomic.Pointer[refusals] // replaced by setQuota; read without a lock
+	// maxPayload is the tenant's max_payload quota (0: the server's):
+	// header and payload of a stored event stay within it.
+	maxPayload atomic.Int64
+	queued     atomic.Int64 // header and payload bytes waiting in the throttle queue
+	desc       string
+	refusals   atomic.Pointer[refusals] // replaced by setQuota; read without a lock
 
 	queue   chan *event
 	done    chan struct{}
@@ -126,7 +134,7 @@ type refusals struct {
 const placeWait = time.Second
 
 // queueCap bounds the throttle queue in events, maxQueuedBytes in
-// payload bytes: whatever the quota, a flood cannot make the ingest
+// header and payload bytes: whatever the quota, a flood cannot make the ingest
 // buffer without bound.
 const (
 	queueCap       = 1 << 14
@@ -159,6 +167,7 @@ func (in *ingest) setQuota(q Quota) {
 	}
 	in.quota = q
 	in.reject.Store(q.Policy == PolicyReject)
+	in.maxPayload.Store(q.MaxPayload)
 	in.unlimited.Store(q.PublishRate <= 0 && q.PublishBytesRate <= 0)
 	now := time.Now()
 	if q.PublishRate > 0 {
@@ -364,14 +373,14 @@ func (in *ingest) handle(m *wire.Msg) {
 	}
 	if in.reject.Load() && !unlimited {
 		now := time.Now()
-		if !in.msgs.AllowN(now, 1) || !in.bytes.AllowN(now, len(m.Data)) {
+		if !in.msgs.AllowN(now, 1) || !in.bytes.AllowN(now, len(m.Header)+len(m.Data)) {
 			in.refuse(m.Reply, "publish rate quota exceeded")
 			return
 		}
 		in.forward(m.Subject, m.Reply, m.Header, m.Data, &in.hdrBuf)
 		return
 	}
-	n := int64(len(m.Data))
+	n := int64(len(m.Header) + len(m.Data))
 	if !unlimited && (int64(len(in.queue)) >= in.maxQueue.Load() || in.queued.Load()+n > maxQueuedBytes) {
 		in.refuse(m.Reply, "publish rate quota exceeded and the throttle queue is full")
 		return
@@ -417,10 +426,11 @@ func (in *ingest) worker() {
 		case <-in.done:
 			return
 		case e := <-in.queue:
-			in.queued.Add(-int64(len(e.data)))
+			n := len(e.header) + len(e.data)
+			in.queued.Add(-int64(n))
 			now := time.Now()
 			r1 := in.msgs.ReserveN(now, 1)
-			r2 := in.bytes.ReserveN(now, len(e.data))
+			r2 := in.bytes.ReserveN(now, n)
 			if !r1.OK() || !r2.OK() {
 				in.refuse(e.reply, "event larger than the byte-rate burst")
 				continue
@@ -462,25 +472,69 @@ func (in *ingest) worker() {
 
 // forward republishes an event to its stored subject with the stamped
 // header block (see stampHeader; scratch is the caller's buffer for it).
+// An event the store would refuse for its size is answered here with
+// JetStream's own error and counted as refused, never as accepted.
 func (in *ingest) forward(subject, reply, hdr, data []byte, scratch *[]byte) {
-	if err := in.fwd.Publish(storedPrefix+".", subject, reply, in.stampHeader(hdr, scratch), data); err != nil {
+	h := in.stampHeader(hdr, scratch)
+	if body := in.checkSize(len(h), len(data)); body != nil {
+		in.stats.Refused.Add(1)
+		if len(reply) > 0 {
+			_ = in.fwd.Publish("", reply, nil, nil, body)
+		}
+		return
+	}
+	if err := in.fwd.Publish(storedPrefix+".", subject, reply, h, data); err != nil {
 		in.refuse(reply, "platform ingest could not forward: "+err.Error())
 		return
 	}
 	in.stats.Accepted.Add(1)
-	in.stats.AcceptedBytes.Add(uint64(len(data)))
+	in.stats.AcceptedBytes.Add(uint64(len(h) + len(data)))
+}
+
+// maxHeader is the largest header block JetStream stores.
+const maxHeader = math.MaxUint16
+
+// The encoded errors JetStream answers an oversized event with (codes
+// and descriptions as nats-server 2.15 has them), so a publisher sees the
+// same refusal whether the ingest or the stream refuses.
+var (
+	errHeaderTooBig = []byte(`{"error":{"code":400,"err_code":10097,"description":"header size exceeds maximum allowed of 64k"}}`)
+	errMsgTooBig    = []byte(`{"error":{"code":400,"err_code":10054,"description":"message size exceeds maximum allowed"}}`)
+)
+
+// checkSize returns the error the store would answer an event of a
+// stored header of hdr bytes and data bytes with (nil: it fits): a header
+// over 64 KiB, or header and payload over the tenant's max_payload (the
+// account's limit, which the ingest's own connection is held to).
+func (in *ingest) checkSize(hdr, data int) []byte {
+	if hdr > maxHeader {
+		return errHeaderTooBig
+	}
+	if lim := in.maxPayload.Load(); lim > 0 && int64(hdr+data) > lim {
+		return errMsgTooBig
+	}
+	return nil
 }
 
 var (
-	crlf      = []byte("\r\n")
-	tenantKey = []byte(HeaderTenant)
+	crlf           = []byte("\r\n")
+	platformPrefix = []byte(platform.HeaderPrefix)
 )
+
+// isPlatformKey reports whether a header line's key (leading spaces
+// allowed) is in the platform's namespace, in any case: the byte form of
+// platform.IsPlatformHeader, on the read buffer.
+func isPlatformKey(k []byte) bool {
+	k = bytes.TrimLeft(k, " \t")
+	return len(k) >= len(platformPrefix) && bytes.EqualFold(k[:len(platformPrefix)], platformPrefix)
+}
 
 // stampHeader is the header block an event is stored with: the shared
 // stamp alone for an event without headers (the common case: nothing is
-// copied), else the event's header lines without any Platform-Tenant (a
-// client cannot choose its tenant, whatever the case of the key) and the
-// stamp, built in *scratch. The first line is always "NATS/1.0" (a
+// copied), else the event's header lines without any header of the
+// platform's namespace (platform.HeaderPrefix, whatever the case of the
+// key: a client can neither choose its tenant nor pass for a canary, a
+// redriven copy or a dead letter) and the stamp, built in *scratch. The first line is always "NATS/1.0" (a
 // status a client put there is not kept).
 func (in *ingest) stampHeader(hdr []byte, scratch *[]byte) []byte {
 	if len(hdr) == 0 {
@@ -503,8 +557,8 @@ func (in *ingest) stampHeader(hdr []byte, scratch *[]byte) []byte {
 		if len(line) == 0 {
 			break // the blank line that ends the block
 		}
-		if k := bytes.IndexByte(line, ':'); k >= 0 && bytes.EqualFold(bytes.TrimSpace(line[:k]), tenantKey) {
-			continue
+		if k := bytes.IndexByte(line, ':'); k < 0 || isPlatformKey(line[:k]) {
+			continue // malformed (no key), or the platform's
 		}
 		b = append(append(b, line...), crlf...)
 	}

@@ -61,8 +61,8 @@ type Quota struct {
 	Storage       Storage `mapstructure:"storage" json:"storage"`
 	// PublishRate is events/s over the whole cluster (0: unlimited).
 	PublishRate int `mapstructure:"publish_rate" json:"publish_rate"`
-	// PublishBytesRate is payload bytes/s over the whole cluster (0:
-	// unlimited).
+	// PublishBytesRate is bytes/s over the whole cluster, headers and
+	// payload as the client sent them (0: unlimited).
 	PublishBytesRate int64  `mapstructure:"publish_bytes_rate" json:"publish_bytes_rate"`
 	Policy           Policy `mapstructure:"policy" json:"policy"`
 }

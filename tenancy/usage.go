@@ -36,15 +36,19 @@ type TierUsage struct {
 // fire-and-forget publishes lost to the rate quota (no reply subject to
 // refuse them on, or the ingest's subscription overflowed).
 type Usage struct {
-	Tenant      string               `json:"tenant"`
-	State       State                `json:"state"`
-	MsgsIn      uint64               `json:"msgs_in"`
-	BytesIn     uint64               `json:"bytes_in"`
-	MsgsOut     int64                `json:"msgs_out"`
-	BytesOut    int64                `json:"bytes_out"`
-	Throttled   uint64               `json:"throttled"`
-	Rejected    uint64               `json:"rejected"`
-	Dropped     uint64               `json:"dropped"`
+	Tenant    string `json:"tenant"`
+	State     State  `json:"state"`
+	MsgsIn    uint64 `json:"msgs_in"`
+	BytesIn   uint64 `json:"bytes_in"`
+	MsgsOut   int64  `json:"msgs_out"`
+	BytesOut  int64  `json:"bytes_out"`
+	Throttled uint64 `json:"throttled"`
+	Rejected  uint64 `json:"rejected"`
+	Dropped   uint64 `json:"dropped"`
+	// Refused counts events the store would have refused (a header over
+	// 64 KiB, a message over the stream's or the account's maximum),
+	// answered by the ingest with JetStream's own error; never accepted.
+	Refused     uint64               `json:"refused"`
 	Denied      uint64               `json:"auth_denied"`
 	Connections int                  `json:"connections"`
 	ConnQuota   int                  `json:"connections_quota"`
@@ -93,7 +97,7 @@ func (m *Manager) Usage(ctx context.Context, name string) ([]Usage, error) {
 		st := counts[t.Name]
 		u := Usage{Tenant: t.Name, State: t.State, ConnQuota: t.Quota.Connections, PublishRate: t.Quota.PublishRate,
 			MsgsIn: st.Accepted, BytesIn: st.AcceptedBytes, Throttled: st.Throttled,
-			Rejected: st.Rejected, Dropped: st.Dropped, Denied: st.Denied, Storage: map[string]TierUsage{}}
+			Rejected: st.Rejected, Dropped: st.Dropped, Refused: st.Refused, Denied: st.Denied, Storage: map[string]TierUsage{}}
 		if s, ok := stat[t.Account]; ok {
 			u.Connections = s.Conns
 		}
@@ -267,7 +271,8 @@ type collector struct{ m *Manager }
 
 var (
 	descIn        = prometheus.NewDesc("platform_tenant_publish_events_total", "Events accepted by the ingest, by tenant.", []string{"tenant"}, nil)
-	descInBytes   = prometheus.NewDesc("platform_tenant_publish_bytes_total", "Payload bytes accepted by the ingest, by tenant.", []string{"tenant"}, nil)
+	descInBytes   = prometheus.NewDesc("platform_tenant_publish_bytes_total", "Bytes (headers and payload, as stored) accepted by the ingest, by tenant.", []string{"tenant"}, nil)
+	descRefused   = prometheus.NewDesc("platform_tenant_publish_refused_total", "Events the ingest refused because the store would (a header over 64 KiB, a message over the maximum size), by tenant; never counted as accepted.", []string{"tenant"}, nil)
 	descThrottled = prometheus.NewDesc("platform_tenant_publish_throttled_total", "Events delayed by the publish-rate quota, by tenant.", []string{"tenant"}, nil)
 	descRejected  = prometheus.NewDesc("platform_tenant_publish_rejected_total", "Events refused by the publish-rate quota with an error the publisher sees, by tenant.", []string{"tenant"}, nil)
 	descDropped   = prometheus.NewDesc("platform_tenant_publish_dropped_total", "Fire-and-forget events (no reply subject) lost to the publish-rate quota, by tenant.", []string{"tenant"}, nil)
@@ -282,7 +287,7 @@ var (
 )
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descIn, descInBytes, descThrottled, descRejected, descDropped, descDenied, descOut, descOutBytes, descConns, descStorage, descQuota, descSuspended, descPartial} {
+	for _, d := range []*prometheus.Desc{descIn, descInBytes, descThrottled, descRejected, descDropped, descRefused, descDenied, descOut, descOutBytes, descConns, descStorage, descQuota, descSuspended, descPartial} {
 		ch <- d
 	}
 }
@@ -303,6 +308,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		counter(descThrottled, float64(u.Throttled))
 		counter(descRejected, float64(u.Rejected))
 		counter(descDropped, float64(u.Dropped))
+		counter(descRefused, float64(u.Refused))
 		counter(descDenied, float64(u.Denied))
 		// Gauges: a connection that just closed leaves the open
 		// connections' sum a moment before its disconnect event is

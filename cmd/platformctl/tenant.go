@@ -62,7 +62,7 @@ func addQuotaFlags(cmd *cobra.Command) *quotaFlags {
 	f.StringVar(&q.r3m, "r3-memory", "", "R3 memory storage (-1 unlimited)")
 	f.StringVar(&q.r3d, "r3-disk", "", "R3 disk storage (-1 unlimited)")
 	f.IntVar(&q.rate, "publish-rate", 0, "events/s over the whole cluster (0 unlimited)")
-	f.StringVar(&q.bytesRate, "publish-bytes-rate", "", "payload bytes/s over the whole cluster, e.g. 10MiB (0 unlimited)")
+	f.StringVar(&q.bytesRate, "publish-bytes-rate", "", "bytes/s (headers and payload, as stored) over the whole cluster, e.g. 10MiB (0 unlimited)")
 	f.StringVar(&q.policy, "policy", "", "over the publish rate: throttle or reject")
 	return q
 }

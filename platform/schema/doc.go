@@ -77,11 +77,11 @@
 //
 // Validation is opt-in: a platform.Publisher with a Validator
 // (Registry.NewValidator, bound per topic to an event type, or per event
-// by the Platform-Event-Type header) validates each payload against the
+// by the Event-Type header) validates each payload against the
 // subject's latest version (or the version the event names in
-// Platform-Schema-Version) before sending, refuses a non-conforming event
+// Event-Schema-Version) before sending, refuses a non-conforming event
 // (not stored; the error wraps platform.ErrInvalidEvent and
-// ErrValidation) and stamps Platform-Schema-Version. The validator keeps
+// ErrValidation) and stamps Event-Schema-Version. The validator keeps
 // the registry in memory through a KV watch, so validation does no I/O.
 // Consumers read the version with VersionOf to choose a decoder.
 // Unknown fields never fail decoding: validation uses the registered
@@ -91,7 +91,7 @@
 //
 // Per topic: Registry.NewTopicValidator(specs...) validates exactly the
 // topics that declare validate: true (platform.TopicSpec.ValidateEvents),
-// against the event's Platform-Event-Type or else the topic's event_type
+// against the event's Event-Type or else the topic's event_type
 // (an event naming neither is refused); every other topic publishes
 // unchecked, whatever the event's headers (TestValidationIsOptInPerTopic).
 //

@@ -20,7 +20,7 @@ import (
 
 // EventTypeHeader names an event's type (the registry subject) on the
 // event itself; it overrides the topic's binding.
-const EventTypeHeader = "Platform-Event-Type"
+const EventTypeHeader = "Event-Type"
 
 // VersionOf returns the schema version an event was validated against,
 // stamped by a validating Publisher (ok false: not validated).
@@ -76,7 +76,7 @@ func (r *Registry) NewValidator(topics map[string]string) *Validator {
 
 // NewTopicValidator returns a Validator for the topics that opt in
 // (TopicSpec.ValidateEvents, `validate: true`): an event on one of them is
-// validated against its event type (header Platform-Event-Type, else the
+// validated against its event type (header Event-Type, else the
 // topic's event_type) and refused when it has none or does not conform;
 // events on every other topic are published unchecked, whatever their
 // headers. Start it before use.
