@@ -60,6 +60,10 @@ type TenantAccounts struct {
 	// NamePrefix is the prefix of stored object names in a tenant's
 	// account (tenancy.StoredName("")), not shown in the dlq label.
 	NamePrefix string
+	// APIPrefix is the JetStream API prefix of the platform's
+	// connections in a tenant's account (tenancy.APIPrefix; "" the
+	// default).
+	APIPrefix string
 }
 
 // TenantCollector exports the DLQ metrics of Collector for every tenant
@@ -131,7 +135,7 @@ func (tc *tenantConns) scopes(ctx context.Context) []metricScope {
 				tc.s.log.Warn("redrive: metrics: connect to tenant account", "tenant", name, "err", err)
 				continue
 			}
-			js, err := jetstream.New(nc)
+			js, err := newJetStream(nc, tc.src.APIPrefix)
 			if err != nil {
 				nc.Close()
 				continue

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/msgplatform/platform/internal/wire"
@@ -32,12 +33,28 @@ import (
 // connection limit), a run reads through nats.go's ordered consumer and
 // publishes through nats.go instead; what it sends is the same.
 
+// apiPrefixOf is the JetStream API subject prefix js uses, with its dot.
+func apiPrefixOf(js jetstream.JetStream) string {
+	if p := js.Options().APIPrefix; p != "" {
+		return strings.TrimSuffix(p, ".") + "."
+	}
+	return jetstream.DefaultAPIPrefix
+}
+
+// newJetStream is jetstream.New, with an API prefix when one is named.
+func newJetStream(nc *nats.Conn, prefix string) (jetstream.JetStream, error) {
+	if prefix == "" {
+		return jetstream.New(nc)
+	}
+	return jetstream.NewWithAPIPrefix(nc, prefix)
+}
+
 // errNoWire: the service's connection uses something wire does not speak.
 var errNoWire = errors.New("redrive: the connection's options need nats.go")
 
 // dialWire opens a wire connection as js's is connected, named after it.
 func dialWire(js jetstream.JetStream) (*wire.Conn, error) {
-	if o := js.Options(); (o.APIPrefix != "" && o.APIPrefix != "$JS.API." && o.APIPrefix != "$JS.API") || o.Domain != "" {
+	if js.Options().Domain != "" {
 		return nil, errNoWire
 	}
 	nc := js.Conn()
@@ -219,7 +236,7 @@ func (rn *runner) streamWire(ctx context.Context, wc *wire.Conn, idx int, view *
 		return idx
 	}
 	defer func() { _ = wc.Unsubscribe(sid) }()
-	next := fmt.Sprintf("$JS.API.CONSUMER.MSG.NEXT.%s.%s", rn.dlqName, name)
+	next := fmt.Sprintf("%sCONSUMER.MSG.NEXT.%s.%s", apiPrefixOf(rn.s.js), rn.dlqName, name)
 	req := fmt.Appendf(nil, `{"batch":%d,"expires":%d}`, pullBatch, int64(5*time.Second))
 	outstanding := 0 // requested and not yet read
 	pull := func() bool {

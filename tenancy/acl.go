@@ -61,16 +61,16 @@ func permissions(t *Tenant, u UserSpec) (jwt.Permissions, error) {
 		}
 		switch {
 		case t.Topics[n] > 0:
+			// Reading a topic is reading its events by sequence or
+			// subject (stream get, direct get), and describing it. Its
+			// consumers are the platform's: a user creates, deletes or
+			// resets none (a group, granted with --sub GROUP, is how a
+			// team consumes a topic).
 			s := StreamName(n)
 			pub = append(pub,
-				"$JS.API.STREAM.INFO."+s,
-				"$JS.API.CONSUMER.CREATE."+s, "$JS.API.CONSUMER.CREATE."+s+".>",
-				"$JS.API.CONSUMER.DURABLE.CREATE."+s+".>",
-				"$JS.API.CONSUMER.INFO."+s+".>", "$JS.API.CONSUMER.DELETE."+s+".>",
-				"$JS.API.CONSUMER.MSG.NEXT."+s+".>",
+				"$JS.API.STREAM.INFO."+s, "$JS.API.STREAM.MSG.GET."+s,
 				"$JS.API.CONSUMER.LIST."+s, "$JS.API.CONSUMER.NAMES."+s,
-				"$JS.API.DIRECT.GET."+s, "$JS.API.DIRECT.GET."+s+".>", "$JS.API.STREAM.MSG.GET."+s,
-				"$JS.ACK."+s+".>", "$JS.FC."+s+".>")
+				GateSubject("$JS.API.DIRECT.GET.", s), GateSubject("$JS.API.DIRECT.GET.", s+".>"))
 		case t.Queues[n]:
 			pub = append(pub, consumerPerms(StreamName(n), platform.QueueConsumer)...)
 		case t.Groups[n] != "":
@@ -89,12 +89,15 @@ func permissions(t *Tenant, u UserSpec) (jwt.Permissions, error) {
 	}, nil
 }
 
-// consumerPerms lets a user pull from and ack one durable consumer.
+// consumerPerms lets a user pull from and ack one durable consumer, the
+// platform's: pulls and acks as the gate subjects their JetStream
+// subjects are mapped to (gate.go), so every delivery they cause goes to
+// an inbox.
 func consumerPerms(stream, consumer string) []string {
 	return []string{
 		"$JS.API.STREAM.INFO." + stream,
 		"$JS.API.CONSUMER.INFO." + stream + "." + consumer,
-		"$JS.API.CONSUMER.MSG.NEXT." + stream + "." + consumer,
-		"$JS.ACK." + stream + "." + consumer + ".>",
+		GateSubject("$JS.API.CONSUMER.MSG.NEXT.", stream+"."+consumer),
+		GateSubject("$JS.ACK.", stream+"."+consumer+".>"),
 	}
 }

@@ -24,6 +24,9 @@ const (
 const (
 	ActionQuotaHit   = "quota.hit"
 	ActionAuthDenied = "auth.denied"
+	// ActionGateRefused: a JetStream request whose reply was not an inbox
+	// (see gate.go).
+	ActionGateRefused = "gate.refused"
 )
 
 // Record is one audit entry.

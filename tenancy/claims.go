@@ -35,6 +35,7 @@ func (m *Manager) accountJWT(t *Tenant) (string, error) {
 	ac.Limits.Imports, ac.Limits.Exports = 0, 0
 	ac.Limits.WildcardExports = false
 	shareClaims(t, ac)
+	gateMappings(ac)
 	tier := func(s Tier) jwt.JetStreamLimits {
 		return jwt.JetStreamLimits{
 			MemoryStorage: s.Memory, DiskStorage: s.Disk,

@@ -247,7 +247,7 @@ func (in *ingest) placeLeader(subject string) {
 	if server == "" {
 		return
 	}
-	js, err := jetstream.New(in.nc)
+	js, err := jetstream.NewWithAPIPrefix(in.nc, APIPrefix)
 	if err != nil {
 		return
 	}
@@ -366,6 +366,11 @@ func (in *ingest) isActive() bool {
 // in that order. Events still queued when the quota is lifted go first:
 // new ones queue behind them until the queue is empty.
 func (in *ingest) handle(m *wire.Msg) {
+	// The stream's ack, and any refusal, go only to an inbox (gate.go):
+	// a reply elsewhere is dropped, the event kept.
+	if len(m.Reply) > 0 && !inboxReply(m.Reply) {
+		m.Reply = nil
+	}
 	unlimited := in.unlimited.Load()
 	if unlimited && len(in.queue) == 0 {
 		in.forward(m.Subject, m.Reply, m.Header, m.Data, &in.hdrBuf)

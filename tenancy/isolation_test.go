@@ -70,32 +70,31 @@ func TestIsolationACLSpoofRevokeSuspend(t *testing.T) {
 		t.Fatalf("publish: %v", err)
 	}
 
-	// The reader (node 3) sees the authenticated tenant, not the spoof.
+	// The reader (node 3) sees the authenticated tenant, not the spoof:
+	// it reads the event by sequence (a topic reader creates no consumer).
 	rc := e.mustConnect(hRead, "reader", 2)
 	rjs, _ := jetstream.New(rc)
 	// One JetStream API request whose answer never came (60 s) failed
 	// this test once in CI on a loaded machine; the request is tried
 	// again, 10 s at a time, and each miss is logged.
-	var oc jetstream.Consumer
+	var got *jetstream.RawStreamMsg
 	natstest.WaitFor(t, 60*time.Second, func() error {
 		c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		var err error
-		if oc, err = rjs.OrderedConsumer(c, tenancy.StreamName("orders"), jetstream.OrderedConsumerConfig{}); err != nil {
-			t.Logf("reader consumer: %v (trying again)", err)
-			return fmt.Errorf("reader consumer: %w", err)
+		s, err := rjs.Stream(c, tenancy.StreamName("orders"))
+		if err == nil {
+			got, err = s.GetMsg(c, 1)
+		}
+		if err != nil {
+			t.Logf("reader get: %v (trying again)", err)
+			return fmt.Errorf("reader get: %w", err)
 		}
 		return nil
 	})
-	var got jetstream.Msg
-	natstest.WaitFor(t, 10*time.Second, func() (err error) {
-		got, err = oc.Next(jetstream.FetchMaxWait(time.Second))
-		return err
-	})
-	if v := got.Headers().Values(tenancy.HeaderTenant); len(v) != 1 || v[0] != "harbor-retail" {
+	if v := got.Header.Values(tenancy.HeaderTenant); len(v) != 1 || v[0] != "harbor-retail" {
 		t.Fatalf("stored tenant header %v, want [harbor-retail]", v)
 	}
-	if got.Headers().Get("platform-tenant") != "" {
+	if got.Header.Get("platform-tenant") != "" {
 		t.Fatalf("client's lower-case tenant header survived")
 	}
 
@@ -112,7 +111,10 @@ func TestIsolationACLSpoofRevokeSuspend(t *testing.T) {
 	sub, _ := pc.SubscribeSync("orders.*")
 	_, err = sub.NextMsg(300 * time.Millisecond)
 	deny.try(t, "producer subscribe orders.*", permErr(pc, err))
-	// The reader cannot publish; the group user reads only its group.
+	// The reader cannot publish nor make consumers; the group user reads
+	// only its group.
+	_, err = rjs.OrderedConsumer(short(t), tenancy.StreamName("orders"), jetstream.OrderedConsumerConfig{})
+	deny.try(t, "reader ordered consumer", err)
 	_, err = rjs.Publish(short(t), "orders.k", []byte("x"))
 	deny.try(t, "reader publish", err)
 	gc := e.mustConnect(hGroup, "notifier", 0)
@@ -145,7 +147,9 @@ func TestIsolationACLSpoofRevokeSuspend(t *testing.T) {
 		t.Fatalf("meridian publish: %v", err)
 	}
 	// Harbor's stream still holds only its one event.
-	if _, err := oc.Next(jetstream.FetchMaxWait(700 * time.Millisecond)); err == nil {
+	if hs, err := rjs.Stream(ctx(t), tenancy.StreamName("orders")); err != nil {
+		t.Fatal(err)
+	} else if _, err := hs.GetMsg(short(t), 2); err == nil {
 		deny.try(t, "meridian's publish reached harbor", nil)
 	}
 

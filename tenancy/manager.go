@@ -141,6 +141,7 @@ type runtime struct {
 	js  jetstream.JetStream
 	rec *platform.Reconciler
 	in  *ingest
+	g   *gate
 }
 
 // NewManager builds a manager over nc (a PLATFORM admin connection).
@@ -295,7 +296,7 @@ func (m *Manager) startRuntime(ctx context.Context, t *Tenant) error {
 	if err != nil {
 		return fmt.Errorf("tenancy: connect to tenant %s: %w", t.Name, err)
 	}
-	js, err := jetstream.New(nc)
+	js, err := jetstream.NewWithAPIPrefix(nc, APIPrefix)
 	if err != nil {
 		nc.Close()
 		return err
@@ -335,6 +336,19 @@ func (m *Manager) startRuntime(ctx context.Context, t *Tenant) error {
 	rt.in = newIngest(t.Name, nc, fwd, t.Quota, m.statsLocked(t.Name), func(detail string) {
 		m.auditAsync(Record{Actor: "platform-ingest", Action: ActionQuotaHit, Tenant: name, Detail: detail})
 	})
+	// The gate runs on every daemon, leader of the ingest or not: every
+	// pull, ack and direct get in the account passes it.
+	if rt.g, err = startGate(t.Name, fwd, func(detail string) {
+		m.auditAsync(Record{Actor: "platform-gate", Action: ActionGateRefused, Tenant: name, Detail: detail})
+	}); err != nil {
+		rt.in.close()
+		nc.Close()
+		return fmt.Errorf("tenancy: start the JetStream gate of tenant %s: %w", t.Name, err)
+	}
+	if _, err := m.watchAPIAudit(t.Name, nc, rt.in.isActive); err != nil {
+		rt.close()
+		return fmt.Errorf("tenancy: watch the JetStream API of tenant %s: %w", t.Name, err)
+	}
 	for topic := range t.Topics {
 		_ = rt.in.subscribe(topic + ".*")
 	}
@@ -399,6 +413,9 @@ func (m *Manager) Leading(tenant string) bool {
 }
 
 func (rt *runtime) close() {
+	if rt.g != nil {
+		rt.g.close()
+	}
 	rt.in.close()
 	rt.nc.Close()
 }

@@ -78,5 +78,6 @@ func redriveTenantAccounts(d *Daemon) redrive.TenantAccounts {
 			return d.ConnectTenant(ctx, tenant, "dlq-metrics", nats.MaxReconnects(-1), nats.ReconnectWait(250*time.Millisecond))
 		},
 		NamePrefix: tenancy.StoredName(""),
+		APIPrefix:  tenancy.APIPrefix,
 	}
 }

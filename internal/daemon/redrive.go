@@ -123,7 +123,7 @@ func (r *redriveScopes) start(ctx context.Context, tenant string) (*tenantRedriv
 	if err != nil {
 		return nil, err
 	}
-	js, err := jetstream.New(nc)
+	js, err := jetstream.NewWithAPIPrefix(nc, tenancy.APIPrefix)
 	if err != nil {
 		nc.Close()
 		return nil, err
