@@ -145,7 +145,7 @@ func TestTLSRefusals(t *testing.T) {
 		}
 		t.Logf("%s: %v", tc.name, err)
 	}
-	if n := s.NumClients(); n != 0 {
-		t.Fatalf("TLS server has %d clients after the refusals", n)
-	}
+	// A refused connection is counted while its handshake fails; none
+	// stays.
+	waitFor(t, func() bool { return s.NumClients() == 0 })
 }
