@@ -66,12 +66,28 @@ func listening(t *testing.T, nc *nats.Conn, subject string) func() int {
 	return func() int { return len(ch) }
 }
 
-func routeCount(f *natstest.Fabric) []int {
-	var out []int
-	for _, n := range f.Nodes() {
-		out = append(out, n.Server().NumRoutes())
+// routeCount is every node's route count once it has stopped changing
+// (a cluster just started may still be opening pooled routes).
+func routeCount(t *testing.T, nodes []*embeddednats.Node) []int {
+	t.Helper()
+	read := func() []int {
+		var out []int
+		for _, n := range nodes {
+			out = append(out, n.Server().NumRoutes())
+		}
+		return out
 	}
-	return out
+	prev := read()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+		time.Sleep(300 * time.Millisecond)
+		cur := read()
+		if fmt.Sprint(cur) == fmt.Sprint(prev) {
+			return cur
+		}
+		prev = cur
+	}
+	t.Fatalf("route counts never settled: %v", prev)
+	return nil
 }
 
 func clusterAddr(n *embeddednats.Node) string {
@@ -85,7 +101,7 @@ func clusterAddr(n *embeddednats.Node) string {
 // the account's messages published meanwhile reach it.
 func TestAttackRouteRawDial(t *testing.T) {
 	f := natstest.RunFabric(t, 3)
-	before := routeCount(f)
+	before := routeCount(t, f.Nodes())
 	acc := f.Trust().AdminAccount()
 
 	nc := f.Conn()
@@ -136,7 +152,7 @@ func TestAttackRouteRawDial(t *testing.T) {
 			t.Fatalf("rogue route received %q: %q", leak, s)
 		}
 	}
-	if after := routeCount(f); fmt.Sprint(after) != fmt.Sprint(before) {
+	if after := routeCount(t, f.Nodes()); fmt.Sprint(after) != fmt.Sprint(before) {
 		t.Fatalf("routes changed from %v to %v", before, after)
 	}
 	t.Logf("published %d secrets during the attack, the rogue route read only %q", n, strings.TrimSpace(s))
@@ -226,7 +242,7 @@ func rogueRun(t *testing.T, f *natstest.Fabric, rogue *server.Server, spied func
 // does receive them: the check sees a leak when there is one.
 func TestAttackRouteRogueServer(t *testing.T) {
 	f := natstest.RunFabric(t, 3)
-	before := routeCount(f)
+	before := routeCount(t, f.Nodes())
 	acc := f.Trust().AdminAccount()
 	target := clusterAddr(f.Node(0))
 
@@ -242,7 +258,7 @@ func TestAttackRouteRogueServer(t *testing.T) {
 		if routed || spy > 0 {
 			t.Fatalf("credentials %s: rogue server routed=%v and read %d of %d secrets", bad.name, routed, spy, published)
 		}
-		if after := routeCount(f); fmt.Sprint(after) != fmt.Sprint(before) {
+		if after := routeCount(t, f.Nodes()); fmt.Sprint(after) != fmt.Sprint(before) {
 			t.Fatalf("credentials %s: routes changed from %v to %v", bad.name, before, after)
 		}
 		rogue.Shutdown()
@@ -320,10 +336,7 @@ func TestAttackRouteForeignCA(t *testing.T) {
 			t.Fatalf("%s has %d routes over mTLS, want 2", n.Name(), got)
 		}
 	}
-	before := make([]int, 0, 3)
-	for _, n := range f.Nodes() {
-		before = append(before, n.Server().NumRoutes())
-	}
+	before := routeCount(t, f.Nodes())
 	user, pass, err := f.Trust().RouteCredentials()
 	if err != nil {
 		t.Fatal(err)
