@@ -75,6 +75,7 @@ func TestAttackLeafWithoutCert(t *testing.T) {
 	a := startNode(t, ac, trust)
 	bc := node("us")
 	bc.Leaf.Remotes = []embeddednats.LeafRemote{{URLs: []string{a.LeafURL()}}}
+	bc.TLS = ca.ServerT(t, "us") // the client port too, for the reload below
 	b := startNode(t, bc, trust)
 	natstest.WaitFor(t, 15*time.Second, func() error {
 		if a.Linked() != 1 || b.Linked() != 1 {
@@ -139,5 +140,16 @@ func TestAttackLeafWithoutCert(t *testing.T) {
 		}
 		t.Logf("%s: refused; eu keeps %d link", bad.name, a.Linked())
 	}
+	// A deny-list change reloads the dialling node with its TLS (client
+	// port and link); the link comes back over mTLS.
+	if err := b.SetLeafDeny([]string{"resident.>"}); err != nil {
+		t.Fatalf("reload with leaf TLS: %v", err)
+	}
+	natstest.WaitFor(t, 15*time.Second, func() error {
+		if a.Linked() != 1 || b.Linked() != 1 {
+			return fmt.Errorf("links after reload: eu %d, us %d", a.Linked(), b.Linked())
+		}
+		return nil
+	})
 	t.Logf("attack.leaf_without_cert: refused")
 }
