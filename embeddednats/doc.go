@@ -21,6 +21,15 @@
 // material (see Trust) is generated once per installation and shared by
 // every node of every region.
 //
+// Routes authenticate: a clustered node accepts a route only with the
+// route credentials derived from the trust material (Trust.
+// RouteCredentials) and, with cluster.tls.verify, a certificate of the CA,
+// so a process that dials the cluster port without them is refused before
+// it sees interest or messages. Leafnode links authenticate with link
+// users of the platform account. Client, route and leafnode ports take
+// TLS (Config.TLS, ClusterListen.TLS, Leaf.TLS); the platform's own
+// connections dial with Trust.ClientTLS through Connect.
+//
 // Readiness means clients can connect and JetStream has a meta leader.
 // Close drains the node (lame-duck mode: leaders are transferred and
 // clients are moved away) within the caller's deadline, then shuts it down.

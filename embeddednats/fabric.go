@@ -38,8 +38,17 @@ func NewFabric(cfg FabricConfig, trust *Trust) (*Fabric, error) {
 }
 
 // NewFabricNodes builds a fabric from explicit node configurations (tests
-// use it to route the cluster through fault-injecting proxies).
+// use it to route the cluster through fault-injecting proxies). With
+// cfg.TLS, it sets trust.ClientTLS when unset, so Connect and every
+// connection made with trust dial the TLS client ports.
 func NewFabricNodes(cfg FabricConfig, configs []Config, trust *Trust) (*Fabric, error) {
+	if trust != nil && trust.ClientTLS == nil && cfg.TLS.Enabled() {
+		tc, err := cfg.TLS.Internal()
+		if err != nil {
+			return nil, fmt.Errorf("embeddednats: fabric tls: %w", err)
+		}
+		trust.ClientTLS = tc
+	}
 	f := &Fabric{cfg: cfg, trust: trust}
 	for _, nc := range configs {
 		n, err := NewNode(nc, trust)
@@ -71,6 +80,7 @@ func (c FabricConfig) NodeConfigs() ([]Config, error) {
 		nc.Region = c.Region
 		nc.Host = c.Host
 		nc.Port = clientPorts[i]
+		nc.TLS = c.TLS
 		nc.StoreDir = filepath.Join(c.DataDir, nc.Name)
 		nc.Durability = c.Durability
 		nc.LameDuck = c.LameDuck

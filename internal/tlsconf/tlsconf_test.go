@@ -84,3 +84,73 @@ func TestValidateNamesEveryProblem(t *testing.T) {
 		t.Fatalf("a good client config has problems: %v", q.Err(tlsconf.ErrInvalid))
 	}
 }
+
+// Internal accepts a listener certificate of the CA whatever names it
+// carries (the platform dials 0.0.0.0 or a container address), presents
+// the listener's own certificate (so Verify admits it), and refuses a
+// server of another CA; without ca_file it accepts only the listener's
+// own certificate or one the system pool verifies for the host.
+func TestInternal(t *testing.T) {
+	ca := tlstest.NewT(t)
+	srv := ca.ServerT(t, "n1", "n1.example.internal")
+	srv.Verify = true
+	own, err := srv.Internal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	serve := func(c tlsconf.Config) string {
+		st, err := c.Server()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ln, err := tls.Listen("tcp", "127.0.0.1:0", st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ln.Close() })
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				go func() {
+					defer c.Close()
+					_, _ = c.Write([]byte("hi"))
+				}()
+			}
+		}()
+		return ln.Addr().String()
+	}
+	dial := func(addr, name string, tc *tls.Config) error {
+		tc = tc.Clone()
+		tc.ServerName = name
+		conn, err := tls.Dial("tcp", addr, tc)
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		_, err = io.ReadAll(conn)
+		return err
+	}
+	addr := serve(srv)
+	// Dialled by a name the certificate does not carry.
+	if err := dial(addr, "0.0.0.0", own); err != nil {
+		t.Fatalf("own listener by another name: %v", err)
+	}
+	if err := dial(serve(tlstest.NewT(t).ServerT(t, "rogue")), "127.0.0.1", own); err == nil {
+		t.Fatal("a listener of another CA was accepted")
+	}
+	noCA := srv
+	noCA.CAFile, noCA.Verify = "", false
+	self, err := noCA.Internal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dial(serve(noCA), "0.0.0.0", self); err != nil {
+		t.Fatalf("without ca_file, the listener's own certificate: %v", err)
+	}
+	if err := dial(serve(ca.ServerT(t, "n2")), "127.0.0.1", self); err == nil {
+		t.Fatal("without ca_file, another certificate was accepted without the system pool verifying it")
+	}
+}
