@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/msgplatform/platform/internal/daemon/daemontest"
+	"github.com/msgplatform/platform/internal/tlsconf/tlstest"
 	"github.com/msgplatform/platform/tenancy"
 )
 
@@ -55,5 +56,69 @@ func TestCLIUserNatsContext(t *testing.T) {
 	}
 	if out := mustCLI(t, d, "user", "list", "acme"); strings.Contains(out, "other") {
 		t.Fatalf("a refused user add created the user:\n%s", out)
+	}
+}
+
+// A context saved with the CA (and a client certificate) lets the real
+// nats CLI through a TLS client port, one that verifies clients included.
+// Without the CA, or with another CA's, the CLI is refused at the
+// handshake.
+func TestAttackNatsContextWithoutCA(t *testing.T) {
+	nats := natsBin(t)
+	ca := tlstest.NewT(t)
+	srv := ca.ServerT(t, "n1")
+	srv.Verify = true
+	url := tlstest.RunNATS(t, srv)
+	creds := adminCreds(t)
+	xdg := t.TempDir()
+	t.Setenv("XDG_CONFIG_HOME", xdg)
+	cl := ca.ClientT(t, "checkout")
+	other := tlstest.NewT(t)
+	rogue := other.ClientT(t, "rogue")
+	save := func(name string, c natsContext) {
+		t.Helper()
+		p, err := natsContextPath(name, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.URL, c.Creds = url, creds
+		if err := writeNatsContext(p, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run := func(name string) ([]byte, error) {
+		cmd := exec.Command(nats, "--context", name, "--timeout", "3s", "pub", "orders.order:1", "hello")
+		cmd.Env = append(os.Environ(), "XDG_CONFIG_HOME="+xdg)
+		return cmd.CombinedOutput()
+	}
+	watch := globalOptions{server: url, creds: creds, tlsCA: ca.CAFile, tlsCert: cl.CertFile, tlsKey: cl.KeyFile}
+	wc, err := watch.connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wc.Close()
+	sub, err := wc.SubscribeSync("orders.>")
+	if err != nil || wc.Flush() != nil {
+		t.Fatal(err)
+	}
+	save("good", natsContext{CA: ca.CAFile, Cert: cl.CertFile, Key: cl.KeyFile})
+	if b, err := run("good"); err != nil {
+		t.Fatalf("nats --context good pub: %v\n%s", err, b)
+	}
+	save("no-ca", natsContext{Cert: cl.CertFile, Key: cl.KeyFile})
+	save("wrong-ca", natsContext{CA: other.CAFile, Cert: rogue.CertFile, Key: rogue.KeyFile})
+	save("no-cert", natsContext{CA: ca.CAFile})
+	for _, name := range []string{"no-ca", "wrong-ca", "no-cert"} {
+		if b, err := run(name); err == nil {
+			t.Fatalf("nats --context %s pub: published through TLS without the trust\n%s", name, b)
+		}
+		t.Logf("attack.nats_context_%s: refused", strings.ReplaceAll(name, "-", "_"))
+	}
+	// Only the trusted context's message arrived.
+	if err := wc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if n, _, _ := sub.Pending(); n != 1 {
+		t.Fatalf("%d messages reached orders.>, want 1 (the trusted context's)", n)
 	}
 }
