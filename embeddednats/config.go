@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/msgplatform/platform/internal/tlsconf"
 	"github.com/msgplatform/platform/internal/validate"
 )
 
@@ -58,6 +59,13 @@ type ClusterListen struct {
 	Advertise string `mapstructure:"advertise"`
 	// Routes are the nats-route://host:port URLs of the other nodes.
 	Routes []string `mapstructure:"routes"`
+	// TLS of the routes, both the listener and the routes this node
+	// dials (the certificate must name the address the other nodes dial,
+	// Advertise or Routes). Routes always authenticate with credentials
+	// derived from the trust material (Trust.RouteCredentials); with
+	// TLS.Verify they must also present a certificate of TLS.CAFile
+	// (mTLS).
+	TLS tlsconf.Config `mapstructure:"tls"`
 }
 
 // Config is the configuration of one Node.
@@ -68,6 +76,10 @@ type Config struct {
 	// Host and Port are the client listener (port -1: pick a free port).
 	Host string `mapstructure:"host"`
 	Port int    `mapstructure:"port"`
+	// TLS of the client listener: with it, every client must speak TLS;
+	// with TLS.Verify, it must also present a certificate of TLS.CAFile
+	// (mTLS). The platform's own connections dial with ClientTLS.
+	TLS tlsconf.Config `mapstructure:"tls"`
 	// NoAdvertise stops the node from telling clients the addresses of its
 	// peers (use it when clients reach the nodes through mapped ports or
 	// a load balancer, and the peers' own addresses mean nothing to them).
@@ -163,7 +175,9 @@ func (c *Config) validateInto(p *validate.Problems) {
 		p.Addf("host", "must be an IP address or localhost, got %q", c.Host)
 	}
 	validatePort(p, "port", c.Port)
+	c.TLS.ValidateServer(p, "tls")
 	if c.Clustered() {
+		c.Cluster.TLS.ValidateServer(p, "cluster.tls")
 		validatePort(p, "cluster.port", c.Cluster.Port)
 		if net.ParseIP(c.Cluster.Host) == nil && c.Cluster.Host != "localhost" {
 			p.Addf("cluster.host", "must be an IP address or localhost, got %q", c.Cluster.Host)
@@ -240,6 +254,10 @@ type FabricConfig struct {
 	// ClusterPort is the route port of the first node; node i listens on
 	// ClusterPort+i. -1 picks free ports.
 	ClusterPort int `mapstructure:"cluster_port"`
+	// TLS of the nodes' client listeners (one certificate for all of
+	// them); routes stay on Host, authenticated by the trust's route
+	// credentials.
+	TLS tlsconf.Config `mapstructure:"tls"`
 	// DataDir holds one store directory per node (DataDir/<node name>).
 	DataDir    string        `mapstructure:"data_dir"`
 	Durability Durability    `mapstructure:"durability"`
@@ -295,6 +313,7 @@ func (c *FabricConfig) Validate() error {
 		p.Addf("host", "must be an IP address or localhost, got %q", c.Host)
 	}
 	validatePort(&p, "port", c.Port)
+	c.TLS.ValidateServer(&p, "tls")
 	if c.Port > 0 && c.Port+c.Nodes-1 > 65535 {
 		p.Addf("port", "port+nodes-1 must be <= 65535, got %d", c.Port+c.Nodes-1)
 	}

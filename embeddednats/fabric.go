@@ -71,6 +71,7 @@ func (c FabricConfig) NodeConfigs() ([]Config, error) {
 		nc.Region = c.Region
 		nc.Host = c.Host
 		nc.Port = clientPorts[i]
+		nc.TLS = c.TLS
 		nc.StoreDir = filepath.Join(c.DataDir, nc.Name)
 		nc.Durability = c.Durability
 		nc.LameDuck = c.LameDuck

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nkeys"
 
+	"github.com/msgplatform/platform/internal/tlsconf"
 	"github.com/msgplatform/platform/internal/validate"
 )
 
@@ -36,6 +37,12 @@ type Leaf struct {
 	// connection of the node: nats-server has one ping interval for
 	// clients and leafnodes.
 	PingInterval time.Duration `mapstructure:"ping_interval"`
+	// TLS of the links: the listener's certificate (with TLS.Verify a
+	// dialling region must present one of TLS.CAFile), and for Remotes
+	// the CA the other region's listener is verified against and the
+	// certificate presented to it. Links authenticate with link user
+	// credentials either way.
+	TLS tlsconf.Config `mapstructure:"tls"`
 }
 
 // LeafRemote is one link this node dials.
@@ -57,6 +64,11 @@ func (l Leaf) Enabled() bool { return l.Port != 0 || len(l.Remotes) > 0 }
 func validateLeaf(p *validate.Problems, key string, l Leaf) {
 	if l.PingInterval < 0 {
 		p.Addf(key+".ping_interval", "must be >= 0, got %s", l.PingInterval)
+	}
+	if l.Port != 0 {
+		l.TLS.ValidateServer(p, key+".tls")
+	} else if len(l.Remotes) > 0 {
+		l.TLS.ValidateClient(p, key+".tls")
 	}
 	if l.Port != 0 {
 		validatePort(p, key+".port", l.Port)
@@ -102,6 +114,9 @@ func (n *Node) leafOptions(opts *server.Options, gen int) error {
 		}
 		opts.LeafNode.Port = l.Port
 		opts.LeafNode.NoAdvertise = n.cfg.NoAdvertise
+		if n.tls.leaf != nil {
+			opts.LeafNode.TLSConfig, opts.LeafNode.TLSTimeout = n.tls.leaf, tlsTimeout
+		}
 	}
 	for i, r := range l.Remotes {
 		ro := &server.RemoteLeafOpts{
@@ -109,6 +124,9 @@ func (n *Node) leafOptions(opts *server.Options, gen int) error {
 			Credentials:  r.Credentials,
 			DenyImports:  append([]string(nil), r.Deny...),
 			DenyExports:  append([]string(nil), r.Deny...),
+		}
+		if n.tls.leafRemote != nil {
+			ro.TLS, ro.TLSConfig, ro.TLSTimeout = true, n.tls.leafRemote, tlsTimeout
 		}
 		for _, s := range r.URLs {
 			u, err := url.Parse(s)

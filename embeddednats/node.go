@@ -2,6 +2,7 @@ package embeddednats
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -20,6 +21,10 @@ import (
 type Node struct {
 	cfg   Config
 	trust *Trust
+
+	// tls holds the listeners' TLS, built once so that a reload
+	// (SetLeafDeny) hands the server the same configurations again.
+	tls nodeTLS
 
 	mu      sync.Mutex
 	srv     *server.Server
@@ -40,8 +45,45 @@ func NewNode(cfg Config, trust *Trust) (*Node, error) {
 	if trust == nil {
 		return nil, fmt.Errorf("%w: NewNode needs the installation's trust", ErrNoTrust)
 	}
-	return &Node{cfg: cfg, trust: trust}, nil
+	nt, err := newNodeTLS(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &Node{cfg: cfg, trust: trust, tls: nt}, nil
 }
+
+// nodeTLS is the TLS of a node's listeners and leafnode remotes (nil:
+// plaintext).
+type nodeTLS struct {
+	client, cluster, leaf, leafRemote *tls.Config
+}
+
+func newNodeTLS(c Config) (nodeTLS, error) {
+	var t nodeTLS
+	var err error
+	if t.client, err = c.TLS.Server(); err != nil {
+		return t, fmt.Errorf("embeddednats: tls: %w", err)
+	}
+	if c.Clustered() {
+		if t.cluster, err = c.Cluster.TLS.Peer(); err != nil {
+			return t, fmt.Errorf("embeddednats: cluster.tls: %w", err)
+		}
+	}
+	if c.Leaf.Port != 0 {
+		if t.leaf, err = c.Leaf.TLS.Server(); err != nil {
+			return t, fmt.Errorf("embeddednats: leaf.tls: %w", err)
+		}
+	}
+	if len(c.Leaf.Remotes) > 0 {
+		if t.leafRemote, err = c.Leaf.TLS.Client(""); err != nil {
+			return t, fmt.Errorf("embeddednats: leaf.tls: %w", err)
+		}
+	}
+	return t, nil
+}
+
+// tlsTimeout bounds a TLS handshake on every listener, in seconds.
+const tlsTimeout = 2.0
 
 // Config returns the node's configuration (with defaults filled in).
 func (n *Node) Config() Config { return n.cfg }
@@ -155,6 +197,9 @@ func (n *Node) serverOptions() (*server.Options, error) {
 	opts.NoSigs = true
 	opts.NoLog = !c.Log
 	opts.MaxPayload = 8 << 20
+	if n.tls.client != nil {
+		opts.TLSConfig, opts.TLSTimeout, opts.TLSVerify = n.tls.client, tlsTimeout, c.TLS.Verify
+	}
 	if err := n.leafOptions(opts, n.leafGen); err != nil {
 		return nil, err
 	}
@@ -164,10 +209,25 @@ func (n *Node) serverOptions() (*server.Options, error) {
 		opts.Cluster.Port = c.Cluster.Port
 		opts.Cluster.Advertise = c.Cluster.Advertise
 		opts.Cluster.NoAdvertise = c.NoAdvertise
+		// Routes authenticate: a process that dials the cluster port
+		// without the installation's route credentials (and, with
+		// cluster.tls.verify, a certificate of its CA) is refused before
+		// it sees any interest or message.
+		user, pass, err := n.trust.RouteCredentials()
+		if err != nil {
+			return nil, err
+		}
+		opts.Cluster.Username, opts.Cluster.Password = user, pass
+		if n.tls.cluster != nil {
+			opts.Cluster.TLSConfig, opts.Cluster.TLSTimeout = n.tls.cluster, tlsTimeout
+		}
 		for _, r := range c.Cluster.Routes {
 			u, err := url.Parse(r)
 			if err != nil {
 				return nil, fmt.Errorf("embeddednats: route %q: %w", r, err)
+			}
+			if u.User == nil {
+				u.User = url.UserPassword(user, pass)
 			}
 			opts.Routes = append(opts.Routes, u)
 		}
@@ -266,13 +326,29 @@ func (n *Node) Connect(opts ...nats.Option) (*nats.Conn, error) {
 	return ConnectAdmin(n.trust, n.ClientURL(), opts...)
 }
 
+// ClientTLS is the TLS the platform's own connections dial this node's
+// client port with (nil: the port is plaintext); see
+// tlsconf.Config.Internal. Whoever runs the node puts it in
+// Trust.ClientTLS.
+func (n *Node) ClientTLS() (*tls.Config, error) { return n.cfg.TLS.Internal() }
+
+// Connect is the one way the platform dials its own nodes with nats.go:
+// url with t.ClientTLS when set, then opts (credentials among them).
+func Connect(t *Trust, url string, opts ...nats.Option) (*nats.Conn, error) {
+	var all []nats.Option
+	if t != nil && t.ClientTLS != nil {
+		all = append(all, nats.Secure(t.ClientTLS))
+	}
+	return nats.Connect(url, append(all, opts...)...)
+}
+
 // ConnectAdmin connects to url as the platform admin user.
 func ConnectAdmin(t *Trust, url string, opts ...nats.Option) (*nats.Conn, error) {
 	all := append([]nats.Option{
 		nats.UserJWTAndSeed(t.AdminUserJWT, t.AdminUserSeed),
 		nats.Name("platform-admin"),
 	}, opts...)
-	return nats.Connect(url, all...)
+	return Connect(t, url, all...)
 }
 
 // ConnectSystem connects to url as the system account user.
@@ -281,7 +357,7 @@ func ConnectSystem(t *Trust, url string, opts ...nats.Option) (*nats.Conn, error
 		nats.UserJWTAndSeed(t.SystemUserJWT, t.SystemUserSeed),
 		nats.Name("platform-system"),
 	}, opts...)
-	return nats.Connect(url, all...)
+	return Connect(t, url, all...)
 }
 
 // Close drains the node in lame-duck mode (clients are moved away and

@@ -3,6 +3,8 @@ package embeddednats
 import (
 	"crypto/hkdf"
 	"crypto/sha256"
+	"crypto/tls"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -47,6 +49,28 @@ type Trust struct {
 	AdminAccountJWT         string `json:"admin_account_jwt"`
 	AdminUserSeed           string `json:"admin_user_seed"`
 	AdminUserJWT            string `json:"admin_user_jwt"`
+
+	// ClientTLS is the TLS the platform's own connections (Connect,
+	// ConnectAdmin, ConnectSystem, the tenancy runtime and ingest) dial
+	// the nodes' client ports with; nil when those ports are plaintext.
+	// It is not part of trust.json: whoever runs the nodes sets it from
+	// their TLS (Node.ClientTLS).
+	ClientTLS *tls.Config `json:"-"`
+}
+
+// routeUser is the user name routes authenticate with.
+const routeUser = "platform-route"
+
+// RouteCredentials are the user and password every node's routes
+// authenticate with, derived from the operator signing seed: the same on
+// every node holding the installation's trust.json, known to no one
+// without it.
+func (t *Trust) RouteCredentials() (user, pass string, err error) {
+	raw, err := hkdf.Key(sha256.New, []byte(t.OperatorSigningSeed), nil, "msgplatform route credentials v1", 32)
+	if err != nil {
+		return "", "", fmt.Errorf("embeddednats: derive route credentials: %w", err)
+	}
+	return routeUser, base64.RawURLEncoding.EncodeToString(raw), nil
 }
 
 // LoadOrCreateTrust reads dir/trust.json, creating it (0600, dir 0700)

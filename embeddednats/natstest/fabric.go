@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/msgplatform/platform/embeddednats"
+	"github.com/msgplatform/platform/internal/tlsconf"
 )
 
 // Fabric is a running in-process cluster for a test.
@@ -46,6 +47,12 @@ func WithDataDir(dir string) Option {
 	return func(c *embeddednats.FabricConfig) { c.DataDir = dir }
 }
 
+// WithTLS puts TLS on the nodes' client ports (fabric.tls); the fabric's
+// own connections (Conn, NodeConn, JetStream) dial with it.
+func WithTLS(c tlsconf.Config) Option {
+	return func(fc *embeddednats.FabricConfig) { fc.TLS = c }
+}
+
 // RunFabric starts an n-node cluster (n = 1: a standalone node) and stops it
 // when the test ends. Replicas default to min(3, n).
 func RunFabric(t testing.TB, n int, opts ...Option) *Fabric {
@@ -65,6 +72,9 @@ func RunFabric(t testing.TB, n int, opts ...Option) *Fabric {
 	trust, err := embeddednats.LoadOrCreateTrust(cfg.DataDir + "/trust")
 	if err != nil {
 		t.Fatalf("natstest: trust: %v", err)
+	}
+	if trust.ClientTLS, err = cfg.TLS.Internal(); err != nil {
+		t.Fatalf("natstest: tls: %v", err)
 	}
 	// Free ports are picked by listening and closing, so a test running in
 	// parallel can take one before the node binds it: try again with fresh

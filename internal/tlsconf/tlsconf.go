@@ -146,3 +146,76 @@ func (c Config) pool() (*x509.CertPool, error) {
 	}
 	return pool, nil
 }
+
+// Peer is the configuration of a link whose two ends are both this side's
+// nodes (NATS routes): the listener of Server, which also dials the other
+// nodes, verifying their certificates against CAFile (the system pool
+// otherwise) and presenting its own. nil when c is not enabled.
+func (c Config) Peer() (*tls.Config, error) {
+	tc, err := c.Server()
+	if tc == nil || err != nil {
+		return tc, err
+	}
+	tc.RootCAs = tc.ClientCAs
+	return tc, nil
+}
+
+// Internal is the dialling configuration of the platform's connections to
+// its own listeners, c being the listener's Config: it presents the
+// listener's certificate (which a listener with Verify asks for), and
+// accepts a server certificate that chains to CAFile whatever names it
+// carries (the platform dials its nodes by the address they listen on,
+// 0.0.0.0 or a container address, which their certificates need not
+// name). Without CAFile it accepts the listener's own certificate, or one
+// the system pool verifies for the host dialled. nil when c is not
+// enabled.
+func (c Config) Internal() (*tls.Config, error) {
+	if !c.Enabled() {
+		return nil, nil
+	}
+	own, err := tls.LoadX509KeyPair(c.CertFile, c.KeyFile)
+	if err != nil {
+		return nil, fmt.Errorf("%w: cert_file %s, key_file %s: %v", ErrInvalid, c.CertFile, c.KeyFile, err)
+	}
+	var roots *x509.CertPool
+	if c.CAFile != "" {
+		if roots, err = c.pool(); err != nil {
+			return nil, err
+		}
+	}
+	return &tls.Config{
+		MinVersion:   tls.VersionTLS12,
+		Certificates: []tls.Certificate{own},
+		// The chain is verified by VerifyConnection, below, with or
+		// without the host name.
+		InsecureSkipVerify: true, //nolint:gosec // verified in VerifyConnection
+		VerifyConnection: func(cs tls.ConnectionState) error {
+			return verifyInternal(cs, roots, own)
+		},
+	}, nil
+}
+
+func verifyInternal(cs tls.ConnectionState, roots *x509.CertPool, own tls.Certificate) error {
+	if len(cs.PeerCertificates) == 0 {
+		return fmt.Errorf("%w: the server presented no certificate", ErrInvalid)
+	}
+	leaf := cs.PeerCertificates[0]
+	inter := x509.NewCertPool()
+	for _, c := range cs.PeerCertificates[1:] {
+		inter.AddCert(c)
+	}
+	opts := x509.VerifyOptions{Roots: roots, Intermediates: inter, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	if roots == nil {
+		if len(own.Certificate) > 0 && string(own.Certificate[0]) == string(leaf.Raw) {
+			return nil
+		}
+		if cs.ServerName == "" {
+			return fmt.Errorf("%w: no ca_file and no host name to verify the server's certificate for", ErrInvalid)
+		}
+		opts.DNSName = cs.ServerName
+	}
+	if _, err := leaf.Verify(opts); err != nil {
+		return fmt.Errorf("tlsconf: server certificate: %w", err)
+	}
+	return nil
+}
