@@ -105,4 +105,3 @@ func streamState(t *testing.T, js jetstream.JetStream) string {
 	slices.Sort(peers)
 	return fmt.Sprintf("msgs %d, last seq %d, peers %v", info.State.Msgs, info.State.LastSeq, peers)
 }
-
