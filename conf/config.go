@@ -9,6 +9,7 @@ import (
 	"strconv"
 
 	"github.com/msgplatform/platform/embeddednats"
+	"github.com/msgplatform/platform/internal/tlsconf"
 	"github.com/msgplatform/platform/internal/validate"
 	"github.com/msgplatform/platform/platform"
 	"github.com/msgplatform/platform/tenancy"
@@ -55,12 +56,18 @@ type Config struct {
 	// Tenants are created at start if they do not exist (tenants:, a map
 	// keyed by name, e.g. tenants.harbor-retail.quota.publish_rate).
 	Tenants map[string]tenancy.Spec `mapstructure:"tenants"`
+	// Insecure allows, in mode node, plaintext listeners (client, routes,
+	// leafnodes, HTTP) on non-loopback addresses (tls.go).
+	Insecure bool `mapstructure:"insecure"`
 }
 
 // HTTPConfig is the HTTP listener for /healthz, /readyz and /metrics.
 type HTTPConfig struct {
 	// Listen is host:port; "" or "off" disables the listener.
 	Listen string `mapstructure:"listen"`
+	// TLS serves HTTPS (with verify, clients need a certificate of
+	// ca_file).
+	TLS tlsconf.Config `mapstructure:"tls"`
 }
 
 // Enabled reports whether the HTTP listener runs.
@@ -224,7 +231,9 @@ func (c *Config) validateInto(p *validate.Problems) {
 		if _, _, err := splitListen(c.HTTP.Listen); err != nil {
 			p.Addf("http.listen", "must be host:port (e.g. 127.0.0.1:8080), or off to disable, got %q (%v)", c.HTTP.Listen, err)
 		}
+		c.HTTP.TLS.ValidateServer(p, "http.tls")
 	}
+	c.validateTransport(p)
 	p.Merge("canary", c.Canary.Validate())
 	p.Merge("", c.Catalog.Validate())
 	for _, k := range sortedKeys(c.Tenants) {

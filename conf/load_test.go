@@ -119,7 +119,8 @@ func TestDevYAML(t *testing.T) {
 }
 
 func TestNodeExampleYAML(t *testing.T) {
-	c := mustLoad(t, "node.example.yaml")
+	tlsEnv := exampleTLS(t)
+	c := mustLoad(t, "node.example.yaml", tlsEnv...)
 	n := c.Node
 	if c.Mode != conf.ModeNode || n.Name != "n1" || n.Host != "0.0.0.0" || n.Port != 4222 {
 		t.Errorf("mode %q node %+v", c.Mode, n)
@@ -135,11 +136,11 @@ func TestNodeExampleYAML(t *testing.T) {
 	}
 
 	// The same file on another host, changed by the environment only.
-	c = mustLoad(t, "node.example.yaml",
+	c = mustLoad(t, "node.example.yaml", append(tlsEnv,
 		"PLATFORM_NODE_NAME=n2",
 		"PLATFORM_NODE_STORE_DIR=/var/lib/platformd/n2",
 		"PLATFORM_NODE_CLUSTER_ADVERTISE=n2.example.internal:6222",
-		"PLATFORM_NODE_CLUSTER_ROUTES=nats-route://n1.example.internal:6222, nats-route://n3.example.internal:6222")
+		"PLATFORM_NODE_CLUSTER_ROUTES=nats-route://n1.example.internal:6222, nats-route://n3.example.internal:6222")...)
 	if c.Node.Name != "n2" || c.Node.StoreDir != "/var/lib/platformd/n2" ||
 		!reflect.DeepEqual(c.Node.Cluster.Routes, []string{"nats-route://n1.example.internal:6222", "nats-route://n3.example.internal:6222"}) {
 		t.Errorf("node after env = %+v", c.Node)
@@ -521,7 +522,7 @@ func TestPortsMustNotOverlap(t *testing.T) {
 func TestStringRoundTrip(t *testing.T) {
 	for _, file := range []string{"dev.yaml", "node.example.yaml"} {
 		t.Run(file, func(t *testing.T) {
-			c := mustLoad(t, file)
+			c := mustLoad(t, file, exampleTLS(t)...)
 			out := c.String()
 			for _, want := range []string{"max_age: 72h\n", "partitions: 24\n", "lease: 1m\n", "sync_interval: 2m\n"} {
 				if file == "dev.yaml" && !strings.Contains(out, want) {

@@ -290,7 +290,7 @@ func (m *Manager) startRuntime(ctx context.Context, t *Tenant) error {
 	if err != nil {
 		return err
 	}
-	nc, err := nats.Connect(m.cfg.URL, nats.UserJWTAndSeed(token, string(seed)), nats.Name("platform-tenant-"+t.Name),
+	nc, err := embeddednats.Connect(m.trust, m.cfg.URL, nats.UserJWTAndSeed(token, string(seed)), nats.Name("platform-tenant-"+t.Name),
 		nats.MaxReconnects(-1), nats.ReconnectWait(250*time.Millisecond))
 	if err != nil {
 		return fmt.Errorf("tenancy: connect to tenant %s: %w", t.Name, err)
@@ -324,7 +324,7 @@ func (m *Manager) startRuntime(ctx context.Context, t *Tenant) error {
 			urls = append(urls, u)
 		}
 	}
-	fwd, err := wire.Dial(wire.Options{URLs: urls, JWT: token, Seed: seed, Name: "platform-ingest-" + t.Name, Logger: m.log})
+	fwd, err := wire.Dial(wire.Options{URLs: urls, JWT: token, Seed: seed, Name: "platform-ingest-" + t.Name, Logger: m.log, TLS: m.trust.ClientTLS})
 	if err != nil {
 		nc.Close()
 		return fmt.Errorf("tenancy: connect the ingest of tenant %s: %w", t.Name, err)

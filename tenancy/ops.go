@@ -13,6 +13,8 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/msgplatform/platform/embeddednats"
 )
 
 // Create makes a tenant: a new account signed by the operator signing
@@ -249,7 +251,7 @@ func (m *Manager) waitServing(ctx context.Context, t *Tenant) error {
 		return err
 	}
 	for _, url := range strings.Split(m.cfg.URL, ",") {
-		if err := probeIngest(ctx, url, token, seed); err != nil {
+		if err := probeIngest(ctx, m.trust, url, token, seed); err != nil {
 			return fmt.Errorf("tenancy: tenant %s resumed, but its ingest is not serving through %s within %s: %w", t.Name, url, ServingTimeout, err)
 		}
 	}
@@ -258,10 +260,10 @@ func (m *Manager) waitServing(ctx context.Context, t *Tenant) error {
 
 // probeIngest connects to one node as a platform user of the tenant and
 // retries the probe until the ingest answers or ctx ends.
-func probeIngest(ctx context.Context, url, token string, seed []byte) error {
+func probeIngest(ctx context.Context, trust *embeddednats.Trust, url, token string, seed []byte) error {
 	var nc *nats.Conn
 	err := retryUntil(ctx, func() (err error) {
-		nc, err = nats.Connect(url, nats.UserJWTAndSeed(token, string(seed)), nats.Name("platform-ingest-probe"),
+		nc, err = embeddednats.Connect(trust, url, nats.UserJWTAndSeed(token, string(seed)), nats.Name("platform-ingest-probe"),
 			nats.NoReconnect(), nats.Timeout(2*time.Second))
 		return err
 	})

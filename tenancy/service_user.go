@@ -10,6 +10,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
+
+	"github.com/msgplatform/platform/embeddednats"
 )
 
 // ServiceUserPrefix starts the name of every service user the platform
@@ -77,7 +79,7 @@ func (m *Manager) ConnectTenant(ctx context.Context, tenant, name string, opts .
 		return nil, err
 	}
 	all := append([]nats.Option{nats.UserJWTAndSeed(token, string(seed)), nats.Name(ServiceUserName(name) + "@" + tenant)}, opts...)
-	nc, err := nats.Connect(m.cfg.URL, all...)
+	nc, err := embeddednats.Connect(m.trust, m.cfg.URL, all...)
 	if err != nil {
 		return nil, fmt.Errorf("tenancy: connect service %s to tenant %s: %w", name, tenant, err)
 	}

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -22,6 +23,7 @@ import (
 	"github.com/msgplatform/platform/embeddednats"
 	"github.com/msgplatform/platform/internal/console"
 	"github.com/msgplatform/platform/internal/metrics"
+	"github.com/msgplatform/platform/internal/tlsconf"
 	"github.com/msgplatform/platform/platform"
 	"github.com/msgplatform/platform/redrive"
 	"github.com/msgplatform/platform/tenancy"
@@ -113,6 +115,11 @@ func (d *Daemon) Start(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
+	// Every connection the daemon makes to its nodes dials with the TLS
+	// of their client ports.
+	if d.trust.ClientTLS, err = d.ownTLS(); err != nil {
+		return err
+	}
 	credsPath, err := d.trust.WriteCreds(filepath.Join(d.cfg.DataDir, "creds"))
 	if err != nil {
 		return err
@@ -171,6 +178,25 @@ func (d *Daemon) Start(ctx context.Context) (err error) {
 		}
 	}
 	return d.startHTTP()
+}
+
+// ownTLS is the TLS the daemon's own connections dial its nodes' client
+// ports with (nil: plaintext ports): node.tls in mode node, fabric.tls in
+// mode fabric (tlsconf.Config.Internal: they present the node's
+// certificate, which node.tls.verify asks for).
+func (d *Daemon) ownTLS() (*tls.Config, error) {
+	var c tlsconf.Config
+	switch d.cfg.Mode {
+	case conf.ModeNode:
+		c = d.cfg.Node.TLS
+	case conf.ModeFabric:
+		c = d.cfg.Fabric.TLS
+	}
+	tc, err := c.Internal()
+	if err != nil {
+		return nil, fmt.Errorf("daemon: TLS of the platform's own connections: %w", err)
+	}
+	return tc, nil
 }
 
 func (d *Daemon) startNodes(ctx context.Context) error {

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -70,9 +71,16 @@ func (d *Daemon) startHTTP() error {
 	if err := d.mountConsole(mux); err != nil {
 		return err
 	}
+	tc, err := d.cfg.HTTP.TLS.Server()
+	if err != nil {
+		return fmt.Errorf("daemon: http.tls: %w", err)
+	}
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		return fmt.Errorf("daemon: http listen %s: %w", listen, err)
+	}
+	if tc != nil {
+		ln = tls.NewListener(ln, tc)
 	}
 	d.httpAddr = ln.Addr()
 	d.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
@@ -81,6 +89,6 @@ func (d *Daemon) startHTTP() error {
 			d.log.Error("platformd: http server stopped", "err", err)
 		}
 	}()
-	d.log.Info("platformd: http listening", "addr", d.httpAddr.String())
+	d.log.Info("platformd: http listening", "addr", d.httpAddr.String(), "tls", tc != nil)
 	return nil
 }

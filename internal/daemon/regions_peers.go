@@ -119,7 +119,7 @@ func (d *Daemon) connectPeer(p conf.PeerRegion) (*nats.Conn, error) {
 	if err := checkCredsFile(p.Creds); err != nil {
 		return nil, err
 	}
-	return nats.Connect(urls, append(opts, nats.UserCredentials(p.Creds))...)
+	return embeddednats.Connect(d.trust, urls, append(opts, nats.UserCredentials(p.Creds))...)
 }
 
 // checkCredsFile refuses a creds file that does not exist or that others

@@ -25,8 +25,11 @@
 // It reconnects (to the URLs in turn) and subscribes again, in the order
 // the subscriptions were first made (so one made last, such as the
 // ingest's probe, shows the others are in place again); while it is
-// disconnected, Publish returns ErrDisconnected. It speaks plain TCP and
-// user JWT authentication only (what the platform's client port offers):
-// a JWT and seed, or nats.go's callbacks (Options.UserJWT and Sign), so a
-// connection can be opened as another one is.
+// disconnected, Publish returns ErrDisconnected. It speaks plain TCP, or
+// TLS when Options.TLS is set (upgraded after the server's plaintext
+// INFO, as the NATS protocol does; reads stay slices of the buffer over
+// the TLS connection), and user JWT authentication only (what the
+// platform's client port offers): a JWT and seed, or nats.go's callbacks
+// (Options.UserJWT and Sign), so a connection can be opened as another
+// one is.
 package wire

@@ -3,6 +3,7 @@ package wire
 import (
 	"bufio"
 	"bytes"
+	"crypto/tls"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -59,6 +60,12 @@ type Options struct {
 	UserJWT func() (string, error)
 	Sign    func(nonce []byte) ([]byte, error)
 	Name    string
+	// TLS, when set, is required: the connection upgrades to TLS after
+	// the server's INFO (which must say tls_required) and refuses a
+	// server that does not offer it. ServerName defaults to the host of
+	// the URL dialled. nil: plain TCP, and a server that requires TLS is
+	// refused.
+	TLS *tls.Config
 	// ReconnectWait is the pause after a failed round over the URLs
 	// (default 250ms).
 	ReconnectWait time.Duration
@@ -199,8 +206,8 @@ func hostPort(raw string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if u.Scheme != "nats" && u.Scheme != "" {
-		return "", fmt.Errorf("scheme %q: only nats:// (plain TCP)", u.Scheme)
+	if u.Scheme != "nats" && u.Scheme != "tls" && u.Scheme != "" {
+		return "", fmt.Errorf("scheme %q: only nats:// or tls://", u.Scheme)
 	}
 	host := u.Host
 	if u.Port() == "" {
@@ -216,12 +223,15 @@ func (c *Conn) connect(raw string) (net.Conn, *bufio.Reader, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	if c.opts.TLS == nil && strings.HasPrefix(raw, "tls://") {
+		return nil, nil, errors.New("a tls:// URL needs Options.TLS")
+	}
 	conn, err := net.DialTimeout("tcp", addr, c.opts.Timeout)
 	if err != nil {
 		return nil, nil, err
 	}
 	fail := func(err error) (net.Conn, *bufio.Reader, error) {
-		conn.Close()
+		conn.Close() // the TLS connection once upgraded
 		return nil, nil, err
 	}
 	_ = conn.SetDeadline(time.Now().Add(c.opts.Timeout))
@@ -238,8 +248,27 @@ func (c *Conn) connect(raw string) (net.Conn, *bufio.Reader, error) {
 	if err := json.Unmarshal(js, &info); err != nil {
 		return fail(fmt.Errorf("INFO: %w", err))
 	}
-	if info.TLSRequired {
-		return fail(errors.New("server requires TLS, which wire does not speak"))
+	switch {
+	case info.TLSRequired && c.opts.TLS == nil:
+		return fail(errors.New("server requires TLS: set Options.TLS"))
+	case !info.TLSRequired && c.opts.TLS != nil:
+		return fail(errors.New("TLS is configured but the server does not require it (a plaintext port)"))
+	case c.opts.TLS != nil:
+		// The server sent INFO in plaintext and now waits for the
+		// ClientHello: nothing else is buffered.
+		if br.Buffered() != 0 {
+			return fail(errors.New("unexpected data after INFO before the TLS handshake"))
+		}
+		tc := c.opts.TLS.Clone()
+		if tc.ServerName == "" {
+			tc.ServerName, _, _ = net.SplitHostPort(addr)
+		}
+		tconn := tls.Client(conn, tc)
+		if err := tconn.Handshake(); err != nil {
+			return fail(fmt.Errorf("TLS handshake: %w", err))
+		}
+		conn = tconn
+		br = bufio.NewReaderSize(conn, readBufSize)
 	}
 	if !info.Headers {
 		return fail(errors.New("server does not support headers"))

@@ -237,7 +237,7 @@ func TestDialErrors(t *testing.T) {
 	if _, err := Dial(Options{}); err == nil {
 		t.Fatal("no URL: no error")
 	}
-	if _, err := Dial(Options{URLs: []string{"tls://127.0.0.1:1"}}); err == nil || !bytes.Contains([]byte(err.Error()), []byte("plain TCP")) {
+	if _, err := Dial(Options{URLs: []string{"tls://127.0.0.1:1"}}); err == nil || !bytes.Contains([]byte(err.Error()), []byte("Options.TLS")) {
 		t.Fatalf("tls URL: %v", err)
 	}
 	if _, err := Dial(Options{URLs: []string{"nats://127.0.0.1:1"}, Timeout: time.Second}); err == nil {
