@@ -99,6 +99,7 @@ func TestDockerRegions(t *testing.T) {
 	js := map[string]jetstream.JetStream{"eu": newJS(t, conns["eu"]), "us": newJS(t, conns["us"])}
 	rig.waitLinked(t, conns, 60*time.Second)
 	checkDerivedLinkDeny(t, rig)
+	rig.attackTransport(t, js["eu"])
 	run := randHex(4)
 	acked := ledger{}
 	publishAll := func(phase string, n int, only ...string) {

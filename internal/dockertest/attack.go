@@ -3,6 +3,7 @@ package dockertest
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -11,6 +12,11 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/msgplatform/platform/embeddednats"
+	"github.com/msgplatform/platform/internal/tlsconf"
 )
 
 // PlaintextSession dials a NATS client port at addr without TLS, as a
@@ -107,14 +113,70 @@ func Logs(tb testing.TB, id string) string {
 	return string(out)
 }
 
-// RouteFrom reports the log lines of logs (a node's) saying a route from
-// ip was created.
-func RouteFrom(logs, ip string) []string {
-	var out []string
-	for _, l := range strings.Split(logs, "\n") {
-		if strings.Contains(l, ip+":") && strings.Contains(l, "Route connection created") {
-			out = append(out, l)
+// Link is one route or leafnode connection a node reports.
+type Link struct {
+	Server, Kind, RemoteName, IP string
+}
+
+// Links asks every node reachable at url (TLS verified against caFile) as
+// the system user of the trust in trustDir for its routes ($SYS ROUTEZ)
+// and leafnode connections (LEAFZ), waiting 2 s for the answers.
+func Links(tb testing.TB, trustDir, url, caFile string) []Link {
+	tb.Helper()
+	trust, err := embeddednats.LoadTrust(trustDir)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tc, err := tlsconf.Config{CAFile: caFile}.Client("")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	nc, err := embeddednats.ConnectSystem(trust, url, nats.Secure(tc), nats.Timeout(5*time.Second))
+	if err != nil {
+		tb.Fatalf("connect as the system user: %v", err)
+	}
+	defer nc.Close()
+	var out []Link
+	for _, kind := range []string{"ROUTEZ", "LEAFZ"} {
+		inbox := nats.NewInbox()
+		sub, err := nc.SubscribeSync(inbox)
+		if err != nil {
+			tb.Fatal(err)
 		}
+		if err := nc.PublishRequest("$SYS.REQ.SERVER.PING."+kind, inbox, []byte("{}")); err != nil {
+			tb.Fatal(err)
+		}
+		for {
+			m, err := sub.NextMsg(2 * time.Second)
+			if err != nil {
+				break
+			}
+			var resp struct {
+				Server struct {
+					Name string `json:"name"`
+				} `json:"server"`
+				Data struct {
+					Routes []struct {
+						RemoteName string `json:"remote_name"`
+						IP         string `json:"ip"`
+					} `json:"routes"`
+					Leafs []struct {
+						Name string `json:"name"`
+						IP   string `json:"ip"`
+					} `json:"leafs"`
+				} `json:"data"`
+			}
+			if err := json.Unmarshal(m.Data, &resp); err != nil {
+				tb.Fatalf("%s answer: %v", kind, err)
+			}
+			for _, r := range resp.Data.Routes {
+				out = append(out, Link{Server: resp.Server.Name, Kind: "route", RemoteName: r.RemoteName, IP: r.IP})
+			}
+			for _, l := range resp.Data.Leafs {
+				out = append(out, Link{Server: resp.Server.Name, Kind: "leafnode", RemoteName: l.Name, IP: l.IP})
+			}
+		}
+		_ = sub.Unsubscribe()
 	}
 	return out
 }
