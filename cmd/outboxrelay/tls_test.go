@@ -175,3 +175,16 @@ func TestOptionsRefuseBadTLS(t *testing.T) {
 		}
 	}
 }
+
+// PLATFORM_TLS_CA, _CERT and _KEY are the flags' defaults.
+func TestOptionsTLSFromEnv(t *testing.T) {
+	ca := tlstest.NewT(t)
+	cl := ca.ClientT(t, "relay")
+	t.Setenv("PLATFORM_TLS_CA", cl.CAFile)
+	t.Setenv("PLATFORM_TLS_CERT", cl.CertFile)
+	t.Setenv("PLATFORM_TLS_KEY", cl.KeyFile)
+	o, err := parseOptions([]string{"--dsn", "postgres://x"}, io.Discard)
+	if err != nil || o.tls != cl {
+		t.Fatalf("options %+v, %v; want tls %+v", o.tls, err, cl)
+	}
+}
