@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/msgplatform/platform/embeddednats"
+	"github.com/msgplatform/platform/internal/tlsconf"
 	"github.com/msgplatform/platform/internal/validate"
 )
 
@@ -39,6 +40,12 @@ type PeerRegion struct {
 	// shared trust (data_dir/trust), which every region of one
 	// installation shares.
 	Creds string `mapstructure:"creds"`
+	// TLS is how this node dials the peer's client port: ca_file (the
+	// peer's CA; the system roots when empty) and, where the peer's
+	// node.tls.verify asks for one, cert_file and key_file. Set, it dials
+	// TLS whatever the URL scheme; a tls:// URL without it is checked
+	// against the system roots.
+	TLS tlsconf.Config `mapstructure:"tls"`
 }
 
 var peerNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$`)
@@ -102,6 +109,10 @@ func (c *RegionsConfig) validatePeers(mode string, own embeddednats.Region) erro
 				p.Addf(fmt.Sprintf("%s.urls[%d]", key, j), "%v, got %q", err, u)
 			}
 		}
+		if r.TLS.Verify {
+			p.Addf(key+".tls.verify", "is for listeners: a peer is dialled (give cert_file and key_file to present a client certificate)")
+		}
+		r.TLS.ValidateClient(&p, key+".tls")
 		if r.Creds != "" && strings.TrimSpace(r.Creds) != r.Creds {
 			p.Addf(key+".creds", "must be a path without surrounding spaces, got %q", r.Creds)
 		}

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/msgplatform/platform/conf"
+	"github.com/msgplatform/platform/internal/tlsconf/tlstest"
 )
 
 const peersNode = `
@@ -86,4 +87,45 @@ regions:
 `))
 	problems(t, err)
 	wantProblem(t, err, `regions.peers: is for mode node only, got 1 peers in mode fabric (mode regions runs every region in this process; mode fabric runs one)`)
+}
+
+// TestRegionsPeersTLS: a peer's tls (the CA and client certificate this
+// node dials it with) is read, and its mistakes are named by key.
+func TestRegionsPeersTLS(t *testing.T) {
+	ca := tlstest.NewT(t)
+	cl := ca.ClientT(t, "us1")
+	c := mustLoad(t, writeFile(t, peersNode+`
+regions:
+  peers:
+    - name: eu
+      urls: [tls://eu1:4222]
+      tls:
+        ca_file: `+ca.CAFile+`
+        cert_file: `+cl.CertFile+`
+        key_file: `+cl.KeyFile+`
+`))
+	if got := c.Regions.Peers[0].TLS; got != cl {
+		t.Fatalf("regions.peers[0].tls = %+v, want %+v", got, cl)
+	}
+	_, err := load(t, writeFile(t, peersNode+`
+regions:
+  peers:
+    - name: eu
+      urls: [tls://eu1:4222]
+      tls:
+        ca_file: /nonexistent/ca.pem
+        cert_file: `+cl.CertFile+`
+        verify: true
+`))
+	problems(t, err)
+	for _, line := range []string{
+		`regions.peers[0].tls.ca_file: cannot be read: stat /nonexistent/ca.pem: no such file or directory`,
+		`regions.peers[0].tls: cert_file and key_file go together (a client certificate and its key)`,
+		`regions.peers[0].tls.verify: is for listeners: a peer is dialled (give cert_file and key_file to present a client certificate)`,
+	} {
+		wantProblem(t, err, line)
+	}
+	if t.Failed() {
+		t.Log(err)
+	}
 }

@@ -5,9 +5,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 
 	"github.com/msgplatform/platform/internal/pgmigrate"
+	"github.com/msgplatform/platform/internal/tlsconf"
+	"github.com/msgplatform/platform/internal/validate"
 	"github.com/msgplatform/platform/outboxrelay"
 )
 
@@ -21,7 +24,10 @@ type options struct {
 	natsURL, creds string
 	httpAddr       string
 	topicMap       string
-	cfg            outboxrelay.Config
+	// tls is --tls-ca, --tls-cert, --tls-key: the platform's client port
+	// with TLS.
+	tls tlsconf.Config
+	cfg outboxrelay.Config
 }
 
 // envPauseAfterPublish, when "1", makes the relay stop for good after
@@ -41,6 +47,9 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.pebbleDir, "pebble", "", "directory of a Pebble database holding the outbox (the service must not be running)")
 	fs.StringVar(&o.natsURL, "nats", "nats://127.0.0.1:4222", "platform URLs, comma-separated")
 	fs.StringVar(&o.creds, "creds", "", "NATS .creds file of the account publishing the events")
+	fs.StringVar(&o.tls.CAFile, "tls-ca", os.Getenv("PLATFORM_TLS_CA"), "CA file (PEM) the platform's certificate is checked against; connects with TLS (env PLATFORM_TLS_CA; a tls:// URL without it uses the system roots)")
+	fs.StringVar(&o.tls.CertFile, "tls-cert", os.Getenv("PLATFORM_TLS_CERT"), "client certificate (PEM) for a client port with TLS verify (mTLS), with --tls-key (env PLATFORM_TLS_CERT)")
+	fs.StringVar(&o.tls.KeyFile, "tls-key", os.Getenv("PLATFORM_TLS_KEY"), "the --tls-cert's private key (PEM) (env PLATFORM_TLS_KEY)")
 	fs.StringVar(&o.httpAddr, "http", "127.0.0.1:9466", "serve Prometheus metrics on http://ADDR/metrics (empty: off)")
 	fs.StringVar(&o.cfg.Name, "name", o.cfg.Name, "outbox name: the lease key (one active relay per name) and the metrics label")
 	fs.StringVar(&o.topicMap, "topic-map", "", "map event topics to platform topics: from=to,from2=to2 (others are used as they are)")
@@ -65,6 +74,9 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	if o.dsn != "" && !pgmigrate.ValidSchema(o.schema) {
 		return o, usageError{fmt.Errorf("--schema %q: want a lower-case SQL identifier (letters, digits, '_', at most 63)", o.schema)}
 	}
+	if err := checkTLSFlags(o.tls); err != nil {
+		return o, usageError{err}
+	}
 	tm, err := parseTopicMap(o.topicMap)
 	if err != nil {
 		return o, usageError{err}
@@ -74,6 +86,30 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 		return o, usageError{err}
 	}
 	return o, nil
+}
+
+// checkTLSFlags names, by flag, a certificate without its key (or the
+// reverse) and a TLS file that cannot be used.
+func checkTLSFlags(c tlsconf.Config) error {
+	var p validate.Problems
+	if (c.CertFile == "") != (c.KeyFile == "") {
+		p.Addf("--tls-cert", "and --tls-key go together (a client certificate and its key)")
+	}
+	for _, f := range []struct{ flag, path string }{{"--tls-ca", c.CAFile}, {"--tls-cert", c.CertFile}, {"--tls-key", c.KeyFile}} {
+		if f.path == "" {
+			continue
+		}
+		if _, err := os.Stat(f.path); err != nil {
+			p.Addf(f.flag, "cannot be read: %v", err)
+		}
+	}
+	if err := p.Err(tlsconf.ErrInvalid); err != nil {
+		return err
+	}
+	if _, err := c.Client(""); err != nil {
+		return fmt.Errorf("--tls-ca, --tls-cert, --tls-key: %w", err)
+	}
+	return nil
 }
 
 // parseTopicMap parses "from=to,from2=to2".

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -55,6 +57,13 @@ func relay(ctx context.Context, o options, stderr io.Writer) error {
 		nats.ReconnectBufSize(-1), nats.Timeout(5 * time.Second)}
 	if o.creds != "" {
 		nopts = append(nopts, nats.UserCredentials(o.creds))
+	}
+	tc, err := o.tls.Client("")
+	if err != nil {
+		return usageError{fmt.Errorf("--tls-ca, --tls-cert, --tls-key: %w", err)}
+	}
+	if tc != nil {
+		nopts = append(nopts, nats.Secure(tc))
 	}
 	nc, err := connect(ctx, o.natsURL, nopts, log)
 	if err != nil {
@@ -124,6 +133,9 @@ func connect(ctx context.Context, url string, opts []nats.Option, log *slog.Logg
 		if errors.Is(err, nats.ErrAuthorization) || errors.Is(err, nats.ErrAuthExpired) {
 			return nil, fmt.Errorf("connect to %s: %w (check --creds)", url, err)
 		}
+		if hint := tlsRefusal(err); hint != "" {
+			return nil, fmt.Errorf("connect to %s: %w (%s)", url, err, hint)
+		}
 		log.Warn("outboxrelay: platform unavailable, retrying", "nats", url, "err", err, "backoff", backoff)
 		select {
 		case <-ctx.Done():
@@ -132,6 +144,25 @@ func connect(ctx context.Context, url string, opts []nats.Option, log *slog.Logg
 		}
 		backoff = min(2*backoff, 5*time.Second)
 	}
+}
+
+// tlsRefusal says what to fix when err is a TLS refusal, which no retry
+// cures: the platform's certificate fails the check, the platform wants
+// TLS or a client certificate. It is "" for any other error.
+func tlsRefusal(err error) string {
+	var unknown x509.UnknownAuthorityError
+	var host x509.HostnameError
+	var verify *tls.CertificateVerificationError
+	var op *net.OpError
+	switch {
+	case errors.As(err, &unknown), errors.As(err, &host), errors.As(err, &verify):
+		return "the platform's certificate is not signed by a CA trusted here for this host: pass its CA as --tls-ca and check the URL's host"
+	case errors.Is(err, nats.ErrSecureConnRequired):
+		return "the platform requires TLS: pass --tls-ca (or use a tls:// URL)"
+	case errors.As(err, &op) && op.Op == "remote error": // a TLS alert from the platform
+		return "the platform refused the TLS handshake: it may require a client certificate (--tls-cert, --tls-key) of its CA"
+	}
+	return ""
 }
 
 // serveMetrics serves reg on addr/metrics until the returned stop.

@@ -19,6 +19,7 @@ import (
 	"github.com/msgplatform/platform/embeddednats"
 	"github.com/msgplatform/platform/internal/bench"
 	"github.com/msgplatform/platform/internal/control"
+	"github.com/msgplatform/platform/internal/tlsconf"
 	"github.com/msgplatform/platform/internal/units"
 	"github.com/msgplatform/platform/platform"
 	"github.com/msgplatform/platform/platform/schema"
@@ -43,6 +44,8 @@ type benchPublishOptions struct {
 	size                                            string
 	topic                                           string
 	keep, inProcess, validate                       bool
+	// compare is --compare: the in-process comparisons to run.
+	compare []string
 }
 
 func newBenchPublishCmd(g *globalOptions) *cobra.Command {
@@ -56,8 +59,15 @@ times, and prints the median figures. This is the baseline every other
 benchmark reports a ratio against.
 
 By default it runs against the platform at --server. With --in-process it
-starts two temporary 3-node fabrics itself, one with sync_always on and one
-with it off, and prints both and their ratio.`,
+starts temporary 3-node fabrics itself and runs the comparisons --compare
+names:
+
+  sync  one fabric with sync_always on and one with it off, one after the
+        other: both figures and their ratio;
+  tls   one fabric with a plaintext client port and one with TLS on it
+        (a throw-away CA; the client verifies the server), both up at once,
+        runs interleaved (plain, tls, tls, plain, ...), medians of
+        max(--runs, 3) each: both figures and tls_over_plain (goal >= 0.85).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			size, err := units.ParseSize(o.size)
@@ -77,6 +87,9 @@ with it off, and prints both and their ratio.`,
 				return benchValidateCmd(cmd.Context(), out, g, o, popts)
 			}
 			if o.inProcess {
+				if err := checkCompare(o.compare); err != nil {
+					return usageError{err}
+				}
 				return benchInProcess(cmd.Context(), out, o, popts)
 			}
 			nc, err := g.connect()
@@ -106,7 +119,8 @@ with it off, and prints both and their ratio.`,
 	f.IntVar(&o.keys, "keys", 1024, "distinct keys")
 	f.StringVar(&o.topic, "topic", "bench-publish", "bench topic (created, and deleted afterwards unless --keep)")
 	f.BoolVar(&o.keep, "keep", false, "keep the bench topic")
-	f.BoolVar(&o.inProcess, "in-process", false, "start temporary fabrics (sync_always on and off) instead of using --server")
+	f.BoolVar(&o.inProcess, "in-process", false, "start temporary fabrics (see --compare) instead of using --server")
+	f.StringSliceVar(&o.compare, "compare", []string{"sync", "tls"}, "with --in-process: the comparisons to run, sync (sync_always on vs off) and tls (TLS on the client port vs plaintext)")
 	f.BoolVar(&o.validate, "validate", false, "publish JSON events through platform.Publisher with and without schema validation, same run, and print the ratio (with --in-process: one temporary fabric)")
 	return cmd
 }
@@ -148,9 +162,39 @@ func purge(ctx context.Context, js jetstream.JetStream, topic string) error {
 	return s.Purge(ctx)
 }
 
-// benchInProcess measures publish on two temporary 3-node fabrics, with
-// sync_always on and off, in one run.
+// checkCompare checks --compare.
+func checkCompare(compare []string) error {
+	if len(compare) == 0 {
+		return fmt.Errorf("--compare: name at least one of sync, tls")
+	}
+	for _, c := range compare {
+		if c != "sync" && c != "tls" {
+			return fmt.Errorf("--compare: want sync or tls, got %q", c)
+		}
+	}
+	return nil
+}
+
+// benchInProcess runs the --compare comparisons on temporary fabrics.
 func benchInProcess(ctx context.Context, out io.Writer, o benchPublishOptions, popts bench.PublishOptions) error {
+	for _, c := range o.compare {
+		var err error
+		switch c {
+		case "sync":
+			err = benchSyncCompare(ctx, out, o, popts)
+		case "tls":
+			err = benchTLSCompare(ctx, out, o, popts)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// benchSyncCompare measures publish on two temporary 3-node fabrics, with
+// sync_always on and off, one after the other.
+func benchSyncCompare(ctx context.Context, out io.Writer, o benchPublishOptions, popts bench.PublishOptions) error {
 	results := map[bool]bench.Result{}
 	for _, sync := range []bool{true, false} {
 		dir, err := os.MkdirTemp("", "platformctl-bench-")
@@ -176,7 +220,7 @@ func benchInProcess(ctx context.Context, out io.Writer, o benchPublishOptions, p
 }
 
 func benchFabric(ctx context.Context, dir string, sync bool, o benchPublishOptions, popts bench.PublishOptions) (res bench.Result, err error) {
-	err = withBenchFabric(ctx, dir, sync, func(nc *nats.Conn, rec *platform.Reconciler) error {
+	err = withBenchFabric(ctx, dir, sync, tlsconf.Config{}, func(nc *nats.Conn, rec *platform.Reconciler) error {
 		res, err = benchAgainst(ctx, nc, o, popts, func(ctx context.Context, spec platform.TopicSpec) error {
 			_, err := rec.ApplyTopic(ctx, spec, platform.ApplyOptions{AllowReducedReplicas: true})
 			return err
@@ -196,9 +240,11 @@ func newBenchFabric(cfg embeddednats.FabricConfig, trust *embeddednats.Trust) (*
 	return embeddednats.NewFabric(cfg, trust)
 }
 
-// withBenchFabric starts a temporary 3-node fabric in dir, runs fn on it
-// and stops it.
-func withBenchFabric(ctx context.Context, dir string, sync bool, fn func(*nats.Conn, *platform.Reconciler) error) error {
+// withBenchFabric starts a temporary 3-node fabric in dir, with TLS on
+// the client ports when srvTLS is set (a listener Config with its CA),
+// runs fn on it and stops it. Connections to a TLS fabric verify it
+// against srvTLS.CAFile as a service's client does.
+func withBenchFabric(ctx context.Context, dir string, sync bool, srvTLS tlsconf.Config, fn func(*nats.Conn, *platform.Reconciler) error) error {
 	trust, err := embeddednats.NewTrust()
 	if err != nil {
 		return err
@@ -206,6 +252,12 @@ func withBenchFabric(ctx context.Context, dir string, sync bool, fn func(*nats.C
 	cfg := embeddednats.DefaultFabricConfig()
 	cfg.Port, cfg.ClusterPort, cfg.DataDir = -1, -1, dir
 	cfg.Durability.SyncAlways = sync
+	if srvTLS.Enabled() {
+		cfg.TLS = srvTLS
+		if trust.ClientTLS, err = (tlsconf.Config{CAFile: srvTLS.CAFile}).Client(""); err != nil {
+			return err
+		}
+	}
 	cfg.LameDuck = 200 * time.Millisecond
 	f, err := newBenchFabric(cfg, trust)
 	if err != nil {
@@ -259,7 +311,7 @@ func benchValidateCmd(ctx context.Context, out io.Writer, g *globalOptions, o be
 		return err
 	}
 	defer os.RemoveAll(dir)
-	return withBenchFabric(ctx, dir, true, func(nc *nats.Conn, rec *platform.Reconciler) error {
+	return withBenchFabric(ctx, dir, true, tlsconf.Config{}, func(nc *nats.Conn, rec *platform.Reconciler) error {
 		return benchValidate(ctx, out, nc, o, popts, func(ctx context.Context, spec platform.TopicSpec) error {
 			_, err := rec.ApplyTopic(ctx, spec, platform.ApplyOptions{AllowReducedReplicas: true})
 			return err

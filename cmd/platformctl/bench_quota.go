@@ -181,13 +181,17 @@ func runBenchQuota(ctx context.Context, tgt quotaTarget, o benchQuotaOptions, si
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
+	tlsOpts, err := tgt.connOptions()
+	if err != nil {
+		return nil, err
+	}
 	connect := func(tenant string, url string) (*nats.Conn, error) {
 		p := filepath.Join(dir, tenant+".creds")
 		if err := os.WriteFile(p, creds[tenant], 0o600); err != nil {
 			return nil, err
 		}
-		return nats.Connect(url, nats.UserCredentials(p), nats.CustomInboxPrefix(tenancy.InboxPrefix("producer")),
-			nats.Name("platformctl-bench-"+tenant), nats.Timeout(5*time.Second))
+		return nats.Connect(url, append([]nats.Option{nats.UserCredentials(p), nats.CustomInboxPrefix(tenancy.InboxPrefix("producer")),
+			nats.Name("platformctl-bench-" + tenant), nats.Timeout(5 * time.Second)}, tlsOpts...)...)
 	}
 	var conns []*nats.Conn
 	defer func() {

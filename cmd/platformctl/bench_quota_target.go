@@ -35,6 +35,9 @@ type quotaTarget interface {
 	// and describes where the streams and ingests are. Best effort.
 	arrange(ctx context.Context, rawStream string) string
 	urls() []string
+	// connOptions are the options a tenant connection to urls() needs
+	// (TLS of a platform at --server).
+	connOptions() ([]nats.Option, error)
 	// ingest reads tenant's ingest counters (in-process only; ok false
 	// elsewhere).
 	ingest(ctx context.Context, tenant string) (c ingestCounters, ok bool)
@@ -208,6 +211,8 @@ func (t *inProcessQuotaTarget) urls() []string {
 	return out
 }
 
+func (t *inProcessQuotaTarget) connOptions() ([]nats.Option, error) { return nil, nil }
+
 func (t *inProcessQuotaTarget) close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -284,6 +289,14 @@ func (t *remoteQuotaTarget) arrange(context.Context, string) string {
 }
 
 func (t *remoteQuotaTarget) urls() []string { return strings.Split(t.g.server, ",") }
+
+func (t *remoteQuotaTarget) connOptions() ([]nats.Option, error) {
+	tc, err := t.g.tlsClient()
+	if err != nil || tc == nil {
+		return nil, err
+	}
+	return []nats.Option{nats.Secure(tc)}, nil
+}
 
 func (t *remoteQuotaTarget) close() {
 	for _, name := range t.created {

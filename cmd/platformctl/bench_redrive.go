@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/msgplatform/platform/internal/bench"
+	"github.com/msgplatform/platform/internal/tlsconf"
 	"github.com/msgplatform/platform/internal/units"
 	"github.com/msgplatform/platform/platform"
 	"github.com/msgplatform/platform/redrive"
@@ -75,7 +76,7 @@ The bench always starts its own fabric (--in-process is the only mode).`,
 			}
 			defer os.RemoveAll(dir)
 			var res redriveBenchResult
-			err = withBenchFabric(ctx, dir, o.syncAlways, func(nc *nats.Conn, rec *platform.Reconciler) error {
+			err = withBenchFabric(ctx, dir, o.syncAlways, tlsconf.Config{}, func(nc *nats.Conn, rec *platform.Reconciler) error {
 				res, err = runBenchRedrive(ctx, nc, rec, o, int(size), cmd.ErrOrStderr())
 				return err
 			})

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,6 +16,8 @@ import (
 
 	"github.com/msgplatform/platform/internal/control"
 	"github.com/msgplatform/platform/internal/principal"
+	"github.com/msgplatform/platform/internal/tlsconf"
+	"github.com/msgplatform/platform/internal/validate"
 )
 
 // connect opens an admin connection to the platform with the configured
@@ -27,11 +30,61 @@ func (g *globalOptions) connect() (*nats.Conn, error) {
 		}
 		return nil, fmt.Errorf("credentials %s: %w", creds, err)
 	}
-	nc, err := nats.Connect(g.server, nats.UserCredentials(creds), nats.Name("platformctl"), nats.Timeout(5*time.Second))
+	opts, err := g.natsOptions("platformctl")
+	if err != nil {
+		return nil, err
+	}
+	nc, err := nats.Connect(g.server, append(opts, nats.UserCredentials(creds))...)
 	if err != nil {
 		return nil, fmt.Errorf("connect to %s with %s: %w", g.server, creds, err)
 	}
 	return nc, nil
+}
+
+// natsOptions are the options of every connection platformctl opens:
+// its name, a 5 s connect timeout and, with --tls-ca / --tls-cert /
+// --tls-key, TLS verified against that CA (a tls:// URL without them
+// still dials TLS, checked against the system roots).
+func (g *globalOptions) natsOptions(name string) ([]nats.Option, error) {
+	opts := []nats.Option{nats.Name(name), nats.Timeout(5 * time.Second)}
+	tc, err := g.tlsClient()
+	if err != nil {
+		return nil, err
+	}
+	if tc != nil {
+		opts = append(opts, nats.Secure(tc))
+	}
+	return opts, nil
+}
+
+// tlsClient is the TLS of --tls-ca, --tls-cert and --tls-key (nil when
+// none is given), every problem named by its flag.
+func (g *globalOptions) tlsClient() (*tls.Config, error) {
+	var p validate.Problems
+	if (g.tlsCert == "") != (g.tlsKey == "") {
+		p.Addf("--tls-cert", "and --tls-key go together (a client certificate and its key)")
+	}
+	for _, f := range []struct{ flag, path string }{{"--tls-ca", g.tlsCA}, {"--tls-cert", g.tlsCert}, {"--tls-key", g.tlsKey}} {
+		if f.path == "" {
+			continue
+		}
+		if _, err := os.Stat(f.path); err != nil {
+			p.Addf(f.flag, "cannot be read: %v", err)
+		}
+	}
+	if err := p.Err(tlsconf.ErrInvalid); err != nil {
+		return nil, usageError{err}
+	}
+	tc, err := g.tls().Client("")
+	if err != nil {
+		return nil, usageError{fmt.Errorf("--tls-ca, --tls-cert, --tls-key: %w", err)}
+	}
+	return tc, nil
+}
+
+// tls is --tls-ca, --tls-cert and --tls-key as a client TLS setting.
+func (g *globalOptions) tls() tlsconf.Config {
+	return tlsconf.Config{CAFile: g.tlsCA, CertFile: g.tlsCert, KeyFile: g.tlsKey}
 }
 
 // requestTimeout parses --timeout.

@@ -15,12 +15,16 @@ import (
 // A nats CLI context (natscli's JSON in $XDG_CONFIG_HOME/nats/context,
 // else ~/.config/nats/context): the fields platformctl sets. The CLI
 // reads the creds file when it connects, so the context holds its path,
-// never a secret.
+// never a secret; likewise the TLS files (CA, client certificate and
+// key) are named by path.
 type natsContext struct {
 	Description string `json:"description"`
 	URL         string `json:"url"`
 	Creds       string `json:"creds"`
 	InboxPrefix string `json:"inbox_prefix"`
+	CA          string `json:"ca,omitempty"`
+	Cert        string `json:"cert,omitempty"`
+	Key         string `json:"key,omitempty"`
 }
 
 // natsContextName is what natscli accepts as a context name (it is the
@@ -51,12 +55,19 @@ func natsContextPath(name string, force bool) (string, error) {
 }
 
 // writeNatsContext saves c at path (0600, its directory 0700).
+// Every file it names is made absolute, so the CLI finds it from any
+// directory.
 func writeNatsContext(path string, c natsContext) error {
-	abs, err := filepath.Abs(c.Creds)
-	if err != nil {
-		return err
+	for _, f := range []*string{&c.Creds, &c.CA, &c.Cert, &c.Key} {
+		if *f == "" {
+			continue
+		}
+		abs, err := filepath.Abs(*f)
+		if err != nil {
+			return err
+		}
+		*f = abs
 	}
-	c.Creds = abs
 	b, err := json.MarshalIndent(c, "", "  ")
 	if err != nil {
 		return err

@@ -1,14 +1,20 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/msgplatform/platform/conf"
+	"github.com/msgplatform/platform/internal/daemon"
 	"github.com/msgplatform/platform/internal/daemon/daemontest"
+	"github.com/msgplatform/platform/internal/tlsconf/tlstest"
 	"github.com/msgplatform/platform/tenancy"
 )
 
@@ -55,5 +61,142 @@ func TestCLIUserNatsContext(t *testing.T) {
 	}
 	if out := mustCLI(t, d, "user", "list", "acme"); strings.Contains(out, "other") {
 		t.Fatalf("a refused user add created the user:\n%s", out)
+	}
+}
+
+// A context saved with the CA (and a client certificate) lets the real
+// nats CLI through a TLS client port, one that verifies clients included.
+// Without the CA, or with another CA's, the CLI is refused at the
+// handshake.
+func TestAttackNatsContextWithoutCA(t *testing.T) {
+	nats := natsBin(t)
+	ca := tlstest.NewT(t)
+	srv := ca.ServerT(t, "n1")
+	srv.Verify = true
+	url := tlstest.RunNATS(t, srv)
+	creds := adminCreds(t)
+	xdg := t.TempDir()
+	t.Setenv("XDG_CONFIG_HOME", xdg)
+	cl := ca.ClientT(t, "checkout")
+	other := tlstest.NewT(t)
+	rogue := other.ClientT(t, "rogue")
+	save := func(name string, c natsContext) {
+		t.Helper()
+		p, err := natsContextPath(name, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.URL, c.Creds = url, creds
+		if err := writeNatsContext(p, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run := func(name string) ([]byte, error) {
+		cmd := exec.Command(nats, "--context", name, "--timeout", "3s", "pub", "orders.order:1", "hello")
+		cmd.Env = append(os.Environ(), "XDG_CONFIG_HOME="+xdg)
+		return cmd.CombinedOutput()
+	}
+	watch := globalOptions{server: url, creds: creds, tlsCA: ca.CAFile, tlsCert: cl.CertFile, tlsKey: cl.KeyFile}
+	wc, err := watch.connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wc.Close()
+	sub, err := wc.SubscribeSync("orders.>")
+	if err != nil || wc.Flush() != nil {
+		t.Fatal(err)
+	}
+	save("good", natsContext{CA: ca.CAFile, Cert: cl.CertFile, Key: cl.KeyFile})
+	if b, err := run("good"); err != nil {
+		t.Fatalf("nats --context good pub: %v\n%s", err, b)
+	}
+	save("no-ca", natsContext{Cert: cl.CertFile, Key: cl.KeyFile})
+	save("wrong-ca", natsContext{CA: other.CAFile, Cert: rogue.CertFile, Key: rogue.KeyFile})
+	save("no-cert", natsContext{CA: ca.CAFile})
+	for _, name := range []string{"no-ca", "wrong-ca", "no-cert"} {
+		if b, err := run(name); err == nil {
+			t.Fatalf("nats --context %s pub: published through TLS without the trust\n%s", name, b)
+		}
+		t.Logf("attack.nats_context_%s: refused", strings.ReplaceAll(name, "-", "_"))
+	}
+	// Only the trusted context's message arrived.
+	if err := wc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if n, _, _ := sub.Pending(); n != 1 {
+		t.Fatalf("%d messages reached orders.>, want 1 (the trusted context's)", n)
+	}
+}
+
+// Against a platform whose client port is TLS (fabric.tls), platformctl
+// with --tls-ca creates the user, and the context user add saves carries
+// the CA: the real nats CLI publishes as the user through the ingest.
+// Without --tls-ca platformctl is refused before anything is created.
+func TestCLIUserNatsContextTLS(t *testing.T) {
+	nats := natsBin(t)
+	ca := tlstest.NewT(t)
+	cfg := conf.DefaultConfig()
+	cfg.Mode = conf.ModeFabric
+	cfg.Fabric.Nodes, cfg.Fabric.Port, cfg.Fabric.ClusterPort, cfg.Fabric.DataDir = 1, -1, -1, ""
+	cfg.Fabric.LameDuck = 200 * time.Millisecond
+	cfg.Fabric.Durability.Replicas = 1
+	cfg.Fabric.TLS = ca.ServerT(t, "n1")
+	cfg.HTTP.Listen = "127.0.0.1:0"
+	cfg.DataDir = t.TempDir()
+	cfg.EnsureDefaults()
+	d, err := daemon.New(&cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	if err := d.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		_ = d.Close(ctx)
+	})
+	url, admin := d.Nodes()[0].ClientURL(), filepath.Join(cfg.DataDir, "creds", "admin.creds")
+	cli := func(tlsCA string, args ...string) (string, error) {
+		root := newRootCmd()
+		var out bytes.Buffer
+		root.SetOut(&out)
+		root.SetErr(&out)
+		all := []string{"--server", url, "--creds", admin, "--timeout", "30s"}
+		if tlsCA != "" {
+			all = append(all, "--tls-ca", tlsCA)
+		}
+		root.SetArgs(append(all, args...))
+		err := root.ExecuteContext(ctx)
+		return out.String(), err
+	}
+	xdg := t.TempDir()
+	t.Setenv("XDG_CONFIG_HOME", xdg)
+	if out, err := cli("", "tenant", "create", "acme"); err == nil {
+		t.Fatalf("tenant create without --tls-ca against a TLS port succeeded:\n%s", out)
+	}
+	t.Logf("attack.platformctl_no_ca_tenant_create: refused")
+	if out, err := cli(ca.CAFile, "tenant", "list"); err != nil || strings.Contains(out, "acme") {
+		t.Fatalf("tenant list after the refused create: %v\n%s", err, out)
+	}
+	for _, args := range [][]string{
+		{"tenant", "create", "acme"},
+		{"tenant", "topic", "acme", "orders", "--partitions", "1", "--replicas", "1"},
+		{"user", "add", "acme", "checkout", "--pub", "orders", "--out", filepath.Join(t.TempDir(), "checkout.creds"), "--nats-context", "acme-tls"},
+	} {
+		if out, err := cli(ca.CAFile, args...); err != nil {
+			t.Fatalf("platformctl %v: %v\n%s", args, err, out)
+		}
+	}
+	var c natsContext
+	if b, err := os.ReadFile(filepath.Join(xdg, "nats", "context", "acme-tls.json")); err != nil || json.Unmarshal(b, &c) != nil || c.CA != ca.CAFile {
+		t.Fatalf("context: %+v (%v), want ca %s", c, err, ca.CAFile)
+	}
+	cmd := exec.Command(nats, "--context", "acme-tls", "pub", "--jetstream", "orders.order:1", "hello")
+	cmd.Env = append(os.Environ(), "XDG_CONFIG_HOME="+xdg)
+	if b, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(b), "Stored in Stream") {
+		t.Fatalf("nats --context acme-tls pub --jetstream: %v\n%s", err, b)
 	}
 }

@@ -74,8 +74,12 @@ the others stand by and take over within --lease-ttl of its death.`,
 			}
 			// Reconnect forever; fail publishes at once while disconnected
 			// instead of buffering them (the relay retries them).
-			nc, err := nats.Connect(g.server, nats.UserCredentials(g.credsPath()), nats.Name("platformctl-outbox-relay"),
-				nats.MaxReconnects(-1), nats.ReconnectBufSize(-1), nats.Timeout(5*time.Second))
+			opts, err := g.natsOptions("platformctl-outbox-relay")
+			if err != nil {
+				return err
+			}
+			nc, err := nats.Connect(g.server, append(opts, nats.UserCredentials(g.credsPath()),
+				nats.MaxReconnects(-1), nats.ReconnectBufSize(-1))...)
 			if err != nil {
 				return fmt.Errorf("connect to %s with %s: %w", g.server, g.credsPath(), err)
 			}

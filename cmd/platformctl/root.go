@@ -15,6 +15,8 @@ type globalOptions struct {
 	creds   string
 	dataDir string
 	timeout string
+	// tlsCA, tlsCert, tlsKey: --tls-ca, --tls-cert, --tls-key.
+	tlsCA, tlsCert, tlsKey string
 }
 
 // defaultServerURL is the client port of the first node of conf/dev.yaml.
@@ -37,6 +39,9 @@ func newRootCmd() *cobra.Command {
 	pf.StringVar(&g.creds, "creds", os.Getenv("PLATFORM_CREDS"), "admin credentials file (env PLATFORM_CREDS; default <data-dir>/creds/admin.creds)")
 	pf.StringVar(&g.dataDir, "data-dir", envOr("PLATFORM_DATA_DIR", defaultDataDir), "platformd data directory, used to find the default creds")
 	pf.StringVar(&g.timeout, "timeout", "10s", "timeout for each request to the platform")
+	pf.StringVar(&g.tlsCA, "tls-ca", os.Getenv("PLATFORM_TLS_CA"), "CA file (PEM) the platform's certificate is checked against; connects with TLS (env PLATFORM_TLS_CA; a tls:// URL without it uses the system roots)")
+	pf.StringVar(&g.tlsCert, "tls-cert", os.Getenv("PLATFORM_TLS_CERT"), "client certificate (PEM) for a client port with TLS verify (mTLS), with --tls-key (env PLATFORM_TLS_CERT)")
+	pf.StringVar(&g.tlsKey, "tls-key", os.Getenv("PLATFORM_TLS_KEY"), "the --tls-cert's private key (PEM) (env PLATFORM_TLS_KEY)")
 
 	root.AddCommand(
 		newCapacityCmd(),

@@ -38,7 +38,10 @@ nats.CustomInboxPrefix) so that no user can read another's replies.
 
 --nats-context NAME also saves a nats CLI context with --server, the creds
 file and the inbox prefix, so that 'nats --context NAME ...' (requests and
-'pub --jetstream' included) works as the user.`,
+'pub --jetstream' included) works as the user. Against a platform with TLS
+on its client port the context names the --tls-ca file too, and
+--tls-cert/--tls-key when given (where the port verifies client
+certificates, give the user's own certificate there).`,
 		Args: exactArgs(2, "TENANT NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			spec.Name = args[1]
@@ -77,7 +80,8 @@ file and the inbox prefix, so that 'nats --context NAME ...' (requests and
 				return nil
 			}
 			if err := writeNatsContext(ctxPath, natsContext{Description: fmt.Sprintf("platform tenant %s, user %s", args[0], spec.Name),
-				URL: g.server, Creds: out, InboxPrefix: tenancy.InboxPrefix(spec.Name)}); err != nil {
+				URL: g.server, Creds: out, InboxPrefix: tenancy.InboxPrefix(spec.Name),
+				CA: g.tlsCA, Cert: g.tlsCert, Key: g.tlsKey}); err != nil {
 				return fmt.Errorf("user %s of %s was created, but its nats context was not saved: %w", spec.Name, args[0], err)
 			}
 			_, err := fmt.Fprintf(cmd.OutOrStdout(), "nats context %s saved in %s: nats --context %s ...\n", natsCtx, ctxPath, natsCtx)
@@ -87,7 +91,7 @@ file and the inbox prefix, so that 'nats --context NAME ...' (requests and
 	cmd.Flags().StringSliceVar(&spec.Pub, "pub", nil, "topics and queues the user may publish to")
 	cmd.Flags().StringSliceVar(&spec.Sub, "sub", nil, "topics, queues and groups the user may read")
 	cmd.Flags().StringVar(&out, "out", "", "file to write the .creds to (mode 0600)")
-	cmd.Flags().StringVar(&natsCtx, "nats-context", "", "also save a nats CLI context NAME (server, creds, inbox prefix)")
+	cmd.Flags().StringVar(&natsCtx, "nats-context", "", "also save a nats CLI context NAME (server, creds, inbox prefix; the --tls-ca, --tls-cert and --tls-key files when given)")
 	cmd.Flags().BoolVar(&force, "force", false, "overwrite --out (and --nats-context) if it exists")
 	return cmd
 }

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -17,6 +17,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/msgplatform/platform/conf"
+	"github.com/msgplatform/platform/internal/dockertest"
+	"github.com/msgplatform/platform/internal/tlsconf/tlstest"
 	"github.com/msgplatform/platform/platform"
 )
 
@@ -97,6 +99,7 @@ func TestDockerRegions(t *testing.T) {
 	js := map[string]jetstream.JetStream{"eu": newJS(t, conns["eu"]), "us": newJS(t, conns["us"])}
 	rig.waitLinked(t, conns, 60*time.Second)
 	checkDerivedLinkDeny(t, rig)
+	rig.attackTransport(t, js["eu"])
 	run := randHex(4)
 	acked := ledger{}
 	publishAll := func(phase string, n int, only ...string) {
@@ -367,14 +370,11 @@ func TestDockerRegionsConfig(t *testing.T) {
 func checkPeers(t *testing.T, here string) {
 	t.Helper()
 	for _, me := range []string{"eu", "us"} {
-		c, err := conf.Load(conf.LoadOptions{File: filepath.Join(here, me+".yaml"), Env: []string{}})
-		if err != nil {
-			t.Fatalf("load %s.yaml: %v", me, err)
-		}
+		c := loadConfig(t, here, me+".yaml")
 		peer := other(me)
 		var want []string
 		for _, n := range nodes[peer] {
-			want = append(want, "nats://"+n+"-peer:4222")
+			want = append(want, "tls://"+n+"-peer:4222")
 		}
 		ps := c.Regions.Peers
 		if len(ps) != 1 || ps[0].Name != peer || ps[0].Domain != peer || !slices.Equal(ps[0].URLs, want) || ps[0].Creds != "/shared/creds/admin.creds" {
@@ -413,9 +413,24 @@ func checkLinkDeny(t *testing.T, here string) {
 	}
 }
 
+// The TLS files the rig mounts at /tls are made for the test's own
+// throw-away CA in a temporary directory, which the file's /tls/ paths
+// are pointed to.
 func loadConfig(t *testing.T, here, file string) *conf.Config {
 	t.Helper()
-	c, err := conf.Load(conf.LoadOptions{File: filepath.Join(here, file), Env: []string{}})
+	b, err := os.ReadFile(filepath.Join(here, file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "tls")
+	if _, err := tlstest.WriteRig(dir, tlsHosts()...); err != nil {
+		t.Fatal(err)
+	}
+	local := filepath.Join(t.TempDir(), file)
+	if err := os.WriteFile(local, []byte(strings.ReplaceAll(string(b), "/tls/", dir+"/")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := conf.Load(conf.LoadOptions{File: local, Env: []string{}})
 	if err != nil {
 		t.Fatalf("load %s: %v", file, err)
 	}
@@ -452,7 +467,7 @@ func checkDerivedLinkDeny(t *testing.T, rig *rig) {
 	}
 	for _, n := range nodes["us"] {
 		waitFor(t, 60*time.Second, fmt.Sprintf("%s to apply the derived link deny list (%d subjects)", n, want), func() error {
-			resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", rig.httpPort[n]))
+			resp, err := dockertest.HTTPClient(t, rig.tls).Get(fmt.Sprintf("https://127.0.0.1:%d/metrics", rig.httpPort[n]))
 			if err != nil {
 				return err
 			}

@@ -17,6 +17,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/msgplatform/platform/internal/dockertest"
+	"github.com/msgplatform/platform/internal/tlsconf"
+	"github.com/msgplatform/platform/internal/tlsconf/tlstest"
 	"github.com/msgplatform/platform/platform"
 )
 
@@ -26,6 +28,9 @@ type rig struct {
 	here       string
 	ctl        string // the platformctl binary
 	shared     string
+	tls        tlstest.RigFiles  // shared/tls, mounted at /tls
+	image      string            // the image tag
+	uid, gid   int               // the containers' user
 	natsPort   map[string]int    // node -> host port
 	httpPort   map[string]int    // node -> host port
 	containers map[string]string // node -> container id
@@ -60,8 +65,12 @@ func startRig(t *testing.T) *rig {
 		natsPort:   map[string]int{},
 		httpPort:   map[string]int{},
 		containers: map[string]string{},
+		image:      tag,
+		uid:        uid,
+		gid:        gid,
 	}
 	all := append(append([]string(nil), nodes["eu"]...), nodes["us"]...)
+	r.tls = dockertest.TLSDir(t, r.shared, uid, gid, tlsHosts()...)
 	ports := dockertest.FreePorts(t, 2*len(all))
 	r.Env = append(os.Environ(),
 		"PLATFORM_DOCKER_IMAGE="+tag,
@@ -120,9 +129,10 @@ func (r *rig) platformctl(t *testing.T, region string, out any, args ...string) 
 func (r *rig) platformctlRun(region string, args ...string) (string, string, error) {
 	var urls []string
 	for _, n := range nodes[region] {
-		urls = append(urls, fmt.Sprintf("nats://127.0.0.1:%d", r.natsPort[n]))
+		urls = append(urls, fmt.Sprintf("tls://127.0.0.1:%d", r.natsPort[n]))
 	}
-	full := append([]string{"--server", strings.Join(urls, ","), "--creds", filepath.Join(r.shared, "creds", "admin.creds"), "--timeout", "60s"}, args...)
+	full := append([]string{"--server", strings.Join(urls, ","), "--creds", filepath.Join(r.shared, "creds", "admin.creds"),
+		"--tls-ca", r.tls.CAFile(), "--timeout", "60s"}, args...)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	var stdout, stderr strings.Builder
@@ -206,9 +216,14 @@ func (r *rig) connect(t *testing.T, region string) *nats.Conn {
 	t.Helper()
 	var urls []string
 	for _, n := range nodes[region] {
-		urls = append(urls, fmt.Sprintf("nats://127.0.0.1:%d", r.natsPort[n]))
+		urls = append(urls, fmt.Sprintf("tls://127.0.0.1:%d", r.natsPort[n]))
+	}
+	tc, err := tlsconf.Config{CAFile: r.tls.CAFile()}.Client("")
+	if err != nil {
+		t.Fatal(err)
 	}
 	nc, err := nats.Connect(strings.Join(urls, ","),
+		nats.Secure(tc),
 		nats.UserCredentials(filepath.Join(r.shared, "creds", "admin.creds")),
 		nats.Name("docker-regions-test-"+region),
 		nats.MaxReconnects(-1),
@@ -234,13 +249,13 @@ func (r *rig) natsCLIOut(t *testing.T, region string, cfg jetstream.StreamConfig
 	bin := natsBinary(t)
 	var urls []string
 	for _, n := range nodes[region] {
-		urls = append(urls, fmt.Sprintf("nats://127.0.0.1:%d", r.natsPort[n]))
+		urls = append(urls, fmt.Sprintf("tls://127.0.0.1:%d", r.natsPort[n]))
 	}
 	file := streamConfigFile(t, cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, "--server", strings.Join(urls, ","),
-		"--creds", filepath.Join(r.shared, "creds", "admin.creds"), "--timeout", "5s",
+		"--creds", filepath.Join(r.shared, "creds", "admin.creds"), "--tlsca", r.tls.CAFile(), "--timeout", "5s",
 		"stream", "add", cfg.Name, "--config", file)
 	cmd.Env = append(os.Environ(), "HOME="+t.TempDir(), "NATS_CONTEXT=")
 	return cmd.CombinedOutput()
@@ -316,10 +331,22 @@ func (r *rig) waitLinked(t *testing.T, conns map[string]*nats.Conn, timeout time
 	})
 }
 
+// tlsHosts are the names the rig's nodes are dialled by (their own, and
+// their link and peer aliases): the node certificate names them all.
+func tlsHosts() []string {
+	var hs []string
+	for _, region := range []string{"eu", "us"} {
+		for _, n := range nodes[region] {
+			hs = append(hs, n, n+"-link", n+"-peer")
+		}
+	}
+	return hs
+}
+
 // waitReady polls /readyz on the published HTTP port of each node.
 func (r *rig) waitReady(t *testing.T, timeout time.Duration, names ...string) {
 	t.Helper()
-	dockertest.WaitReady(t, timeout, fmt.Sprintf("%v ready (/readyz 200)", names), r.httpPort, names...)
+	dockertest.WaitReady(t, timeout, fmt.Sprintf("%v ready (/readyz 200)", names), r.tls, r.httpPort, names...)
 }
 
 // waitMirror waits until stream in js holds last seq >= want and returns

@@ -18,6 +18,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/msgplatform/platform/internal/dockertest"
+	"github.com/msgplatform/platform/internal/tlsconf"
+	"github.com/msgplatform/platform/internal/tlsconf/tlstest"
 )
 
 // The topic declared in node.yaml; its stream has the same name.
@@ -45,6 +47,10 @@ func TestDockerRegionSurvivesNodeKills(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.waitStream(t, js, 3)
+
+	// Every port is TLS: a plaintext client and rogue routes are refused
+	// and change nothing.
+	r.attackTransport(t, js)
 
 	p := &publisher{js: js, run: randHex(4), acked: map[string]uint64{}}
 	stop := p.start(4)
@@ -379,6 +385,9 @@ type region struct {
 	natsPort   map[string]int
 	httpPort   map[string]int
 	shared     string
+	tls        tlstest.RigFiles  // shared/tls, mounted at /tls
+	image      string            // the image tag
+	uid, gid   int               // the containers' user
 	containers map[string]string // service -> container id
 }
 
@@ -409,7 +418,11 @@ func startRegion(t *testing.T) *region {
 		shared:   dockertest.SharedDir(t, uid, gid),
 		natsPort: map[string]int{},
 		httpPort: map[string]int{},
+		image:    tag,
+		uid:      uid,
+		gid:      gid,
 	}
+	r.tls = dockertest.TLSDir(t, r.shared, uid, gid, nodes...)
 	ports := dockertest.FreePorts(t, 2*len(nodes))
 	r.Env = append(os.Environ(),
 		"PLATFORM_DOCKER_IMAGE="+tag,
@@ -433,18 +446,24 @@ func startRegion(t *testing.T) *region {
 }
 
 func (r *region) natsURL(n string) string {
-	return fmt.Sprintf("nats://127.0.0.1:%d", r.natsPort[n])
+	return fmt.Sprintf("tls://127.0.0.1:%d", r.natsPort[n])
 }
 
 // connect connects as the platform admin to the three published ports
-// and checks that no node told the client another address.
+// (TLS, verified against the rig's CA) and checks that no node told the
+// client another address.
 func (r *region) connect(t *testing.T) *nats.Conn {
 	t.Helper()
 	urls := make([]string, len(nodes))
 	for i, n := range nodes {
 		urls[i] = r.natsURL(n)
 	}
+	tc, err := tlsconf.Config{CAFile: r.tls.CAFile()}.Client("")
+	if err != nil {
+		t.Fatal(err)
+	}
 	nc, err := nats.Connect(strings.Join(urls, ","),
+		nats.Secure(tc),
 		nats.UserCredentials(filepath.Join(r.shared, "creds", "admin.creds")),
 		nats.Name("docker-test"),
 		nats.MaxReconnects(-1),
@@ -493,7 +512,7 @@ func (r *region) start(t *testing.T, ns ...string) {
 // waitReady polls /readyz on every node's published HTTP port.
 func (r *region) waitReady(t *testing.T, timeout time.Duration) {
 	t.Helper()
-	dockertest.WaitReady(t, timeout, "every node ready (/readyz 200)", r.httpPort, nodes...)
+	dockertest.WaitReady(t, timeout, "every node ready (/readyz 200)", r.tls, r.httpPort, nodes...)
 }
 
 // waitStream waits until the topic's stream is R3 with a leader and at

@@ -107,6 +107,11 @@ func (d *Daemon) connectPeer(p conf.PeerRegion) (*nats.Conn, error) {
 			d.log.Info("platformd: reconnected to peer region", "region", p.Name)
 		}),
 	}
+	if tc, err := p.TLS.Client(""); err != nil {
+		return nil, err
+	} else if tc != nil {
+		opts = append(opts, nats.Secure(tc))
+	}
 	urls := strings.Join(p.URLs, ",")
 	if p.Creds == "" {
 		return embeddednats.ConnectAdmin(d.trust, urls, opts...)

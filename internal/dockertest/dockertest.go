@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/msgplatform/platform/internal/tlsconf/tlstest"
 )
 
 // SkipShort skips the test with msg under -short.
@@ -196,15 +198,16 @@ func (p *Project) Up(tb testing.TB, logTail int, services ...string) map[string]
 	return ids
 }
 
-// WaitReady polls /readyz on 127.0.0.1 at httpPort[n] of each of names
-// until every one answers 200; what names the wait in the failure.
-func WaitReady(tb testing.TB, timeout time.Duration, what string, httpPort map[string]int, names ...string) {
+// WaitReady polls https://127.0.0.1:httpPort[n]/readyz of each of names
+// (verified against the rig's CA, tlsFiles) until every one answers
+// 200; what names the wait in the failure.
+func WaitReady(tb testing.TB, timeout time.Duration, what string, tlsFiles tlstest.RigFiles, httpPort map[string]int, names ...string) {
 	tb.Helper()
-	c := &http.Client{Timeout: 2 * time.Second}
+	c := HTTPClient(tb, tlsFiles)
 	WaitFor(tb, timeout, what, func() error {
 		var errs []error
 		for _, n := range names {
-			resp, err := c.Get(fmt.Sprintf("http://127.0.0.1:%d/readyz", httpPort[n]))
+			resp, err := c.Get(fmt.Sprintf("https://127.0.0.1:%d/readyz", httpPort[n]))
 			if err != nil {
 				errs = append(errs, fmt.Errorf("%s: %w", n, err))
 				continue
@@ -217,6 +220,41 @@ func WaitReady(tb testing.TB, timeout time.Duration, what string, httpPort map[s
 		}
 		return errors.Join(errs...)
 	})
+}
+
+// TLSDir writes a throw-away CA and the rig's certificates
+// (tlstest.WriteRig: node.pem valid for hosts and loopback, client.pem)
+// into shared/tls, owned by uid:gid so that the containers' user reads
+// the keys (0600), and returns their paths on this host.
+func TLSDir(tb testing.TB, shared string, uid, gid int, hosts ...string) tlstest.RigFiles {
+	tb.Helper()
+	dir := filepath.Join(shared, "tls")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		tb.Fatal(err)
+	}
+	files, err := tlstest.WriteRig(dir, hosts...)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, f := range []string{dir, files.Node.CAFile, files.Node.CertFile, files.Node.KeyFile, files.Client.CertFile, files.Client.KeyFile} {
+		if err := os.Chown(f, uid, gid); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	return files
+}
+
+// HTTPClient is an HTTPS client of a rig's nodes: it verifies them
+// against the rig's CA and presents the rig's client certificate.
+func HTTPClient(tb testing.TB, tlsFiles tlstest.RigFiles) *http.Client {
+	tb.Helper()
+	tc, err := tlsFiles.Client.Client("")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = tc
+	return &http.Client{Timeout: 2 * time.Second, Transport: tr}
 }
 
 // WaitFor retries f every 200ms until it returns nil, failing the test

@@ -1,0 +1,115 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/msgplatform/platform/internal/bench"
+	"github.com/msgplatform/platform/internal/tlsconf"
+	"github.com/msgplatform/platform/internal/tlsconf/tlstest"
+	"github.com/msgplatform/platform/platform"
+)
+
+// benchTLSMinRuns is the fewest runs of each side the TLS comparison
+// takes its medians of.
+const benchTLSMinRuns = 3
+
+// benchTLSCompare measures raw JetStream publish on two temporary 3-node
+// fabrics up at once, alike but for the client port: plaintext on one,
+// TLS (a throw-away CA, verified by the client) on the other. Runs
+// alternate between them (plain first on even runs, TLS first on odd
+// ones) so that a change of the machine's load meets both; each side's
+// figures are the medians of max(--runs, 3) runs, and tls_over_plain is
+// the ratio of their msg/s.
+func benchTLSCompare(ctx context.Context, out io.Writer, o benchPublishOptions, popts bench.PublishOptions) error {
+	root, err := os.MkdirTemp("", "platformctl-bench-tls-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(root)
+	ca, err := tlstest.New(filepath.Join(root, "ca"))
+	if err != nil {
+		return err
+	}
+	srv, err := ca.Server("bench")
+	if err != nil {
+		return err
+	}
+	// The durability of the comparison: the platform's default.
+	sync := true
+	runs := max(o.runs, benchTLSMinRuns)
+	one := popts
+	one.Runs = 1
+	results := map[bool][]bench.Result{}
+	err = withBenchFabric(ctx, filepath.Join(root, "plain"), sync, tlsconf.Config{}, func(plainNC *nats.Conn, plainRec *platform.Reconciler) error {
+		return withBenchFabric(ctx, filepath.Join(root, "tls"), sync, srv, func(tlsNC *nats.Conn, tlsRec *platform.Reconciler) error {
+			js := map[bool]jetstream.JetStream{}
+			for tls, side := range map[bool]struct {
+				nc  *nats.Conn
+				rec *platform.Reconciler
+			}{false: {plainNC, plainRec}, true: {tlsNC, tlsRec}} {
+				if tls != side.nc.TLSRequired() {
+					return fmt.Errorf("bench: the %s fabric's connection has TLS %t", map[bool]string{false: "plain", true: "tls"}[tls], side.nc.TLSRequired())
+				}
+				j, err := benchPublishTopic(ctx, side.nc, side.rec, o)
+				if err != nil {
+					return err
+				}
+				js[tls] = j
+			}
+			for r := 0; r < runs; r++ {
+				order := []bool{false, true}
+				if r%2 == 1 {
+					order = []bool{true, false}
+				}
+				for _, tls := range order {
+					res, _, err := bench.Publish(ctx, js[tls], one)
+					if err != nil {
+						return err
+					}
+					results[tls] = append(results[tls], res)
+					if popts.Progress != nil {
+						fmt.Fprintf(popts.Progress, "bench: tls comparison run %d/%d tls=%t: %.0f msg/s\n", r+1, runs, tls, res.MsgsPerS)
+					}
+				}
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return err
+	}
+	plain, tls := bench.Median(results[false]), bench.Median(results[true])
+	printLines(out, plain.Lines("bench.publish.plain"))
+	printLines(out, tls.Lines("bench.publish.tls"))
+	if plain.MsgsPerS > 0 {
+		fmt.Fprintf(out, "bench.publish.tls_over_plain: %.2f x\n", tls.MsgsPerS/plain.MsgsPerS)
+	}
+	return nil
+}
+
+// benchPublishTopic creates the bench topic with rec and returns a JetStream
+// context on nc with room for --window publishes in flight.
+func benchPublishTopic(ctx context.Context, nc *nats.Conn, rec *platform.Reconciler, o benchPublishOptions) (jetstream.JetStream, error) {
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(max(o.window*2, 256)))
+	if err != nil {
+		return nil, err
+	}
+	spec := platform.DefaultTopicSpec(o.topic)
+	spec.Partitions, spec.Replicas = o.partitions, o.replicas
+	spec.Retention = platform.Retention{MaxAge: time.Hour}
+	spec.Owner = "platformctl-bench"
+	actx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if _, err := rec.ApplyTopic(actx, spec, platform.ApplyOptions{AllowReducedReplicas: true}); err != nil {
+		return nil, fmt.Errorf("create bench topic %s: %w", o.topic, err)
+	}
+	return js, nil
+}
