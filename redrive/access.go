@@ -44,6 +44,12 @@ type Access struct {
 	// Publish maps a topic or queue the caller may publish to onto its
 	// kind ("topic" or "queue").
 	Publish map[string]string
+	// Roles (tenancy's tenant roles) add to the permissions: Viewer sees
+	// every DLQ and request of the scope; Approver (also a viewer)
+	// approves and rejects any request; Operator (also a viewer) files,
+	// runs, pauses, resumes and cancels any (into Publish, which then
+	// holds every topic and queue of the tenant).
+	Viewer, Approver, Operator bool
 	// MaxRate caps a redrive's rate, events/s (the tenant's publish-rate
 	// quota; 0: no cap).
 	MaxRate float64
@@ -62,10 +68,10 @@ func (a Access) who() string {
 	return a.Principal
 }
 
-// groupsOf returns the groups of topic the caller may consume, and
-// whether it may consume the whole object.
+// groupsOf returns the groups of topic the caller may see the entries
+// of, and whether it may see the whole object.
 func (a Access) groupsOf(object string) (whole bool, groups []string) {
-	if a.All || a.Consume[object] {
+	if a.All || a.Viewer || a.Approver || a.Operator || a.Consume[object] {
 		return true, nil
 	}
 	for g, t := range a.ConsumeGroups {
@@ -160,24 +166,77 @@ func (a Access) capRate(req *Request) error {
 	return nil
 }
 
+// covers reports whether whole or groups cover every entry r froze.
+func covers(r *Redrive, whole bool, groups []string) bool {
+	if whole {
+		return true
+	}
+	if len(groups) == 0 || len(r.ConsumerGroups) == 0 {
+		return false
+	}
+	for _, g := range r.ConsumerGroups {
+		if !slices.Contains(groups, g) {
+			return false
+		}
+	}
+	return true
+}
+
 // maySeeRequest checks that the caller may see every entry r froze: the
 // whole object, or every group the selection holds entries of.
 func (a Access) maySeeRequest(r *Redrive) error {
-	whole, groups := a.groupsOf(r.Object)
-	if whole {
+	if whole, groups := a.groupsOf(r.Object); covers(r, whole, groups) {
 		return nil
-	}
-	if len(groups) > 0 && len(r.ConsumerGroups) > 0 {
-		ok := true
-		for _, g := range r.ConsumerGroups {
-			ok = ok && slices.Contains(groups, g)
-		}
-		if ok {
-			return nil
-		}
 	}
 	return fmt.Errorf("%w: %s may not see every entry of redrive %s of %s (entries of groups %s), so it may neither see nor act on it",
 		ErrForbidden, a.who(), r.ID, r.Object, strings.Join(r.ConsumerGroups, ", "))
+}
+
+// consumes reports whether the caller's permissions (not its roles) let
+// it consume every entry r froze (or, r nil, some entry of object).
+func (a Access) consumes(object string, r *Redrive) bool {
+	whole := a.All || a.Consume[object]
+	var groups []string
+	for g, t := range a.ConsumeGroups {
+		if t == object {
+			groups = append(groups, g)
+		}
+	}
+	if r == nil {
+		return whole || len(groups) > 0
+	}
+	return covers(r, whole, groups)
+}
+
+// verbs a role grants on requests it may see.
+const (
+	verbApprove = "approve" // and reject
+	verbRedrive = "redrive" // file, run, pause, resume, cancel
+)
+
+// mayAct checks verb on r (nil: filing a request of object): the caller
+// may see r's entries, and consumes them or holds the role for verb.
+func (a Access) mayAct(object string, r *Redrive, verb string) error {
+	if r != nil {
+		if err := a.maySeeRequest(r); err != nil {
+			return err
+		}
+	} else if !a.MaySee(object) {
+		return a.refuseSee(object)
+	}
+	if a.consumes(object, r) || (verb == verbApprove && a.Approver) || (verb == verbRedrive && a.Operator) {
+		return nil
+	}
+	role := map[string]string{verbApprove: "approver", verbRedrive: "operator"}[verb]
+	return fmt.Errorf("%w: %s may see the DLQ of %s but not %s a redrive of it: grant --sub %s, or the %s role (platformctl user role %s USER --add %s)",
+		ErrForbidden, a.who(), object, verb, object, role, orTenant(a.Tenant), role)
+}
+
+func orTenant(t string) string {
+	if t == "" {
+		return "TENANT"
+	}
+	return t
 }
 
 // Guard is a Service as one caller may use it (Service.For): the same
@@ -281,6 +340,9 @@ func (g *Guard) checkRequest(ctx context.Context, req *Request) error {
 	if err != nil {
 		return err
 	}
+	if err := g.a.mayAct(d.Name, nil, verbRedrive); err != nil {
+		return err
+	}
 	if err := g.a.mayPublish(d.Name, d.Kind, g.unstored(req.Destination)); err != nil {
 		return err
 	}
@@ -362,16 +424,20 @@ func (g *Guard) Submit(ctx context.Context, req Request) (Status, error) {
 	return g.s.Submit(ctx, req)
 }
 
-// record reads request id and checks the caller may see it.
-func (g *Guard) record(ctx context.Context, id string) (*Redrive, error) {
+// record reads request id and checks the caller may see it, and, verb
+// not "", do verb on it.
+func (g *Guard) record(ctx context.Context, id, verb string) (*Redrive, error) {
 	r, _, err := g.s.get(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	if g.a.All {
+	switch {
+	case g.a.All:
 		return r, nil
+	case verb == "":
+		return r, g.a.maySeeRequest(r)
 	}
-	return r, g.a.maySeeRequest(r)
+	return r, g.a.mayAct(r.Object, r, verb)
 }
 
 // mayRun checks a run or resume of r: its destination and rate.
@@ -398,7 +464,7 @@ func rateText(r float64) string {
 
 // Get is Service.Get of a request the caller may see.
 func (g *Guard) Get(ctx context.Context, id string) (Status, error) {
-	if _, err := g.record(ctx, id); err != nil {
+	if _, err := g.record(ctx, id, ""); err != nil {
 		return Status{}, err
 	}
 	return g.s.Get(ctx, id)
@@ -406,7 +472,7 @@ func (g *Guard) Get(ctx context.Context, id string) (Status, error) {
 
 // DryRun is Service.DryRun of a request the caller may see.
 func (g *Guard) DryRun(ctx context.Context, id string) (Preview, error) {
-	if _, err := g.record(ctx, id); err != nil {
+	if _, err := g.record(ctx, id, ""); err != nil {
 		return Preview{}, err
 	}
 	return g.s.DryRun(ctx, id)
@@ -433,7 +499,7 @@ func (g *Guard) History(ctx context.Context, f HistoryFilter) ([]AuditRecord, er
 		return g.s.History(ctx, f)
 	}
 	if f.ID != "" {
-		if _, err := g.record(ctx, f.ID); err != nil {
+		if _, err := g.record(ctx, f.ID, ""); err != nil {
 			return nil, err
 		}
 		return g.s.History(ctx, f)
@@ -462,7 +528,7 @@ func (g *Guard) History(ctx context.Context, f HistoryFilter) ([]AuditRecord, er
 // Approve is Service.Approve by a caller who may see every entry of the
 // request (the service refuses the requester on a review: required DLQ).
 func (g *Guard) Approve(ctx context.Context, id, actor, note string) (Status, error) {
-	if _, err := g.record(ctx, id); err != nil {
+	if _, err := g.record(ctx, id, verbApprove); err != nil {
 		return Status{}, err
 	}
 	return g.s.Approve(ctx, id, actor, note)
@@ -470,7 +536,7 @@ func (g *Guard) Approve(ctx context.Context, id, actor, note string) (Status, er
 
 // Reject is Service.Reject of a request the caller may see.
 func (g *Guard) Reject(ctx context.Context, id, actor, note string) (Status, error) {
-	if _, err := g.record(ctx, id); err != nil {
+	if _, err := g.record(ctx, id, verbApprove); err != nil {
 		return Status{}, err
 	}
 	return g.s.Reject(ctx, id, actor, note)
@@ -478,7 +544,7 @@ func (g *Guard) Reject(ctx context.Context, id, actor, note string) (Status, err
 
 // Cancel is Service.Cancel of a request the caller may see.
 func (g *Guard) Cancel(ctx context.Context, id, actor, note string) (Status, error) {
-	if _, err := g.record(ctx, id); err != nil {
+	if _, err := g.record(ctx, id, verbRedrive); err != nil {
 		return Status{}, err
 	}
 	return g.s.Cancel(ctx, id, actor, note)
@@ -486,7 +552,7 @@ func (g *Guard) Cancel(ctx context.Context, id, actor, note string) (Status, err
 
 // Pause is Service.Pause of a request the caller may see.
 func (g *Guard) Pause(ctx context.Context, id, actor, note string) (Status, error) {
-	if _, err := g.record(ctx, id); err != nil {
+	if _, err := g.record(ctx, id, verbRedrive); err != nil {
 		return Status{}, err
 	}
 	return g.s.Pause(ctx, id, actor, note)
@@ -495,7 +561,7 @@ func (g *Guard) Pause(ctx context.Context, id, actor, note string) (Status, erro
 // Run is Service.Run by a caller who may see the request and publish to
 // its destination at its rate.
 func (g *Guard) Run(ctx context.Context, id, actor, note string) (Status, error) {
-	r, err := g.record(ctx, id)
+	r, err := g.record(ctx, id, verbRedrive)
 	if err == nil {
 		err = g.mayRun(r)
 	}
@@ -508,7 +574,7 @@ func (g *Guard) Run(ctx context.Context, id, actor, note string) (Status, error)
 // Resume is Service.Resume by a caller who may see the request and
 // publish to its destination at its rate.
 func (g *Guard) Resume(ctx context.Context, id, actor, note string) (Status, error) {
-	r, err := g.record(ctx, id)
+	r, err := g.record(ctx, id, verbRedrive)
 	if err == nil {
 		err = g.mayRun(r)
 	}

@@ -7,12 +7,13 @@ import (
 	"github.com/msgplatform/platform/internal/control"
 	"github.com/msgplatform/platform/internal/principal"
 	"github.com/msgplatform/platform/redrive"
+	"github.com/msgplatform/platform/tenancy"
 )
 
 // RedriveAccess is what p may do with the DLQs and redrives of its
 // tenant (redrive.Access), from the tenant's user record as it is now
 // (tenancy: the user whose public key p authenticated with, its --sub and
-// --pub names, the tenant's publish-rate quota). nil (an unsigned control
+// --pub names, its tenant roles, the tenant's publish-rate quota). nil (an unsigned control
 // request, whose sender holds the platform admin credentials) and a
 // platform operator may do everything. A tenant's user the registry does
 // not list (revoked, or one of the platform's own service users) may do
@@ -52,6 +53,22 @@ func (d *Daemon) RedriveAccess(ctx context.Context, p *principal.Principal) (red
 				a.Publish[n] = "queue"
 			}
 		}
+		for _, r := range u.Roles {
+			switch r {
+			case tenancy.RoleViewer:
+				a.Viewer = true
+			case tenancy.RoleApprover:
+				a.Viewer, a.Approver = true, true
+			case tenancy.RoleOperator:
+				a.Viewer, a.Operator = true, true
+				for n := range t.Topics {
+					a.Publish[n] = "topic"
+				}
+				for n := range t.Queues {
+					a.Publish[n] = "queue"
+				}
+			}
+		}
 	}
 	return a, nil
 }
@@ -86,4 +103,30 @@ func guardedRep[Req, Resp any](d *Daemon, v *principal.Verifier, name, subject s
 		}
 		return fn(ctx, g, c, r)
 	})
+}
+
+// roleEndpoints grant and withdraw tenant roles (tenancy.SetUserRoles).
+// A signed request is recorded as its principal and must come from a
+// platform operator: a tenant's user never grants roles, not even in its
+// own tenant. An unsigned one (the admin credentials) is recorded as the
+// actor it names, as the other user operations are.
+func (d *Daemon) roleEndpoints(v *principal.Verifier) []control.Endpoint {
+	m := d.tenants
+	if m == nil {
+		return nil
+	}
+	return []control.Endpoint{
+		signedRep(v, "user_role", tenancy.SubjUserRole, func(ctx context.Context, c caller, r tenancy.RoleRequest) (tenancy.User, error) {
+			if c.p != nil && !c.p.Operator {
+				return tenancy.User{}, refused{fmt.Errorf("%w: forbidden: %s is a user of tenant %s: only a platform operator grants tenant roles; nothing was changed",
+					principal.ErrUnauthenticated, c.p.Name(), c.p.Tenant)}
+			}
+			actor := r.Actor
+			if c.p != nil {
+				actor = c.p.Name()
+			}
+			u, err := m.SetUserRoles(ctx, actor, r)
+			return u, tenancyErr(err)
+		}),
+	}
 }
