@@ -29,7 +29,14 @@ import (
 //     destination);
 //   - files a redrive at most at MaxRate events/s: a request without a
 //     rate (unlimited) is given MaxRate, a request asking for more is
-//     refused (ErrInvalid) saying the quota.
+//     refused (ErrInvalid) saying the quota, and runs or resumes none
+//     above it.
+//
+// Roles widen this: Viewer sees everything of the scope; Approver also
+// approves and rejects what it sees; Operator also files, runs, pauses,
+// resumes and cancels what it sees (into Publish, at most at MaxRate).
+// Seeing alone (a role) never lets a caller act; its consume permission
+// on every entry of a request does.
 type Access struct {
 	// Principal is the caller (user@tenant, user@platform).
 	Principal string
@@ -100,7 +107,7 @@ func (a Access) keep(name string) func(Entry) bool {
 }
 
 func (a Access) refuseSee(name string) error {
-	return fmt.Errorf("%w: %s may not see the DLQ of %s: it may consume neither %s nor one of its groups (grant --sub %s, or a group of it, with platformctl user update)",
+	return fmt.Errorf("%w: %s may not see the DLQ of %s: it may consume neither %s nor one of its groups (grant --sub %s, or a group of it, with platformctl user update, or the viewer role with platformctl user role)",
 		ErrForbidden, a.who(), name, name, name)
 }
 
