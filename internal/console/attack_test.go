@@ -429,6 +429,31 @@ func TestAttackConsoleLogin(t *testing.T) {
 	if ents, _ := os.ReadDir(tmp); len(ents) != 0 {
 		t.Errorf("the handler left %d files in the temp dir", len(ents))
 	}
+	// Every other route, with and without a method that has a form: a
+	// GET's form is read from a multipart body too.
+	for _, rt := range []struct {
+		method, path string
+		limit        int
+	}{
+		{http.MethodGet, "/console/login?next=/console/", console.MaxLoginBytes},
+		{http.MethodGet, "/console/", console.MaxFormBytes},
+		{http.MethodPost, "/console/requests", console.MaxFormBytes},
+		{http.MethodPost, "/console/logout", console.MaxFormBytes},
+		{http.MethodGet, "/console/static/console.js", console.MaxFormBytes},
+	} {
+		body := &counting{left: size}
+		req := httptest.NewRequest(rt.method, rt.path, io.MultiReader(strings.NewReader(hdr.String()), body))
+		req.Header.Set("Content-Type", mw.FormDataContentType())
+		req.ContentLength = -1
+		rec := httptest.NewRecorder()
+		c.Handler().ServeHTTP(rec, req)
+		if read := size - body.left; read > rt.limit {
+			t.Errorf("%s %s read %d bytes of a 50 MB body, want at most %d", rt.method, rt.path, read, rt.limit)
+		}
+		if ents, _ := os.ReadDir(tmp); len(ents) != 0 {
+			t.Errorf("%s %s left %d files in the temp dir", rt.method, rt.path, len(ents))
+		}
+	}
 	t.Logf("attack.console_login: refused")
 }
 
