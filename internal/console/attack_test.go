@@ -533,3 +533,31 @@ func TestAttackConsoleCookie(t *testing.T) {
 	}
 	t.Logf("attack.console_cookie: refused")
 }
+
+// Permissions are read on every request: a signed-in user whose --sub on
+// payments is withdrawn (platformctl user update) sees nothing of it at
+// its next click, without signing in again.
+func TestAttackConsolePermissionWithdrawn(t *testing.T) {
+	a := startAuthz(t)
+	c := a.client(t)
+	c.login(a.creds["alice@harbor"])
+	if code, body := c.get("/console/entry?dlq=payments&seq=1"); code != http.StatusOK || !strings.Contains(body, card) {
+		t.Fatalf("alice before the change: %d\n%s", code, excerpt(body))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := a.d.Tenants().UpdateUser(ctx, "test", "harbor", tenancy.UserSpec{Name: "alice", Pub: []string{"payments"}, Sub: []string{"refunds"}}); err != nil {
+		t.Fatal(err)
+	}
+	before := a.requests(t)
+	code, body := c.get("/console/entry?dlq=payments&seq=1")
+	noLeak(t, "GET entry after the change", body)
+	if code != http.StatusForbidden {
+		t.Errorf("alice after her --sub payments was withdrawn: %d, want 403", code)
+	}
+	if code, _, _ := c.post("/console/requests", url.Values{"dlq": {"payments"}, "mode": {"all"}, "rate": {"1"}, "reason": {"x"}}); code != http.StatusForbidden {
+		t.Errorf("alice filing after the change: %d, want 403", code)
+	}
+	a.unchanged(t, before)
+	t.Logf("attack.console_permission_withdrawn: refused")
+}
