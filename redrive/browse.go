@@ -107,6 +107,9 @@ type EntryFilter struct {
 	Tenant      string `json:"tenant,omitempty"`
 	// Limit bounds the entries returned (default 100, at most 10,000).
 	Limit int `json:"limit,omitempty"`
+	// keep, when set, hides the entries it refuses (Guard: the entries of
+	// groups the caller may not consume).
+	keep func(Entry) bool
 }
 
 // Headers set on every redriven event (and so found on its DLQ entry if it
@@ -445,7 +448,8 @@ func transient(err error) bool {
 
 func (f EntryFilter) match(e Entry) bool {
 	return (f.FromSeq == 0 || e.Seq >= f.FromSeq) && (f.ToSeq == 0 || e.Seq <= f.ToSeq) &&
-		(f.Fingerprint == "" || e.Fingerprint == f.Fingerprint) && (f.Tenant == "" || e.Tenant == f.Tenant)
+		(f.Fingerprint == "" || e.Fingerprint == f.Fingerprint) && (f.Tenant == "" || e.Tenant == f.Tenant) &&
+		(f.keep == nil || f.keep(e))
 }
 
 // Entries lists the entries of a DLQ matching f, oldest first.

@@ -112,6 +112,15 @@
 //     is appended to the platform-audit stream with who and why
 //     (tenancy's record shape).
 //
+//   - Per-user access (access.go): every path acting for a user (the
+//     web console, the control API) uses Service.For(Access), whose Guard
+//     refuses (ErrForbidden, nothing read or changed) DLQs and entries of
+//     what the user may not consume, requests with an entry it may not
+//     see, redrives into what it may not publish to, and rates above its
+//     tenant's publish-rate quota (ErrInvalid; no rate asks for the
+//     quota). The Access comes from the authenticated principal and the
+//     tenant's user record, never from a request field.
+//
 //   - Tenant scope: a Service with Config.Tenant serves the DLQs of that
 //     tenant's account over a connection in it (platformd mints a user
 //     of the account; tenancy stores topic NAME as stored.NAME, and DLQs
@@ -121,8 +130,9 @@
 //     users cannot reach them. Another tenant's DLQs are not in the
 //     account, so they can be neither seen nor redriven; History shows the
 //     tenant's records only. A redrive in a tenant account publishes to
-//     stored.<subject> directly: the request's rate holds, not the
-//     tenant's publish-rate quota.
+//     stored.<subject> directly: the request's rate holds (not the
+//     ingest's), and a tenant user's Access caps it at the tenant's
+//     publish-rate quota.
 //
 //   - Metrics: Collector labels every series tenant="" (the admin
 //     account); TenantCollector exports tenant accounts' DLQs as

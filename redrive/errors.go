@@ -18,7 +18,9 @@ var (
 
 	// ErrForbidden: four-eyes rule. The DLQ's topic is marked review:
 	// required and the caller is the requester (or the request is not
-	// approved yet). Nothing changed.
+	// approved yet). Also the caller's Access (Service.For): it may not
+	// consume what the DLQ holds or publish where the redrive sends.
+	// Nothing was read or changed.
 	ErrForbidden = errors.New("redrive: refused by the review rule")
 
 	// ErrClosed: the service was closed.

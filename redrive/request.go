@@ -247,6 +247,12 @@ type Redrive struct {
 	// WatchDLQ is the DLQ stream where re-failures of redriven events
 	// land ("" when the destination has none: nothing to watch).
 	WatchDLQ string `json:"watch_dlq,omitempty"`
+
+	// ConsumerGroups are the groups (or queue consumers) that
+	// dead-lettered the frozen entries: a caller who may consume some
+	// groups only sees the request when it may consume all of these.
+	ConsumerGroups []string `json:"consumer_groups,omitempty"`
+
 	// Total entries frozen; Excluded entries matched but cannot be
 	// redriven (no original subject: the payload was lost).
 	Total    int       `json:"total"`

@@ -10,7 +10,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	mrand "math/rand/v2"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -222,6 +224,7 @@ type frozen struct {
 	dests    map[string]int
 	excluded int
 	watch    string
+	cgroups  map[string]bool // Entry.Group of the frozen entries
 }
 
 // destination is where an entry goes: the request's destination, or its
@@ -251,7 +254,7 @@ func (s *Service) freeze(ctx context.Context, req Request) (*frozen, error) {
 		return nil, err
 	}
 	req.Destination = s.storedSubject(req.Destination)
-	f := &frozen{ref: ref, groups: map[string]*Group{}, dests: map[string]int{}}
+	f := &frozen{ref: ref, groups: map[string]*Group{}, dests: map[string]int{}, cgroups: map[string]bool{}}
 	sel := req.Selection
 	want := map[uint64]bool{}
 	from, to := sel.FromSeq, sel.ToSeq
@@ -289,6 +292,7 @@ func (s *Service) freeze(ctx context.Context, req Request) (*frozen, error) {
 		}
 		f.seqs = append(f.seqs, e.Seq)
 		f.dests[d]++
+		f.cgroups[e.Group] = true
 		addToGroup(f.groups, e)
 		return true
 	})
@@ -480,6 +484,7 @@ func (s *Service) Submit(ctx context.Context, req Request) (Status, error) {
 		Tenant: s.cfg.Tenant, StoredObject: storedIfDifferent(f.ref.object, f.ref.Name),
 		Owner: f.ref.Owner, ReviewRequired: f.ref.ReviewRequired, WatchDLQ: f.watch,
 		Total: len(f.seqs), Excluded: f.excluded, Groups: groups, Created: time.Now().UTC(),
+		ConsumerGroups: slices.Sorted(maps.Keys(f.cgroups)),
 	}
 	r.Steps = []Step{{Time: r.Created, Actor: req.Requester, To: StateRequested, Note: req.Reason}}
 	sel := encodeSeqs(f.seqs)

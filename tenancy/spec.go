@@ -206,6 +206,9 @@ type User struct {
 	// UpdateUser changes them by pushing the account. Empty for users
 	// issued before live permission changes (permissions in their JWT).
 	ScopeKey string `json:"scope_key,omitempty"`
+	// Roles are the user's tenant roles (RoleViewer, RoleApprover,
+	// RoleOperator; SetUserRoles), sorted.
+	Roles []string `json:"roles,omitempty"`
 }
 
 // UserSpec asks for a user with permissions on the named topics, queues

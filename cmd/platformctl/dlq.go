@@ -16,20 +16,25 @@ import (
 )
 
 func newDLQCmd(g *globalOptions) *cobra.Command {
-	var scope string
+	var scope, userCreds string
 	cmd := &cobra.Command{
 		Use:   "dlq",
 		Short: "Browse dead-letter queues: owners, depth, entries, failures grouped by fingerprint",
 		Long: `Browse dead-letter queues. Without --tenant, the platform admin account's DLQs
 (the declared catalog); with --tenant T, the DLQs of tenant T's topics and
-queues, in T's own account.`,
+queues, in T's own account.
+
+With --user-creds FILE (a tenant user's .creds) the requests are signed and
+show only what that user may see: the DLQs of the topics, queues and groups
+it may consume (--sub).`,
 	}
 	cmd.PersistentFlags().StringVar(&scope, "tenant", "", "the tenant whose DLQs (default: the platform admin account's)")
-	cmd.AddCommand(newDLQListCmd(g, &scope), newDLQShowCmd(g, &scope), newDLQGroupsCmd(g, &scope))
+	userCredsFlag(cmd.PersistentFlags(), &userCreds)
+	cmd.AddCommand(newDLQListCmd(g, &scope, &userCreds), newDLQShowCmd(g, &scope, &userCreds), newDLQGroupsCmd(g, &scope, &userCreds))
 	return cmd
 }
 
-func newDLQListCmd(g *globalOptions, scope *string) *cobra.Command {
+func newDLQListCmd(g *globalOptions, scope, userCreds *string) *cobra.Command {
 	var output string
 	cmd := &cobra.Command{
 		Use:   "list",
@@ -37,7 +42,7 @@ func newDLQListCmd(g *globalOptions, scope *string) *cobra.Command {
 		Args:  exactArgs(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var ds []redrive.DLQ
-			if err := g.call(cmd.Context(), redrive.SubjDLQList, redrive.ScopeRequest{Scope: *scope}, &ds); err != nil {
+			if err := g.callAs(cmd.Context(), *userCreds, redrive.SubjDLQList, redrive.ScopeRequest{Scope: *scope}, &ds); err != nil {
 				return err
 			}
 			if output == "json" {
@@ -67,7 +72,7 @@ func writeDLQs(w io.Writer, ds []redrive.DLQ) error {
 	return tw.Flush()
 }
 
-func newDLQShowCmd(g *globalOptions, scope *string) *cobra.Command {
+func newDLQShowCmd(g *globalOptions, scope, userCreds *string) *cobra.Command {
 	var (
 		f      redrive.EntryFilter
 		output string
@@ -93,7 +98,7 @@ consumer, group, tenant, failure times, headers and payload.`,
 					return usageError{fmt.Errorf("SEQ: want a DLQ sequence number, got %q", args[1])}
 				}
 				var e redrive.Entry
-				if err := g.call(cmd.Context(), redrive.SubjDLQShow, redrive.ShowRequest{Scope: *scope, DLQ: f.DLQ, Seq: seq}, &e); err != nil {
+				if err := g.callAs(cmd.Context(), *userCreds, redrive.SubjDLQShow, redrive.ShowRequest{Scope: *scope, DLQ: f.DLQ, Seq: seq}, &e); err != nil {
 					return err
 				}
 				if output == "json" {
@@ -102,7 +107,7 @@ consumer, group, tenant, failure times, headers and payload.`,
 				return writeEntry(cmd.OutOrStdout(), e)
 			}
 			var es []redrive.Entry
-			if err := g.call(cmd.Context(), redrive.SubjDLQEntries, f, &es); err != nil {
+			if err := g.callAs(cmd.Context(), *userCreds, redrive.SubjDLQEntries, f, &es); err != nil {
 				return err
 			}
 			if output == "json" {
@@ -168,7 +173,7 @@ func clip(s string, n int) string {
 	return s[:n-1] + "…"
 }
 
-func newDLQGroupsCmd(g *globalOptions, scope *string) *cobra.Command {
+func newDLQGroupsCmd(g *globalOptions, scope, userCreds *string) *cobra.Command {
 	var (
 		f      redrive.EntryFilter
 		output string
@@ -180,7 +185,7 @@ func newDLQGroupsCmd(g *globalOptions, scope *string) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			f.DLQ, f.Scope = args[0], *scope
 			var gs []redrive.Group
-			if err := g.call(cmd.Context(), redrive.SubjDLQGroups, f, &gs); err != nil {
+			if err := g.callAs(cmd.Context(), *userCreds, redrive.SubjDLQGroups, f, &gs); err != nil {
 				return err
 			}
 			if output == "json" {

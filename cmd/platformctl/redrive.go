@@ -92,7 +92,7 @@ func newRedriveRequestCmd(g *globalOptions, o *redriveOptions) *cobra.Command {
 			}
 			if dryRun {
 				var p redrive.Preview
-				if err := g.call(cmd.Context(), redrive.SubjPreview, r, &p); err != nil {
+				if err := g.callAs(cmd.Context(), o.userCreds, redrive.SubjPreview, r, &p); err != nil {
 					return err
 				}
 				if o.output == "json" {
@@ -215,7 +215,7 @@ func newRedriveRunCmd(g *globalOptions, o *redriveOptions) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if dryRun {
 				var p redrive.Preview
-				if err := g.call(cmd.Context(), redrive.SubjDryRun, redrive.IDRequest{Scope: o.tenant, ID: args[0]}, &p); err != nil {
+				if err := g.callAs(cmd.Context(), o.userCreds, redrive.SubjDryRun, redrive.IDRequest{Scope: o.tenant, ID: args[0]}, &p); err != nil {
 					return err
 				}
 				return writePreview(cmd.OutOrStdout(), p)
@@ -314,7 +314,7 @@ func newRedriveStatusCmd(g *globalOptions, o *redriveOptions) *cobra.Command {
 			w := cmd.OutOrStdout()
 			if len(args) == 1 {
 				var st redrive.Status
-				if err := g.call(cmd.Context(), redrive.SubjStatus, redrive.IDRequest{Scope: o.tenant, ID: args[0]}, &st); err != nil {
+				if err := g.callAs(cmd.Context(), o.userCreds, redrive.SubjStatus, redrive.IDRequest{Scope: o.tenant, ID: args[0]}, &st); err != nil {
 					return err
 				}
 				if o.output == "json" {
@@ -324,7 +324,7 @@ func newRedriveStatusCmd(g *globalOptions, o *redriveOptions) *cobra.Command {
 			}
 			var sts []redrive.Status
 			f.Scope = o.tenant
-			if err := g.call(cmd.Context(), redrive.SubjList, f, &sts); err != nil {
+			if err := g.callAs(cmd.Context(), o.userCreds, redrive.SubjList, f, &sts); err != nil {
 				return err
 			}
 			if o.output == "json" {
@@ -406,7 +406,7 @@ func newRedriveHistoryCmd(g *globalOptions, o *redriveOptions) *cobra.Command {
 			}
 			var rs []redrive.AuditRecord
 			f.Scope = o.tenant
-			if err := g.call(cmd.Context(), redrive.SubjHistory, f, &rs); err != nil {
+			if err := g.callAs(cmd.Context(), o.userCreds, redrive.SubjHistory, f, &rs); err != nil {
 				return err
 			}
 			if o.output == "json" {

@@ -185,7 +185,7 @@ func TestCLIRedriveTenant(t *testing.T) {
 	// A tenant's user signs with the .creds `user add` wrote: it acts on
 	// its tenant's DLQs, never on another tenant's.
 	carol := filepath.Join(t.TempDir(), "carol.creds")
-	mustCLI(t, d, "user", "add", "harbor", "carol", "--pub", "payments", "--out", carol)
+	mustCLI(t, d, "user", "add", "harbor", "carol", "--pub", "payments", "--sub", "payments", "--out", carol)
 	if _, err := runCLI(t, d, "redrive", "request", "refunds", "--tenant", "meridian", "--all", "--reason", "x", "--user-creds", carol); !errors.Is(err, control.ErrConflict) || !strings.Contains(err.Error(), "cannot act on tenant meridian") {
 		t.Fatalf("harbor's user on meridian's DLQ: %v", err)
 	}

@@ -19,7 +19,7 @@ func newUserCmd(g *globalOptions) *cobra.Command {
 		Use:   "user",
 		Short: "Tenant users: credentials with publish/read permissions on named topics, queues and groups",
 	}
-	cmd.AddCommand(newUserAddCmd(g), newUserListCmd(g), newUserRevokeCmd(g), newUserUpdateCmd(g))
+	cmd.AddCommand(newUserAddCmd(g), newUserListCmd(g), newUserRevokeCmd(g), newUserUpdateCmd(g), newUserRoleCmd(g))
 	return cmd
 }
 
@@ -110,13 +110,14 @@ func newUserListCmd(g *globalOptions) *cobra.Command {
 				return err
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "USER\tPUB\tSUB\tSTATE\tPUBLIC KEY")
+			fmt.Fprintln(tw, "USER\tPUB\tSUB\tSTATE\tROLES\tPUBLIC KEY")
 			for _, u := range us {
 				state := "active"
 				if u.Revoked != nil {
 					state = "revoked " + u.Revoked.Format("2006-01-02T15:04:05Z")
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", u.Name, orDash(strings.Join(u.Pub, ",")), orDash(strings.Join(u.Sub, ",")), state, u.PublicKey)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", u.Name, orDash(strings.Join(u.Pub, ",")), orDash(strings.Join(u.Sub, ",")), state,
+					orDash(strings.Join(u.Roles, ",")), u.PublicKey)
 			}
 			return tw.Flush()
 		},

@@ -85,7 +85,7 @@ func (ss *sessions) mac(parts ...string) []byte {
 
 // issue sets the session cookie for s, valid for the TTL or until the
 // user JWT expires, whichever is first.
-func (ss *sessions) issue(w http.ResponseWriter, s Session) Session {
+func (ss *sessions) issue(w http.ResponseWriter, r *http.Request, s Session) Session {
 	b := make([]byte, 16)
 	_, _ = rand.Read(b)
 	s.ID = hex.EncodeToString(b)
@@ -97,7 +97,7 @@ func (ss *sessions) issue(w http.ResponseWriter, s Session) Session {
 	payload := base64.RawURLEncoding.EncodeToString(body)
 	sig := base64.RawURLEncoding.EncodeToString(ss.mac("session", payload))
 	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: payload + "." + sig, Path: "/console/",
-		HttpOnly: true, SameSite: http.SameSiteStrictMode, Expires: time.Unix(s.Expires, 0)})
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil, Expires: time.Unix(s.Expires, 0)})
 	return s
 }
 
@@ -131,7 +131,7 @@ func (ss *sessions) read(r *http.Request) (Session, bool) {
 }
 
 // forget logs s out and clears the cookie.
-func (ss *sessions) forget(w http.ResponseWriter, s Session) {
+func (ss *sessions) forget(w http.ResponseWriter, r *http.Request, s Session) {
 	ss.mu.Lock()
 	now := time.Now()
 	for id, exp := range ss.out {
@@ -142,7 +142,7 @@ func (ss *sessions) forget(w http.ResponseWriter, s Session) {
 	ss.out[s.ID] = time.Unix(s.Expires, 0)
 	ss.mu.Unlock()
 	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: "", Path: "/console/", MaxAge: -1,
-		HttpOnly: true, SameSite: http.SameSiteStrictMode})
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
 }
 
 // csrf is the anti-forgery token of session s: every form posts it.

@@ -48,6 +48,11 @@ type Config struct {
 	// Redrive returns the redrive service of a scope ("" the platform
 	// admin account, else a tenant's).
 	Redrive func(ctx context.Context, tenant string) (*redrive.Service, error)
+	// Access says what a signed-in user may see and do (redrive.Access:
+	// the DLQs of what it may consume, redrives into what it may publish
+	// to at most at its tenant's rate quota); every page and action goes
+	// through redrive.Service.For with it. platformd: Daemon.RedriveAccess.
+	Access func(ctx context.Context, p *principal.Principal) (redrive.Access, error)
 	// Verifier re-checks the signed-in user on every request (revoked,
 	// expired, tenant suspended, signing key removed; cached per user for
 	// about a second) and signs them out when they no longer check out.
@@ -85,6 +90,9 @@ func (c Config) Validate() error {
 	if c.Redrive == nil {
 		p.Addf("redrive", "is required")
 	}
+	if c.Access == nil {
+		p.Addf("access", "is required: what each user may see and redrive")
+	}
 	if n := len(c.SessionKey); n > 0 && n < 32 {
 		p.Addf("session_key", "must be at least 32 bytes, got %d", n)
 	}
@@ -100,7 +108,8 @@ type Console struct {
 	log   *slog.Logger
 	ss    *sessions
 	pages map[string]*template.Template
-	mux   *http.ServeMux
+	// handler is the routes with every request body bounded.
+	handler http.Handler
 
 	// done ends the retries of end records (endSession); retries counts
 	// them.
@@ -132,8 +141,9 @@ func New(cfg Config) (*Console, error) {
 	return c, nil
 }
 
-// Handler serves everything under Prefix.
-func (c *Console) Handler() http.Handler { return c.mux }
+// Handler serves everything under Prefix, every request body bounded
+// (MaxLoginBytes, MaxFormBytes).
+func (c *Console) Handler() http.Handler { return c.handler }
 
 // Close stops the background retries of end records that failed
 // (endSession) and waits for them within ctx. It is idempotent; the
@@ -219,7 +229,7 @@ func (c *Console) routes() {
 	m.HandleFunc("POST /console/action", c.authed(c.action))
 	m.HandleFunc("GET /console/api/status", c.authed(c.statusJSON))
 	m.HandleFunc("GET /console/history", c.authed(c.history))
-	c.mux = m
+	c.handler = bounded(m)
 }
 
 // view is what every page template gets.
@@ -264,7 +274,7 @@ func (c *Console) guard(h func(w http.ResponseWriter, r *http.Request, s Session
 				return
 			}
 			if ended {
-				c.ss.forget(w, s) // remembered here: its replays are refused without a lookup
+				c.ss.forget(w, r, s) // remembered here: its replays are refused without a lookup
 				ok = false
 			}
 		}
@@ -283,8 +293,8 @@ func (c *Console) guard(h func(w http.ResponseWriter, r *http.Request, s Session
 			}
 		}
 		if r.Method == http.MethodPost {
-			if err := r.ParseMultipartForm(1 << 20); err != nil && !errors.Is(err, http.ErrNotMultipart) {
-				c.fail(w, r, &s, http.StatusBadRequest, fmt.Errorf("console: cannot read the form: %v", err))
+			if err := r.ParseMultipartForm(MaxFormBytes); err != nil && !errors.Is(err, http.ErrNotMultipart) {
+				c.fail(w, r, &s, formStatus(err), fmt.Errorf("console: cannot read the form: %s; nothing was changed", formError(err, MaxFormBytes)))
 				return
 			}
 			if !c.ss.checkCSRF(s, r.PostFormValue("csrf")) {
@@ -329,14 +339,23 @@ func (c *Console) scope(r *http.Request, s Session) (string, error) {
 	return s.Tenant, nil
 }
 
-// service returns the redrive service of the request's scope.
-func (c *Console) service(r *http.Request, s Session) (string, *redrive.Service, error) {
+// service returns the redrive service of the request's scope as the
+// session's user may use it (Config.Access).
+func (c *Console) service(r *http.Request, s Session) (string, *redrive.Guard, error) {
 	scope, err := c.scope(r, s)
 	if err != nil {
 		return "", nil, err
 	}
 	svc, err := c.cfg.Redrive(r.Context(), scope)
-	return scope, svc, err
+	if err != nil {
+		return "", nil, err
+	}
+	p := s.principal()
+	a, err := c.cfg.Access(r.Context(), &p)
+	if err != nil {
+		return "", nil, err
+	}
+	return scope, svc.For(a), nil
 }
 
 // statusOf maps an error to its HTTP status.

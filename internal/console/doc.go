@@ -26,6 +26,18 @@
 //     tenant's own account (another tenant's DLQs are not there), and a
 //     request naming another scope is refused with 403 and a message
 //     saying why.
+//   - Within its tenant a user sees and does only what its own
+//     permissions allow (Config.Access, redrive.Access; every page and
+//     action goes through redrive.Service.For): the DLQs (entries,
+//     payloads, headers, groups, previews) of the topics, queues and
+//     groups it may consume, the requests whose every entry it may see,
+//     and redrives into what it may publish to, at most at its tenant's
+//     publish-rate quota. Anything else is refused (403) saying what to
+//     grant, and nothing is read or changed.
+//   - Request bodies are bounded before anything reads them
+//     (MaxLoginBytes on /console/login, MaxFormBytes elsewhere; 413
+//     beyond) and forms are parsed in memory within that bound: nothing
+//     is spooled to a temporary file.
 //   - A user who no longer checks out is signed out at their next
 //     request: every request re-checks the session's user against the
 //     installation as it is now (internal/principal.Verifier: revoked,
@@ -33,7 +45,8 @@
 //     per user for about a second), and a user who fails is signed out
 //     with a message saying why (401); the action they posted is not
 //     done.
-//   - Sessions are a cookie (HttpOnly, SameSite=Strict, Path=/console/)
+//   - Sessions are a cookie (HttpOnly, SameSite=Strict, Path=/console/,
+//     Secure when the request came over TLS)
 //     holding the principal, signed with HMAC-SHA256 under
 //     Config.SessionKey (platformd derives it from the installation's
 //     trust, so every platformd of the installation accepts a session

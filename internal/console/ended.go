@@ -199,7 +199,7 @@ const endedTimeout = 5 * time.Second
 // the console is closed; meanwhile the other platformds accept a copy
 // of the cookie, and the failure is logged as an error.
 func (c *Console) endSession(w http.ResponseWriter, r *http.Request, s Session, why string) {
-	c.ss.forget(w, s)
+	c.ss.forget(w, r, s)
 	if c.cfg.Ended == nil {
 		return
 	}

@@ -49,7 +49,7 @@ func (f *fixture) tenantTopic(t *testing.T, tenant, topic string, review bool, n
 		t.Fatal(err)
 	}
 	for _, u := range users {
-		uc, err := m.AddUser(ctx, "test", tenant, tenancy.UserSpec{Name: u, Pub: []string{topic}})
+		uc, err := m.AddUser(ctx, "test", tenant, tenancy.UserSpec{Name: u, Pub: []string{topic}, Sub: []string{topic}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -53,7 +53,7 @@ func (f *fixture) secondConsole(t *testing.T, wrap func(console.EndedSessions) c
 	c, err := console.New(console.Config{
 		URL: f.d.URL(), AdminAccount: f.d.Trust().AdminAccount(), SessionKey: key, Verifier: v, Ended: ended,
 		Tenants: f.d.ConsoleTenants,
-		Redrive: f.d.RedriveFor,
+		Redrive: f.d.RedriveFor, Access: f.d.RedriveAccess,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -34,13 +34,15 @@ func safeNext(next string) string {
 // login checks the pasted or uploaded .creds with the broker and starts a
 // session for the user it authenticates.
 func (c *Console) login(w http.ResponseWriter, r *http.Request) {
-	if err := r.ParseMultipartForm(64 << 10); err != nil && !errors.Is(err, http.ErrNotMultipart) {
-		c.render(w, r, http.StatusBadRequest, "login", view{Title: "Sign in", Error: "cannot read the form: " + err.Error(), Data: Prefix})
+	// The body is bounded to MaxLoginBytes (Handler), so the whole form,
+	// file part included, is read into memory: nothing spools to disk.
+	if err := r.ParseMultipartForm(MaxLoginBytes); err != nil && !errors.Is(err, http.ErrNotMultipart) {
+		c.render(w, r, formStatus(err), "login", view{Title: "Sign in", Error: "cannot read the form: " + formError(err, MaxLoginBytes), Data: Prefix})
 		return
 	}
 	creds := r.PostFormValue("creds")
 	if f, _, err := r.FormFile("credsfile"); err == nil {
-		b, rerr := io.ReadAll(io.LimitReader(f, 64<<10))
+		b, rerr := io.ReadAll(io.LimitReader(f, MaxLoginBytes))
 		_ = f.Close()
 		if rerr == nil && len(strings.TrimSpace(string(b))) > 0 {
 			creds = string(b)
@@ -52,7 +54,7 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 		c.render(w, r, statusOf(err), "login", view{Title: "Sign in", Error: "sign-in refused: " + err.Error(), Data: next})
 		return
 	}
-	s = c.ss.issue(w, s)
+	s = c.ss.issue(w, r, s)
 	c.log.Info("console: signed in", "principal", s.Principal(), "account", s.Account)
 	http.Redirect(w, r, next, http.StatusSeeOther)
 }

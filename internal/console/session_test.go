@@ -106,7 +106,7 @@ func TestConsoleSessionAcrossDaemons(t *testing.T) {
 		c, err := console.New(console.Config{
 			URL: f.d.URL(), AdminAccount: f.d.Trust().AdminAccount(), SessionKey: key,
 			Tenants: f.d.ConsoleTenants,
-			Redrive: f.d.RedriveFor,
+			Redrive: f.d.RedriveFor, Access: f.d.RedriveAccess,
 		})
 		if err != nil {
 			t.Fatal(err)

@@ -44,6 +44,7 @@ func (d *Daemon) mountConsole(mux *http.ServeMux) error {
 		Redrive: func(ctx context.Context, tenant string) (*redrive.Service, error) {
 			return d.RedriveFor(ctx, tenant)
 		},
+		Access: d.RedriveAccess,
 		Logger: d.log,
 	})
 	if err != nil {

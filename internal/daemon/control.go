@@ -50,6 +50,7 @@ func (d *Daemon) serveControl() (micro.Service, error) {
 	eps = append(eps, d.tenancyEndpoints()...)
 	eps = append(eps, d.groupEndpoints()...)
 	eps = append(eps, d.redriveEndpoints(v)...)
+	eps = append(eps, d.roleEndpoints(v)...)
 	eps = append(eps, d.resetReviewEndpoints(v)...)
 	eps = append(eps, d.operatorEndpoints(v)...)
 	eps = append(eps, d.schemaEndpoints()...)

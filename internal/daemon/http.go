@@ -83,7 +83,10 @@ func (d *Daemon) startHTTP() error {
 		ln = tls.NewListener(ln, tc)
 	}
 	d.httpAddr = ln.Addr()
-	d.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	// Bounded: a client that trickles its headers or body, never reads
+	// the response, or idles a keep-alive connection is cut off.
+	d.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second,
+		WriteTimeout: 60 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
 	go func() {
 		if err := d.httpSrv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			d.log.Error("platformd: http server stopped", "err", err)

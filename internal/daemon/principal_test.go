@@ -253,7 +253,7 @@ func TestSignedRedriveTenants(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, u := range tn.users {
-			uc, err := m.AddUser(ctx, "test", tn.name, tenancy.UserSpec{Name: u, Pub: []string{tn.topic}})
+			uc, err := m.AddUser(ctx, "test", tn.name, tenancy.UserSpec{Name: u, Pub: []string{tn.topic}, Sub: []string{tn.topic}})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -234,18 +234,6 @@ func rep[Req, Resp any](name, subject string, fn func(ctx context.Context, req R
 	})}
 }
 
-// scoped adapts fn to run on the service of the request's scope.
-func scoped[Req, Resp any](d *Daemon, scope func(Req) string, fn func(ctx context.Context, s *redrive.Service, req Req) (Resp, error)) func(context.Context, Req) (Resp, error) {
-	return func(ctx context.Context, r Req) (Resp, error) {
-		s, err := d.RedriveFor(ctx, scope(r))
-		if err != nil {
-			var zero Resp
-			return zero, err
-		}
-		return fn(ctx, s, r)
-	}
-}
-
 // redriveEndpoints are the DLQ browse and redrive operations. Each
 // request's scope selects the platform admin account ("") or a tenant's.
 // The state-changing ones take a signed request (internal/principal, v
@@ -261,97 +249,85 @@ func (d *Daemon) redriveEndpoints(v *principal.Verifier) []control.Endpoint {
 	// guarded: approve, run and resume of a review: required DLQ need an
 	// authenticated caller; an approval also an authenticated requester.
 	guarded := map[string]string{redrive.SubjApprove: "approving", redrive.SubjRun: "running", redrive.SubjResume: "resuming"}
-	action := func(name, subject string, fn func(s *redrive.Service) func(ctx context.Context, id, actor, note string) (redrive.Status, error)) control.Endpoint {
-		return signedRep(v, name, subject, func(ctx context.Context, c caller, r redrive.Action) (redrive.Status, error) {
-			if err := c.mayAct(r.Scope); err != nil {
-				return redrive.Status{}, err
-			}
-			s, err := d.RedriveFor(ctx, r.Scope)
-			if err != nil {
-				return redrive.Status{}, err
-			}
-			if verb, ok := guarded[subject]; ok {
-				if err := reviewGuard(ctx, s, c, r.ID, verb, subject == redrive.SubjApprove); err != nil {
-					return redrive.Status{}, err
+	action := func(name, subject string, fn func(g *redrive.Guard) func(ctx context.Context, id, actor, note string) (redrive.Status, error)) control.Endpoint {
+		return guardedRep(d, v, name, subject, func(r redrive.Action) string { return r.Scope },
+			func(ctx context.Context, g *redrive.Guard, c caller, r redrive.Action) (redrive.Status, error) {
+				if verb, ok := guarded[subject]; ok {
+					if err := reviewGuard(ctx, g.Service(), c, r.ID, verb, subject == redrive.SubjApprove); err != nil {
+						return redrive.Status{}, err
+					}
 				}
-			}
-			return fn(s)(ctx, r.ID, c.name(r.Actor), r.Note)
-		})
+				return fn(g)(ctx, r.ID, c.name(r.Actor), r.Note)
+			})
 	}
 	return []control.Endpoint{
-		rep("dlq_list", redrive.SubjDLQList, scoped(d, func(r redrive.ScopeRequest) string { return r.Scope },
-			func(ctx context.Context, s *redrive.Service, _ redrive.ScopeRequest) ([]redrive.DLQ, error) {
-				return s.ListDLQs(ctx)
-			})),
-		rep("dlq_entries", redrive.SubjDLQEntries, scoped(d, func(r redrive.EntryFilter) string { return r.Scope },
-			func(ctx context.Context, s *redrive.Service, f redrive.EntryFilter) ([]redrive.Entry, error) {
-				return s.Entries(ctx, f)
-			})),
-		rep("dlq_show", redrive.SubjDLQShow, scoped(d, func(r redrive.ShowRequest) string { return r.Scope },
-			func(ctx context.Context, s *redrive.Service, r redrive.ShowRequest) (redrive.Entry, error) {
-				return s.Show(ctx, r.DLQ, r.Seq)
-			})),
-		rep("dlq_groups", redrive.SubjDLQGroups, scoped(d, func(r redrive.EntryFilter) string { return r.Scope },
-			func(ctx context.Context, s *redrive.Service, f redrive.EntryFilter) ([]redrive.Group, error) {
-				return s.Groups(ctx, f)
-			})),
-		rep("redrive_preview", redrive.SubjPreview, scoped(d, func(r redrive.Request) string { return r.Scope },
-			func(ctx context.Context, s *redrive.Service, r redrive.Request) (redrive.Preview, error) {
-				return s.Preview(ctx, r)
-			})),
-		signedRep(v, "redrive_request", redrive.SubjRequest, func(ctx context.Context, c caller, r redrive.Request) (redrive.Status, error) {
-			if err := c.mayAct(r.Scope); err != nil {
-				return redrive.Status{}, err
-			}
-			s, err := d.RedriveFor(ctx, r.Scope)
-			if err != nil {
-				return redrive.Status{}, err
-			}
-			r.Requester, r.Authenticated = c.name(r.Requester), c.authenticated()
-			if err := r.Validate(); err != nil {
-				return redrive.Status{}, err // bad input first, whoever asks
-			}
-			if !c.authenticated() {
-				if q, err := s.DescribeDLQ(ctx, r.DLQ); err == nil && q.ReviewRequired {
-					return redrive.Status{}, c.needAuth(fmt.Sprintf("DLQ %s is marked review: required: a redrive request for it", q.Name))
+		guardedRep(d, v, "dlq_list", redrive.SubjDLQList, func(r redrive.ScopeRequest) string { return r.Scope },
+			func(ctx context.Context, g *redrive.Guard, _ caller, _ redrive.ScopeRequest) ([]redrive.DLQ, error) {
+				return g.ListDLQs(ctx)
+			}),
+		guardedRep(d, v, "dlq_entries", redrive.SubjDLQEntries, func(r redrive.EntryFilter) string { return r.Scope },
+			func(ctx context.Context, g *redrive.Guard, _ caller, f redrive.EntryFilter) ([]redrive.Entry, error) {
+				return g.Entries(ctx, f)
+			}),
+		guardedRep(d, v, "dlq_show", redrive.SubjDLQShow, func(r redrive.ShowRequest) string { return r.Scope },
+			func(ctx context.Context, g *redrive.Guard, _ caller, r redrive.ShowRequest) (redrive.Entry, error) {
+				return g.Show(ctx, r.DLQ, r.Seq)
+			}),
+		guardedRep(d, v, "dlq_groups", redrive.SubjDLQGroups, func(r redrive.EntryFilter) string { return r.Scope },
+			func(ctx context.Context, g *redrive.Guard, _ caller, f redrive.EntryFilter) ([]redrive.Group, error) {
+				return g.Groups(ctx, f)
+			}),
+		guardedRep(d, v, "redrive_preview", redrive.SubjPreview, func(r redrive.Request) string { return r.Scope },
+			func(ctx context.Context, g *redrive.Guard, _ caller, r redrive.Request) (redrive.Preview, error) {
+				return g.Preview(ctx, r)
+			}),
+		guardedRep(d, v, "redrive_request", redrive.SubjRequest, func(r redrive.Request) string { return r.Scope },
+			func(ctx context.Context, g *redrive.Guard, c caller, r redrive.Request) (redrive.Status, error) {
+				r.Requester, r.Authenticated = c.name(r.Requester), c.authenticated()
+				if err := r.Validate(); err != nil {
+					return redrive.Status{}, err // bad input first, whoever asks
 				}
-			}
-			return s.Submit(ctx, r)
+				if !c.authenticated() {
+					if q, err := g.DescribeDLQ(ctx, r.DLQ); err == nil && q.ReviewRequired {
+						return redrive.Status{}, c.needAuth(fmt.Sprintf("DLQ %s is marked review: required: a redrive request for it", q.Name))
+					}
+				}
+				return g.Submit(ctx, r)
+			}),
+		action("redrive_approve", redrive.SubjApprove, func(g *redrive.Guard) func(context.Context, string, string, string) (redrive.Status, error) {
+			return g.Approve
 		}),
-		action("redrive_approve", redrive.SubjApprove, func(s *redrive.Service) func(context.Context, string, string, string) (redrive.Status, error) {
-			return s.Approve
+		action("redrive_reject", redrive.SubjReject, func(g *redrive.Guard) func(context.Context, string, string, string) (redrive.Status, error) {
+			return g.Reject
 		}),
-		action("redrive_reject", redrive.SubjReject, func(s *redrive.Service) func(context.Context, string, string, string) (redrive.Status, error) {
-			return s.Reject
+		action("redrive_run", redrive.SubjRun, func(g *redrive.Guard) func(context.Context, string, string, string) (redrive.Status, error) {
+			return g.Run
 		}),
-		action("redrive_run", redrive.SubjRun, func(s *redrive.Service) func(context.Context, string, string, string) (redrive.Status, error) {
-			return s.Run
+		action("redrive_pause", redrive.SubjPause, func(g *redrive.Guard) func(context.Context, string, string, string) (redrive.Status, error) {
+			return g.Pause
 		}),
-		action("redrive_pause", redrive.SubjPause, func(s *redrive.Service) func(context.Context, string, string, string) (redrive.Status, error) {
-			return s.Pause
+		action("redrive_resume", redrive.SubjResume, func(g *redrive.Guard) func(context.Context, string, string, string) (redrive.Status, error) {
+			return g.Resume
 		}),
-		action("redrive_resume", redrive.SubjResume, func(s *redrive.Service) func(context.Context, string, string, string) (redrive.Status, error) {
-			return s.Resume
+		action("redrive_cancel", redrive.SubjCancel, func(g *redrive.Guard) func(context.Context, string, string, string) (redrive.Status, error) {
+			return g.Cancel
 		}),
-		action("redrive_cancel", redrive.SubjCancel, func(s *redrive.Service) func(context.Context, string, string, string) (redrive.Status, error) {
-			return s.Cancel
-		}),
-		rep("redrive_status", redrive.SubjStatus, scoped(d, func(r redrive.IDRequest) string { return r.Scope },
-			func(ctx context.Context, s *redrive.Service, r redrive.IDRequest) (redrive.Status, error) {
-				return s.Get(ctx, r.ID)
-			})),
-		rep("redrive_list", redrive.SubjList, scoped(d, func(r redrive.ListFilter) string { return r.Scope },
-			func(ctx context.Context, s *redrive.Service, f redrive.ListFilter) ([]redrive.Status, error) {
-				return s.List(ctx, f)
-			})),
-		rep("redrive_dryrun", redrive.SubjDryRun, scoped(d, func(r redrive.IDRequest) string { return r.Scope },
-			func(ctx context.Context, s *redrive.Service, r redrive.IDRequest) (redrive.Preview, error) {
-				return s.DryRun(ctx, r.ID)
-			})),
-		rep("redrive_history", redrive.SubjHistory, scoped(d, func(r redrive.HistoryFilter) string { return r.Scope },
-			func(ctx context.Context, s *redrive.Service, f redrive.HistoryFilter) ([]redrive.AuditRecord, error) {
-				return s.History(ctx, f)
-			})),
+		guardedRep(d, v, "redrive_status", redrive.SubjStatus, func(r redrive.IDRequest) string { return r.Scope },
+			func(ctx context.Context, g *redrive.Guard, _ caller, r redrive.IDRequest) (redrive.Status, error) {
+				return g.Get(ctx, r.ID)
+			}),
+		guardedRep(d, v, "redrive_list", redrive.SubjList, func(r redrive.ListFilter) string { return r.Scope },
+			func(ctx context.Context, g *redrive.Guard, _ caller, f redrive.ListFilter) ([]redrive.Status, error) {
+				return g.List(ctx, f)
+			}),
+		guardedRep(d, v, "redrive_dryrun", redrive.SubjDryRun, func(r redrive.IDRequest) string { return r.Scope },
+			func(ctx context.Context, g *redrive.Guard, _ caller, r redrive.IDRequest) (redrive.Preview, error) {
+				return g.DryRun(ctx, r.ID)
+			}),
+		guardedRep(d, v, "redrive_history", redrive.SubjHistory, func(r redrive.HistoryFilter) string { return r.Scope },
+			func(ctx context.Context, g *redrive.Guard, _ caller, f redrive.HistoryFilter) ([]redrive.AuditRecord, error) {
+				return g.History(ctx, f)
+			}),
 	}
 }
 
