@@ -18,6 +18,7 @@ import (
 
 	"github.com/msgplatform/platform/embeddednats"
 	"github.com/msgplatform/platform/embeddednats/natstest"
+	"github.com/msgplatform/platform/internal/attack"
 	"github.com/msgplatform/platform/internal/tlsconf"
 	"github.com/msgplatform/platform/internal/tlsconf/tlstest"
 )
@@ -156,7 +157,7 @@ func TestAttackRouteRawDial(t *testing.T) {
 		t.Fatalf("routes changed from %v to %v", before, after)
 	}
 	t.Logf("published %d secrets during the attack, the rogue route read only %q", n, strings.TrimSpace(s))
-	t.Logf("attack.route_raw_dial: refused")
+	attack.Refused(t, "route_raw_dial")
 }
 
 // rogueServer starts a real nats-server that routes to target with the
@@ -282,7 +283,7 @@ func TestAttackRouteRogueServer(t *testing.T) {
 		t.Fatalf("control: a server holding the route credentials read 0 of %d secrets; the check above proves nothing", published)
 	}
 	t.Logf("control: with the route credentials the server read %d of %d", spy, published)
-	t.Logf("attack.route_rogue_server: refused")
+	attack.Refused(t, "route_rogue_server")
 }
 
 // tlsRouteFabric starts a 3-node cluster whose routes use TLS with
@@ -383,7 +384,7 @@ func TestAttackRouteForeignCA(t *testing.T) {
 		rogue.Shutdown()
 		t.Logf("%s: refused, %d secrets published, none read", bad.name, published)
 	}
-	t.Logf("attack.route_foreign_ca: refused")
+	attack.Refused(t, "route_foreign_ca")
 }
 
 // TestAttackClientPlaintext: on a TLS client port a plaintext client is
@@ -468,7 +469,7 @@ func TestAttackClientPlaintext(t *testing.T) {
 			if _, err := nc.Request("$JS.API.INFO", nil, 2*time.Second); err != nil {
 				t.Fatalf("platform connection: %v", err)
 			}
-			t.Logf("attack.client_plaintext_verify_%v: refused", verify)
+			attack.Refused(t, fmt.Sprintf("client_plaintext_verify_%v", verify))
 		})
 	}
 }

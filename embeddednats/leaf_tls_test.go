@@ -15,6 +15,7 @@ import (
 
 	"github.com/msgplatform/platform/embeddednats"
 	"github.com/msgplatform/platform/embeddednats/natstest"
+	"github.com/msgplatform/platform/internal/attack"
 	"github.com/msgplatform/platform/internal/tlsconf/tlstest"
 )
 
@@ -151,5 +152,5 @@ func TestAttackLeafWithoutCert(t *testing.T) {
 		}
 		return nil
 	})
-	t.Logf("attack.leaf_without_cert: refused")
+	attack.Refused(t, "leaf_without_cert")
 }

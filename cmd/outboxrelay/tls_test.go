@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/msgplatform/platform/internal/attack"
 	"github.com/msgplatform/platform/internal/tlsconf"
 	"github.com/msgplatform/platform/internal/tlsconf/tlstest"
 	"github.com/msgplatform/platform/outboxrelay"
@@ -152,7 +153,7 @@ func TestAttackRelayWithoutTrust(t *testing.T) {
 		if n := streamMsgs(t, js); n != 0 {
 			t.Fatalf("%s: %d events reached the stream", a.name, n)
 		}
-		t.Logf("attack.outboxrelay_%s: refused", a.name)
+		attack.Refused(t, "outboxrelay_"+a.name)
 	}
 }
 

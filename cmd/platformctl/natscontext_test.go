@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/msgplatform/platform/conf"
+	"github.com/msgplatform/platform/internal/attack"
 	"github.com/msgplatform/platform/internal/daemon"
 	"github.com/msgplatform/platform/internal/daemon/daemontest"
 	"github.com/msgplatform/platform/internal/tlsconf/tlstest"
@@ -117,7 +118,7 @@ func TestAttackNatsContextWithoutCA(t *testing.T) {
 		if b, err := run(name); err == nil {
 			t.Fatalf("nats --context %s pub: published through TLS without the trust\n%s", name, b)
 		}
-		t.Logf("attack.nats_context_%s: refused", strings.ReplaceAll(name, "-", "_"))
+		attack.Refused(t, "nats_context_"+strings.ReplaceAll(name, "-", "_"))
 	}
 	// Only the trusted context's message arrived.
 	if err := wc.Flush(); err != nil {
@@ -177,7 +178,7 @@ func TestCLIUserNatsContextTLS(t *testing.T) {
 	if out, err := cli("", "tenant", "create", "acme"); err == nil {
 		t.Fatalf("tenant create without --tls-ca against a TLS port succeeded:\n%s", out)
 	}
-	t.Logf("attack.platformctl_no_ca_tenant_create: refused")
+	attack.Refused(t, "platformctl_no_ca_tenant_create")
 	if out, err := cli(ca.CAFile, "tenant", "list"); err != nil || strings.Contains(out, "acme") {
 		t.Fatalf("tenant list after the refused create: %v\n%s", err, out)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/msgplatform/platform/internal/attack"
 	"github.com/msgplatform/platform/internal/control"
 	"github.com/msgplatform/platform/internal/daemon/daemontest"
 	"github.com/msgplatform/platform/platform"
@@ -69,7 +70,7 @@ func TestAttackCLIDLQ(t *testing.T) {
 	if out := mustCLI(t, d, "dlq", "show", "payments", "1", "--tenant", "harbor", "--user-creds", alice); !strings.Contains(out, card) {
 		t.Fatalf("alice (--sub payments) cannot see her DLQ:\n%s", out)
 	}
-	t.Logf("attack.cli_dlq: refused")
+	attack.Refused(t, "cli_dlq")
 }
 
 // Tenant roles granted with platformctl user role: a viewer sees every
@@ -180,5 +181,5 @@ func TestAttackCLIRoles(t *testing.T) {
 	if n := strings.Count(audit, "user.role"); n != 4 {
 		t.Fatalf("audit holds %d user.role records, want 4 (3 grants, 1 removal):\n%s", n, audit)
 	}
-	t.Logf("attack.cli_roles: refused")
+	attack.Refused(t, "cli_roles")
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/msgplatform/platform/embeddednats"
+	"github.com/msgplatform/platform/internal/attack"
 	"github.com/msgplatform/platform/internal/tlsconf/tlstest"
 )
 
@@ -125,7 +126,7 @@ func TestAttackPlatformctlWithoutTrust(t *testing.T) {
 			nc.Close()
 			t.Fatalf("%s: connected", a.name)
 		}
-		t.Logf("attack.platformctl_%s: refused", a.name)
+		attack.Refused(t, "platformctl_"+a.name)
 	}
 	// The CA's own client still gets in: the refusals were the TLS.
 	good := globalOptions{server: murl, creds: creds, tlsCA: ca.CAFile}

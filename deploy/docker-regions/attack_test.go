@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/msgplatform/platform/internal/attack"
 	"github.com/msgplatform/platform/internal/dockertest"
 )
 
@@ -35,7 +36,7 @@ func (r *rig) attackTransport(t *testing.T, js jetstream.JetStream) {
 			}
 		}
 	}
-	t.Logf("attack.regions_plaintext_client: refused")
+	attack.Refused(t, "regions_plaintext_client")
 
 	rogueTLS := dockertest.TLSDir(t, t.TempDir(), r.uid, r.gid, "rogue-eu")
 	type attempt struct{ rogue dockertest.Rogue }
@@ -72,7 +73,7 @@ func (r *rig) attackTransport(t *testing.T, js jetstream.JetStream) {
 				t.Fatalf("%s: %s has a %s from the rogue: %+v", name, l.Server, l.Kind, l)
 			}
 		}
-		t.Logf("attack.%s: refused", name)
+		attack.Refused(t, name)
 	}
 	if after := streamsState(t, js); after != before {
 		t.Fatalf("the attacks changed eu's streams: %s, was %s", after, before)

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/msgplatform/platform/internal/attack"
 	"github.com/msgplatform/platform/internal/dockertest"
 	"github.com/msgplatform/platform/internal/tlsconf/tlstest"
 )
@@ -39,7 +40,7 @@ func (r *region) attackTransport(t *testing.T, js jetstream.JetStream) {
 			t.Fatalf("plaintext client on %s: the port served it:\n%s", n, out)
 		}
 	}
-	t.Logf("attack.docker_plaintext_client: refused")
+	attack.Refused(t, "docker_plaintext_client")
 
 	other := tlstest.NewT(t)
 	tc, err := other.Trust().Client("")
@@ -51,7 +52,7 @@ func (r *region) attackTransport(t *testing.T, js jetstream.JetStream) {
 		nc.Close()
 		t.Fatal("a client trusting another CA connected (it would have sent the admin creds to an impostor)")
 	}
-	t.Logf("attack.docker_client_wrong_ca: refused")
+	attack.Refused(t, "docker_client_wrong_ca")
 
 	network := r.Name + "_default"
 	dial := []string{"nats-route://n1:6222", "nats-route://n2:6222", "nats-route://n3:6222"}
@@ -83,7 +84,7 @@ func (r *region) attackTransport(t *testing.T, js jetstream.JetStream) {
 				t.Fatalf("%s: %s has a %s from the rogue: %+v", name, l.Server, l.Kind, l)
 			}
 		}
-		t.Logf("attack.%s: refused", name)
+		attack.Refused(t, name)
 	}
 	if after := streamState(t, js); after != before {
 		t.Fatalf("the attacks changed stream %s: %s, was %s", stream, after, before)

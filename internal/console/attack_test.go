@@ -17,6 +17,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/msgplatform/platform/internal/attack"
 	"github.com/msgplatform/platform/internal/console"
 	"github.com/msgplatform/platform/platform"
 	"github.com/msgplatform/platform/redrive"
@@ -192,7 +193,7 @@ func TestAttackConsoleDLQPublishOnly(t *testing.T) {
 		}
 	}
 	a.unchanged(t, before)
-	t.Logf("attack.console_dlq_publish_only: refused")
+	attack.Refused(t, "console_dlq_publish_only")
 }
 
 // A user with --sub refunds sees the refunds DLQ and nothing of the
@@ -224,7 +225,7 @@ func TestAttackConsoleDLQOtherTopic(t *testing.T) {
 		}
 	}
 	a.unchanged(t, before)
-	t.Logf("attack.console_dlq_other_topic: refused")
+	attack.Refused(t, "console_dlq_other_topic")
 }
 
 // A user who may consume one group of payments (fraud) sees that group's
@@ -272,7 +273,7 @@ func TestAttackConsoleDLQOtherGroup(t *testing.T) {
 	if err != nil || st.Total != 2 || st.Requester != "fay@harbor" || st.Request.Rate != 50 || strings.Join(st.ConsumerGroups, ",") != "fraud" {
 		t.Fatalf("fay's request: total %d, requester %s, rate %g, groups %v, %v; want 2 fraud entries at the tenant's 50/s", st.Total, st.Requester, st.Request.Rate, st.ConsumerGroups, err)
 	}
-	t.Logf("attack.console_dlq_other_group: refused")
+	attack.Refused(t, "console_dlq_other_group")
 }
 
 // A redrive into a destination the user may not publish to is refused and
@@ -317,7 +318,7 @@ func TestAttackConsoleRedriveDestination(t *testing.T) {
 	if st, err := a.svc.Get(ctx, mustURL(h.Get("Location")).Query().Get("id")); err != nil || st.Request.Rate != 50 {
 		t.Fatalf("an unlimited request by a tenant user: rate %g, %v; want the quota, 50", st.Request.Rate, err)
 	}
-	t.Logf("attack.console_redrive_destination: refused")
+	attack.Refused(t, "console_redrive_destination")
 }
 
 // The approver of a review: required redrive is another person who may
@@ -345,7 +346,7 @@ func TestAttackConsoleApprover(t *testing.T) {
 	if st, err := a.svc.Get(ctx, a.filed.ID); err != nil || st.ApprovedBy != "bob@harbor" {
 		t.Fatalf("after bob's approval: %+v, %v", st.ApprovedBy, err)
 	}
-	t.Logf("attack.console_approver: refused")
+	attack.Refused(t, "console_approver")
 }
 
 // An unauthenticated 50 MB multipart upload to /console/login is refused
@@ -454,7 +455,7 @@ func TestAttackConsoleLogin(t *testing.T) {
 			t.Errorf("%s %s left %d files in the temp dir", rt.method, rt.path, len(ents))
 		}
 	}
-	t.Logf("attack.console_login: refused")
+	attack.Refused(t, "console_login")
 }
 
 // counting is left bytes of 'A'.
@@ -531,7 +532,7 @@ func TestAttackConsoleCookie(t *testing.T) {
 		}
 		srv.Close()
 	}
-	t.Logf("attack.console_cookie: refused")
+	attack.Refused(t, "console_cookie")
 }
 
 // Permissions are read on every request: a signed-in user whose --sub on
@@ -559,5 +560,5 @@ func TestAttackConsolePermissionWithdrawn(t *testing.T) {
 		t.Errorf("alice filing after the change: %d, want 403", code)
 	}
 	a.unchanged(t, before)
-	t.Logf("attack.console_permission_withdrawn: refused")
+	attack.Refused(t, "console_permission_withdrawn")
 }

@@ -192,8 +192,12 @@ func (c *Console) authenticate(ctx context.Context, creds string) (Session, erro
 	if pub, _ := kp.PublicKey(); pub != uc.Subject {
 		return Session{}, errLogin{http.StatusBadRequest, "the .creds file's seed does not belong to its user JWT"}
 	}
-	nc, err := nats.Connect(c.cfg.URL, nats.UserJWTAndSeed(token, string(seed)), nats.Name("platform-console-login"),
-		nats.Timeout(5*time.Second), nats.MaxReconnects(0), nats.NoReconnect())
+	opts := []nats.Option{nats.UserJWTAndSeed(token, string(seed)), nats.Name("platform-console-login"),
+		nats.Timeout(5 * time.Second), nats.MaxReconnects(0), nats.NoReconnect()}
+	if c.cfg.TLS != nil {
+		opts = append(opts, nats.Secure(c.cfg.TLS))
+	}
+	nc, err := nats.Connect(c.cfg.URL, opts...)
 	if err != nil {
 		if errors.Is(err, nats.ErrNoServers) {
 			return Session{}, errLogin{http.StatusServiceUnavailable, fmt.Sprintf("cannot reach the local NATS node to check the credentials: %v", err)}

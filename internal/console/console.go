@@ -2,6 +2,7 @@ package console
 
 import (
 	"context"
+	"crypto/tls"
 	"embed"
 	"errors"
 	"fmt"
@@ -40,6 +41,9 @@ type Config struct {
 	// URL is the local NATS node(s) (comma-separated) the console
 	// connects to with a user's .creds to authenticate them.
 	URL string
+	// TLS, when the nodes' client port speaks TLS, is the client
+	// configuration the console dials them with (the daemon's own).
+	TLS *tls.Config
 	// AdminAccount is the public key of the PLATFORM account: its users
 	// are platform operators.
 	AdminAccount string

@@ -36,6 +36,7 @@ func (d *Daemon) mountConsole(mux *http.ServeMux) error {
 	}
 	c, err := console.New(console.Config{
 		URL:          strings.Join(urls, ","),
+		TLS:          d.trust.ClientTLS,
 		AdminAccount: d.trust.AdminAccount(),
 		Tenants:      d.ConsoleTenants,
 		Verifier:     v,

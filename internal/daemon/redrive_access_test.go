@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/msgplatform/platform/embeddednats"
+	"github.com/msgplatform/platform/internal/attack"
 	"github.com/msgplatform/platform/internal/control"
 	"github.com/msgplatform/platform/internal/daemon/daemontest"
 	"github.com/msgplatform/platform/internal/principal"
@@ -167,5 +168,5 @@ func TestAttackControlRedrive(t *testing.T) {
 	if err := control.Call(ctx, nc, redrive.SubjDLQList, redrive.ScopeRequest{Scope: "harbor"}, &dlqs); err != nil || len(dlqs) != 2 {
 		t.Fatalf("unsigned dlq list: %d DLQs, %v; want payments and refunds", len(dlqs), err)
 	}
-	t.Logf("attack.control_redrive: refused")
+	attack.Refused(t, "control_redrive")
 }
