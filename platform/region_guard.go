@@ -71,7 +71,8 @@ type ResidencyRefusal struct {
 	// what was asked, "create" or "update", for a request the gate
 	// refused.
 	Action string `json:"action"`
-	// Remedy is what the guard did: "deleted" or "sources removed"; or
+	// Remedy is what the guard did: "deleted", "sources removed",
+	// "republish removed" or "sources and republish removed"; or
 	// "refused" (the gate answered the request with an error; nothing was
 	// created or changed).
 	Remedy   string    `json:"remedy"`
@@ -305,15 +306,25 @@ func (g *ResidencyGuard) check(ctx context.Context, e guardEvent) {
 		return
 	}
 	ref := ResidencyRefusal{Region: e.region.Name, Stream: e.stream, Action: e.action, At: time.Now().UTC()}
-	mirror := false
+	mirror, republish := false, false
 	bad := map[*jetstream.StreamSource]bool{}
 	for _, v := range vs {
 		ref.Problems = append(ref.Problems, v.Problem)
 		mirror = mirror || v.Mirror
-		bad[v.Source] = true
+		republish = republish || v.Republish
+		if v.Source != nil {
+			bad[v.Source] = true
+		}
 	}
 	if e.action == "updated" && !mirror {
 		ref.Remedy = "sources removed"
+		if republish {
+			ref.Remedy = "republish removed"
+			if len(bad) > 0 {
+				ref.Remedy = "sources and republish removed"
+			}
+			cfg.RePublish = nil
+		}
 		kept := cfg.Sources[:0:0]
 		for _, src := range cfg.Sources {
 			if !bad[src] {
