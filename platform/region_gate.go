@@ -38,8 +38,11 @@ import (
 //
 // and serves $PLATFORM.GATE.<region>.STREAM.*.* in a queue group (any
 // platformd of the region answers). A request whose mirror or sources
-// read a topic resident in another region (residencyViolations, the same
-// check as Regions.CheckStream and the guard) is answered with a
+// read data resident in another region, or that republishes resident
+// data outside its resident subjects (residencyViolations, the same
+// check as Regions.CheckStream and the guard), or an update that drops
+// or changes the residency a stream declares (residencyKept), is
+// answered with a
 // JetStream API error (code 400, err_code 10052, "residency: ..."),
 // audited (ResidencyRefusal, Remedy "refused") and counted; any other
 // request is forwarded unchanged (headers included) on the forward
@@ -359,6 +362,15 @@ func (gt *gate) serve(gr *gateRegion, m *nats.Msg) {
 		return
 	}
 	var cfg jetstream.StreamConfig
+	if err := json.Unmarshal(m.Data, &cfg); err == nil && op == "UPDATE" {
+		ctx, cancel := context.WithTimeout(context.Background(), gt.opts.CheckTimeout)
+		p, err := residencyKept(ctx, gr.r, cfg)
+		cancel()
+		if err == nil && p != "" {
+			gt.refuse(gr, m, op, stream, []sourceViolation{{Problem: p}})
+			return
+		}
+	}
 	if err := json.Unmarshal(m.Data, &cfg); err == nil && (cfg.Mirror != nil || len(cfg.Sources) > 0 || cfg.RePublish != nil || cfg.Metadata[mdResidency] != "") {
 		ctx, cancel := context.WithTimeout(context.Background(), gt.opts.CheckTimeout)
 		rs := gt.g.checkRegions(gr.r, cfg)

@@ -739,3 +739,24 @@ func (rs Regions) residentEntriesOf(ctx context.Context, at *Region, cfg jetstre
 	}
 	return out, nil
 }
+
+// residencyKept returns the refusal of an update of stream cfg in region
+// at that drops or changes the platform.residency the stream declares
+// today ("" when it keeps it, or the stream declares none): a resident
+// stream stays resident.
+func residencyKept(ctx context.Context, at *Region, cfg jetstream.StreamConfig) (string, error) {
+	s, err := at.JS.Stream(ctx, cfg.Name)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	cur := s.CachedInfo().Config
+	was, ok := ownResidency(&cur)
+	if !ok || cfg.Metadata[mdResidency] == was.Residency {
+		return "", nil
+	}
+	return fmt.Sprintf("%s is resident in %s: an update of stream %s in region %s may not drop or change its %s metadata (got %q)",
+		was.What, was.Residency, cfg.Name, at.Name, mdResidency, cfg.Metadata[mdResidency]), nil
+}

@@ -367,6 +367,54 @@ func TestAttackConsumerNextAcrossLink(t *testing.T) {
 	t.Logf("attack.consumer-next-across-link: refused")
 }
 
+// TestAttackQueueNextAcrossLink: a queue resident in eu, applied through
+// the control API, with three jobs; an admin in us pulls its workers
+// consumer with `nats consumer next --js-domain eu` and nats.go. Nothing
+// is delivered; the jobs stay queued, none delivered.
+func TestAttackQueueNextAcrossLink(t *testing.T) {
+	a := newResidencyAttack(t)
+	ctx := a.ctx(60 * time.Second)
+	q := platform.DefaultQueueSpec("jobs.eu")
+	q.Replicas, q.Residency = 1, "eu"
+	if err := control.Call(ctx, a.nc, control.SubjQueueApply, control.ApplyQueueRequest{Spec: q}, nil); err != nil {
+		t.Fatalf("apply queue jobs.eu: %v", err)
+	}
+	stream := platform.StreamName(q.Name)
+	for i := range 3 {
+		if _, err := a.jsEU.Publish(ctx, fmt.Sprintf("jobs.eu.ship.%d", i), []byte(`{"card":"4111"}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := a.usState()
+	if out, err := a.cli(a.usURL, "--js-domain", "eu", "consumer", "next", stream, platform.QueueConsumer, "--count", "3", "--ack"); err == nil || strings.Contains(out, "4111") {
+		t.Fatalf("nats consumer next on the resident queue from us: %v\n%s", err, out)
+	}
+	got := 0
+	if rc, err := a.jsUSeu.Consumer(ctx, stream, platform.QueueConsumer); err == nil {
+		if b, err := rc.Fetch(3, jetstream.FetchMaxWait(time.Second)); err == nil {
+			for range b.Messages() {
+				got++
+			}
+		}
+	}
+	if got != 0 {
+		t.Fatalf("%d resident jobs delivered to us", got)
+	}
+	c, err := a.jsEU.Consumer(ctx, stream, platform.QueueConsumer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ci, err := c.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ci.Delivered.Consumer != 0 || ci.NumPending != 3 || a.msgs(a.jsEU, stream) != 3 {
+		t.Fatalf("queue changed: delivered %d, pending %d, stored %d", ci.Delivered.Consumer, ci.NumPending, a.msgs(a.jsEU, stream))
+	}
+	a.unchangedUS(before)
+	t.Logf("attack.queue-next-across-link: refused")
+}
+
 // TestAttackStreamBackupAcrossLink: an admin in us backs up the resident
 // orders.eu with `nats stream backup --js-domain eu`, reads a message with
 // `nats stream get` and nats.go (message get, direct get). Nothing is
@@ -516,4 +564,37 @@ func TestAttackRedriveResidentDLQIntoMirroredTopic(t *testing.T) {
 		t.Fatalf("redrive of orders.eu's DLQ into orders.eu: %v", err)
 	}
 	t.Logf("attack.redrive-resident-dlq-into-mirrored-topic: refused")
+}
+
+// TestAttackResidencyStripThenMirror: a region admin edits the resident
+// orders.eu's stream to drop (or change to us) its platform.residency
+// metadata, then mirrors it into us. Each update is refused; the stream
+// keeps its residency; the mirror is refused; us is unchanged.
+func TestAttackResidencyStripThenMirror(t *testing.T) {
+	a := newResidencyAttack(t)
+	ctx := a.ctx(60 * time.Second)
+	stream := platform.StreamName("orders.eu")
+	s, err := a.jsEU.Stream(ctx, stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := a.usState()
+	for _, res := range []string{"", "us"} {
+		cfg := s.CachedInfo().Config
+		cfg.Metadata = maps.Clone(cfg.Metadata)
+		if res == "" {
+			delete(cfg.Metadata, "platform.residency")
+		} else {
+			cfg.Metadata["platform.residency"] = res
+		}
+		_, err := a.jsEU.UpdateStream(ctx, cfg)
+		refusedByResidency(t, fmt.Sprintf("update setting residency %q", res), err, "may not drop or change its platform.residency")
+	}
+	if s, err := a.jsEU.Stream(ctx, stream); err != nil || s.CachedInfo().Config.Metadata["platform.residency"] != "eu" {
+		t.Fatalf("orders.eu after the refused updates: %v", err)
+	}
+	_, err = a.jsUS.CreateStream(ctx, jetstream.StreamConfig{Name: "stolen", Replicas: 1, Mirror: &jetstream.StreamSource{Name: stream, Domain: "eu"}})
+	refusedByResidency(t, "mirror of orders.eu in us", err, "topic orders.eu is resident in eu")
+	a.unchangedUS(before)
+	t.Logf("attack.residency-strip-then-mirror: refused")
 }
