@@ -89,3 +89,44 @@ func TestResidencyReportFindsPropagatedCopies(t *testing.T) {
 	}
 	t.Logf("report: %d violations:\n%s", len(rep.Violations), viol)
 }
+
+// TestResidencyGuardRemovesRepublish: with the guard alone (no gate: a
+// republish added while the gate's mappings were missing), a republish of
+// the resident orders.eu onto leak.> is removed within moments and
+// audited ("republish removed"); one under orders.eu.> is kept.
+func TestResidencyGuardRemovesRepublish(t *testing.T) {
+	_, rs := twoRegions(t, regionTopic("orders.eu", "eu"))
+	ctx := testCtx(t, 60*time.Second)
+	refused := make(chan ResidencyRefusal, 4)
+	g, err := StartResidencyGuard(ctx, rs, GuardOptions{OnRefusal: func(r ResidencyRefusal) { refused <- r }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(g.Stop)
+	eu := rs[0].JS
+	s, err := eu.Stream(ctx, StreamName("orders.eu"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := s.CachedInfo().Config
+	cfg.RePublish = &jetstream.RePublish{Source: ">", Destination: "leak.>"}
+	if _, err := eu.UpdateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r := <-refused:
+		if r.Remedy != "republish removed" || !strings.Contains(strings.Join(r.Problems, ";"), "republishing it to leak.>") {
+			t.Fatalf("refusal %+v", r)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("the guard did not refuse the republish")
+	}
+	s, err = eu.Stream(ctx, cfg.Name)
+	if err != nil || s.CachedInfo().Config.RePublish != nil {
+		t.Fatalf("republish kept: %v %+v", err, s.CachedInfo().Config.RePublish)
+	}
+	cfg.RePublish = &jetstream.RePublish{Source: "orders.eu.>", Destination: "orders.eu.copies.{{wildcard(1)}}.>"}
+	if err := rs.CheckStream(ctx, "eu", cfg); err != nil {
+		t.Fatalf("republish under the topic's own subjects refused: %v", err)
+	}
+}
