@@ -499,6 +499,17 @@ func TestAttackResidentBucketsAcrossLink(t *testing.T) {
 			t.Fatalf("object get from us returned %q", b)
 		}
 	}
+	// The same bucket made with the nats CLI.
+	if out, err := a.cli(a.euURL, "kv", "add", "cards", "--replicas", "1", "--metadata", "platform.residency=eu"); err != nil {
+		t.Fatalf("nats kv add cards --metadata platform.residency=eu: %v\n%s", err, out)
+	}
+	if out, err := a.cli(a.euURL, "kv", "put", "cards", "k", "4111-3333"); err != nil {
+		t.Fatalf("nats kv put in eu: %v\n%s", err, out)
+	}
+	before = a.usState()
+	if out, err := a.cli(a.usURL, "--js-domain", "eu", "kv", "get", "cards", "k"); err == nil || strings.Contains(out, "4111") {
+		t.Fatalf("nats kv get cards --js-domain eu from us: %v\n%s", err, out)
+	}
 	_, err = a.jsUS.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "sessions_copy", Replicas: 1, Mirror: &jetstream.StreamSource{Name: "sessions", Domain: "eu"}})
 	refusedByResidency(t, "kv mirror of sessions in us", err, "kv bucket sessions is resident in eu")
 	if _, err := kv.Put(ctx, "card", []byte("4111-2222")); err != nil {
@@ -517,7 +528,7 @@ func TestAttackResidentBucketsAcrossLink(t *testing.T) {
 	for _, tr := range rep.Topics {
 		found[tr.Kind+":"+tr.Topic] = tr.Residency + "@" + tr.Region
 	}
-	if found["kv:sessions"] != "eu@eu" || found["object:scans"] != "eu@eu" {
+	if found["kv:sessions"] != "eu@eu" || found["kv:cards"] != "eu@eu" || found["object:scans"] != "eu@eu" {
 		t.Fatalf("residency report lacks the resident buckets: %v", found)
 	}
 	t.Logf("attack.resident-buckets-across-link: refused")
