@@ -72,7 +72,9 @@ type ResidencyRefusal struct {
 	// refused.
 	Action string `json:"action"`
 	// Remedy is what the guard did: "deleted", "sources removed",
-	// "republish removed" or "sources and republish removed"; or
+	// "republish removed", "sources and republish removed" or "reported"
+	// (nothing to undo: a residency declared on a stream already copied
+	// abroad); or
 	// "refused" (the gate answered the request with an error; nothing was
 	// created or changed).
 	Remedy   string    `json:"remedy"`
@@ -297,7 +299,7 @@ func (g *ResidencyGuard) check(ctx context.Context, e guardEvent) {
 	info := s.CachedInfo()
 	cfg := info.Config
 	g.learnDomains(e.region, cfg)
-	vs, _, err := g.rs.residencyViolations(ctx, e.region.Name, cfg)
+	vs, _, err := g.rs.residencyViolationsOf(ctx, e.region.Name, cfg, e.action != "existing")
 	if err != nil {
 		g.log.Error("residency guard: check stream", "region", e.region.Name, "stream", e.stream, "err", err)
 		return
@@ -316,7 +318,11 @@ func (g *ResidencyGuard) check(ctx context.Context, e guardEvent) {
 			bad[v.Source] = true
 		}
 	}
-	if e.action == "updated" && !mirror {
+	if !mirror && len(bad) == 0 && !republish {
+		// Nothing to undo here (a residency declared on a stream copied
+		// abroad): recorded for the report; the link denies the stream.
+		ref.Remedy = "reported"
+	} else if e.action == "updated" && !mirror {
 		ref.Remedy = "sources removed"
 		if republish {
 			ref.Remedy = "republish removed"

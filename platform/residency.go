@@ -228,11 +228,22 @@ type sourceViolation struct {
 // cfg's republish when cfg holds resident data (its own, or what it
 // copies, or the residency of the stream of that name in `in` today) and
 // the republish destination lies outside the subjects the link denies for
-// that data. Separately it returns the sources in domains that are no
+// that data, and, when cfg will hold resident data, every copy of cfg
+// (transitively) outside that data's region: a mirror made abroad before
+// cfg held resident data would carry it (the violation's Source is the
+// source that makes cfg resident, nil when cfg declares the residency).
+// Separately it returns the sources in domains that are no
 // region of the installation (unknown: their residency cannot be checked).
 // A source stream that does not exist is no violation (nothing to carry
 // yet).
 func (rs Regions) residencyViolations(ctx context.Context, in string, cfg jetstream.StreamConfig) ([]sourceViolation, []string, error) {
+	return rs.residencyViolationsOf(ctx, in, cfg, true)
+}
+
+// residencyViolationsOf is residencyViolations; with copies false the
+// copies of cfg abroad are not looked for (the guard's start-up sweep:
+// there the copy abroad is the violation, refused when it is checked).
+func (rs Regions) residencyViolationsOf(ctx context.Context, in string, cfg jetstream.StreamConfig, copies bool) ([]sourceViolation, []string, error) {
 	at := rs.byName(in)
 	if at == nil {
 		return nil, nil, fmt.Errorf("%w: no region %q (regions: %s)", ErrNotFound, in, strings.Join(rs.names(), ", "))
@@ -240,6 +251,7 @@ func (rs Regions) residencyViolations(ctx context.Context, in string, cfg jetstr
 	var out []sourceViolation
 	var unknown []string
 	self, _ := ownResidency(&cfg)
+	var via *jetstream.StreamSource // the source that makes cfg resident
 	for _, src := range streamSources(&cfg) {
 		d := sourceDomain(src)
 		from := rs.byDomain(d, at)
@@ -260,7 +272,7 @@ func (rs Regions) residencyViolations(ctx context.Context, in string, cfg jetstr
 			return nil, nil, fmt.Errorf("platform: residency check of %s in %s: %w", src.Name, from.Name, err)
 		}
 		if res.Residency != "" && self.Residency == "" {
-			self = res
+			self, via = res, src
 		}
 		if res.Residency != "" && res.Residency != in {
 			what := "a mirror"
@@ -270,6 +282,19 @@ func (rs Regions) residencyViolations(ctx context.Context, in string, cfg jetstr
 			out = append(out, sourceViolation{Source: src, Mirror: src == cfg.Mirror, Topic: res.What,
 				Problem: fmt.Sprintf("%s is resident in %s: %s of stream %s (region %s) in region %s would carry its events out of %s",
 					res.What, res.Residency, what, src.Name, from.Name, in, res.Residency)})
+		}
+	}
+	if copies && self.Residency != "" && len(out) == 0 {
+		// cfg will hold resident data: no copy of it may exist outside
+		// the data's region (a mirror made abroad before cfg held it).
+		all, _ := rs.allStreams(ctx)
+		for _, c := range rs.copiesOf(all, map[streamKey]bool{{in, cfg.Name}: true}) {
+			if c.Region == self.Residency {
+				continue
+			}
+			out = append(out, sourceViolation{Source: via, Mirror: via != nil && via == cfg.Mirror, Topic: self.What,
+				Problem: fmt.Sprintf("%s is resident in %s: stream %s in region %s would hold it, and stream %s in region %s is a %s of %s: it would carry the events out of %s",
+					self.What, self.Residency, cfg.Name, in, c.Stream, c.Region, c.How, c.Of, self.Residency)})
 		}
 	}
 	if cfg.RePublish == nil || cfg.RePublish.Destination == "" {
@@ -398,6 +423,69 @@ type Copy struct {
 	How string `json:"how"`
 }
 
+// streamAt is a stream of a region.
+type streamAt struct {
+	region string
+	cfg    jetstream.StreamConfig
+}
+
+// streamKey names a stream of a region.
+type streamKey struct{ region, stream string }
+
+// allStreams reads every stream of every region; a region that cannot be
+// read is returned as a problem (its copies are unknown).
+func (rs Regions) allStreams(ctx context.Context) ([]streamAt, []string) {
+	var all []streamAt
+	var unread []string
+	for _, r := range rs {
+		l := r.JS.ListStreams(ctx)
+		for si := range l.Info() {
+			all = append(all, streamAt{r.Name, si.Config})
+		}
+		if err := l.Err(); err != nil && !errors.Is(err, jetstream.ErrEndOfData) {
+			unread = append(unread, fmt.Sprintf("region %s could not be read (%v): copies there are unknown", r.Name, err))
+		}
+	}
+	return all, unread
+}
+
+// copiesOf returns every stream of all that mirrors or sources a stream
+// of derived, or a copy of one, transitively (copies of copies), adding
+// each to derived.
+func (rs Regions) copiesOf(all []streamAt, derived map[streamKey]bool) []Copy {
+	regionOf := map[string]string{}
+	for _, r := range rs {
+		regionOf[r.Domain] = r.Name
+	}
+	var out []Copy
+	for grew := true; grew; {
+		grew = false
+		for _, c := range all {
+			if derived[streamKey{c.region, c.cfg.Name}] {
+				continue
+			}
+			for _, src := range streamSources(&c.cfg) {
+				from := c.region
+				if d := sourceDomain(src); d != "" {
+					from = regionOf[d]
+				}
+				if !derived[streamKey{from, src.Name}] {
+					continue
+				}
+				how := "source"
+				if src == c.cfg.Mirror {
+					how = "mirror"
+				}
+				out = append(out, Copy{Region: c.region, Stream: c.cfg.Name, Of: src.Name, How: how})
+				derived[streamKey{c.region, c.cfg.Name}] = true
+				grew = true
+				break
+			}
+		}
+	}
+	return out
+}
+
 // Report reads every stream of every region and reports every topic and
 // queue, and every other stream declaring a residency, with its copies
 // (followed through copies of copies, in any region) and every residency
@@ -406,33 +494,9 @@ type Copy struct {
 // the region link carries. A region that cannot be read is itself
 // reported as a violation (the report cannot vouch for it).
 func (rs Regions) Report(ctx context.Context) (ResidencyReport, error) {
-	type streamAt struct {
-		region string
-		cfg    jetstream.StreamConfig
-	}
-	var all []streamAt
 	rep := ResidencyReport{Topics: []TopicResidency{}, Violations: []string{}}
-	for _, r := range rs {
-		l := r.JS.ListStreams(ctx)
-		for si := range l.Info() {
-			all = append(all, streamAt{r.Name, si.Config})
-		}
-		if err := l.Err(); err != nil && !errors.Is(err, jetstream.ErrEndOfData) {
-			rep.Violations = append(rep.Violations, fmt.Sprintf("region %s could not be read (%v): copies there are unknown", r.Name, err))
-		}
-	}
-	regionOf := map[string]string{}
-	for _, r := range rs {
-		regionOf[r.Domain] = r.Name
-	}
-	// sourceRegion is the region a source of a stream in region reads.
-	sourceRegion := func(region string, src *jetstream.StreamSource) string {
-		if d := sourceDomain(src); d != "" {
-			return regionOf[d]
-		}
-		return region
-	}
-	type key struct{ region, stream string }
+	all, unread := rs.allStreams(ctx)
+	rep.Violations = append(rep.Violations, unread...)
 	for _, s := range all {
 		kind := kindOf(&s.cfg)
 		switch {
@@ -463,40 +527,20 @@ func (rs Regions) Report(ctx context.Context) (ResidencyReport, error) {
 		if t.Residency != "" && t.Residency != s.region {
 			t.Violations = append(t.Violations, fmt.Sprintf("%s %s is resident in %s but its stream lives in %s", kind, t.Topic, t.Residency, s.region))
 		}
-		derived := map[key]bool{{s.region, s.cfg.Name}: true}
+		derived := map[streamKey]bool{{s.region, s.cfg.Name}: true}
 		if kind == kindTopic || kind == kindQueue {
-			derived[key{s.region, DLQStream(t.Topic)}] = true
-			derived[key{s.region, DLQEventsStream(t.Topic)}] = true
+			derived[streamKey{s.region, DLQStream(t.Topic)}] = true
+			derived[streamKey{s.region, DLQEventsStream(t.Topic)}] = true
 		}
-		// Copies of copies: grow the derived set until nothing new reads
-		// from it.
-		for grew := true; grew; {
-			grew = false
-			for _, c := range all {
-				if derived[key{c.region, c.cfg.Name}] {
-					continue
-				}
-				for _, src := range streamSources(&c.cfg) {
-					if !derived[key{sourceRegion(c.region, src), src.Name}] {
-						continue
-					}
-					how := "source"
-					if src == c.cfg.Mirror {
-						how = "mirror"
-					}
-					t.Copies = append(t.Copies, Copy{Region: c.region, Stream: c.cfg.Name, Of: src.Name, How: how})
-					if t.Residency != "" && c.region != t.Residency {
-						t.Violations = append(t.Violations, fmt.Sprintf("%s %s is resident in %s but stream %s in %s is a %s of %s", kind, t.Topic, t.Residency, c.cfg.Name, c.region, how, src.Name))
-					}
-					derived[key{c.region, c.cfg.Name}] = true
-					grew = true
-					break
-				}
+		for _, c := range rs.copiesOf(all, derived) {
+			t.Copies = append(t.Copies, c)
+			if t.Residency != "" && c.Region != t.Residency {
+				t.Violations = append(t.Violations, fmt.Sprintf("%s %s is resident in %s but stream %s in %s is a %s of %s", kind, t.Topic, t.Residency, c.Stream, c.Region, c.How, c.Of))
 			}
 		}
 		if t.Residency != "" {
 			for _, c := range all {
-				if !derived[key{c.region, c.cfg.Name}] || c.cfg.RePublish == nil || c.cfg.RePublish.Destination == "" {
+				if !derived[streamKey{c.region, c.cfg.Name}] || c.cfg.RePublish == nil || c.cfg.RePublish.Destination == "" {
 					continue
 				}
 				dest := c.cfg.RePublish.Destination

@@ -485,7 +485,6 @@ func TestAttackResidentBucketsAcrossLink(t *testing.T) {
 	if _, err := obj.PutBytes(ctx, "passport", []byte("4111-scan")); err != nil {
 		t.Fatal(err)
 	}
-	before := a.usState()
 	if rkv, err := a.jsUSeu.KeyValue(ctx, "sessions"); err == nil {
 		if e, err := rkv.Get(ctx, "card"); err == nil {
 			t.Fatalf("kv get from us returned %q", e.Value())
@@ -506,7 +505,7 @@ func TestAttackResidentBucketsAcrossLink(t *testing.T) {
 	if out, err := a.cli(a.euURL, "kv", "put", "cards", "k", "4111-3333"); err != nil {
 		t.Fatalf("nats kv put in eu: %v\n%s", err, out)
 	}
-	before = a.usState()
+	before := a.usState()
 	if out, err := a.cli(a.usURL, "--js-domain", "eu", "kv", "get", "cards", "k"); err == nil || strings.Contains(out, "4111") {
 		t.Fatalf("nats kv get cards --js-domain eu from us: %v\n%s", err, out)
 	}
@@ -608,4 +607,41 @@ func TestAttackResidencyStripThenMirror(t *testing.T) {
 	refusedByResidency(t, "mirror of orders.eu in us", err, "topic orders.eu is resident in eu")
 	a.unchangedUS(before)
 	t.Logf("attack.residency-strip-then-mirror: refused")
+}
+
+// TestAttackCopyIntoStreamMirroredAbroad: the order reversed. A mirror is
+// made in us first of a stream eu does not have yet (nothing to carry:
+// allowed), then that stream is created in eu as a copy of orders.eu; and
+// the non-resident orders, mirrored to us, is edited to source orders.eu.
+// Both are refused naming the mirror in us; us's streams and counts are
+// unchanged, orders keeps no source.
+func TestAttackCopyIntoStreamMirroredAbroad(t *testing.T) {
+	a := newResidencyAttack(t)
+	ctx := a.ctx(60 * time.Second)
+	if err := control.Call(ctx, a.nc, platform.SubjRegionMirror, platform.MirrorRequest{Topic: "orders", To: "us"}, nil); err != nil {
+		t.Fatalf("mirror orders to us: %v", err)
+	}
+	if _, err := a.jsUS.CreateStream(ctx, jetstream.StreamConfig{Name: "trap", Replicas: 1, Mirror: &jetstream.StreamSource{Name: "future", Domain: "eu"}}); err != nil {
+		t.Fatalf("mirror in us of a stream eu lacks: %v", err)
+	}
+	before := a.usState()
+	_, err := a.jsEU.CreateStream(ctx, jetstream.StreamConfig{Name: "future", Replicas: 1, Sources: []*jetstream.StreamSource{{Name: platform.StreamName("orders.eu")}}})
+	refusedByResidency(t, "copy of orders.eu into a stream mirrored to us", err, "stream trap in region us is a mirror of future")
+	if _, err := a.jsEU.Stream(ctx, "future"); !errors.Is(err, jetstream.ErrStreamNotFound) {
+		t.Fatalf("refused stream future exists in eu: %v", err)
+	}
+	s, err := a.jsEU.Stream(ctx, platform.StreamName("orders"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := s.CachedInfo().Config
+	cfg.Sources = []*jetstream.StreamSource{{Name: platform.StreamName("orders.eu")}}
+	_, err = a.jsEU.UpdateStream(ctx, cfg)
+	refusedByResidency(t, "orders (mirrored to us) sourcing orders.eu", err, "is a mirror of orders")
+	time.Sleep(time.Second)
+	if s, err := a.jsEU.Stream(ctx, cfg.Name); err != nil || len(s.CachedInfo().Config.Sources) != 0 {
+		t.Fatalf("orders after the refused update: %v", err)
+	}
+	a.unchangedUS(before)
+	t.Logf("attack.copy-into-stream-mirrored-abroad: refused")
 }
