@@ -645,3 +645,44 @@ func TestAttackCopyIntoStreamMirroredAbroad(t *testing.T) {
 	a.unchangedUS(before)
 	t.Logf("attack.copy-into-stream-mirrored-abroad: refused")
 }
+
+// TestAttackReplayResidentGroupOntoCrossingSubject: a group of the
+// resident orders.eu whose consumer pushes onto leak.push (a subject the
+// link carries), and a replay (group reset to the start) of it, direct
+// and through a review request. Both are refused naming the residency;
+// the reset never runs and the consumer's state is unchanged.
+func TestAttackReplayResidentGroupOntoCrossingSubject(t *testing.T) {
+	a := newResidencyAttack(t)
+	ctx := a.ctx(60 * time.Second)
+	stream := platform.StreamName("orders.eu")
+	c, err := a.jsEU.CreateOrUpdatePushConsumer(ctx, stream, jetstream.ConsumerConfig{Durable: "fraud-push", DeliverSubject: "leak.push",
+		AckPolicy: jetstream.AckExplicitPolicy, Metadata: map[string]string{"platform.group": "fraud"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ran := 0
+	reset := func(context.Context, platform.GroupResetRequest) (platform.GroupReset, error) {
+		ran++
+		return platform.GroupReset{}, nil
+	}
+	req := platform.GroupResetRequest{Group: "fraud", Topic: "orders.eu", ToStart: true}
+	svc := a.d.Redrive()
+	if _, err := svc.RunReset(ctx, req, "mallory@platform", "attack", reset); !errors.Is(err, platform.ErrResidency) || !strings.Contains(err.Error(), "leak.push") {
+		t.Fatalf("direct replay: want a residency refusal naming leak.push, got %v", err)
+	}
+	req.Topic = "" // found from the group's consumers
+	if _, err := svc.RequestResetAs(ctx, req, "mallory@platform", "attack", true); !errors.Is(err, platform.ErrResidency) {
+		t.Fatalf("replay request: want a residency refusal, got %v", err)
+	}
+	if ran != 0 {
+		t.Fatalf("the reset ran %d times", ran)
+	}
+	ci, err := c.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ci.Delivered.Consumer != 0 || ci.AckFloor.Consumer != 0 {
+		t.Fatalf("consumer state changed: delivered %d, ack floor %d", ci.Delivered.Consumer, ci.AckFloor.Consumer)
+	}
+	t.Logf("attack.replay-resident-group-onto-crossing-subject: refused")
+}
