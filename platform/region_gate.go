@@ -362,7 +362,8 @@ func (gt *gate) serve(gr *gateRegion, m *nats.Msg) {
 		return
 	}
 	var cfg jetstream.StreamConfig
-	if err := json.Unmarshal(m.Data, &cfg); err == nil && op == "UPDATE" {
+	parsed := json.Unmarshal(m.Data, &cfg) == nil
+	if parsed && op == "UPDATE" {
 		ctx, cancel := context.WithTimeout(context.Background(), gt.opts.CheckTimeout)
 		p, err := residencyKept(ctx, gr.r, cfg)
 		cancel()
@@ -371,7 +372,7 @@ func (gt *gate) serve(gr *gateRegion, m *nats.Msg) {
 			return
 		}
 	}
-	if err := json.Unmarshal(m.Data, &cfg); err == nil && (cfg.Mirror != nil || len(cfg.Sources) > 0 || cfg.RePublish != nil || cfg.Metadata[mdResidency] != "") {
+	if parsed && (cfg.Mirror != nil || len(cfg.Sources) > 0 || cfg.RePublish != nil || cfg.Metadata[mdResidency] != "") {
 		ctx, cancel := context.WithTimeout(context.Background(), gt.opts.CheckTimeout)
 		rs := gt.g.checkRegions(gr.r, cfg)
 		vs, _, err := rs.residencyViolations(ctx, gr.r.Name, cfg)

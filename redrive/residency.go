@@ -53,9 +53,9 @@ func checkRedriveResidency(ctx context.Context, js jetstream.JetStream, dlq, des
 		ErrInvalid, platform.ErrResidency, what, res, res, dest, dwhat, where)
 }
 
-// mdGroup is the consumer metadata naming a consumer's group (the
-// platform's platform.group).
-const mdGroup = "platform.group"
+// replayGroupMetadata is the consumer metadata naming a consumer's group
+// (the platform's platform.group).
+const replayGroupMetadata = "platform.group"
 
 // checkReplayResidency refuses a replay (group reset) of req.Group on a
 // resident topic when one of the group's consumers pushes its deliveries
@@ -91,7 +91,7 @@ func checkReplayResidency(ctx context.Context, js jetstream.JetStream, req platf
 		l := s.ListConsumers(ctx)
 		for ci := range l.Info() {
 			c := ci.Config
-			if c.Metadata[mdGroup] != req.Group || c.DeliverSubject == "" {
+			if c.Metadata[replayGroupMetadata] != req.Group || c.DeliverSubject == "" {
 				continue
 			}
 			if strings.HasPrefix(c.DeliverSubject, topic+".") {
