@@ -283,7 +283,9 @@ func (d *Daemon) addResidents(ctx context.Context, residency string, names ...st
 	defer rs.mu.Unlock()
 	changed := false
 	for _, name := range names {
-		if cur, ok := rs.resident[name]; !ok || cur != residency {
+		// The deny list depends on the names only: a name known already
+		// (seen in another region's streams too) is not a change.
+		if _, ok := rs.resident[name]; !ok {
 			rs.resident[name] = residency
 			changed = true
 		}
