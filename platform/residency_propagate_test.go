@@ -1,6 +1,7 @@
 package platform
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -128,5 +129,51 @@ func TestResidencyGuardRemovesRepublish(t *testing.T) {
 	cfg.RePublish = &jetstream.RePublish{Source: "orders.eu.>", Destination: "orders.eu.copies.{{wildcard(1)}}.>"}
 	if err := rs.CheckStream(ctx, "eu", cfg); err != nil {
 		t.Fatalf("republish under the topic's own subjects refused: %v", err)
+	}
+}
+
+// TestResidencyGuardDeletesCrossingPushConsumer: a push consumer of the
+// resident orders.eu delivering on leak.push (a subject the link
+// carries) is deleted and audited ("consumer deleted"); a pull consumer
+// and a push consumer of the non-resident orders are left alone.
+func TestResidencyGuardDeletesCrossingPushConsumer(t *testing.T) {
+	_, rs := twoRegions(t, regionTopic("orders.eu", "eu"), regionTopic("orders", ""))
+	ctx := testCtx(t, 60*time.Second)
+	refused := make(chan ResidencyRefusal, 4)
+	g, err := StartResidencyGuard(ctx, rs, GuardOptions{OnRefusal: func(r ResidencyRefusal) { refused <- r }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(g.Stop)
+	eu := rs[0].JS
+	if _, err := eu.CreateOrUpdatePushConsumer(ctx, StreamName("orders.eu"), jetstream.ConsumerConfig{Durable: "leaky", DeliverSubject: "leak.push", AckPolicy: jetstream.AckExplicitPolicy}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := eu.CreateOrUpdateConsumer(ctx, StreamName("orders.eu"), jetstream.ConsumerConfig{Durable: "pull", AckPolicy: jetstream.AckExplicitPolicy}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := eu.CreateOrUpdatePushConsumer(ctx, StreamName("orders"), jetstream.ConsumerConfig{Durable: "fine", DeliverSubject: "plain.push", AckPolicy: jetstream.AckExplicitPolicy}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r := <-refused:
+		if r.Remedy != "consumer deleted" || r.Stream != StreamName("orders.eu") || !strings.Contains(strings.Join(r.Problems, ";"), "push consumer leaky of stream orders_eu delivers on leak.push") {
+			t.Fatalf("refusal %+v", r)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("the guard did not refuse the push consumer")
+	}
+	if _, err := eu.PushConsumer(ctx, StreamName("orders.eu"), "leaky"); !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		t.Fatalf("push consumer kept: %v", err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	if _, err := eu.Consumer(ctx, StreamName("orders.eu"), "pull"); err != nil {
+		t.Errorf("pull consumer of orders.eu: %v", err)
+	}
+	if _, err := eu.PushConsumer(ctx, StreamName("orders"), "fine"); err != nil {
+		t.Errorf("push consumer of orders: %v", err)
+	}
+	if g.Refused() != 1 {
+		t.Errorf("guard refused %d, want 1", g.Refused())
 	}
 }
