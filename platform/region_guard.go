@@ -290,7 +290,11 @@ func (g *ResidencyGuard) onConsumerAdvisory(r *Region) nats.MsgHandler {
 // resident subjects: its deliveries would be published on a subject the
 // region link carries. Deliveries made before the deletion (the
 // milliseconds since the advisory, if that subject had interest) are not
-// undone; the refusal is audited (remedy "consumer deleted").
+// undone; the refusal is audited (remedy "consumer deleted"). A deliver
+// subject under _INBOX. is left alone: that is how in-region tools read
+// a stream with an ephemeral push consumer (nats kv watch, legacy ordered
+// consumers), and it is no defence against a client that names one on
+// purpose (see the README's residency section: not covered).
 func (g *ResidencyGuard) checkConsumer(ctx context.Context, e guardEvent) {
 	s, err := e.region.JS.Stream(ctx, e.stream)
 	if err != nil {
@@ -311,7 +315,7 @@ func (g *ResidencyGuard) checkConsumer(ctx context.Context, e guardEvent) {
 	info := c.CachedInfo()
 	deliver := info.Config.DeliverSubject
 	covered := append(slices.Clone(res.Covered), cfg.Subjects...)
-	if deliver == "" || slices.ContainsFunc(covered, func(p string) bool { return subjectWithin(deliver, p) }) {
+	if deliver == "" || strings.HasPrefix(deliver, "_INBOX.") || slices.ContainsFunc(covered, func(p string) bool { return subjectWithin(deliver, p) }) {
 		return
 	}
 	ref := ResidencyRefusal{Region: e.region.Name, Stream: e.stream, Action: e.action, Remedy: "consumer deleted", At: time.Now().UTC(),
