@@ -38,8 +38,11 @@ import (
 //
 // and serves $PLATFORM.GATE.<region>.STREAM.*.* in a queue group (any
 // platformd of the region answers). A request whose mirror or sources
-// read a topic resident in another region (residencyViolations, the same
-// check as Regions.CheckStream and the guard) is answered with a
+// read data resident in another region, or that republishes resident
+// data outside its resident subjects (residencyViolations, the same
+// check as Regions.CheckStream and the guard), or an update that drops
+// or changes the residency a stream declares (residencyKept), is
+// answered with a
 // JetStream API error (code 400, err_code 10052, "residency: ..."),
 // audited (ResidencyRefusal, Remedy "refused") and counted; any other
 // request is forwarded unchanged (headers included) on the forward
@@ -96,8 +99,16 @@ type GateOptions struct {
 	// CheckTimeout bounds the residency check of one request (0: 2s).
 	CheckTimeout time.Duration
 	// ForwardTimeout bounds JetStream's answer to a forwarded request
-	// (0: 30s).
+	// (0: 30s), and BeforeResident.
 	ForwardTimeout time.Duration
+	// BeforeResident, if set, is called before a stream create or update
+	// that will hold resident data (it declares a residency, or mirrors or
+	// sources resident data in its region) is forwarded, with the link
+	// deny list entries of that data (see ResidentDeny). It returns once
+	// the region links deny them; an error refuses the request (the
+	// stream is not created). Without it the link's deny list learns such
+	// a stream from its advisory (ResidentLinkDeny), moments later.
+	BeforeResident func(ctx context.Context, region string, entries []string) error
 }
 
 // GateLinkDeny belongs on every region link's deny list: the gate's
@@ -351,9 +362,24 @@ func (gt *gate) serve(gr *gateRegion, m *nats.Msg) {
 		return
 	}
 	var cfg jetstream.StreamConfig
-	if err := json.Unmarshal(m.Data, &cfg); err == nil && (cfg.Mirror != nil || len(cfg.Sources) > 0) {
+	parsed := json.Unmarshal(m.Data, &cfg) == nil
+	if parsed && op == "UPDATE" {
 		ctx, cancel := context.WithTimeout(context.Background(), gt.opts.CheckTimeout)
-		vs, _, err := gt.g.checkRegions(gr.r, cfg).residencyViolations(ctx, gr.r.Name, cfg)
+		p, err := residencyKept(ctx, gr.r, cfg)
+		cancel()
+		if err == nil && p != "" {
+			gt.refuse(gr, m, op, stream, []sourceViolation{{Problem: p}})
+			return
+		}
+	}
+	if parsed && (cfg.Mirror != nil || len(cfg.Sources) > 0 || cfg.RePublish != nil || cfg.Metadata[mdResidency] != "") {
+		ctx, cancel := context.WithTimeout(context.Background(), gt.opts.CheckTimeout)
+		rs := gt.g.checkRegions(gr.r, cfg)
+		vs, _, err := rs.residencyViolations(ctx, gr.r.Name, cfg)
+		var entries []string
+		if err == nil && len(vs) == 0 && gt.opts.BeforeResident != nil {
+			entries, err = rs.residentEntriesOf(ctx, gr.r, cfg)
+		}
 		cancel()
 		switch {
 		case err != nil:
@@ -361,6 +387,16 @@ func (gt *gate) serve(gr *gateRegion, m *nats.Msg) {
 		case len(vs) > 0:
 			gt.refuse(gr, m, op, stream, vs)
 			return
+		case len(entries) > 0:
+			// The stream will hold resident data: its API and subjects go
+			// on the link's deny list before it exists.
+			ctx, cancel := context.WithTimeout(context.Background(), gt.opts.ForwardTimeout)
+			err := gt.opts.BeforeResident(ctx, gr.r.Name, entries)
+			cancel()
+			if err != nil {
+				gt.refuseLink(gr, m, op, stream, err)
+				return
+			}
 		}
 	}
 	gt.forward(gr, m, op, stream)
@@ -389,6 +425,25 @@ func (gt *gate) refuse(gr *gateRegion, m *nats.Msg, op, stream string, vs []sour
 	gt.g.refused.Add(1)
 	gt.g.gated.Add(1)
 	gt.g.enqueue(guardEvent{region: gr.r, stream: stream, action: ref.Action, refusal: &ref})
+}
+
+// refuseLink answers m with an error: the link deny list could not take
+// the resident stream's entries first.
+func (gt *gate) refuseLink(gr *gateRegion, m *nats.Msg, op, stream string, err error) {
+	gt.g.log.Warn("residency gate: resident stream refused: the region link deny list could not be updated first", "region", gr.r.Name, "stream", stream, "err", err)
+	if m.Reply == "" {
+		return
+	}
+	resp := struct {
+		Type  string       `json:"type"`
+		Error gateAPIError `json:"error"`
+	}{
+		Type: "io.nats.jetstream.api.v1.stream_" + strings.ToLower(op) + "_response",
+		Error: gateAPIError{Code: 503, ErrCode: GateErrCode,
+			Description: fmt.Sprintf("residency: stream %s in region %s holds resident data and the region link could not deny it first (%v); retry", stream, gr.r.Name, err)},
+	}
+	b, _ := json.Marshal(resp)
+	_ = m.Respond(b)
 }
 
 // forward passes m unchanged to JetStream's API and relays the reply.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -31,6 +32,9 @@ import (
 //     in another region (or one of its DLQ streams) is deleted;
 //   - an updated stream that gained such a source loses that source (the
 //     update is undone; the rest of the stream is kept);
+//   - a push consumer of a stream holding resident data whose deliver
+//     subject the link carries is deleted (its deliveries in the
+//     milliseconds before are not undone);
 //   - every refusal is appended to the region's residency audit stream
 //     (ResidencyAuditStream, subject ResidencyAuditSubject.<region>.<stream>)
 //     and logged, naming the topic, its residency and the regions.
@@ -67,11 +71,15 @@ const (
 type ResidencyRefusal struct {
 	Region string `json:"region"`
 	Stream string `json:"stream"`
-	// Action is what was done to the stream: "created" or "updated"; or
+	// Action is what was done to the stream: "created", "updated" or
+	// "consumer created" (a push consumer, see checkConsumer); or
 	// what was asked, "create" or "update", for a request the gate
 	// refused.
 	Action string `json:"action"`
-	// Remedy is what the guard did: "deleted" or "sources removed"; or
+	// Remedy is what the guard did: "deleted", "sources removed",
+	// "republish removed", "sources and republish removed" or "reported"
+	// (nothing to undo: a residency declared on a stream already copied
+	// abroad) or "consumer deleted"; or
 	// "refused" (the gate answered the request with an error; nothing was
 	// created or changed).
 	Remedy   string    `json:"remedy"`
@@ -130,7 +138,10 @@ type ResidencyGuard struct {
 type guardEvent struct {
 	region *Region
 	stream string
-	action string // created, updated, existing (the start-up sweep)
+	// consumer, if set, is a consumer of stream just created: checked
+	// by checkConsumer.
+	consumer string
+	action   string // created, updated, existing (the start-up sweep)
 	// refusal, if set, is a request the gate refused: audited only.
 	refusal *ResidencyRefusal
 }
@@ -167,6 +178,13 @@ func StartResidencyGuard(ctx context.Context, rs Regions, opts GuardOptions) (*R
 			}
 			g.subs = append(g.subs, sub)
 		}
+		sub, err := r.JS.Conn().Subscribe("$JS.EVENT.ADVISORY.CONSUMER.CREATED.*.*", g.onConsumerAdvisory(r))
+		if err != nil {
+			g.unsubscribe()
+			g.cancel()
+			return nil, fmt.Errorf("platform: residency guard: subscribe consumer advisories in %s: %w", r.Name, err)
+		}
+		g.subs = append(g.subs, sub)
 		if err := r.JS.Conn().FlushTimeout(10 * time.Second); err != nil {
 			g.unsubscribe()
 			g.cancel()
@@ -247,6 +265,71 @@ func (g *ResidencyGuard) onAdvisory(r *Region, action string) nats.MsgHandler {
 	}
 }
 
+// onConsumerAdvisory queues the consumer a creation advisory of region r
+// names (advisories of the other region over the link are left to that
+// region's subscription).
+func (g *ResidencyGuard) onConsumerAdvisory(r *Region) nats.MsgHandler {
+	return func(m *nats.Msg) {
+		var adv struct {
+			Stream   string `json:"stream"`
+			Consumer string `json:"consumer"`
+			Domain   string `json:"domain"`
+		}
+		if err := json.Unmarshal(m.Data, &adv); err != nil || adv.Stream == "" || adv.Consumer == "" {
+			return
+		}
+		if adv.Domain != "" && adv.Domain != r.Domain {
+			return
+		}
+		g.enqueue(guardEvent{region: r, stream: adv.Stream, consumer: adv.Consumer, action: "consumer created"})
+	}
+}
+
+// checkConsumer deletes e's consumer if it is a push consumer of a stream
+// holding resident data whose deliver subject lies outside that data's
+// resident subjects: its deliveries would be published on a subject the
+// region link carries. Deliveries made before the deletion (the
+// milliseconds since the advisory, if that subject had interest) are not
+// undone; the refusal is audited (remedy "consumer deleted"). A deliver
+// subject under _INBOX. is left alone: that is how in-region tools read
+// a stream with an ephemeral push consumer (nats kv watch, legacy ordered
+// consumers), and it is no defence against a client that names one on
+// purpose (see the README's residency section: not covered).
+func (g *ResidencyGuard) checkConsumer(ctx context.Context, e guardEvent) {
+	s, err := e.region.JS.Stream(ctx, e.stream)
+	if err != nil {
+		return
+	}
+	cfg := s.CachedInfo().Config
+	g.rsMu.Lock()
+	rs := append(Regions(nil), g.rs...)
+	g.rsMu.Unlock()
+	res, err := rs.residencyOf(ctx, e.region, &cfg)
+	if err != nil || res.Residency == "" {
+		return
+	}
+	c, err := s.PushConsumer(ctx, e.consumer)
+	if err != nil {
+		return // gone, or a pull consumer (ErrNotPushConsumer)
+	}
+	info := c.CachedInfo()
+	deliver := info.Config.DeliverSubject
+	covered := append(slices.Clone(res.Covered), cfg.Subjects...)
+	if deliver == "" || strings.HasPrefix(deliver, "_INBOX.") || slices.ContainsFunc(covered, func(p string) bool { return subjectWithin(deliver, p) }) {
+		return
+	}
+	ref := ResidencyRefusal{Region: e.region.Name, Stream: e.stream, Action: e.action, Remedy: "consumer deleted", At: time.Now().UTC(),
+		Problems: []string{fmt.Sprintf("%s is resident in %s: push consumer %s of stream %s delivers on %s, a subject the region link carries", res.What, res.Residency, e.consumer, e.stream, deliver)}}
+	if err := s.DeleteConsumer(ctx, e.consumer); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		ref.Error = err.Error()
+	}
+	g.refused.Add(1)
+	g.audit(ctx, e.region, ref, fmt.Sprintf("%s/%s/%s/consumer/%d", ref.Region, ref.Stream, e.consumer, info.Created.UnixNano()))
+	if g.opts.OnRefusal != nil {
+		g.opts.OnRefusal(ref)
+	}
+}
+
 func (g *ResidencyGuard) enqueue(e guardEvent) {
 	select {
 	case g.events <- e:
@@ -271,6 +354,8 @@ func (g *ResidencyGuard) run(rs Regions) {
 				if g.opts.OnRefusal != nil {
 					g.opts.OnRefusal(*e.refusal)
 				}
+			} else if e.consumer != "" {
+				g.checkConsumer(ctx, e)
 			} else {
 				g.check(ctx, e)
 			}
@@ -296,7 +381,7 @@ func (g *ResidencyGuard) check(ctx context.Context, e guardEvent) {
 	info := s.CachedInfo()
 	cfg := info.Config
 	g.learnDomains(e.region, cfg)
-	vs, _, err := g.rs.residencyViolations(ctx, e.region.Name, cfg)
+	vs, _, err := g.rs.residencyViolationsOf(ctx, e.region.Name, cfg, e.action != "existing")
 	if err != nil {
 		g.log.Error("residency guard: check stream", "region", e.region.Name, "stream", e.stream, "err", err)
 		return
@@ -305,15 +390,37 @@ func (g *ResidencyGuard) check(ctx context.Context, e guardEvent) {
 		return
 	}
 	ref := ResidencyRefusal{Region: e.region.Name, Stream: e.stream, Action: e.action, At: time.Now().UTC()}
-	mirror := false
+	mirror, republish := false, false
 	bad := map[*jetstream.StreamSource]bool{}
 	for _, v := range vs {
 		ref.Problems = append(ref.Problems, v.Problem)
 		mirror = mirror || v.Mirror
-		bad[v.Source] = true
+		republish = republish || v.Republish
+		if v.Source != nil {
+			bad[v.Source] = true
+		}
 	}
-	if e.action == "updated" && !mirror {
+	if !mirror && len(bad) == 0 && !republish {
+		// Nothing to undo here (a residency declared on a stream copied
+		// abroad): recorded for the report; the link denies the stream.
+		ref.Remedy = "reported"
+	} else if !mirror && len(bad) == 0 {
+		// Only a republish: the stream itself (a resident topic's own,
+		// say) is kept, whatever the action.
+		ref.Remedy = "republish removed"
+		cfg.RePublish = nil
+		if _, err := e.region.JS.UpdateStream(ctx, cfg); err != nil {
+			ref.Error = err.Error()
+		}
+	} else if e.action == "updated" && !mirror {
 		ref.Remedy = "sources removed"
+		if republish {
+			ref.Remedy = "republish removed"
+			if len(bad) > 0 {
+				ref.Remedy = "sources and republish removed"
+			}
+			cfg.RePublish = nil
+		}
 		kept := cfg.Sources[:0:0]
 		for _, src := range cfg.Sources {
 			if !bad[src] {

@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -55,31 +55,138 @@ func (rs Regions) byDomain(d string, from *Region) *Region {
 // mdMirrorOf records, on a mirror stream, the region it mirrors.
 const mdMirrorOf = "platform.mirror_of"
 
-// residencyOf returns the residency of a platform stream: a topic's or
-// queue's own, or for a DLQ stream that of the topic or queue it belongs to
-// (read from its stream in the same region). "" means not resident. The
-// second result names the object ("topic orders.eu", "queue jobs.eu").
-func residencyOf(ctx context.Context, js jetstream.JetStream, cfg *jetstream.StreamConfig) (string, string, error) {
-	switch k := kindOf(cfg); k {
-	case kindTopic, kindQueue:
-		return cfg.Metadata[mdResidency], k + " " + objectName(cfg), nil
+// resident is the residency of a stream: the region its data must not
+// leave ("" not resident), the object it belongs to or copies ("topic
+// orders.eu", "kv bucket sessions") and the subjects under which the link
+// denies that object's data (where a republish of it may go).
+type resident struct {
+	Residency string
+	What      string
+	Covered   []string
+}
+
+// maxResidencyDepth bounds how many mirrors or sources deep residency is
+// followed (a chain longer than that is refused as unknown, see
+// residencyOf).
+const maxResidencyDepth = 8
+
+// objectLabel names the object a stream holds: a topic or queue, a KV
+// bucket (KV_<bucket>), an object store (OBJ_<bucket>) or a stream.
+func objectLabel(cfg *jetstream.StreamConfig) string {
+	switch k := kindOf(cfg); {
+	case k == kindTopic || k == kindQueue:
+		return k + " " + objectName(cfg)
+	case strings.HasPrefix(cfg.Name, "KV_"):
+		return "kv bucket " + strings.TrimPrefix(cfg.Name, "KV_")
+	case strings.HasPrefix(cfg.Name, "OBJ_"):
+		return "object store " + strings.TrimPrefix(cfg.Name, "OBJ_")
+	}
+	return "stream " + cfg.Name
+}
+
+// ownResidency is the residency a stream declares itself: its
+// platform.residency metadata (a topic, a queue, a KV or object-store
+// bucket created with that metadata, any stream), with the subjects the
+// link denies for it.
+func ownResidency(cfg *jetstream.StreamConfig) (resident, bool) {
+	res := cfg.Metadata[mdResidency]
+	if res == "" {
+		return resident{}, false
+	}
+	r := resident{Residency: res, What: objectLabel(cfg), Covered: slices.Clone(cfg.Subjects)}
+	if k := kindOf(cfg); k == kindTopic || k == kindQueue {
+		n := objectName(cfg)
+		r.Covered = append(r.Covered, n+".>", "$DLQ."+StreamName(n)+".>")
+	}
+	return r, true
+}
+
+// residencyOf returns the residency of stream cfg in region at. Residency
+// propagates: a stream is resident when it declares it (ownResidency),
+// when it is the DLQ stream of a resident topic or queue (read from its
+// stream in the same region), or when anything it mirrors or sources, in
+// any region, is resident, transitively. A chain deeper than
+// maxResidencyDepth is an error (its residency is unknown).
+func (rs Regions) residencyOf(ctx context.Context, at *Region, cfg *jetstream.StreamConfig) (resident, error) {
+	return rs.residencyAt(ctx, at, cfg, 0)
+}
+
+func (rs Regions) residencyAt(ctx context.Context, at *Region, cfg *jetstream.StreamConfig, depth int) (resident, error) {
+	if depth > maxResidencyDepth {
+		return resident{}, fmt.Errorf("%w: stream %s: mirrors and sources more than %d deep; its residency is not followed further", ErrResidency, cfg.Name, maxResidencyDepth)
+	}
+	if r, ok := ownResidency(cfg); ok {
+		return r, nil
+	}
+	switch kindOf(cfg) {
 	case kindDLQ, kindDLQEvents:
 		of := cfg.Metadata[mdDLQOf]
-		s, err := js.Stream(ctx, StreamName(of))
+		s, err := at.JS.Stream(ctx, StreamName(of))
 		if errors.Is(err, jetstream.ErrStreamNotFound) {
-			return "", "topic " + of, nil
+			return resident{What: "topic " + of}, nil
 		}
 		if err != nil {
-			return "", "topic " + of, err
+			return resident{What: "topic " + of}, err
 		}
 		oc := s.CachedInfo().Config
-		kind := kindOf(&oc)
-		if kind != kindQueue {
-			kind = kindTopic
+		if r, ok := ownResidency(&oc); ok {
+			return r, nil
 		}
-		return oc.Metadata[mdResidency], kind + " " + of, nil
+		return resident{What: objectLabel(&oc)}, nil
 	}
-	return "", "stream " + cfg.Name, nil
+	for _, src := range streamSources(cfg) {
+		from := rs.byDomain(sourceDomain(src), at)
+		if from == nil {
+			continue // not a region: refused by CheckStream and the gate
+		}
+		s, err := from.JS.Stream(ctx, src.Name)
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			continue
+		}
+		if err != nil {
+			return resident{}, fmt.Errorf("platform: residency of %s in %s: %w", src.Name, from.Name, err)
+		}
+		scfg := s.CachedInfo().Config
+		r, err := rs.residencyAt(ctx, from, &scfg, depth+1)
+		if err != nil {
+			return resident{}, err
+		}
+		if r.Residency != "" {
+			r.What = propagatedWhat(r.What, cfg.Name)
+			return r, nil
+		}
+	}
+	return resident{What: objectLabel(cfg)}, nil
+}
+
+// propagatedWhat names resident data read through stream via, a copy of
+// it: "topic orders.eu (through stream via)" (the outermost copy).
+func propagatedWhat(what, via string) string {
+	root, _, _ := strings.Cut(what, " (through ")
+	return root + " (through stream " + via + ")"
+}
+
+// streamSources is cfg's mirror and sources, the mirror first.
+func streamSources(cfg *jetstream.StreamConfig) []*jetstream.StreamSource {
+	var srcs []*jetstream.StreamSource
+	if cfg.Mirror != nil {
+		srcs = append(srcs, cfg.Mirror)
+	}
+	return append(srcs, cfg.Sources...)
+}
+
+// StreamResidency returns the residency of stream in js's domain (see
+// residencyOf; sources in other domains are not followed): the region,
+// and the object named. "" is not resident.
+func StreamResidency(ctx context.Context, js jetstream.JetStream, stream string) (string, string, error) {
+	s, err := js.Stream(ctx, stream)
+	if err != nil {
+		return "", "", err
+	}
+	cfg := s.CachedInfo().Config
+	at := &Region{JS: js}
+	r, err := Regions{*at}.residencyOf(ctx, at, &cfg)
+	return r.Residency, r.What, err
 }
 
 // CheckStream checks a stream configuration about to be created in
@@ -104,32 +211,47 @@ func (rs Regions) CheckStream(ctx context.Context, in string, cfg jetstream.Stre
 }
 
 // sourceViolation is one mirror or source of a stream that would carry a
-// resident topic's events out of its region.
+// resident topic's events out of its region, or its republish that would
+// put them on a subject the region link carries.
 type sourceViolation struct {
-	Source  *jetstream.StreamSource
-	Mirror  bool
-	Topic   string // the resident topic or queue ("topic orders.eu", "queue jobs.eu")
-	Problem string // the refusal, naming topic or queue, residency and regions
+	Source    *jetstream.StreamSource
+	Mirror    bool
+	Republish bool
+	Topic     string // the resident object ("topic orders.eu", "kv bucket s")
+	Problem   string // the refusal, naming the object, residency and regions
 }
 
 // residencyViolations returns the mirror and sources of cfg (a stream in
-// region `in`) that read a stream of a topic resident in another region,
-// and separately the sources in domains that are no region of the
-// installation (unknown: their residency cannot be checked). A source
-// stream that does not exist is no violation (nothing to carry yet).
+// region `in`) that read resident data of another region (residencyOf:
+// a resident topic, queue, bucket or stream, or any copy of one), and
+// cfg's republish when cfg holds resident data (its own, or what it
+// copies, or the residency of the stream of that name in `in` today) and
+// the republish destination lies outside the subjects the link denies for
+// that data, and, when cfg will hold resident data, every copy of cfg
+// (transitively) outside that data's region: a mirror made abroad before
+// cfg held resident data would carry it (the violation's Source is the
+// source that makes cfg resident, nil when cfg declares the residency).
+// Separately it returns the sources in domains that are no
+// region of the installation (unknown: their residency cannot be checked).
+// A source stream that does not exist is no violation (nothing to carry
+// yet).
 func (rs Regions) residencyViolations(ctx context.Context, in string, cfg jetstream.StreamConfig) ([]sourceViolation, []string, error) {
+	return rs.residencyViolationsOf(ctx, in, cfg, true)
+}
+
+// residencyViolationsOf is residencyViolations; with copies false the
+// copies of cfg abroad are not looked for (the guard's start-up sweep:
+// there the copy abroad is the violation, refused when it is checked).
+func (rs Regions) residencyViolationsOf(ctx context.Context, in string, cfg jetstream.StreamConfig, copies bool) ([]sourceViolation, []string, error) {
 	at := rs.byName(in)
 	if at == nil {
 		return nil, nil, fmt.Errorf("%w: no region %q (regions: %s)", ErrNotFound, in, strings.Join(rs.names(), ", "))
 	}
-	var srcs []*jetstream.StreamSource
-	if cfg.Mirror != nil {
-		srcs = append(srcs, cfg.Mirror)
-	}
-	srcs = append(srcs, cfg.Sources...)
 	var out []sourceViolation
 	var unknown []string
-	for _, src := range srcs {
+	self, _ := ownResidency(&cfg)
+	var via *jetstream.StreamSource // the source that makes cfg resident
+	for _, src := range streamSources(&cfg) {
 		d := sourceDomain(src)
 		from := rs.byDomain(d, at)
 		if from == nil {
@@ -144,21 +266,99 @@ func (rs Regions) residencyViolations(ctx context.Context, in string, cfg jetstr
 			return nil, nil, fmt.Errorf("platform: residency check of %s in %s: %w", src.Name, from.Name, err)
 		}
 		scfg := s.CachedInfo().Config
-		res, topic, err := residencyOf(ctx, from.JS, &scfg)
+		res, err := rs.residencyOf(ctx, from, &scfg)
 		if err != nil {
 			return nil, nil, fmt.Errorf("platform: residency check of %s in %s: %w", src.Name, from.Name, err)
 		}
-		if res != "" && res != in {
+		if res.Residency != "" && self.Residency == "" {
+			self, via = res, src
+		}
+		if res.Residency != "" && res.Residency != in {
 			what := "a mirror"
 			if src != cfg.Mirror {
 				what = "a source"
 			}
-			out = append(out, sourceViolation{Source: src, Mirror: src == cfg.Mirror, Topic: topic,
+			out = append(out, sourceViolation{Source: src, Mirror: src == cfg.Mirror, Topic: res.What,
 				Problem: fmt.Sprintf("%s is resident in %s: %s of stream %s (region %s) in region %s would carry its events out of %s",
-					topic, res, what, src.Name, from.Name, in, res)})
+					res.What, res.Residency, what, src.Name, from.Name, in, res.Residency)})
 		}
 	}
+	if copies && self.Residency != "" && len(out) == 0 {
+		// cfg will hold resident data: no copy of it may exist outside
+		// the data's region (a mirror made abroad before cfg held it).
+		all, _ := rs.allStreams(ctx)
+		for _, c := range rs.copiesOf(all, map[streamKey]bool{{in, cfg.Name}: true}) {
+			if c.Region == self.Residency {
+				continue
+			}
+			out = append(out, sourceViolation{Source: via, Mirror: via != nil && via == cfg.Mirror, Topic: self.What,
+				Problem: fmt.Sprintf("%s is resident in %s: stream %s in region %s would hold it, and stream %s in region %s is a %s of %s: it would carry the events out of %s",
+					self.What, self.Residency, cfg.Name, in, c.Stream, c.Region, c.How, c.Of, self.Residency)})
+		}
+	}
+	if cfg.RePublish == nil || cfg.RePublish.Destination == "" {
+		return out, unknown, nil
+	}
+	if self.Residency == "" {
+		if s, err := at.JS.Stream(ctx, cfg.Name); err == nil {
+			cur := s.CachedInfo().Config
+			if r, err := rs.residencyOf(ctx, at, &cur); err == nil {
+				self = r
+			}
+		} else if !errors.Is(err, jetstream.ErrStreamNotFound) {
+			return nil, nil, fmt.Errorf("platform: residency check of %s in %s: %w", cfg.Name, in, err)
+		}
+	}
+	if self.Residency == "" {
+		return out, unknown, nil
+	}
+	dest := DestinationPattern(cfg.RePublish.Destination)
+	covered := append(slices.Clone(self.Covered), cfg.Subjects...)
+	if !slices.ContainsFunc(covered, func(c string) bool { return subjectWithin(dest, c) }) {
+		allowed := "nowhere"
+		if len(self.Covered) > 0 {
+			allowed = "only under " + strings.Join(self.Covered, ", ")
+		}
+		out = append(out, sourceViolation{Republish: true, Topic: self.What,
+			Problem: fmt.Sprintf("%s is resident in %s: stream %s republishing it to %s in region %s would put its events on subjects the region link carries (a resident stream republishes %s)",
+				self.What, self.Residency, cfg.Name, cfg.RePublish.Destination, in, allowed)})
+	}
 	return out, unknown, nil
+}
+
+// DestinationPattern is the subjects a subject-transform destination
+// (a republish destination) can produce: each token with a mapping
+// function ({{wildcard(1)}}, ...) is any token.
+func DestinationPattern(dest string) string {
+	toks := strings.Split(dest, ".")
+	for i, t := range toks {
+		if strings.Contains(t, "{{") {
+			toks[i] = "*"
+		}
+	}
+	return strings.Join(toks, ".")
+}
+
+// subjectWithin reports whether every subject subj (a subject or a
+// pattern) matches is also matched by pattern.
+func subjectWithin(subj, pattern string) bool {
+	st, pt := strings.Split(subj, "."), strings.Split(pattern, ".")
+	for i, p := range pt {
+		if p == ">" {
+			return i < len(st)
+		}
+		if i >= len(st) {
+			return false
+		}
+		switch s := st[i]; {
+		case s == ">":
+			return false
+		case p == "*":
+		case s == "*" || s != p:
+			return false
+		}
+	}
+	return len(st) == len(pt)
 }
 
 // sourceDomain is the JetStream domain a mirror or source reads from ("":
@@ -182,206 +382,61 @@ func (rs Regions) names() []string {
 	return out
 }
 
-// ResidencyReport is `platformctl residency report`: every topic and
-// queue of every region, its residency, every copy of it and every
-// violation found.
-type ResidencyReport struct {
-	Topics     []TopicResidency `json:"topics"`
-	Violations []string         `json:"violations"`
-}
-
-// TopicResidency is one topic or queue in a ResidencyReport.
-type TopicResidency struct {
-	// Topic is the topic's or queue's name; Kind says which ("topic" or
-	// "queue").
-	Topic     string `json:"topic"`
-	Kind      string `json:"kind"`
-	Residency string `json:"residency,omitempty"`
-	// Region is where the topic's (queue's) stream, the primary, lives.
-	Region string `json:"region"`
-	// Copies are streams in any region that mirror or source the topic
-	// (queue) or its DLQ streams.
-	Copies     []Copy   `json:"copies"`
-	Violations []string `json:"violations,omitempty"`
-}
-
-// Copy is a stream holding copies of another stream's events.
-type Copy struct {
-	Region string `json:"region"`
-	Stream string `json:"stream"`
-	// Of is the stream copied (the topic's or one of its DLQ streams).
-	Of string `json:"of"`
-	// How is "mirror" or "source".
-	How string `json:"how"`
-}
-
-// Report reads every stream of every region and reports every topic and
-// queue, its copies and every residency violation: a resident topic or
-// queue whose primary is outside its region, or a copy of it (or of its
-// DLQ streams) in another region. A region that cannot be read is itself reported as a violation
-// (the report cannot vouch for it).
-func (rs Regions) Report(ctx context.Context) (ResidencyReport, error) {
-	type streamAt struct {
-		region string
-		cfg    jetstream.StreamConfig
+// residentEntriesOf returns the link deny list entries (ResidentDeny) of
+// stream cfg about to be created or updated in region at when it holds
+// resident data (residencyOf, or the residency of the stream of that name
+// today); nil when it does not.
+func (rs Regions) residentEntriesOf(ctx context.Context, at *Region, cfg jetstream.StreamConfig) ([]string, error) {
+	r, err := rs.residencyOf(ctx, at, &cfg)
+	if err != nil {
+		return nil, err
 	}
-	var all []streamAt
-	rep := ResidencyReport{Topics: []TopicResidency{}, Violations: []string{}}
-	for _, r := range rs {
-		l := r.JS.ListStreams(ctx)
-		for si := range l.Info() {
-			all = append(all, streamAt{r.Name, si.Config})
+	cur := cfg
+	if r.Residency == "" {
+		s, err := at.JS.Stream(ctx, cfg.Name)
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			return nil, nil
 		}
-		if err := l.Err(); err != nil && !errors.Is(err, jetstream.ErrEndOfData) {
-			rep.Violations = append(rep.Violations, fmt.Sprintf("region %s could not be read (%v): copies there are unknown", r.Name, err))
+		if err != nil {
+			return nil, err
+		}
+		cur = s.CachedInfo().Config
+		if r, err = rs.residencyOf(ctx, at, &cur); err != nil || r.Residency == "" {
+			return nil, err
 		}
 	}
-	domainOf := map[string]string{}
-	for _, r := range rs {
-		domainOf[r.Name] = r.Domain
-	}
-	for _, s := range all {
-		kind := kindOf(&s.cfg)
-		if (kind != kindTopic && kind != kindQueue) || s.cfg.Mirror != nil || s.cfg.Metadata[mdMirrorOf] != "" {
-			continue
-		}
-		t := TopicResidency{Topic: objectName(&s.cfg), Kind: kind, Residency: s.cfg.Metadata[mdResidency], Region: s.region, Copies: []Copy{}}
-		if t.Residency != "" && t.Residency != s.region {
-			t.Violations = append(t.Violations, fmt.Sprintf("%s %s is resident in %s but its stream lives in %s", kind, t.Topic, t.Residency, s.region))
-		}
-		derived := map[string]bool{s.cfg.Name: true, DLQStream(t.Topic): true, DLQEventsStream(t.Topic): true}
-		for _, c := range all {
-			var srcs []*jetstream.StreamSource
-			if c.cfg.Mirror != nil {
-				srcs = append(srcs, c.cfg.Mirror)
-			}
-			srcs = append(srcs, c.cfg.Sources...)
-			for _, src := range srcs {
-				d := sourceDomain(src)
-				if d == "" {
-					d = domainOf[c.region]
-				}
-				if !derived[src.Name] || d != domainOf[s.region] {
-					continue
-				}
-				how := "source"
-				if src == c.cfg.Mirror {
-					how = "mirror"
-				}
-				t.Copies = append(t.Copies, Copy{Region: c.region, Stream: c.cfg.Name, Of: src.Name, How: how})
-				if t.Residency != "" && c.region != t.Residency {
-					t.Violations = append(t.Violations, fmt.Sprintf("%s %s is resident in %s but stream %s in %s is a %s of %s", kind, t.Topic, t.Residency, c.cfg.Name, c.region, how, src.Name))
-				}
-			}
-		}
-		rep.Violations = append(rep.Violations, t.Violations...)
-		rep.Topics = append(rep.Topics, t)
-	}
-	sort.Slice(rep.Topics, func(i, j int) bool { return rep.Topics[i].Topic < rep.Topics[j].Topic })
-	return rep, nil
-}
-
-// LinkDeny returns the subjects that must never cross a region link for
-// the resident topics among topics: each one's core subjects (<name>.>),
-// its dead letters ($DLQ.<stream>.>), and the JetStream API calls that
-// read a stream's events or attach a consumer to it (mirror, source,
-// direct get, message get) for the topic's stream and its DLQ streams, in
-// every domain. Stream metadata (STREAM.INFO, STREAM.LIST) still crosses:
-// it names a stream, not its events, and the residency report needs it.
-func LinkDeny(topics []TopicSpec) []string {
 	var out []string
-	for _, t := range topics {
-		if t.Residency != "" {
-			out = append(out, ResidentDeny(t.Name)...)
+	if k := kindOf(&cur); (k == kindTopic || k == kindQueue) && cur.Metadata[mdResidency] != "" {
+		out = append(out, objectName(&cur))
+	} else {
+		out = append(out, ResidentStreamEntry+cfg.Name)
+		for _, subj := range cfg.Subjects {
+			out = append(out, ResidentSubjectEntry+subj)
 		}
 	}
-	return out
+	if cfg.RePublish != nil && cfg.RePublish.Destination != "" {
+		out = append(out, ResidentSubjectEntry+DestinationPattern(cfg.RePublish.Destination))
+	}
+	return out, nil
 }
 
-// QueueLinkDeny is LinkDeny for the resident queues among queues: a
-// queue's subjects (<name>.>), its dead letters and the API calls that
-// read its stream and DLQ streams.
-func QueueLinkDeny(queues []QueueSpec) []string {
-	var out []string
-	for _, q := range queues {
-		if q.Residency != "" {
-			out = append(out, ResidentDeny(q.Name)...)
-		}
+// residencyKept returns the refusal of an update of stream cfg in region
+// at that drops or changes the platform.residency the stream declares
+// today ("" when it keeps it, or the stream declares none): a resident
+// stream stays resident.
+func residencyKept(ctx context.Context, at *Region, cfg jetstream.StreamConfig) (string, error) {
+	s, err := at.JS.Stream(ctx, cfg.Name)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return "", nil
 	}
-	return out
-}
-
-// CatalogLinkDeny is LinkDeny of the catalog's resident topics and
-// QueueLinkDeny of its resident queues, in name order.
-func CatalogLinkDeny(c Catalog) []string {
-	var ts []TopicSpec
-	for _, k := range sortedKeys(c.Topics) {
-		ts = append(ts, c.Topics[k])
+	if err != nil {
+		return "", err
 	}
-	var qs []QueueSpec
-	for _, k := range sortedKeys(c.Queues) {
-		qs = append(qs, c.Queues[k])
+	cur := s.CachedInfo().Config
+	was, ok := ownResidency(&cur)
+	if !ok || cfg.Metadata[mdResidency] == was.Residency {
+		return "", nil
 	}
-	return append(LinkDeny(ts), QueueLinkDeny(qs)...)
-}
-
-// ResidentLinkDeny reads every stream of js's domain and returns the link
-// deny subjects of the resident topics and queues it holds (their
-// platform.residency metadata), sorted by name, and their names. It is
-// how a platformd learns the residency of objects it did not declare
-// itself: applied through another node's control API, or living in
-// another region (read on that region's connection).
-func ResidentLinkDeny(ctx context.Context, js jetstream.JetStream) ([]string, []string, error) {
-	var names []string
-	l := js.ListStreams(ctx)
-	for si := range l.Info() {
-		c := si.Config
-		if k := kindOf(&c); (k == kindTopic || k == kindQueue) && c.Metadata[mdResidency] != "" {
-			names = append(names, objectName(&c))
-		}
-	}
-	if err := l.Err(); err != nil && !errors.Is(err, jetstream.ErrEndOfData) {
-		return nil, nil, fmt.Errorf("platform: list streams for the link deny list: %w", err)
-	}
-	sort.Strings(names)
-	var out []string
-	for _, n := range names {
-		out = append(out, ResidentDeny(n)...)
-	}
-	return out, names, nil
-}
-
-// ResidentDeny is the link deny list of one resident topic or queue (see
-// LinkDeny).
-func ResidentDeny(name string) []string {
-	s := StreamName(name)
-	out := []string{name + ".>", "$DLQ." + s + ".>"}
-	for _, stream := range []string{s, DLQStream(name), DLQEventsStream(name)} {
-		for _, api := range []string{
-			"CONSUMER.CREATE." + stream,
-			"CONSUMER.CREATE." + stream + ".>",
-			"CONSUMER.DURABLE.CREATE." + stream + ".>",
-			"DIRECT.GET." + stream,
-			"DIRECT.GET." + stream + ".>",
-			"STREAM.MSG.GET." + stream,
-		} {
-			out = append(out, "$JS.*.API."+api, "$JS.API."+api)
-		}
-	}
-	return out
-}
-
-// MergeDeny is the union of deny lists in order, each subject once.
-func MergeDeny(lists ...[]string) []string {
-	seen := map[string]bool{}
-	out := []string{}
-	for _, l := range lists {
-		for _, s := range l {
-			if !seen[s] {
-				seen[s] = true
-				out = append(out, s)
-			}
-		}
-	}
-	return out
+	return fmt.Sprintf("%s is resident in %s: an update of stream %s in region %s may not drop or change its %s metadata (got %q)",
+		was.What, was.Residency, cfg.Name, at.Name, mdResidency, cfg.Metadata[mdResidency]), nil
 }

@@ -105,6 +105,9 @@ func (s *Service) RequestResetAs(ctx context.Context, req platform.GroupResetReq
 	if len(problems) > 0 {
 		return ResetRequest{}, fmt.Errorf("%w: group reset request: %s", ErrInvalid, strings.Join(problems, "; "))
 	}
+	if err := checkReplayResidency(ctx, s.js, req); err != nil {
+		return ResetRequest{}, err
+	}
 	r := ResetRequest{ID: newID(), Reset: req, State: ResetRequested, Requester: by, Authenticated: authenticated, Reason: reason, Created: time.Now().UTC()}
 	b, err := json.Marshal(r)
 	if err != nil {
@@ -207,6 +210,9 @@ func (s *Service) RunReset(ctx context.Context, req platform.GroupResetRequest, 
 	}
 	if strings.TrimSpace(by) == "" || strings.TrimSpace(reason) == "" {
 		return platform.GroupReset{}, fmt.Errorf("%w: group reset: who (by) and why (reason, --reason) are required; they go to the audit log", ErrInvalid)
+	}
+	if err := checkReplayResidency(ctx, s.js, req); err != nil {
+		return platform.GroupReset{}, err
 	}
 	out, err := reset(ctx, req)
 	if err != nil && (errors.Is(err, platform.ErrApprovalRequired) || errors.Is(err, platform.ErrInvalidSpec) || errors.Is(err, platform.ErrNotFound) || len(out.Partitions) == 0) {

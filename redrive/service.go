@@ -324,6 +324,9 @@ func (s *Service) freeze(ctx context.Context, req Request) (*frozen, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%w: destination %s is not captured by any stream (redriven events would be lost): %v", ErrInvalid, req.Destination, err)
 		}
+		if err := checkRedriveResidency(ctx, s.js, ref.Stream, stream); err != nil {
+			return nil, err
+		}
 		f.watch = ""
 		if _, err := s.js.Stream(ctx, stream+"_dlq"); err == nil {
 			f.watch = stream + "_dlq"

@@ -31,9 +31,13 @@ func newResidencyCheckCmd(g *globalOptions) *cobra.Command {
 		Short: "Whether a stream configuration may be created in a region under the residency policy",
 		Long: `Checks a JetStream stream configuration (a JSON file, as nats stream add
 --config takes) about to be created in REGION: every stream it mirrors or
-sources, in any domain, must not be (or belong to) a topic or queue resident
-in another region. Prints "allowed" or exits non-zero with the refusal,
-naming the topic or queue and its region. Nothing is created.`,
+sources, in any domain, must not hold data resident in another region (a
+resident topic, queue or bucket, or any copy of one: residency propagates
+through mirrors and sources), and a stream holding resident data may
+republish only under its resident subjects. Prints "allowed" or exits
+non-zero with the refusal, naming the resident object and its region.
+Nothing is created. A source in another domain is named in the file by
+"external": {"api": "$JS.<domain>.API"}.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if region == "" || config == "" {
@@ -112,11 +116,14 @@ func newResidencyReportCmd(g *globalOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "report",
 		Short: "Every topic and queue, its residency, where copies of it exist, and every violation found",
-		Long: `Reads every stream of every region and lists each topic and queue, its
+		Long: `Reads every stream of every region and lists each topic and queue, and
+each KV bucket, object store or stream declaring a residency, with its
 residency, the region its stream lives in, and every stream (in any region)
-that mirrors or sources it or its dead-letter streams. A violation is a
-resident topic or queue whose stream or any copy is outside its region, or a
-region that could not be read. Exits 1 when a violation is found.`,
+that mirrors or sources it, its dead-letter streams or a copy of them
+(copies of copies included), and every republish of them. A violation is a
+resident object whose stream or any copy is outside its region, a republish
+of its data outside its resident subjects, or a region that could not be
+read. Exits 1 when a violation is found.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var rep platform.ResidencyReport

@@ -39,8 +39,9 @@ type regionsState struct {
 	// through the JetStream API (see platform.ResidencyGuard).
 	guard *platform.ResidencyGuard
 
-	// stop ends the group position recorder; done is closed when it has.
-	stop, done chan struct{}
+	// stop ends the group position recorder and the resident deny
+	// keeper; done and denyDone are closed when they have.
+	stop, done, denyDone chan struct{}
 }
 
 // positionInterval is how often the origin's group positions of every
@@ -158,7 +159,7 @@ func (d *Daemon) startRegions(ctx context.Context) error {
 	d.reg.MustRegister(platform.NewMirrorCollector(func() platform.Regions { return rs.list }))
 	rs.stop, rs.done = make(chan struct{}), make(chan struct{})
 	go recordPositions(rs.list, positionInterval, rs.stop, rs.done)
-	return nil
+	return d.keepResidentDeny()
 }
 
 // applyTopic is the control API's topic apply: in mode regions a topic is
@@ -269,21 +270,102 @@ func (rs *regionsState) regionRec(ctx context.Context, where, kind, name string)
 // addResident puts a resident topic or queue on the link's deny list (a
 // link reconnect, see embeddednats.Node.SetLeafDeny) unless it is there.
 func (d *Daemon) addResident(ctx context.Context, name, residency string) error {
+	return d.addResidents(ctx, residency, name)
+}
+
+// addResidents puts resident entries (topic and queue names, or the
+// stream and subject entries of platform.ResidentDeny) of region
+// residency on the link's deny list in one link update, unless they are
+// all there. The list only grows.
+func (d *Daemon) addResidents(ctx context.Context, residency string, names ...string) error {
 	rs := d.regions
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
-	if cur, ok := rs.resident[name]; ok && cur == residency {
+	changed := false
+	for _, name := range names {
+		// The deny list depends on the names only: a name known already
+		// (seen in another region's streams too) is not a change.
+		if _, ok := rs.resident[name]; !ok {
+			rs.resident[name] = residency
+			changed = true
+		}
+	}
+	if !changed {
 		return nil
 	}
-	rs.resident[name] = residency
 	var derived []string
 	for _, n := range slices.Sorted(maps.Keys(rs.resident)) {
 		derived = append(derived, platform.ResidentDeny(n)...)
 	}
 	deny := platform.MergeDeny(d.cfg.Regions.Deny, derived, []string{platform.GateLinkDeny})
 	if err := rs.all.SetDeny(ctx, deny); err != nil {
-		return fmt.Errorf("daemon: update the region link for resident %s: %w", name, err)
+		return fmt.Errorf("daemon: update the region link for resident %s: %w", strings.Join(names, ", "), err)
 	}
+	d.log.Info("platformd: region link deny list applied", "subjects", len(deny), "added", strings.Join(names, ","))
+	return nil
+}
+
+// keepResidentDeny, in mode regions, reads the resident data of every
+// region (platform.ResidentLinkDeny: resident topics and queues, copies
+// of them, resident buckets, republish destinations) at every stream
+// create or update advisory and every linkRefreshInterval, and adds what
+// the link does not deny yet: the backstop for a resident stream the
+// residency gate did not see before it existed. It returns at once; the
+// loop ends with rs.stop.
+func (d *Daemon) keepResidentDeny() error {
+	rs := d.regions
+	kick := make(chan struct{}, 1)
+	poke := func(*nats.Msg) {
+		select {
+		case kick <- struct{}{}:
+		default:
+		}
+	}
+	var subs []*nats.Subscription
+	for _, nc := range rs.conn {
+		for _, action := range []string{"CREATED", "UPDATED"} {
+			sub, err := nc.Subscribe("$JS.EVENT.ADVISORY.STREAM."+action+".*", poke)
+			if err != nil {
+				return fmt.Errorf("daemon: resident link deny list: %w", err)
+			}
+			subs = append(subs, sub)
+		}
+	}
+	rs.denyDone = make(chan struct{})
+	go func() {
+		defer close(rs.denyDone)
+		defer func() {
+			for _, s := range subs {
+				_ = s.Unsubscribe()
+			}
+		}()
+		tick := time.NewTicker(linkRefreshInterval)
+		defer tick.Stop()
+		for {
+			select {
+			case <-rs.stop:
+				return
+			case <-tick.C:
+			case <-kick:
+				select {
+				case <-rs.stop:
+					return
+				case <-time.After(linkDebounce):
+				}
+			}
+			for _, r := range rs.list {
+				ctx, cancel := context.WithTimeout(context.Background(), linkRefreshInterval)
+				_, names, err := platform.ResidentLinkDeny(ctx, r.JS)
+				if err == nil && len(names) > 0 {
+					err = d.addResidents(ctx, r.Name, names...)
+				}
+				cancel()
+				if err != nil {
+					d.log.Warn("platformd: region link deny list not updated from the resident data of a region", "region", r.Name, "err", err)
+				}
+			}
+		}
+	}()
 	return nil
 }
 
@@ -335,13 +417,31 @@ func registerResidencyMetrics(reg prometheus.Registerer, g *platform.ResidencyGu
 	)
 }
 
+// beforeResident is the residency gate's BeforeResident: the entries of a
+// stream about to hold resident data of region go on the link's deny list
+// first. In mode regions on every link; in mode node with a leafnode link
+// on this node's list and, on the listening side, confirmed by every peer
+// region (addPeerResident).
+func (d *Daemon) beforeResident(ctx context.Context, region string, entries []string) error {
+	if d.regions != nil {
+		return d.addResidents(ctx, region, entries...)
+	}
+	for _, e := range entries {
+		if err := d.addPeerResident(ctx, "stream", e); err != nil {
+			return err
+		}
+	}
+	return d.addLinkResidents(entries...)
+}
+
 // residencyGate is the gate of the regions whose in-process nodes nodes
 // returns, in the platform account, its forward token derived from the
 // installation's trust material (the same on every platformd).
 func (d *Daemon) residencyGate(nodes func(region string) []*embeddednats.Node) *platform.GateOptions {
 	return &platform.GateOptions{
-		Account: d.trust.AdminAccount(),
-		Secret:  []byte(d.trust.AdminAccountSigningSeed),
+		BeforeResident: d.beforeResident,
+		Account:        d.trust.AdminAccount(),
+		Secret:         []byte(d.trust.AdminAccountSigningSeed),
 		Servers: func(region string) []*server.Server {
 			var out []*server.Server
 			for _, n := range nodes(region) {
@@ -369,6 +469,9 @@ func (d *Daemon) closeRegions(ctx context.Context) error {
 		default:
 			close(rs.stop)
 			<-rs.done
+			if rs.denyDone != nil {
+				<-rs.denyDone
+			}
 		}
 	}
 	if rs.guard != nil {
@@ -541,4 +644,19 @@ func (d *Daemon) ownResidency(kind, name, residency string) error {
 	}
 	return fmt.Errorf("%w: %s %s: residency %q is not this platformd's region %q: its events would be stored in %s; apply it through a platformd of region %s",
 		platform.ErrInvalidSpec, kind, name, residency, d.region.Name, d.region.Name, residency)
+}
+
+// RegionClientURLs returns, in mode regions, the client URLs of region
+// name's nodes, comma-separated ("" in another mode or for no such
+// region): how an operator or a test reaches a region on its own
+// connection.
+func (d *Daemon) RegionClientURLs(name string) string {
+	if d.regions == nil {
+		return ""
+	}
+	f := d.regions.all.Region(name)
+	if f == nil {
+		return ""
+	}
+	return f.ClientURLs()
 }

@@ -295,16 +295,28 @@ func (d *Daemon) applyLinkDenyLocked() error {
 // node with remotes; a no-op otherwise), so none of its events can cross
 // in the meantime.
 func (d *Daemon) addLinkResident(name string) error {
+	return d.addLinkResidents(name)
+}
+
+// addLinkResidents is addLinkResident of several entries (names, or the
+// stream and subject entries of platform.ResidentDeny) in one link update.
+func (d *Daemon) addLinkResidents(names ...string) error {
 	ls := d.linkState()
 	if ls == nil {
 		return nil
 	}
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
-	if ls.applied[name] {
+	changed := false
+	for _, name := range names {
+		if !ls.applied[name] {
+			ls.applied[name] = true
+			changed = true
+		}
+	}
+	if !changed {
 		return nil
 	}
-	ls.applied[name] = true
 	return d.applyLinkDenyLocked()
 }
 

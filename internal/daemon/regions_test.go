@@ -357,6 +357,35 @@ func TestNodeModeLinkDenyDerived(t *testing.T) {
 		t.Fatalf("non-resident orders across the link after the update: received %d of 20", got)
 	}
 
+	// A copy of the resident orders.eu made by hand in eu (the listening
+	// side) is on us's link deny list once its create returns: the gate
+	// had us confirm it first. Its stream is not read from us.
+	jsEU, err := jetstream.New(ncEU)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := jsEU.Publish(ctx, "orders.eu.order:K-copy", []byte("resident")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := jsEU.CreateStream(ctx, jetstream.StreamConfig{Name: "orders_eu_copy", Replicas: 1, Sources: []*jetstream.StreamSource{{Name: "orders_eu"}}}); err != nil {
+		t.Fatalf("in-region copy of orders.eu: %v", err)
+	}
+	if err := hasAll(platform.ResidentStreamEntry + "orders_eu_copy"); err != nil {
+		t.Fatalf("right after the copy's create: %v", err)
+	}
+	waitFor(t, 60*time.Second, func() error { return linkedTo(ctx, ncUS, "eu") })
+	jsUSeu, err := jetstream.NewWithDomain(ncUS, "eu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	attempts++
+	if s, err := jsUSeu.Stream(ctx, "orders_eu_copy"); err == nil {
+		if m, err := s.GetMsg(ctx, 1); err == nil {
+			crossings++
+			t.Errorf("the copy's message read from us: %q", m.Data)
+		}
+	}
+
 	resp, err := http.Get("http://" + us.HTTPAddr().String() + "/metrics")
 	if err != nil {
 		t.Fatal(err)
