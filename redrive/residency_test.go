@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/msgplatform/platform/internal/attack"
 	"github.com/msgplatform/platform/platform"
 )
 
@@ -58,5 +59,5 @@ func TestAttackReplayResidentGroupOntoCrossingSubject(t *testing.T) {
 	if _, err := svc.RunReset(ctx, platform.GroupResetRequest{Group: "fraud", Topic: "orders", ToStart: true}, "ops@platform", "legit", reset); err != nil || ran != 1 {
 		t.Fatalf("replay of the non-resident orders' group: %v (ran %d)", err, ran)
 	}
-	t.Logf("attack.replay-resident-group-onto-crossing-subject: refused")
+	attack.Refused(t, "replay-resident-group-onto-crossing-subject")
 }

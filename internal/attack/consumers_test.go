@@ -236,6 +236,9 @@ func TestAttackTeamAgainstTeam(t *testing.T) {
 		"ack-other-group":             {anc, heldMsg.Reply(), ""},
 		"direct-get-other-topic":      {rnc, "$JS.API.DIRECT.GET." + paymentsS, `{"seq":1}`},
 		"publish-stored-subject":      {anc, "stored.payments.0.k", "forged"},
+		"api-prefix-consumer-delete":  {anc, tenancy.APIPrefix + "CONSUMER.DELETE." + paymentsS + "." + ledger, ""},
+		"api-prefix-pull":             {anc, tenancy.APIPrefix + "CONSUMER.MSG.NEXT." + ordersS + "." + notifier, string(pull(""))},
+		"api-prefix-stream-delete":    {rnc, tenancy.APIPrefix + "STREAM.DELETE." + paymentsS, ""},
 	}
 	for name, a := range admin {
 		t.Run(name, func(t *testing.T) {

@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/msgplatform/platform/embeddednats"
+	"github.com/msgplatform/platform/internal/attack"
 	"github.com/msgplatform/platform/internal/control"
 	"github.com/msgplatform/platform/internal/daemon"
 	"github.com/msgplatform/platform/platform"
@@ -262,7 +263,7 @@ func TestAttackPropagatedCopyMirroredAbroad(t *testing.T) {
 	if len(rep.Violations) != 0 {
 		t.Errorf("residency report violations: %v", rep.Violations)
 	}
-	t.Logf("attack.propagated-copy-mirror: refused")
+	attack.Refused(t, "propagated-copy-mirror")
 }
 
 // TestAttackRepublishAcrossLink: a region admin adds a republish of the
@@ -312,7 +313,7 @@ func TestAttackRepublishAcrossLink(t *testing.T) {
 	if s, err := a.jsEU.Stream(ctx, cfg.Name); err != nil || s.CachedInfo().Config.RePublish != nil {
 		t.Fatalf("orders.eu after the refused edits: %v, republish %+v", err, s.CachedInfo().Config.RePublish)
 	}
-	t.Logf("attack.republish-across-link: refused")
+	attack.Refused(t, "republish-across-link")
 }
 
 // TestAttackConsumerNextAcrossLink: an admin in us pulls from a consumer
@@ -368,7 +369,7 @@ func TestAttackConsumerNextAcrossLink(t *testing.T) {
 		t.Fatalf("consumer state changed: delivered %d, ack floor %d, pending %d", ci.Delivered.Consumer, ci.AckFloor.Consumer, ci.NumPending)
 	}
 	a.unchangedUS(before)
-	t.Logf("attack.consumer-next-across-link: refused")
+	attack.Refused(t, "consumer-next-across-link")
 }
 
 // TestAttackQueueNextAcrossLink: a queue resident in eu, applied through
@@ -414,7 +415,7 @@ func TestAttackQueueNextAcrossLink(t *testing.T) {
 		t.Fatalf("queue changed: delivered %d, pending %d, stored %d", ci.Delivered.Consumer, ci.NumPending, a.msgs(a.jsEU, stream))
 	}
 	a.unchangedUS(before)
-	t.Logf("attack.queue-next-across-link: refused")
+	attack.Refused(t, "queue-next-across-link")
 }
 
 // TestAttackStreamBackupAcrossLink: an admin in us backs up the resident
@@ -457,7 +458,7 @@ func TestAttackStreamBackupAcrossLink(t *testing.T) {
 		t.Fatalf("orders.eu holds %d events, want 5", n)
 	}
 	a.unchangedUS(before)
-	t.Logf("attack.stream-backup-across-link: refused")
+	attack.Refused(t, "stream-backup-across-link")
 }
 
 // TestAttackResidentBucketsAcrossLink: a KV bucket and an object store
@@ -525,7 +526,7 @@ func TestAttackResidentBucketsAcrossLink(t *testing.T) {
 	if found["kv:sessions"] != "eu@eu" || found["kv:cards"] != "eu@eu" || found["object:scans"] != "eu@eu" {
 		t.Fatalf("residency report lacks the resident buckets: %v", found)
 	}
-	t.Logf("attack.resident-buckets-across-link: refused")
+	attack.Refused(t, "resident-buckets-across-link")
 }
 
 // TestAttackRedriveResidentDLQIntoMirroredTopic: dead letters of the
@@ -568,7 +569,7 @@ func TestAttackRedriveResidentDLQIntoMirroredTopic(t *testing.T) {
 	if _, err := svc.Submit(ctx, redrive.Request{DLQ: "orders.eu", Selection: redrive.Selection{All: true}, Reason: "legit", Requester: "ops@platform"}); err != nil {
 		t.Fatalf("redrive of orders.eu's DLQ into orders.eu: %v", err)
 	}
-	t.Logf("attack.redrive-resident-dlq-into-mirrored-topic: refused")
+	attack.Refused(t, "redrive-resident-dlq-into-mirrored-topic")
 }
 
 // TestAttackResidencyStripThenMirror: a region admin edits the resident
@@ -601,7 +602,7 @@ func TestAttackResidencyStripThenMirror(t *testing.T) {
 	_, err = a.jsUS.CreateStream(ctx, jetstream.StreamConfig{Name: "stolen", Replicas: 1, Mirror: &jetstream.StreamSource{Name: stream, Domain: "eu"}})
 	refusedByResidency(t, "mirror of orders.eu in us", err, "topic orders.eu is resident in eu")
 	a.unchangedUS(before)
-	t.Logf("attack.residency-strip-then-mirror: refused")
+	attack.Refused(t, "residency-strip-then-mirror")
 }
 
 // TestAttackCopyIntoStreamMirroredAbroad: the order reversed. A mirror is
@@ -638,5 +639,5 @@ func TestAttackCopyIntoStreamMirroredAbroad(t *testing.T) {
 		t.Fatalf("orders after the refused update: %v", err)
 	}
 	a.unchangedUS(before)
-	t.Logf("attack.copy-into-stream-mirrored-abroad: refused")
+	attack.Refused(t, "copy-into-stream-mirrored-abroad")
 }
