@@ -36,6 +36,7 @@ func newBenchCmd(g *globalOptions) *cobra.Command {
 	cmd.AddCommand(newBenchMirrorCmd(g))
 	cmd.AddCommand(newBenchRedriveCmd(g))
 	cmd.AddCommand(newBenchQueueCmd(g))
+	cmd.AddCommand(newBenchGateCmd(g))
 	return cmd
 }
 

@@ -224,7 +224,7 @@ func runBenchQuota(ctx context.Context, tgt quotaTarget, o benchQuotaOptions, si
 			_ = js.DeleteStream(dctx, platform.StreamName(raw.Name))
 		}
 	}()
-	logf("layout: %s; this process: GOMAXPROCS %d, %d CPUs", tgt.arrange(ctx, platform.StreamName(raw.Name)), runtime.GOMAXPROCS(0), runtime.NumCPU())
+	logf("layout: %s; this process: GOMAXPROCS %d, %d CPUs", tgt.arrange(ctx, platform.StreamName(raw.Name), []string{"bench-quota-a", "bench-quota-b", "bench-quota-c"}, "bench-quota-c"), runtime.GOMAXPROCS(0), runtime.NumCPU())
 	rawJS, err := jetstream.New(tgt.rawConn(), jetstream.WithPublishAsyncMaxPending(max(o.window*2, 256)))
 	if err != nil {
 		return nil, err

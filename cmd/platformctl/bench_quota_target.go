@@ -30,10 +30,11 @@ type quotaTarget interface {
 	// purge empties tenant's topic (best effort where the bench cannot
 	// reach the tenant's account: a platform at --server).
 	purge(ctx context.Context, tenant, topic string) error
-	// arrange puts the raw topic's stream leader where tenant C's is
-	// (like for like: the raw publish and C's differ by the ingest only)
-	// and describes where the streams and ingests are. Best effort.
-	arrange(ctx context.Context, rawStream string) string
+	// arrange puts the raw topic's stream leader where tenant like's is
+	// (like for like: the raw side and like's differ by the platform's
+	// layer only) and describes where the tenants' streams and ingests
+	// are. Best effort.
+	arrange(ctx context.Context, rawStream string, tenants []string, like string) string
 	urls() []string
 	// connOptions are the options a tenant connection to urls() needs
 	// (TLS of a platform at --server).
@@ -160,10 +161,10 @@ func (t *inProcessQuotaTarget) purge(ctx context.Context, tenant, topic string) 
 
 func (t *inProcessQuotaTarget) rawConn() *nats.Conn { return t.raw }
 
-// arrange moves the raw stream's leader to the server leading tenant C's
-// stream and reports, per tenant, the server of its ingest and of its
-// stream leader, and the raw stream's leader.
-func (t *inProcessQuotaTarget) arrange(ctx context.Context, rawStream string) string {
+// arrange moves the raw stream's leader to the server leading tenant
+// like's stream and reports, per tenant, the server of its ingest and of
+// its stream leader, and the raw stream's leader.
+func (t *inProcessQuotaTarget) arrange(ctx context.Context, rawStream string, tenants []string, like string) string {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	leaderOf := func(js jetstream.JetStream, stream string) string {
@@ -175,14 +176,14 @@ func (t *inProcessQuotaTarget) arrange(ctx context.Context, rawStream string) st
 	}
 	var parts []string
 	cLeader := ""
-	for _, name := range []string{"bench-quota-a", "bench-quota-b", "bench-quota-c"} {
+	for _, name := range tenants {
 		js, err := t.m.TenantJetStream(name)
 		if err != nil {
 			parts = append(parts, name+": ?")
 			continue
 		}
 		l := leaderOf(js, tenancy.StreamName("orders"))
-		if name == "bench-quota-c" {
+		if name == like {
 			cLeader = l
 		}
 		parts = append(parts, fmt.Sprintf("%s ingest on %s, stream leader %s", name, t.m.IngestServer(name), l))
@@ -199,7 +200,7 @@ func (t *inProcessQuotaTarget) arrange(ctx context.Context, rawStream string) st
 			}
 		}
 	}
-	parts = append(parts, fmt.Sprintf("raw stream leader %s; raw and C publish from %s", leaderOf(js, rawStream), t.raw.ConnectedServerName()))
+	parts = append(parts, fmt.Sprintf("raw stream leader %s; the raw side and %s connect to %s", leaderOf(js, rawStream), like, t.raw.ConnectedServerName()))
 	return strings.Join(parts, "; ")
 }
 
@@ -284,7 +285,7 @@ func (t *remoteQuotaTarget) purge(context.Context, string, string) error { retur
 
 func (t *remoteQuotaTarget) rawConn() *nats.Conn { return t.nc }
 
-func (t *remoteQuotaTarget) arrange(context.Context, string) string {
+func (t *remoteQuotaTarget) arrange(context.Context, string, []string, string) string {
 	return "remote platform: placement as it is"
 }
 
