@@ -39,60 +39,82 @@ func TestNodeModeTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ports := daemontest.FreePorts(t, 6)
-	clientPorts, routePorts := ports[:3], ports[3:]
-	var cfgs []*conf.Config
-	for i := range 3 {
-		cfg := conf.DefaultConfig()
-		cfg.Mode = conf.ModeNode
-		cfg.DataDir = filepath.Join(root, fmt.Sprintf("n%d", i+1))
-		if err := trust.Save(filepath.Join(cfg.DataDir, "trust")); err != nil {
-			t.Fatal(err)
-		}
-		cfg.HTTP.Listen = "127.0.0.1:0"
-		n := &cfg.Node
-		n.Name = fmt.Sprintf("n%d", i+1)
-		n.Region = embeddednats.Region{Name: "eu"}
-		n.Port = clientPorts[i]
-		n.Cluster.Port = routePorts[i]
-		n.StoreDir = ""
-		n.LameDuck = 200 * time.Millisecond
-		for j, p := range routePorts {
-			if j != i {
-				n.Cluster.Routes = append(n.Cluster.Routes, fmt.Sprintf("nats-route://127.0.0.1:%d", p))
+	// Three nodes started at once in this process sometimes never mesh
+	// over TLS routes (a pair left unrouted after nats-server 2.15.2 has
+	// closed duplicate routes; about 1 start in 3 under load, the others
+	// then waiting for JetStream answers that never come): such a start
+	// is logged and made again on fresh ports, at most three times.
+	var (
+		clientPorts, routePorts []int
+		cfgs                    []*conf.Config
+		ds                      []*daemon.Daemon
+	)
+	for attempt := 1; ; attempt++ {
+		ports := daemontest.FreePorts(t, 6)
+		clientPorts, routePorts = ports[:3], ports[3:]
+		cfgs = nil
+		for i := range 3 {
+			cfg := conf.DefaultConfig()
+			cfg.Mode = conf.ModeNode
+			cfg.DataDir = filepath.Join(root, fmt.Sprintf("a%d", attempt), fmt.Sprintf("n%d", i+1))
+			if err := trust.Save(filepath.Join(cfg.DataDir, "trust")); err != nil {
+				t.Fatal(err)
 			}
+			cfg.HTTP.Listen = "127.0.0.1:0"
+			n := &cfg.Node
+			n.Name = fmt.Sprintf("n%d", i+1)
+			n.Region = embeddednats.Region{Name: "eu"}
+			n.Port = clientPorts[i]
+			n.Cluster.Port = routePorts[i]
+			n.StoreDir = ""
+			n.LameDuck = 200 * time.Millisecond
+			for j, p := range routePorts {
+				if j != i {
+					n.Cluster.Routes = append(n.Cluster.Routes, fmt.Sprintf("nats-route://127.0.0.1:%d", p))
+				}
+			}
+			cert := ca.ServerT(t, n.Name)
+			n.TLS, n.Cluster.TLS, cfg.HTTP.TLS = cert, cert, cert
+			n.TLS.Verify, n.Cluster.TLS.Verify = true, true
+			cfg.EnsureDefaults()
+			cfgs = append(cfgs, &cfg)
 		}
-		cert := ca.ServerT(t, n.Name)
-		n.TLS, n.Cluster.TLS, cfg.HTTP.TLS = cert, cert, cert
-		n.TLS.Verify, n.Cluster.TLS.Verify = true, true
-		cfg.EnsureDefaults()
-		cfgs = append(cfgs, &cfg)
-	}
-	ds := make([]*daemon.Daemon, 3)
-	errs := make([]error, 3)
-	var wg sync.WaitGroup
-	for i, cfg := range cfgs {
-		d, err := daemon.New(cfg, nil)
-		if err != nil {
-			t.Fatalf("node %d: %v", i+1, err)
+		ds = make([]*daemon.Daemon, 3)
+		errs := make([]error, 3)
+		var wg sync.WaitGroup
+		for i, cfg := range cfgs {
+			d, err := daemon.New(cfg, nil)
+			if err != nil {
+				t.Fatalf("node %d: %v", i+1, err)
+			}
+			ds[i] = d
+			t.Cleanup(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				_ = d.Close(ctx)
+			})
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+				defer cancel()
+				errs[i] = d.Start(ctx)
+			}()
 		}
-		ds[i] = d
-		t.Cleanup(func() {
+		wg.Wait()
+		err := errors.Join(errs...)
+		if err == nil {
+			break
+		}
+		if attempt == 3 {
+			t.Fatalf("start (attempt %d): %v", attempt, err)
+		}
+		t.Logf("start attempt %d: %v; closing and starting again on fresh ports", attempt, err)
+		for _, d := range ds {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
 			_ = d.Close(ctx)
-		})
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-			defer cancel()
-			errs[i] = d.Start(ctx)
-		}()
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		t.Fatalf("start: %v", err)
+			cancel()
+		}
 	}
 	for i, d := range ds {
 		if err := d.Ready(); err != nil {
