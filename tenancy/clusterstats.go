@@ -15,7 +15,8 @@ const statsSubject = "platform.tenancy.stats"
 
 // Counters are one manager's publish and denial counters of a tenant, or
 // their sum over the cluster. Runtimes is how many managers run the
-// tenant (each holds RuntimeConns platform connections in its account);
+// tenant (each holds RuntimeConns platform connections in its account,
+// and one pull gate connection per node it runs);
 // Platform is every platform connection in the account (runtimes and
 // service connections).
 type Counters struct {
@@ -57,8 +58,9 @@ func (m *Manager) localStats() map[string]Counters {
 			Out: s.Out.Load(), OutBytes: s.OutBytes.Load()}
 		if rt := m.rts[name]; rt != nil {
 			c.Runtimes = 1
+			c.Platform = rt.conns()
 		}
-		c.Platform = c.Runtimes*RuntimeConns + int(max(0, s.Service.Load()))
+		c.Platform += int(max(0, s.Service.Load()))
 		out[name] = c
 	}
 	m.keys.violations.Range(func(k, v any) bool {
@@ -67,9 +69,9 @@ func (m *Manager) localStats() map[string]Counters {
 		out[k.(string)] = c
 		return true
 	})
-	for name := range m.rts {
+	for name, rt := range m.rts {
 		if _, ok := out[name]; !ok {
-			out[name] = Counters{Runtimes: 1, Platform: RuntimeConns}
+			out[name] = Counters{Runtimes: 1, Platform: rt.conns()}
 		}
 	}
 	return out

@@ -31,9 +31,10 @@
 //
 // nats-server counts every connection of an account, the platform's own
 // too (each daemon's ingest runtime, RuntimeConns connections, and
-// service users: redrive, its runs' own connection, DLQ metrics). The
-// account's limit is therefore the connection quota plus
-// Config.PlatformConns (PlatformConnsPerDaemon per daemon), so those never
+// service users: redrive, its runs' own connection, DLQ metrics; each
+// node's pull gate). The account's limit is therefore the connection
+// quota plus Config.PlatformConns (PlatformConnsPerDaemon per daemon,
+// GateConnsPerNode per node), so those never
 // take the tenant's slots, and usage reports the tenant's own connections.
 // While the platform holds fewer than its reservation (a connection
 // reconnecting, a node restarting, a service not connected), the servers

@@ -2,10 +2,12 @@ package tenancy
 
 import (
 	"bytes"
+	"fmt"
 	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/jwt/v2"
+	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/msgplatform/platform/internal/wire"
 )
@@ -43,6 +45,21 @@ import (
 // _PLATFORM.FWD.ACK gains nothing: its permissions are checked on the
 // JetStream subject it maps to. A server delivery to a gate, APIPrefix or
 // forward subject is not mapped, so it reaches no consumer.
+//
+// A pull must reach its consumer after the requester's interest in the
+// pull's reply inbox does: nats-server drops a waiting pull whose reply
+// has no interest on the consumer leader's server, silently (the Fetch
+// waits out its expiry). A client's SUB and its pull leave its server
+// in that order on the one route to each peer, so a pull straight from
+// the requester's server, or through a gate on the leader's server it
+// reached on that route, is safe; a gate on a third server is not (its
+// forward can overtake the interest on the direct route). So each node
+// that runs in a daemon has a pull gate of its own, on a connection to
+// that node, in a queue group named for the node: every node's gate gets
+// each pull (one copy per node, sent on the route from the requester's
+// server), and only the gate whose node leads the pull's consumer
+// forwards it, from there. A manager with no nodes of its own (Config.Local
+// empty) gates pulls on its ingest connection, as acks, with that race.
 //
 // The platform's own connections in a tenant's account speak JetStream
 // through APIPrefix (jetstream.NewWithAPIPrefix): their requests, pulls
@@ -98,6 +115,24 @@ func gateMappings(ac *jwt.AccountClaims) {
 	ac.Mappings[jwt.Subject(fwdAck+">")] = []jwt.WeightedMapping{{Subject: "$JS.ACK.>"}}
 }
 
+// LocalNode is a server this manager's process runs (an embeddednats.Node):
+// the tenants' pull gates connect to it and ask it which consumers it
+// leads.
+type LocalNode interface {
+	ClientURL() string
+	// Server is the running server, nil while it is down.
+	Server() *server.Server
+}
+
+// LocalNodes lists nodes as Config.Local.
+func LocalNodes[N LocalNode](nodes []N) []LocalNode {
+	out := make([]LocalNode, len(nodes))
+	for i, n := range nodes {
+		out[i] = n
+	}
+	return out
+}
+
 // inboxReply reports whether reply is one the gate lets a delivery go to:
 // a subject under _INBOX (a user's _INBOX_<user>. or a platform
 // connection's _INBOX.) with no wildcard.
@@ -107,44 +142,111 @@ func inboxReply(reply []byte) bool {
 
 var inboxRoot = []byte("_INBOX")
 
-// gate forwards a tenant's gated requests on the runtime's wire
-// connection.
+// gate forwards a tenant's gated requests.
 type gate struct {
 	tenant  string
+	account string // the tenant's account public key
 	fwd     *wire.Conn
 	onAudit func(detail string)
 	refused atomic.Uint64
 	last    atomic.Int64
 	sids    []uint64
+	nodes   []*nodeGate
 }
 
-// startGate subscribes the gate subjects on fwd (queue group: each
-// request is taken by one daemon).
-func startGate(tenant string, fwd *wire.Conn, onAudit func(string)) (*gate, error) {
-	g := &gate{tenant: tenant, fwd: fwd, onAudit: onAudit}
+// nodeGate is the pull gate on one local node.
+type nodeGate struct {
+	conn *wire.Conn
+	node LocalNode
+}
+
+// gateQueue is the queue group of the pull gates on node server: each
+// node's group takes one copy of every pull.
+func gateQueue(server string) string { return "platform-gate-" + server }
+
+// startGate subscribes the gate subjects: acks and direct gets on fwd
+// (queue group: each request is taken by one daemon), and pulls on a
+// connection dial opens to each of nodes (on fwd when there are none).
+func startGate(tenant, account string, fwd *wire.Conn, nodes []LocalNode, dial func(url string) (*wire.Conn, error), onAudit func(string)) (*gate, error) {
+	g := &gate{tenant: tenant, account: account, fwd: fwd, onAudit: onAudit}
+	fail := func(err error) (*gate, error) {
+		g.close()
+		return nil, err
+	}
 	for _, r := range gateRoutes {
-		sub := gatePrefix + r.kind + "."
-		fwdTo := r.fwd
-		route := r
-		sid, err := fwd.Subscribe(sub+">", ingestQueue, func(m *wire.Msg) {
-			rest := m.Subject[len(sub):]
-			reply := m.Reply
-			if len(reply) > 0 && !inboxReply(reply) {
-				g.refuse(route, m.Subject, reply)
-				if !route.acks {
-					return
-				}
-				reply = nil // an ack still counts; its answer goes nowhere
-			}
-			_ = fwd.Publish(fwdTo, rest, reply, m.Header, m.Data)
-		})
-		if err != nil {
-			g.close()
-			return nil, err
+		if r.kind == "PULL" && len(nodes) > 0 {
+			continue
 		}
+		if err := g.subscribe(fwd, ingestQueue, r, nil); err != nil {
+			return fail(err)
+		}
+	}
+	for _, n := range nodes {
+		conn, err := dial(n.ClientURL())
+		if err != nil {
+			return fail(fmt.Errorf("pull gate on %s: %w", n.ClientURL(), err))
+		}
+		ng := &nodeGate{conn: conn, node: n}
+		g.nodes = append(g.nodes, ng)
+		if err := g.subscribe(conn, gateQueue(conn.ServerName()), gateRoutes[0], ng); err != nil {
+			return fail(err)
+		}
+	}
+	if err := fwd.Sync(2 * time.Second); err != nil {
+		return fail(err)
+	}
+	for _, ng := range g.nodes {
+		if err := ng.conn.Sync(2 * time.Second); err != nil {
+			return fail(err)
+		}
+	}
+	return g, nil
+}
+
+// subscribe takes route r's requests on conn. With ng set (a node's pull
+// gate), a request is forwarded only when ng's node leads its consumer.
+func (g *gate) subscribe(conn *wire.Conn, queue string, r gateRoute, ng *nodeGate) error {
+	sub := gatePrefix + r.kind + "."
+	sid, err := conn.Subscribe(sub+">", queue, func(m *wire.Msg) {
+		rest := m.Subject[len(sub):]
+		if ng != nil && !ng.leads(g.account, rest) {
+			return
+		}
+		reply := m.Reply
+		if len(reply) > 0 && !inboxReply(reply) {
+			g.refuse(r, m.Subject, reply)
+			if !r.acks {
+				return
+			}
+			reply = nil // an ack still counts; its answer goes nowhere
+		}
+		_ = conn.Publish(r.fwd, rest, reply, m.Header, m.Data)
+	})
+	if err != nil {
+		return err
+	}
+	if ng == nil {
 		g.sids = append(g.sids, sid)
 	}
-	return g, fwd.Sync(2 * time.Second)
+	return nil
+}
+
+// leads reports whether ng's node leads the consumer a pull subject's
+// rest (<stream>.<consumer>) names: the node is clustered and the
+// consumer's leader, or it is standalone.
+func (ng *nodeGate) leads(account string, rest []byte) bool {
+	s := ng.node.Server()
+	if s == nil {
+		return false
+	}
+	if !s.JetStreamIsClustered() {
+		return true
+	}
+	stream, consumer, ok := bytes.Cut(rest, []byte("."))
+	if !ok || len(stream) == 0 || len(consumer) == 0 || bytes.IndexByte(consumer, '.') >= 0 {
+		return false
+	}
+	return s.JetStreamIsConsumerLeader(account, string(stream), string(consumer))
 }
 
 // refuse counts a request with a reply that is not an inbox, and audits
@@ -163,9 +265,14 @@ func (g *gate) refuse(r gateRoute, subject, reply []byte) {
 	}
 }
 
+// close stops the gate; the node connections are closed with it.
 func (g *gate) close() {
 	for _, sid := range g.sids {
 		_ = g.fwd.Unsubscribe(sid)
 	}
 	g.sids = nil
+	for _, ng := range g.nodes {
+		ng.conn.Close()
+	}
+	g.nodes = nil
 }

@@ -25,7 +25,7 @@ type env struct {
 func start(t *testing.T, nodes int) *env {
 	t.Helper()
 	f := natstest.RunFabric(t, nodes, natstest.WithSyncAlways(false))
-	m, err := tenancy.NewManager(f.Conn(), f.Trust(), tenancy.Config{URL: f.ClientURLs(), Servers: nodes})
+	m, err := tenancy.NewManager(f.Conn(), f.Trust(), tenancy.Config{URL: f.ClientURLs(), Servers: nodes, Local: tenancy.LocalNodes(f.Nodes())})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +42,7 @@ func start(t *testing.T, nodes int) *env {
 // mode), closed at the end of the test.
 func (e *env) another() *tenancy.Manager {
 	e.t.Helper()
-	m, err := tenancy.NewManager(e.f.Conn(), e.f.Trust(), tenancy.Config{URL: e.f.ClientURLs(), Servers: len(e.f.Nodes())})
+	m, err := tenancy.NewManager(e.f.Conn(), e.f.Trust(), tenancy.Config{URL: e.f.ClientURLs(), Servers: len(e.f.Nodes()), Local: tenancy.LocalNodes(e.f.Nodes())})
 	if err != nil {
 		e.t.Fatal(err)
 	}

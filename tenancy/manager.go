@@ -43,18 +43,27 @@ type Config struct {
 	// PlatformConns is how many connections the platform itself may keep
 	// in each tenant's account over the whole installation: per daemon,
 	// its ingest runtime and its service users (redrive and its runs,
-	// DLQ metrics).
+	// DLQ metrics); per node, its pull gate.
 	// It is added to the tenant's connection quota in the account JWT
 	// (nats-server counts every connection of the account), so the
 	// platform never takes a connection the tenant's quota grants
-	// (default PlatformConnsPerDaemon × Servers).
+	// (default (PlatformConnsPerDaemon + GateConnsPerNode) × Servers).
 	PlatformConns int
+	// Local are the nodes this manager's process runs: each tenant's
+	// runtime keeps a pull gate on each (see gate). Empty: pulls are
+	// gated on the ingest's connection.
+	Local []LocalNode
 }
 
 // PlatformConnsPerDaemon is the connections one daemon keeps in a
 // tenant's account: the ingest runtime's two (RuntimeConns), redrive's
 // service, redrive's own for its runs (while one runs) and DLQ metrics.
+// The pull gates add GateConnsPerNode per node the daemon runs.
 const PlatformConnsPerDaemon = RuntimeConns + 3
+
+// GateConnsPerNode is the connections a tenant's runtime keeps in the
+// tenant's account per local node: its pull gate there.
+const GateConnsPerNode = 1
 
 // RuntimeConns is the connections of a tenant's runtime: one for
 // JetStream requests, one the ingest forwards events on.
@@ -81,7 +90,7 @@ func (c *Config) EnsureDefaults() {
 		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	if c.PlatformConns <= 0 {
-		c.PlatformConns = PlatformConnsPerDaemon * c.Servers
+		c.PlatformConns = (PlatformConnsPerDaemon + GateConnsPerNode) * c.Servers
 	}
 }
 
@@ -338,7 +347,13 @@ func (m *Manager) startRuntime(ctx context.Context, t *Tenant) error {
 	})
 	// The gate runs on every daemon, leader of the ingest or not: every
 	// pull, ack and direct get in the account passes it.
-	if rt.g, err = startGate(t.Name, fwd, func(detail string) {
+	gateOpts := wire.Options{JWT: token, Seed: seed, Name: "platform-gate-" + t.Name, Logger: m.log, TLS: m.trust.ClientTLS}
+	dial := func(url string) (*wire.Conn, error) {
+		o := gateOpts
+		o.URLs = []string{url} // a node's gate stays on its node
+		return wire.Dial(o)
+	}
+	if rt.g, err = startGate(t.Name, t.Account, fwd, m.cfg.Local, dial, func(detail string) {
 		m.auditAsync(Record{Actor: "platform-gate", Action: ActionGateRefused, Tenant: name, Detail: detail})
 	}); err != nil {
 		rt.in.close()
@@ -410,6 +425,20 @@ func (m *Manager) Leading(tenant string) bool {
 	defer m.mu.Unlock()
 	rt := m.rts[tenant]
 	return rt != nil && rt.in.isActive()
+}
+
+// conns is how many connections rt holds in its tenant's account: a
+// pull gate whose node is down holds none.
+func (rt *runtime) conns() int {
+	n := RuntimeConns
+	if rt.g != nil {
+		for _, ng := range rt.g.nodes {
+			if ng.conn.Connected() {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 func (rt *runtime) close() {

@@ -100,7 +100,7 @@ func newInProcessQuotaTarget(ctx context.Context, o benchQuotaOptions) (_ *inPro
 		return nil, err
 	}
 	n := len(t.f.Nodes())
-	if t.m, err = tenancy.NewManager(t.nc, trust, tenancy.Config{URL: t.f.ClientURLs(), Servers: n, Replicas: min(3, n)}); err != nil {
+	if t.m, err = tenancy.NewManager(t.nc, trust, tenancy.Config{URL: t.f.ClientURLs(), Servers: n, Replicas: min(3, n), Local: tenancy.LocalNodes(t.f.Nodes())}); err != nil {
 		return nil, err
 	}
 	if err = t.m.Start(sctx); err != nil {

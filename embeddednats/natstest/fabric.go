@@ -230,6 +230,11 @@ func (f *Fabric) Isolate(i int) { f.net.isolate(i, true) }
 // Heal lets node i reach its peers again.
 func (f *Fabric) Heal(i int) { f.net.isolate(i, false) }
 
+// Delay holds every route byte node from sends to node to for d (0 ends
+// it), in order: a congested or distant link, on which interest (RS+) and
+// messages arrive late but never out of order.
+func (f *Fabric) Delay(from, to int, d time.Duration) { f.net.delay(from, to, d) }
+
 // WaitFor polls cond every 20ms until it returns nil or timeout passes,
 // then fails the test with cond's last error.
 func WaitFor(t testing.TB, timeout time.Duration, cond func() error) {

@@ -18,6 +18,7 @@ import (
 type routeNet struct {
 	mu        sync.Mutex
 	isolated  map[int]bool
+	delays    map[[2]int]time.Duration // bytes from node [0] to node [1]
 	conns     map[*pconn]struct{}
 	listeners []net.Listener
 	idToNode  func(id string) int
@@ -34,7 +35,7 @@ func (c *pconn) close() {
 }
 
 func newRouteNet() *routeNet {
-	return &routeNet{isolated: map[int]bool{}, conns: map[*pconn]struct{}{}}
+	return &routeNet{isolated: map[int]bool{}, delays: map[[2]int]time.Duration{}, conns: map[*pconn]struct{}{}}
 }
 
 // listen starts a proxy for node dst forwarding to target and returns its
@@ -83,7 +84,8 @@ func (r *routeNet) serve(client net.Conn, dst int, target string) {
 		pc.close()
 	}()
 	go func() {
-		_, _ = io.Copy(client, back)
+		// back -> client carries dst's bytes to the dialing node.
+		r.copyDelayed(client, back, func() (int, int) { return dst, r.srcOf(pc) })
 		pc.close()
 	}()
 	br := bufio.NewReader(client)
@@ -117,7 +119,62 @@ func (r *routeNet) serve(client net.Conn, dst int, target string) {
 			break
 		}
 	}
-	_, _ = io.Copy(back, br)
+	r.copyDelayed(back, br, func() (int, int) { return pc.src, dst })
+}
+
+func (r *routeNet) srcOf(pc *pconn) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return pc.src
+}
+
+// delay sets how long bytes from node from take to reach node to (0: no
+// delay). Order on a connection is kept: a later chunk is never written
+// before an earlier one.
+func (r *routeNet) delay(from, to int, d time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.delays[[2]int{from, to}] = d
+}
+
+// copyDelayed copies src to dst, holding each chunk for the delay of the
+// link dir names at the time the chunk was read.
+func (r *routeNet) copyDelayed(dst io.Writer, src io.Reader, dir func() (from, to int)) {
+	type chunk struct {
+		b   []byte
+		due time.Time
+	}
+	ch := make(chan chunk, 4096)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for c := range ch {
+			if w := time.Until(c.due); w > 0 {
+				time.Sleep(w)
+			}
+			if _, err := dst.Write(c.b); err != nil {
+				for range ch { // drain so the reader never blocks
+				}
+				return
+			}
+		}
+	}()
+	buf := make([]byte, 32*1024)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			from, to := dir()
+			r.mu.Lock()
+			d := r.delays[[2]int{from, to}]
+			r.mu.Unlock()
+			ch <- chunk{b: append([]byte(nil), buf[:n]...), due: time.Now().Add(d)}
+		}
+		if err != nil {
+			break
+		}
+	}
+	close(ch)
+	<-done
 }
 
 func (r *routeNet) isolate(i int, on bool) {

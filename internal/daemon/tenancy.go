@@ -27,7 +27,8 @@ func (d *Daemon) startTenancy(ctx context.Context) error {
 	}
 	m, err := tenancy.NewManager(d.nc, d.trust, tenancy.Config{
 		URL: strings.Join(urls, ","), Servers: servers, Replicas: d.cfg.Durability().Replicas, Logger: d.log,
-		PlatformConns: tenancy.PlatformConnsPerDaemon * daemons,
+		PlatformConns: tenancy.PlatformConnsPerDaemon*daemons + tenancy.GateConnsPerNode*servers,
+		Local:         tenancy.LocalNodes(d.nodes),
 	})
 	if err != nil {
 		return err
