@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/msgplatform/platform/internal/jserr"
 )
 
 // lease is the leader lease of one outbox: a key in a JetStream KV bucket
@@ -73,7 +75,7 @@ func (l *lease) tick(ctx context.Context) (uint64, error) {
 		case err == nil:
 			l.rev, l.validUntil = nrev, start.Add(l.ttl/2)
 			return l.token, nil
-		case isWrongRevision(err):
+		case jserr.WrongRevision(err):
 			l.token, l.rev = 0, 0
 			return 0, fmt.Errorf("outboxrelay: lease %s lost to another relay: %w", l.key, err)
 		default:
@@ -140,15 +142,6 @@ func (l *lease) release(ctx context.Context) {
 		return
 	}
 	_ = l.kv.Delete(ctx, l.key, jetstream.LastRevision(rev))
-}
-
-func isWrongRevision(err error) bool {
-	var apiErr *jetstream.APIError
-	if errors.As(err, &apiErr) {
-		return apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
-			apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant
-	}
-	return errors.Is(err, jetstream.ErrKeyExists)
 }
 
 func randomID() string {

@@ -11,6 +11,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/msgplatform/platform/internal/jserr"
 )
 
 // Relay publishes an outbox's unsent events to their topics and marks them
@@ -304,9 +306,7 @@ func (r *Relay) isKilled() bool {
 }
 
 func classify(err error) string {
-	var apiErr *jetstream.APIError
-	switch {
-	case errors.Is(err, jetstream.ErrNoStreamResponse), errors.Is(err, nats.ErrNoResponders), errors.As(err, &apiErr):
+	if jserr.Refused(err) {
 		return OutcomeError
 	}
 	return OutcomeUnknown

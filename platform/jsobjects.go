@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/msgplatform/platform/internal/jserr"
 )
 
 // Streams and consumers are compared on the fields the platform manages
@@ -188,7 +190,7 @@ func (r *Reconciler) createStream(cfg jetstream.StreamConfig) func(context.Conte
 					return nil
 				}
 			}
-			if hasCode(err, jsErrNoPeers) {
+			if jserr.HasCode(err, jserr.CodeNoPeers) {
 				return fmt.Errorf("%w (replicas %d needs %d JetStream servers in the cluster)", err, cfg.Replicas, cfg.Replicas)
 			}
 			return err
@@ -209,7 +211,7 @@ func (r *Reconciler) createConsumer(stream string, cfg jetstream.ConsumerConfig)
 	return func(ctx context.Context) error {
 		return r.do(ctx, "create consumer "+stream+"/"+cfg.Durable, func(ctx context.Context) error {
 			_, err := r.js.CreateConsumer(ctx, stream, cfg)
-			if errors.Is(err, jetstream.ErrConsumerExists) || hasCode(err, jetstream.JSErrCodeConsumerNameExists) {
+			if errors.Is(err, jetstream.ErrConsumerExists) || jserr.HasCode(err, jetstream.JSErrCodeConsumerNameExists) {
 				if c, ierr := r.js.Consumer(ctx, stream, cfg.Durable); ierr == nil && len(diffConsumer("", &c.CachedInfo().Config, cfg)) == 0 {
 					return nil
 				}
@@ -238,15 +240,6 @@ func (r *Reconciler) deleteConsumer(stream, name string) func(context.Context) e
 			return err
 		})
 	}
-}
-
-// jsErrNoPeers is "no suitable peers for placement".
-const jsErrNoPeers jetstream.ErrorCode = 10005
-
-// hasCode reports whether err carries a JetStream API error with code.
-func hasCode(err error, code jetstream.ErrorCode) bool {
-	var apiErr *jetstream.APIError
-	return errors.As(err, &apiErr) && apiErr.ErrorCode == code
 }
 
 // checkStreamName refuses a stream name taken by something the platform

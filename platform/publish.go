@@ -11,6 +11,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/msgplatform/platform/internal/jserr"
 )
 
 // Publish errors. Both say whether the event may have been stored, which
@@ -183,7 +185,7 @@ func (p *Publisher) Publish(ctx context.Context, ev Event) (PublishAck, error) {
 func (p *Publisher) classify(topic, subject, id string, err error) error {
 	var apiErr *jetstream.APIError
 	switch {
-	case errors.Is(err, jetstream.ErrNoStreamResponse), errors.Is(err, nats.ErrNoResponders):
+	case jserr.NoResponders(err):
 		p.record(topic, "refused", &p.refused)
 		return fmt.Errorf("%w: %s (event %s): no stream leader is reachable: the topic does not exist, or its replicas have lost quorum (a majority of its nodes is down); retry later with the same event id: %v",
 			ErrPublishRefused, subject, id, err)

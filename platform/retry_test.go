@@ -9,6 +9,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/msgplatform/platform/internal/jserr"
 )
 
 func TestTransient(t *testing.T) {
@@ -53,7 +55,7 @@ func TestDoRetriesTransientOnly(t *testing.T) {
 	calls = 0
 	err = r.do(ctx, "op", func(context.Context) error {
 		if calls++; calls < 2 {
-			return &jetstream.APIError{Code: 503, ErrorCode: jsErrNoAccount, Description: "account not found"}
+			return &jetstream.APIError{Code: 503, ErrorCode: jserr.CodeNoAccount, Description: "account not found"}
 		}
 		return nil
 	})

@@ -12,6 +12,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/msgplatform/platform/internal/jserr"
 )
 
 // The audit stream is tenancy's (tenancy.AuditStream, AuditSubject): one
@@ -161,7 +163,7 @@ func readHistory(ctx context.Context, js jetstream.JetStream, tenant string, f H
 	backoff := 100 * time.Millisecond
 	for attempt := 1; ; attempt++ {
 		out, err := readHistoryOnce(ctx, js, tenant, f)
-		if err == nil || !transient(err) || attempt == 12 || ctx.Err() != nil {
+		if err == nil || !jserr.Transient(err) || attempt == 12 || ctx.Err() != nil {
 			return out, err
 		}
 		select {

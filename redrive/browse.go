@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/msgplatform/platform/internal/jserr"
 	"github.com/msgplatform/platform/platform"
 )
 
@@ -329,7 +330,7 @@ func scan(ctx context.Context, js jetstream.JetStream, stream string, from uint6
 			if c, err = js.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{
 				DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: from,
 			}); err != nil {
-				if transient(err) && failures < 5 {
+				if jserr.Transient(err) && failures < 5 {
 					failures++
 					sleepCtx(ctx, time.Duration(100<<failures)*time.Millisecond)
 					c = nil
@@ -342,7 +343,7 @@ func scan(ctx context.Context, js jetstream.JetStream, stream string, from uint6
 		// more than the stream holds is answered only when it expires.
 		batch, err := c.Fetch(int(min(500, last-from+1)), jetstream.FetchMaxWait(2*time.Second))
 		if err != nil {
-			if transient(err) && failures < 5 {
+			if jserr.Transient(err) && failures < 5 {
 				failures++
 				sleepCtx(ctx, time.Duration(100<<failures)*time.Millisecond)
 				c = nil // read again from the next sequence
@@ -376,7 +377,7 @@ func scan(ctx context.Context, js jetstream.JetStream, stream string, from uint6
 			}
 		}
 		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, context.DeadlineExceeded) {
-			if transient(err) && failures < 5 && !done {
+			if jserr.Transient(err) && failures < 5 && !done {
 				failures++
 				sleepCtx(ctx, time.Duration(100<<failures)*time.Millisecond)
 				c = nil
@@ -436,14 +437,6 @@ func leaderHolds(ctx context.Context, s jetstream.Stream, from, to uint64) (bool
 		}
 	}
 	return uint64(deleted) < to-from+1, nil
-}
-
-// transient reports whether a request may succeed when tried again: the
-// stream's leader is moving or the connection is (no one answers, or
-// not in time, for a moment).
-func transient(err error) bool {
-	return errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) ||
-		errors.Is(err, nats.ErrTimeout) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrConnectionReconnecting)
 }
 
 func (f EntryFilter) match(e Entry) bool {

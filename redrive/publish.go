@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/msgplatform/platform/internal/jserr"
 	"github.com/msgplatform/platform/internal/wire"
 )
 
@@ -188,8 +189,7 @@ func (rn *runner) await(ctx context.Context, it item) (*jetstream.PubAck, error)
 		return nil, ctx.Err()
 	}
 	for attempt := 0; ; attempt++ {
-		var apiErr *jetstream.APIError
-		if errors.As(err, &apiErr) || attempt >= 4 || ctx.Err() != nil {
+		if _, refused := jserr.Code(err); refused || attempt >= 4 || ctx.Err() != nil {
 			return nil, fmt.Errorf("redrive: publish DLQ entry %d to %s (id %s): %w", it.link.DLQSeq, it.link.Subject, it.link.MsgID, err)
 		}
 		if attempt > 0 || !errors.Is(err, errNoAck) { // unanswered: sent again at once

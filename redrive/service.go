@@ -21,6 +21,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/msgplatform/platform/internal/jserr"
 	"github.com/msgplatform/platform/internal/wire"
 	"github.com/msgplatform/platform/platform"
 )
@@ -574,7 +575,7 @@ func (s *Service) update(ctx context.Context, id string, fn func(r *Redrive) err
 		}
 		// A transient failure may or may not have written: read again and
 		// re-apply fn (a write that did land makes the revision move on).
-		if ctx.Err() == nil && transient(err) && transientFails < transientAttempts {
+		if ctx.Err() == nil && jserr.Transient(err) && transientFails < transientAttempts {
 			sleepCtx(ctx, time.Duration(100<<transientFails)*time.Millisecond)
 			transientFails++
 			continue
@@ -690,7 +691,7 @@ func (s *Service) kvGet(ctx context.Context, key string) (jetstream.KeyValueEntr
 		switch {
 		case errors.Is(err, jetstream.ErrKeyNotFound) && attempt < 3:
 			wait = time.Duration(25<<attempt) * time.Millisecond
-		case transient(err) && attempt < transientAttempts:
+		case jserr.Transient(err) && attempt < transientAttempts:
 			wait = time.Duration(100<<attempt) * time.Millisecond
 		default:
 			return e, err

@@ -11,6 +11,8 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/msgplatform/platform/internal/jserr"
 )
 
 // AuditStream is the replicated stream (PLATFORM account) every audit
@@ -126,7 +128,7 @@ func (m *Manager) Audit(ctx context.Context, f AuditFilter) ([]Record, error) {
 	var err error
 	for backoff := 100 * time.Millisecond; ; backoff = min(2*backoff, time.Second) {
 		c, err = m.js.OrderedConsumer(ctx, AuditStream, jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}})
-		if !noResponders(err) && !errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil {
+		if !jserr.NoResponders(err) && !errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil {
 			break
 		}
 		select {
@@ -146,7 +148,7 @@ func (m *Manager) Audit(ctx context.Context, f AuditFilter) ([]Record, error) {
 	// responders" before that is retried, bounded by ctx and noAnswer.
 	for noAnswer := 0; ; {
 		n, pending, err := fetchAudit(c, &out, f.Limit)
-		if n == 0 && noResponders(err) && noAnswer < 50 && ctx.Err() == nil {
+		if n == 0 && jserr.NoResponders(err) && noAnswer < 50 && ctx.Err() == nil {
 			noAnswer++
 			time.Sleep(100 * time.Millisecond)
 			continue
@@ -185,12 +187,6 @@ func fetchAudit(c jetstream.Consumer, out *[]Record, limit int) (n int, pending 
 		return n, pending, err
 	}
 	return n, pending, nil
-}
-
-// noResponders reports whether err is a JetStream request nobody
-// answered yet.
-func noResponders(err error) bool {
-	return errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse)
 }
 
 // denialsQueue is the queue group of the managers' auth error

@@ -9,7 +9,10 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/nats-io/nuid"
+
+	"github.com/msgplatform/platform/internal/jserr"
 )
 
 // LeaseBucket is the replicated KV bucket (PLATFORM account) holding one
@@ -97,7 +100,7 @@ func (m *Manager) tryLead(ctx context.Context, tenant string) (bool, error) {
 	if h != nil { // renew what we hold
 		rev, err := kv.Update(ctx, tenant, val, h.rev)
 		if err != nil {
-			if isWrongRevision(err) { // someone took it over
+			if jserr.WrongRevision(err) { // someone took it over
 				l.mu.Lock()
 				delete(l.held, tenant)
 				l.mu.Unlock()
@@ -117,7 +120,7 @@ func (m *Manager) tryLead(ctx context.Context, tenant string) (bool, error) {
 	case errors.Is(err, jetstream.ErrKeyNotFound):
 		rev, err := kv.Create(ctx, tenant, val)
 		if err != nil {
-			if errors.Is(err, jetstream.ErrKeyExists) || isWrongRevision(err) {
+			if jserr.WrongRevision(err) {
 				return false, nil
 			}
 			return false, err
@@ -141,7 +144,7 @@ func (m *Manager) tryLead(ctx context.Context, tenant string) (bool, error) {
 	}
 	rev, err := kv.Update(ctx, tenant, val, e.Revision())
 	if err != nil {
-		if isWrongRevision(err) {
+		if jserr.WrongRevision(err) {
 			return false, nil
 		}
 		return false, err
@@ -172,11 +175,6 @@ func (m *Manager) release(ctx context.Context, tenant string) {
 		return
 	}
 	_ = kv.Delete(ctx, tenant, jetstream.LastRevision(h.rev))
-}
-
-func isWrongRevision(err error) bool {
-	var apiErr *jetstream.APIError
-	return errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence
 }
 
 // elect runs one election round for a running tenant and switches its

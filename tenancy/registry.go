@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/msgplatform/platform/internal/jserr"
 	"github.com/msgplatform/platform/platform"
 )
 
@@ -127,7 +128,7 @@ func (r *registry) create(ctx context.Context, t *Tenant) error {
 		return err
 	}
 	rev, err := kv.Create(ctx, t.Name, b)
-	if errors.Is(err, jetstream.ErrKeyExists) {
+	if jserr.WrongRevision(err) {
 		return fmt.Errorf("%w: tenant %q exists", ErrConflict, t.Name)
 	}
 	if err != nil {
@@ -148,8 +149,7 @@ func (r *registry) update(ctx context.Context, t *Tenant) error {
 	}
 	rev, err := kv.Update(ctx, t.Name, b, t.revision)
 	if err != nil {
-		var apiErr *jetstream.APIError
-		if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence {
+		if jserr.WrongRevision(err) {
 			return fmt.Errorf("%w: tenant %s was changed concurrently; run the command again", ErrConflict, t.Name)
 		}
 		return fmt.Errorf("tenancy: save tenant %s: %w", t.Name, err)

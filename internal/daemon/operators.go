@@ -18,6 +18,7 @@ import (
 	"github.com/msgplatform/platform/conf"
 	"github.com/msgplatform/platform/embeddednats"
 	"github.com/msgplatform/platform/internal/control"
+	"github.com/msgplatform/platform/internal/jserr"
 	"github.com/msgplatform/platform/internal/principal"
 	"github.com/msgplatform/platform/platform"
 	"github.com/msgplatform/platform/redrive"
@@ -225,7 +226,7 @@ func (d *Daemon) addOperator(ctx context.Context, c caller, r principal.Operator
 		_, err = kv.Update(ctx, key, b, rev)
 	}
 	if err != nil {
-		if errors.Is(err, jetstream.ErrKeyExists) || isWrongSeq(err) {
+		if jserr.WrongRevision(err) {
 			return principal.OperatorAddResponse{}, refused{fmt.Errorf("%w: platform operator %s was changed concurrently by another request; check `platformctl operator list`; nothing was done", control.ErrConflict, r.Name)}
 		}
 		return principal.OperatorAddResponse{}, fmt.Errorf("operator registry: %w", err)
@@ -492,11 +493,6 @@ func (d *Daemon) auditOperator(ctx context.Context, r redrive.AuditRecord) {
 	if err := redrive.NewStreamAuditor(d.js, d.cfg.Durability().Replicas).Append(ctx, r); err != nil {
 		d.log.Error("operators: audit record not written", "action", r.Action, "target", r.Target, "actor", r.Actor, "err", err)
 	}
-}
-
-func isWrongSeq(err error) bool {
-	var apiErr *jetstream.APIError
-	return errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
 }
 
 func orUnknown(s string) string {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/msgplatform/platform/internal/jserr"
 	"github.com/msgplatform/platform/platform"
 )
 
@@ -143,7 +144,7 @@ func (r *Registry) store(ctx context.Context, s *Subject, rev uint64) (bool, err
 		_, err = kv.Update(ctx, s.Subject, b, rev)
 	}
 	// Lost the race: Create finds the key, Update a newer revision.
-	if errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+	if jserr.WrongRevision(err) {
 		return false, nil
 	}
 	if err != nil {
