@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/msgplatform/platform/internal/jserr"
+	"github.com/msgplatform/platform/internal/retry"
 )
 
 // Relay publishes an outbox's unsent events to their topics and marks them
@@ -185,7 +186,7 @@ func (r *Relay) leaseLoop(ctx context.Context, ready chan<- struct{}) {
 			break
 		}
 		r.log.Warn("outboxrelay: lease bucket unavailable, retrying", "err", err)
-		if !sleep(ctx, jitter(backoff)) {
+		if !retry.Sleep(ctx, jitter(backoff)) {
 			return
 		}
 		backoff = min(backoff*2, r.cfg.BackoffMax)
@@ -213,7 +214,7 @@ func (r *Relay) leaseLoop(ctx context.Context, ready chan<- struct{}) {
 			last = tok
 		}
 		r.m.leader.Store(tok != 0)
-		if !sleep(ctx, r.cfg.LeaseTTL/4) {
+		if !retry.Sleep(ctx, r.cfg.LeaseTTL/4) {
 			return
 		}
 	}
@@ -281,7 +282,7 @@ func (r *Relay) publishLoop(ctx context.Context, leaseReady <-chan struct{}) {
 				l.drop()
 			}
 			r.log.Warn("outboxrelay: fence", "err", err, "backoff", backoff)
-			sleep(ctx, jitter(backoff))
+			retry.Sleep(ctx, jitter(backoff))
 			backoff = min(backoff*2, r.cfg.BackoffMax)
 			continue
 		}
@@ -313,7 +314,7 @@ func classify(err error) string {
 }
 
 func (r *Relay) pruneLoop(ctx context.Context) {
-	for sleep(ctx, r.cfg.PruneInterval) {
+	for retry.Sleep(ctx, r.cfg.PruneInterval) {
 		if !r.Leader() {
 			continue
 		}
@@ -327,7 +328,7 @@ func (r *Relay) pruneLoop(ctx context.Context) {
 			if n < r.cfg.PruneBatch {
 				break
 			}
-			sleep(ctx, 10*time.Millisecond) // let writers in between batches
+			retry.Sleep(ctx, 10*time.Millisecond) // let writers in between batches
 		}
 	}
 }
@@ -340,20 +341,9 @@ func (r *Relay) statsLoop(ctx context.Context) {
 		if err == nil {
 			r.m.setStats(s)
 		}
-		if !sleep(ctx, r.cfg.StatsInterval) {
+		if !retry.Sleep(ctx, r.cfg.StatsInterval) {
 			return
 		}
-	}
-}
-
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
 	}
 }
 

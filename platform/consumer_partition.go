@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/msgplatform/platform/internal/retry"
 )
 
 // partitionRunner consumes one partition for its owning member. Events of
@@ -85,7 +87,7 @@ func (r *partitionRunner) run() {
 		if r.fenced() {
 			// The member could not renew its membership: another member
 			// may own the partition now, so do not pull (and take the pin).
-			sleepCtx(r.fetchCtx, 100*time.Millisecond)
+			retry.Sleep(r.fetchCtx, 100*time.Millisecond)
 			continue
 		}
 		if r.lost {
@@ -125,13 +127,13 @@ func (r *partitionRunner) run() {
 		batch, err := r.cons.Fetch(n, jetstream.FetchMaxWait(fetchWait), jetstream.FetchPriorityGroup(r.m.cfg.Group))
 		if err != nil {
 			r.m.log.Debug("platform: fetch", "partition", r.p, "err", err)
-			sleepCtx(r.fetchCtx, 100*time.Millisecond)
+			retry.Sleep(r.fetchCtx, 100*time.Millisecond)
 			continue
 		}
 		got := readBatch(nil, batch, r.dispatch)
 		if err := batch.Error(); !isFetchIdle(err) {
 			r.m.log.Debug("platform: fetch", "partition", r.p, "err", err)
-			sleepCtx(r.fetchCtx, 100*time.Millisecond)
+			retry.Sleep(r.fetchCtx, 100*time.Millisecond)
 		}
 		if idle = idle + 1; got > 0 {
 			idle = 0
@@ -275,7 +277,7 @@ func (r *partitionRunner) resync() {
 	name := r.cons.CachedInfo().Name
 	if _, err := r.m.js.ResetConsumer(ctx, StreamName(r.m.topic.Name), name); err != nil {
 		r.m.log.Warn("platform: reset after a lost delivery", "partition", r.p, "err", err)
-		sleepCtx(r.fetchCtx, 250*time.Millisecond)
+		retry.Sleep(r.fetchCtx, 250*time.Millisecond)
 		return
 	}
 	r.lost, r.nextDelivery = false, 0
@@ -453,11 +455,4 @@ func (r *partitionRunner) abandon() {
 	r.released.Store(true)
 	r.stopFetch()
 	r.stopHandler()
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) {
-	select {
-	case <-ctx.Done():
-	case <-time.After(d):
-	}
 }

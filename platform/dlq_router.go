@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/msgplatform/platform/internal/retry"
 )
 
 // DLQRouterConsumer is the durable consumer of a DLQ events stream that
@@ -133,7 +135,7 @@ func (r *DLQRouter) run(ctx context.Context, object string, c jetstream.Consumer
 			case <-cc.Closed():
 			}
 		}
-		sleepCtx(ctx, time.Second)
+		retry.Sleep(ctx, time.Second)
 	}
 }
 

@@ -7,8 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/msgplatform/platform/embeddednats/natstest"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/msgplatform/platform/embeddednats/natstest"
 )
 
 func TestPublisherDedupesAndFailsClearlyWithoutQuorum(t *testing.T) {

@@ -3,10 +3,10 @@ package platform
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"time"
 
 	"github.com/msgplatform/platform/internal/jserr"
+	"github.com/msgplatform/platform/internal/retry"
 )
 
 // The reconciler retries what jserr.Transient names (no answer yet, a
@@ -38,36 +38,33 @@ func transient(err error) bool {
 }
 
 // do runs op until it succeeds, fails permanently, RetryFor has passed or
-// ctx ends. Each attempt gets its own AttemptTimeout; between attempts it
-// backs off exponentially (50ms doubling to 2s) with full jitter.
+// ctx ends (internal/retry). Each attempt gets its own AttemptTimeout;
+// between attempts it backs off exponentially (50ms doubling to 2s) with
+// full jitter.
 func (r *Reconciler) do(ctx context.Context, what string, op func(ctx context.Context) error) error {
 	start := time.Now()
-	deadline := start.Add(r.opts.RetryFor)
-	backoff := 50 * time.Millisecond
-	for attempt := 1; ; attempt++ {
+	attempts := 0
+	retryable := func(err error) bool {
+		return transient(err) && !(jserr.HasCode(err, jserr.CodeNoPeers) && time.Since(start) > noPeersRetryFor) &&
+			!(jserr.HasCode(err, jserr.CodeNoAccount) && time.Since(start) > noAccountRetryFor)
+	}
+	err := retry.Do(ctx, retry.Policy{Initial: 50 * time.Millisecond, Max: 2 * time.Second, MaxElapsed: r.opts.RetryFor,
+		Retryable: retryable,
+		Notify: func(err error, attempt int, wait time.Duration) {
+			r.log.Warn("platform: retrying", "op", what, "attempt", attempt, "wait", wait, "err", err)
+		},
+	}, func(ctx context.Context) error {
+		attempts++
 		actx, cancel := context.WithTimeout(ctx, r.opts.AttemptTimeout)
-		err := op(actx)
-		cancel()
-		if err == nil {
-			return nil
-		}
-		if ctx.Err() != nil {
-			return fmt.Errorf("platform: %s: %w (last error: %v)", what, ctx.Err(), err)
-		}
-		if !transient(err) || (jserr.HasCode(err, jserr.CodeNoPeers) && time.Since(start) > noPeersRetryFor) ||
-			(jserr.HasCode(err, jserr.CodeNoAccount) && time.Since(start) > noAccountRetryFor) {
-			return fmt.Errorf("platform: %s: %w", what, err)
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("platform: %s: still failing after %d attempts in %s: %w", what, attempt, r.opts.RetryFor, err)
-		}
-		wait := rand.N(backoff) + time.Millisecond
-		r.log.Warn("platform: retrying", "op", what, "attempt", attempt, "wait", wait, "err", err)
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("platform: %s: %w (last error: %v)", what, ctx.Err(), err)
-		case <-time.After(wait):
-		}
-		backoff = min(2*backoff, 2*time.Second)
+		defer cancel()
+		return op(actx)
+	})
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil, !retryable(err):
+		return fmt.Errorf("platform: %s: %w", what, err)
+	default:
+		return fmt.Errorf("platform: %s: still failing after %d attempts in %s: %w", what, attempts, r.opts.RetryFor, err)
 	}
 }

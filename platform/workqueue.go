@@ -13,6 +13,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/msgplatform/platform/internal/retry"
 )
 
 // WorkersConfig configures the workers of a queue.
@@ -220,7 +222,7 @@ func (w *Workers) claimLane(ctx context.Context) {
 			w.log.Warn("workers: pull requests refused; asking again each second", "why", why)
 			warned = true
 		}
-		sleepCtx(ctx, time.Second)
+		retry.Sleep(ctx, time.Second)
 	}
 	for ctx.Err() == nil {
 		if in == nil {
@@ -280,7 +282,7 @@ func (w *Workers) claimLane(ctx context.Context) {
 			case "409":
 				live = false
 				if strings.Contains(desc, "Leadership Change") || strings.Contains(desc, "Server Shutdown") {
-					sleepCtx(ctx, 50*time.Millisecond) // a new leader takes the next
+					retry.Sleep(ctx, 50*time.Millisecond) // a new leader takes the next
 				} else {
 					refused(code + " " + desc) // consumer deleted, too many waiting...
 				}

@@ -13,7 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/msgplatform/platform/internal/jserr"
+	"github.com/msgplatform/platform/internal/retry"
 )
 
 // The audit stream is tenancy's (tenancy.AuditStream, AuditSubject): one
@@ -160,19 +160,13 @@ type HistoryFilter struct {
 // under load) is tried again, about ten seconds at most and bounded by
 // ctx, as the tenancy audit reader does.
 func readHistory(ctx context.Context, js jetstream.JetStream, tenant string, f HistoryFilter) ([]AuditRecord, error) {
-	backoff := 100 * time.Millisecond
-	for attempt := 1; ; attempt++ {
-		out, err := readHistoryOnce(ctx, js, tenant, f)
-		if err == nil || !jserr.Transient(err) || attempt == 12 || ctx.Err() != nil {
-			return out, err
-		}
-		select {
-		case <-ctx.Done():
-			return nil, err
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, time.Second)
-	}
+	var out []AuditRecord
+	err := retry.Do(ctx, retry.Policy{Initial: 100 * time.Millisecond, Max: time.Second, MaxTries: 12}, func(ctx context.Context) error {
+		var err error
+		out, err = readHistoryOnce(ctx, js, tenant, f)
+		return err
+	})
+	return out, err
 }
 
 func readHistoryOnce(ctx context.Context, js jetstream.JetStream, tenant string, f HistoryFilter) ([]AuditRecord, error) {

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/msgplatform/platform/internal/jserr"
+	"github.com/msgplatform/platform/internal/retry"
 	"github.com/msgplatform/platform/platform"
 )
 
@@ -332,7 +333,7 @@ func scan(ctx context.Context, js jetstream.JetStream, stream string, from uint6
 			}); err != nil {
 				if jserr.Transient(err) && failures < 5 {
 					failures++
-					sleepCtx(ctx, time.Duration(100<<failures)*time.Millisecond)
+					retry.Sleep(ctx, time.Duration(100<<failures)*time.Millisecond)
 					c = nil
 					continue
 				}
@@ -345,7 +346,7 @@ func scan(ctx context.Context, js jetstream.JetStream, stream string, from uint6
 		if err != nil {
 			if jserr.Transient(err) && failures < 5 {
 				failures++
-				sleepCtx(ctx, time.Duration(100<<failures)*time.Millisecond)
+				retry.Sleep(ctx, time.Duration(100<<failures)*time.Millisecond)
 				c = nil // read again from the next sequence
 				continue
 			}
@@ -379,7 +380,7 @@ func scan(ctx context.Context, js jetstream.JetStream, stream string, from uint6
 		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, context.DeadlineExceeded) {
 			if jserr.Transient(err) && failures < 5 && !done {
 				failures++
-				sleepCtx(ctx, time.Duration(100<<failures)*time.Millisecond)
+				retry.Sleep(ctx, time.Duration(100<<failures)*time.Millisecond)
 				c = nil
 				continue
 			}
@@ -409,7 +410,7 @@ func scan(ctx context.Context, js jetstream.JetStream, stream string, from uint6
 				return fmt.Errorf("redrive: read %s: the replica read lags the leader, which holds entries in %d..%d, for over %s", stream, from, last, maxReplicaLag)
 			}
 			caughtUp = false
-			sleepCtx(ctx, 100*time.Millisecond)
+			retry.Sleep(ctx, 100*time.Millisecond)
 		}
 	}
 }

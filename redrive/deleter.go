@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/msgplatform/platform/internal/retry"
 )
 
 // Deletion of redriven entries. The deleter takes the acker's items in
@@ -209,7 +211,7 @@ func (d *deleter) remove(ctx context.Context, batch []item) error {
 
 // refresh learns the DLQ's first sequence.
 func (d *deleter) refresh(ctx context.Context) error {
-	return retry(ctx, func(ctx context.Context) error {
+	return persist(ctx, func(ctx context.Context) error {
 		info, err := d.st.Info(ctx)
 		if err != nil {
 			return fmt.Errorf("redrive: read DLQ %s: %w", d.name, err)
@@ -221,7 +223,7 @@ func (d *deleter) refresh(ctx context.Context) error {
 
 // purge removes every entry below seq.
 func (d *deleter) purge(ctx context.Context, seq uint64) error {
-	return retry(ctx, func(ctx context.Context) error {
+	return persist(ctx, func(ctx context.Context) error {
 		if err := d.st.Purge(ctx, jetstream.WithPurgeSequence(seq)); err != nil {
 			return fmt.Errorf("redrive: remove redriven entries below %d from DLQ %s: %w", seq, d.name, err)
 		}
@@ -242,7 +244,7 @@ func (d *deleter) deleteEach(ctx context.Context, seqs []uint64) error {
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			err := retry(ctx, func(ctx context.Context) error {
+			err := persist(ctx, func(ctx context.Context) error {
 				err := d.st.DeleteMsg(ctx, seq)
 				if err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
 					return fmt.Errorf("redrive: delete redriven entry %d from DLQ %s: %w", seq, d.name, err)
@@ -262,19 +264,17 @@ func (d *deleter) deleteEach(ctx context.Context, seqs []uint64) error {
 	return first
 }
 
-// retry runs op with a 5s timeout per attempt, backing off between
-// attempts, until it succeeds, deleteAttempts fail, or ctx ends.
-func retry(ctx context.Context, op func(context.Context) error) error {
-	var err error
-	for attempt := range deleteAttempts {
+// persist runs op with a 5s timeout per attempt, backing off between
+// attempts (internal/retry, any error retried), until it succeeds,
+// deleteAttempts fail, or ctx ends; an op that succeeded after ctx ended
+// still reports ctx's error.
+func persist(ctx context.Context, op func(context.Context) error) error {
+	err := retry.Do(ctx, retry.Policy{Initial: 100 * time.Millisecond, Max: time.Duration(100<<deleteAttempts) * time.Millisecond,
+		MaxTries: deleteAttempts, Retryable: func(error) bool { return true }}, func(ctx context.Context) error {
 		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		err = op(actx)
-		cancel()
-		if err == nil || ctx.Err() != nil {
-			break
-		}
-		sleepCtx(ctx, time.Duration(100<<attempt)*time.Millisecond)
-	}
+		defer cancel()
+		return op(actx)
+	})
 	if err == nil && ctx.Err() != nil {
 		return ctx.Err()
 	}

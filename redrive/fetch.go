@@ -9,6 +9,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/msgplatform/platform/internal/retry"
 )
 
 // The send path is a pipeline, so the rate does not depend on round
@@ -223,7 +225,7 @@ func (v *leaderView) gone(seq uint64) bool {
 // which entries are gone.
 func (rn *runner) leaderView(ctx context.Context) (*leaderView, error) {
 	var v *leaderView
-	err := retry(ctx, func(ctx context.Context) error {
+	err := persist(ctx, func(ctx context.Context) error {
 		info, err := rn.dlq.Info(ctx, jetstream.WithDeletedDetails(true))
 		if err != nil {
 			return fmt.Errorf("redrive: read DLQ %s: %w", rn.dlqName, err)
@@ -267,6 +269,6 @@ func (rn *runner) readEntry(ctx context.Context, seq uint64, view **leaderView) 
 		if ctx.Err() != nil || attempt >= 4 {
 			return nil, fmt.Errorf("redrive: read DLQ %s entry %d: %w", rn.dlqName, seq, err)
 		}
-		sleepCtx(ctx, time.Duration(100<<attempt)*time.Millisecond)
+		retry.Sleep(ctx, time.Duration(100<<attempt)*time.Millisecond)
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/msgplatform/platform/internal/retry"
 )
 
 // The state transitions of a redrive: each a compare-and-set on the
@@ -299,7 +301,7 @@ func (s *Service) awaitStopped(ctx context.Context, id string, rev uint64) {
 		if json.Unmarshal(e.Value(), &r) == nil && r.Runner == s.cfg.Instance {
 			return // this instance's run, already over
 		}
-		sleepCtx(ctx, 10*time.Millisecond)
+		retry.Sleep(ctx, 10*time.Millisecond)
 	}
 }
 

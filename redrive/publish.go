@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/msgplatform/platform/internal/jserr"
+	"github.com/msgplatform/platform/internal/retry"
 	"github.com/msgplatform/platform/internal/wire"
 )
 
@@ -193,7 +194,7 @@ func (rn *runner) await(ctx context.Context, it item) (*jetstream.PubAck, error)
 			return nil, fmt.Errorf("redrive: publish DLQ entry %d to %s (id %s): %w", it.link.DLQSeq, it.link.Subject, it.link.MsgID, err)
 		}
 		if attempt > 0 || !errors.Is(err, errNoAck) { // unanswered: sent again at once
-			sleepCtx(ctx, time.Duration(200<<attempt)*time.Millisecond)
+			retry.Sleep(ctx, time.Duration(200<<attempt)*time.Millisecond)
 		}
 		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		var ack *jetstream.PubAck

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/time/rate"
 
+	"github.com/msgplatform/platform/internal/retry"
 	"github.com/msgplatform/platform/internal/wire"
 )
 
@@ -488,7 +489,7 @@ func (rn *runner) issue(ctx context.Context) error {
 			if ctx.Err() != nil || attempt >= 20 {
 				return rn.drainThen(ctx, fmt.Errorf("redrive: publish DLQ entry %d: %w", f.seq, err))
 			}
-			sleepCtx(ctx, 50*time.Millisecond) // the connection is down: let it reconnect
+			retry.Sleep(ctx, 50*time.Millisecond) // the connection is down: let it reconnect
 		}
 	}
 	select {
@@ -578,13 +579,6 @@ func (rn *runner) failing() bool {
 	sent := max(rn.p.Sent, rn.sentAtStart+int(rn.acked.Load())) - rn.p.BaseSent
 	failed := rn.p.Refailed - rn.p.BaseRefailed
 	return sent > 0 && failed > 0 && float64(failed) > rn.maxFail*float64(sent)
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) {
-	select {
-	case <-ctx.Done():
-	case <-time.After(d):
-	}
 }
 
 // account adds the time since the last call to the sending time if the

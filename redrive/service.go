@@ -22,6 +22,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/msgplatform/platform/internal/jserr"
+	"github.com/msgplatform/platform/internal/retry"
 	"github.com/msgplatform/platform/internal/wire"
 	"github.com/msgplatform/platform/platform"
 )
@@ -576,7 +577,7 @@ func (s *Service) update(ctx context.Context, id string, fn func(r *Redrive) err
 		// A transient failure may or may not have written: read again and
 		// re-apply fn (a write that did land makes the revision move on).
 		if ctx.Err() == nil && jserr.Transient(err) && transientFails < transientAttempts {
-			sleepCtx(ctx, time.Duration(100<<transientFails)*time.Millisecond)
+			retry.Sleep(ctx, time.Duration(100<<transientFails)*time.Millisecond)
 			transientFails++
 			continue
 		}
@@ -696,7 +697,7 @@ func (s *Service) kvGet(ctx context.Context, key string) (jetstream.KeyValueEntr
 		default:
 			return e, err
 		}
-		sleepCtx(ctx, wait)
+		retry.Sleep(ctx, wait)
 		e, err = s.kv.Get(ctx, key)
 	}
 	return e, err
