@@ -176,7 +176,7 @@ func (rs Regions) RecordPositions(ctx context.Context) (int, error) {
 		var mirrors []jetstream.StreamConfig
 		l := to.JS.ListStreams(ctx)
 		for si := range l.Info() {
-			if si.Config.Mirror != nil && si.Config.Metadata[mdMirrorOf] != "" && kindOf(&si.Config) == kindTopic {
+			if si.Config.Mirror != nil && si.Config.Metadata[mdMirrorOf] != "" && StreamKind(&si.Config) == StreamKindTopic {
 				mirrors = append(mirrors, si.Config)
 			}
 		}
@@ -197,7 +197,7 @@ func (rs Regions) RecordPositions(ctx context.Context) (int, error) {
 			if from == nil {
 				continue
 			}
-			pos, _, err := originPositions(ctx, from, objectName(&mc))
+			pos, _, err := originPositions(ctx, from, ObjectName(&mc))
 			if err != nil {
 				continue // origin gone: keep the last record
 			}
@@ -239,8 +239,8 @@ func originPositions(ctx context.Context, from *Region, topic string) ([]GroupPo
 	l := s.ListConsumers(ctx)
 	now := time.Now().UTC()
 	for ci := range l.Info() {
-		g := ci.Config.Metadata[mdGroup]
-		p, err := strconv.Atoi(ci.Config.Metadata[mdPartition])
+		g := ci.Config.Metadata[MetaGroup]
+		p, err := strconv.Atoi(ci.Config.Metadata[MetaPartition])
 		if g == "" || err != nil {
 			continue
 		}
@@ -292,7 +292,7 @@ func (rs Regions) residentAnywhere(ctx context.Context, topic string) string {
 		s, err := r.JS.Stream(cctx, StreamName(topic))
 		cancel()
 		if err == nil {
-			if res := s.CachedInfo().Config.Metadata[mdResidency]; res != "" {
+			if res := s.CachedInfo().Config.Metadata[MetaResidency]; res != "" {
 				return res
 			}
 		}
@@ -397,7 +397,7 @@ func (rs Regions) Failover(ctx context.Context, req FailoverRequest) (Failover, 
 			out.Notes = append(out.Notes, fmt.Sprintf("recorded positions unreadable (%v): groups start by time", err))
 		}
 	}
-	spec, err := topicFromStream(&mi.Config)
+	spec, err := TopicFromStream(&mi.Config)
 	if err != nil {
 		return out, err
 	}
@@ -439,7 +439,7 @@ func (rs Regions) Failover(ctx context.Context, req FailoverRequest) (Failover, 
 			}
 			at := lastAck[g]
 			if at.IsZero() {
-				at = time.Now().Add(-out.LastContact - groupAckWait)
+				at = time.Now().Add(-out.LastContact - GroupAckWait)
 			}
 			fp := &FailoverPosition{Partition: p, Consumer: PartitionConsumer(g, p), Source: "time", At: at.UTC()}
 			seq, _, found, err := rec.firstMatching(ctx, stream, PartitionSubject(req.Topic, p), &at)
@@ -463,7 +463,7 @@ func (rs Regions) Failover(ctx context.Context, req FailoverRequest) (Failover, 
 	}
 
 	// Promote: the mirror becomes the topic's stream.
-	cfg := topicStreamConfig(spec)
+	cfg := TopicStreamConfig(spec)
 	cfg.Replicas = mi.Config.Replicas
 	md := maps.Clone(mi.Config.Metadata)
 	delete(md, mdMirrorOf)
@@ -484,7 +484,7 @@ func (rs Regions) Failover(ctx context.Context, req FailoverRequest) (Failover, 
 	// Recreate the groups at the translated positions.
 	for g, parts := range plan {
 		for _, fp := range parts {
-			want := groupConsumerConfig(GroupSpec{Name: g, Topic: req.Topic}, fp.Partition)
+			want := GroupConsumerConfig(GroupSpec{Name: g, Topic: req.Topic}, fp.Partition)
 			err := rec.do(ctx, "create consumer "+fp.Consumer, func(ctx context.Context) error {
 				if _, err := to.JS.CreateOrUpdateConsumer(ctx, stream, want); err != nil {
 					return err

@@ -164,7 +164,7 @@ func (rs Regions) Failback(ctx context.Context, req FailbackRequest) (Failback, 
 	}
 	out.From, out.To = from.Name, to.Name
 	out.PromotedAtSeq, _ = strconv.ParseUint(fi.Config.Metadata[mdPromotedAtSeq], 10, 64)
-	spec, err := topicFromStream(&fi.Config)
+	spec, err := TopicFromStream(&fi.Config)
 	if err != nil {
 		return out, err
 	}
@@ -175,7 +175,7 @@ func (rs Regions) Failback(ctx context.Context, req FailbackRequest) (Failback, 
 	os, err := to.JS.Stream(cctx, stream)
 	cancel()
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		cfg := topicStreamConfig(spec)
+		cfg := TopicStreamConfig(spec)
 		cfg.Replicas = fi.Config.Replicas
 		if os, err = to.JS.CreateStream(ctx, cfg); err != nil {
 			return out, fmt.Errorf("platform: recreate topic %s in %s: %w", req.Topic, to.Name, err)
@@ -288,8 +288,8 @@ func (rs Regions) Failback(ctx context.Context, req FailbackRequest) (Failback, 
 	var moves []move
 	l := fs.ListConsumers(ctx)
 	for ci := range l.Info() {
-		g := ci.Config.Metadata[mdGroup]
-		p, err := strconv.Atoi(ci.Config.Metadata[mdPartition])
+		g := ci.Config.Metadata[MetaGroup]
+		p, err := strconv.Atoi(ci.Config.Metadata[MetaPartition])
 		if g == "" || err != nil {
 			continue
 		}
@@ -324,7 +324,7 @@ func (rs Regions) Failback(ctx context.Context, req FailbackRequest) (Failback, 
 	rec := NewReconciler(to.JS, ReconcilerOptions{RetryFor: 10 * time.Second})
 	for _, mv := range moves {
 		name := PartitionConsumer(mv.group, mv.partition)
-		want := groupConsumerConfig(GroupSpec{Name: mv.group, Topic: req.Topic}, mv.partition)
+		want := GroupConsumerConfig(GroupSpec{Name: mv.group, Topic: req.Topic}, mv.partition)
 		fg := FailbackGroup{Group: mv.group, Partition: mv.partition, FromAckFloor: mv.ackFloor, StartSeq: mv.start}
 		err := rec.do(ctx, "move consumer "+name, func(ctx context.Context) error {
 			if _, err := to.JS.Consumer(ctx, stream, name); errors.Is(err, jetstream.ErrConsumerNotFound) {

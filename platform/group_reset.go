@@ -197,11 +197,11 @@ func (r *Reconciler) resetGroup(ctx context.Context, req GroupResetRequest, appr
 			return GroupReset{}, err
 		}
 	}
-	stream, si, err := r.platformStream(ctx, topic, kindTopic)
+	stream, si, err := r.platformStream(ctx, topic, StreamKindTopic)
 	if err != nil {
 		return GroupReset{}, err
 	}
-	spec, err := topicFromStream(&si.Config)
+	spec, err := TopicFromStream(&si.Config)
 	if err != nil {
 		return GroupReset{}, err
 	}
@@ -305,7 +305,7 @@ func (r *Reconciler) findGroupTopic(ctx context.Context, group string) (string, 
 			if err != nil {
 				return err
 			}
-			if c.CachedInfo().Config.Metadata[mdGroup] == group {
+			if c.CachedInfo().Config.Metadata[MetaGroup] == group {
 				found = append(found, t.Spec.Name)
 			}
 			return nil
@@ -335,7 +335,7 @@ func (r *Reconciler) groupConsumers(ctx context.Context, stream, group string, p
 	var pending uint64
 	for p := range partitions {
 		ci := all[PartitionConsumer(group, p)]
-		if ci == nil || ci.Config.Metadata[mdGroup] != group {
+		if ci == nil || ci.Config.Metadata[MetaGroup] != group {
 			missing = append(missing, p)
 			continue
 		}

@@ -66,7 +66,7 @@ func (rs Regions) locate(ctx context.Context, topic, hint string) (*Region, *jet
 			return nil, nil, fmt.Errorf("platform: read topic %s in %s: %w", topic, r.Name, err)
 		}
 		si := s.CachedInfo()
-		if kindOf(&si.Config) != kindTopic || si.Config.Mirror != nil {
+		if StreamKind(&si.Config) != StreamKindTopic || si.Config.Mirror != nil {
 			continue
 		}
 		return r, si, nil
@@ -209,7 +209,7 @@ func (rs Regions) Mirrors(ctx context.Context) ([]MirrorStatus, error) {
 			if si.Config.Mirror == nil || from == "" || rs.byName(from) == nil {
 				continue
 			}
-			st, err := rs.mirrorStatus(ctx, objectName(&si.Config), rs.byName(from), to)
+			st, err := rs.mirrorStatus(ctx, ObjectName(&si.Config), rs.byName(from), to)
 			if err != nil {
 				continue
 			}

@@ -372,7 +372,7 @@ func (gt *gate) serve(gr *gateRegion, m *nats.Msg) {
 			return
 		}
 	}
-	if parsed && (cfg.Mirror != nil || len(cfg.Sources) > 0 || cfg.RePublish != nil || cfg.Metadata[mdResidency] != "") {
+	if parsed && (cfg.Mirror != nil || len(cfg.Sources) > 0 || cfg.RePublish != nil || cfg.Metadata[MetaResidency] != "") {
 		ctx, cancel := context.WithTimeout(context.Background(), gt.opts.CheckTimeout)
 		rs := gt.g.checkRegions(gr.r, cfg)
 		vs, _, err := rs.residencyViolations(ctx, gr.r.Name, cfg)

@@ -73,9 +73,9 @@ const maxResidencyDepth = 8
 // objectLabel names the object a stream holds: a topic or queue, a KV
 // bucket (KV_<bucket>), an object store (OBJ_<bucket>) or a stream.
 func objectLabel(cfg *jetstream.StreamConfig) string {
-	switch k := kindOf(cfg); {
-	case k == kindTopic || k == kindQueue:
-		return k + " " + objectName(cfg)
+	switch k := StreamKind(cfg); {
+	case k == StreamKindTopic || k == StreamKindQueue:
+		return k + " " + ObjectName(cfg)
 	case strings.HasPrefix(cfg.Name, "KV_"):
 		return "kv bucket " + strings.TrimPrefix(cfg.Name, "KV_")
 	case strings.HasPrefix(cfg.Name, "OBJ_"):
@@ -89,13 +89,13 @@ func objectLabel(cfg *jetstream.StreamConfig) string {
 // bucket created with that metadata, any stream), with the subjects the
 // link denies for it.
 func ownResidency(cfg *jetstream.StreamConfig) (resident, bool) {
-	res := cfg.Metadata[mdResidency]
+	res := cfg.Metadata[MetaResidency]
 	if res == "" {
 		return resident{}, false
 	}
 	r := resident{Residency: res, What: objectLabel(cfg), Covered: slices.Clone(cfg.Subjects)}
-	if k := kindOf(cfg); k == kindTopic || k == kindQueue {
-		n := objectName(cfg)
+	if k := StreamKind(cfg); k == StreamKindTopic || k == StreamKindQueue {
+		n := ObjectName(cfg)
 		r.Covered = append(r.Covered, n+".>", "$DLQ."+StreamName(n)+".>")
 	}
 	return r, true
@@ -118,9 +118,9 @@ func (rs Regions) residencyAt(ctx context.Context, at *Region, cfg *jetstream.St
 	if r, ok := ownResidency(cfg); ok {
 		return r, nil
 	}
-	switch kindOf(cfg) {
-	case kindDLQ, kindDLQEvents:
-		of := cfg.Metadata[mdDLQOf]
+	switch StreamKind(cfg) {
+	case StreamKindDLQ, StreamKindDLQEvents:
+		of := cfg.Metadata[MetaDLQOf]
 		s, err := at.JS.Stream(ctx, StreamName(of))
 		if errors.Is(err, jetstream.ErrStreamNotFound) {
 			return resident{What: "topic " + of}, nil
@@ -406,8 +406,8 @@ func (rs Regions) residentEntriesOf(ctx context.Context, at *Region, cfg jetstre
 		}
 	}
 	var out []string
-	if k := kindOf(&cur); (k == kindTopic || k == kindQueue) && cur.Metadata[mdResidency] != "" {
-		out = append(out, objectName(&cur))
+	if k := StreamKind(&cur); (k == StreamKindTopic || k == StreamKindQueue) && cur.Metadata[MetaResidency] != "" {
+		out = append(out, ObjectName(&cur))
 	} else {
 		out = append(out, ResidentStreamEntry+cfg.Name)
 		for _, subj := range cfg.Subjects {
@@ -434,9 +434,9 @@ func residencyKept(ctx context.Context, at *Region, cfg jetstream.StreamConfig) 
 	}
 	cur := s.CachedInfo().Config
 	was, ok := ownResidency(&cur)
-	if !ok || cfg.Metadata[mdResidency] == was.Residency {
+	if !ok || cfg.Metadata[MetaResidency] == was.Residency {
 		return "", nil
 	}
 	return fmt.Sprintf("%s is resident in %s: an update of stream %s in region %s may not drop or change its %s metadata (got %q)",
-		was.What, was.Residency, cfg.Name, at.Name, mdResidency, cfg.Metadata[mdResidency]), nil
+		was.What, was.Residency, cfg.Name, at.Name, MetaResidency, cfg.Metadata[MetaResidency]), nil
 }

@@ -112,10 +112,10 @@ func ResidentEntries(cfgs []jetstream.StreamConfig) []string {
 			return ""
 		}
 		memo[name] = "" // a cycle reads as not resident along it
-		r := c.Metadata[mdResidency]
-		if k := kindOf(c); r == "" && (k == kindDLQ || k == kindDLQEvents) {
-			if oc := byName[StreamName(c.Metadata[mdDLQOf])]; oc != nil {
-				r = oc.Metadata[mdResidency]
+		r := c.Metadata[MetaResidency]
+		if k := StreamKind(c); r == "" && (k == StreamKindDLQ || k == StreamKindDLQEvents) {
+			if oc := byName[StreamName(c.Metadata[MetaDLQOf])]; oc != nil {
+				r = oc.Metadata[MetaResidency]
 			}
 		}
 		for _, src := range streamSources(c) {
@@ -139,8 +139,8 @@ func ResidentEntries(cfgs []jetstream.StreamConfig) []string {
 	}
 	covered := map[string]bool{} // streams a topic or queue name covers
 	for _, c := range cfgs {
-		if k := kindOf(&c); (k == kindTopic || k == kindQueue) && c.Metadata[mdResidency] != "" && c.Mirror == nil {
-			n := objectName(&c)
+		if k := StreamKind(&c); (k == StreamKindTopic || k == StreamKindQueue) && c.Metadata[MetaResidency] != "" && c.Mirror == nil {
+			n := ObjectName(&c)
 			add(n)
 			covered[StreamName(n)], covered[DLQStream(n)], covered[DLQEventsStream(n)] = true, true, true
 		}

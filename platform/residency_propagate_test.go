@@ -35,7 +35,7 @@ func TestResidencyReportFindsPropagatedCopies(t *testing.T) {
 		t.Fatalf("CheckStream of a mirror of the copy in us: %v", err)
 	}
 	mustCreate(us, mirror)
-	if _, err := eu.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "sessions", Replicas: 1, Metadata: map[string]string{mdResidency: "eu"}}); err != nil {
+	if _, err := eu.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "sessions", Replicas: 1, Metadata: map[string]string{MetaResidency: "eu"}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := rs.CheckStream(ctx, "us", jetstream.StreamConfig{Name: "KV_s2", Mirror: &jetstream.StreamSource{Name: "KV_sessions", Domain: "eu"}}); err == nil || !strings.Contains(err.Error(), "kv bucket sessions is resident in eu") {

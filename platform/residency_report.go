@@ -126,12 +126,12 @@ func (rs Regions) Report(ctx context.Context) (ResidencyReport, error) {
 	all, unread := rs.allStreams(ctx)
 	rep.Violations = append(rep.Violations, unread...)
 	for _, s := range all {
-		kind := kindOf(&s.cfg)
+		kind := StreamKind(&s.cfg)
 		switch {
 		case s.cfg.Mirror != nil || s.cfg.Metadata[mdMirrorOf] != "":
 			continue
-		case kind == kindTopic || kind == kindQueue:
-		case kind == "" && s.cfg.Metadata[mdResidency] != "":
+		case kind == StreamKindTopic || kind == StreamKindQueue:
+		case kind == "" && s.cfg.Metadata[MetaResidency] != "":
 			kind = "stream"
 			if strings.HasPrefix(s.cfg.Name, "KV_") {
 				kind = "kv"
@@ -143,8 +143,8 @@ func (rs Regions) Report(ctx context.Context) (ResidencyReport, error) {
 		}
 		name := s.cfg.Name
 		switch kind {
-		case kindTopic, kindQueue:
-			name = objectName(&s.cfg)
+		case StreamKindTopic, StreamKindQueue:
+			name = ObjectName(&s.cfg)
 		case "kv":
 			name = strings.TrimPrefix(name, "KV_")
 		case "object":
@@ -156,7 +156,7 @@ func (rs Regions) Report(ctx context.Context) (ResidencyReport, error) {
 			t.Violations = append(t.Violations, fmt.Sprintf("%s %s is resident in %s but its stream lives in %s", kind, t.Topic, t.Residency, s.region))
 		}
 		derived := map[streamKey]bool{{s.region, s.cfg.Name}: true}
-		if kind == kindTopic || kind == kindQueue {
+		if kind == StreamKindTopic || kind == StreamKindQueue {
 			derived[streamKey{s.region, DLQStream(t.Topic)}] = true
 			derived[streamKey{s.region, DLQEventsStream(t.Topic)}] = true
 		}
