@@ -255,7 +255,7 @@ func (r *Reconciler) resetGroup(ctx context.Context, req GroupResetRequest, appr
 			if !req.ToEnd {
 				err := r.do(ctx, "find position of "+ci.Name, func(ctx context.Context) error {
 					var err error
-					seq, n, found, err = r.firstMatching(ctx, si.Config.Name, filter, req.ToTime)
+					seq, n, found, err = r.FirstMatching(ctx, si.Config.Name, filter, req.ToTime)
 					return err
 				})
 				if err != nil {
@@ -380,11 +380,11 @@ func (r *Reconciler) measureRates(ctx context.Context, stream jetstream.Stream, 
 	return consumed / secs, arrived / secs, nil
 }
 
-// firstMatching finds the first message of stream matching filter at or
+// FirstMatching finds the first message of stream matching filter at or
 // after from (nil: from the start) with one batched direct get, and how
 // many matching messages there are from it on (it included). found is
 // false when there is none.
-func (r *Reconciler) firstMatching(ctx context.Context, stream, filter string, from *time.Time) (seq, n uint64, found bool, err error) {
+func (r *Reconciler) FirstMatching(ctx context.Context, stream, filter string, from *time.Time) (seq, n uint64, found bool, err error) {
 	nc := r.js.Conn()
 	body := struct {
 		Seq       uint64     `json:"seq,omitempty"`

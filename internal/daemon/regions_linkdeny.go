@@ -18,7 +18,7 @@ import (
 
 	"github.com/msgplatform/platform/conf"
 	"github.com/msgplatform/platform/embeddednats"
-	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/region"
 )
 
 // linkRefreshInterval is how often a mode-node platformd with leafnode
@@ -36,14 +36,14 @@ const linkDebounce = 250 * time.Millisecond
 // only from the YAML. The effective list is the union of
 //
 //   - the configured list (node.leaf.remotes[].deny: extra subjects),
-//   - platform.CatalogLinkDeny of the daemon's own catalog (topics and
+//   - region.CatalogLinkDeny of the daemon's own catalog (topics and
 //     queues) and of the resident objects applied through its control API,
-//   - platform.ResidentLinkDeny of its own region's streams (resident
+//   - region.ResidentLinkDeny of its own region's streams (resident
 //     objects another platformd of the region applied),
-//   - platform.ResidentLinkDeny of every peer region (regions.peers): a
+//   - region.ResidentLinkDeny of every peer region (regions.peers): a
 //     resident topic of the other side must not cross either, and only
 //     the dialling side's list applies to the link,
-//   - platform.GateLinkDeny (the residency gate's forward token).
+//   - region.GateLinkDeny (the residency gate's forward token).
 //
 // A peer that cannot be read keeps its last known list (also kept in
 // data_dir/regions/link-peers.json across restarts): the list never
@@ -87,7 +87,7 @@ func (d *Daemon) startLinkDeny(ctx context.Context) error {
 		configured = append(configured, r.Deny...)
 	}
 	ls := &linkState{
-		configured: platform.MergeDeny(configured),
+		configured: region.MergeDeny(configured),
 		file:       filepath.Join(d.cfg.DataDir, "regions", "link-peers.json"),
 		applied:    map[string]bool{},
 		peers:      map[string][]string{},
@@ -106,7 +106,7 @@ func (d *Daemon) startLinkDeny(ctx context.Context) error {
 	if d.peers == nil { // remotes without regions.peers
 		own := d.region
 		own.EnsureDefaults()
-		d.peers = &peersState{list: platform.Regions{{Name: own.Name, Domain: own.Domain, JS: d.js}}}
+		d.peers = &peersState{list: region.Regions{{Name: own.Name, Domain: own.Domain, JS: d.js}}}
 	}
 	d.peers.link = ls
 	d.reg.MustRegister(ls.subjects, ls.updates, ls.objects)
@@ -182,7 +182,7 @@ func (d *Daemon) keepLinkDeny() {
 func (d *Daemon) refreshLinkDeny(ctx context.Context) error {
 	ls := d.peers.link
 	own := ls.ownNames()
-	if _, names, err := platform.ResidentLinkDeny(ctx, d.js); err == nil {
+	if _, names, err := region.ResidentLinkDeny(ctx, d.js); err == nil {
 		own = names
 	} else {
 		d.log.Warn("platformd: could not read this region's resident topics and queues for the link deny list; keeping the last known", "err", err)
@@ -195,7 +195,7 @@ func (d *Daemon) refreshLinkDeny(ctx context.Context) error {
 				continue
 			}
 			pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-			_, names, err := platform.ResidentLinkDeny(pctx, r.JS)
+			_, names, err := region.ResidentLinkDeny(pctx, r.JS)
 			cancel()
 			if err != nil {
 				d.log.Warn("platformd: could not read peer region's resident topics and queues for the link deny list; keeping the last known", "region", r.Name, "err", err)
@@ -235,10 +235,10 @@ func (d *Daemon) applyLinkDenyLocked() error {
 	ls := d.peers.link
 	where := map[string]string{}
 	var derived []string
-	add := func(name, region string) {
+	add := func(name, residency string) {
 		if _, ok := where[name]; !ok {
-			where[name] = region
-			derived = append(derived, platform.ResidentDeny(name)...)
+			where[name] = residency
+			derived = append(derived, region.ResidentDeny(name)...)
 		}
 	}
 	for _, t := range d.cfg.Catalog.Topics {
@@ -264,7 +264,7 @@ func (d *Daemon) applyLinkDenyLocked() error {
 	}
 	// Catalog order is a map's: sort the derived part for a stable list.
 	sort.Strings(derived)
-	eff := platform.MergeDeny(ls.configured, derived, []string{platform.GateLinkDeny})
+	eff := region.MergeDeny(ls.configured, derived, []string{region.GateLinkDeny})
 	if ls.effective != nil && slices.Equal(eff, ls.effective) {
 		return nil
 	}
@@ -299,7 +299,7 @@ func (d *Daemon) addLinkResident(name string) error {
 }
 
 // addLinkResidents is addLinkResident of several entries (names, or the
-// stream and subject entries of platform.ResidentDeny) in one link update.
+// stream and subject entries of region.ResidentDeny) in one link update.
 func (d *Daemon) addLinkResidents(names ...string) error {
 	ls := d.linkState()
 	if ls == nil {
@@ -362,12 +362,12 @@ func (d *Daemon) presetLinkDeny(l embeddednats.Leaf) embeddednats.Leaf {
 	var derived []string
 	for _, t := range d.cfg.Catalog.Topics {
 		if t.Residency != "" {
-			derived = append(derived, platform.ResidentDeny(t.Name)...)
+			derived = append(derived, region.ResidentDeny(t.Name)...)
 		}
 	}
 	for _, q := range d.cfg.Catalog.Queues {
 		if q.Residency != "" {
-			derived = append(derived, platform.ResidentDeny(q.Name)...)
+			derived = append(derived, region.ResidentDeny(q.Name)...)
 		}
 	}
 	peers := map[string][]string{}
@@ -376,11 +376,11 @@ func (d *Daemon) presetLinkDeny(l embeddednats.Leaf) embeddednats.Leaf {
 	}
 	for _, names := range peers {
 		for _, n := range names {
-			derived = append(derived, platform.ResidentDeny(n)...)
+			derived = append(derived, region.ResidentDeny(n)...)
 		}
 	}
 	sort.Strings(derived)
-	eff := platform.MergeDeny(platform.MergeDeny(configured), derived, []string{platform.GateLinkDeny})
+	eff := region.MergeDeny(region.MergeDeny(configured), derived, []string{region.GateLinkDeny})
 	l.Remotes = slices.Clone(l.Remotes)
 	for i := range l.Remotes {
 		l.Remotes[i].Deny = slices.Clone(eff)

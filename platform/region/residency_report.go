@@ -1,4 +1,4 @@
-package platform
+package region
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/msgplatform/platform/platform"
 )
 
 // ResidencyReport is `platformctl residency report`: every topic and
@@ -126,12 +128,12 @@ func (rs Regions) Report(ctx context.Context) (ResidencyReport, error) {
 	all, unread := rs.allStreams(ctx)
 	rep.Violations = append(rep.Violations, unread...)
 	for _, s := range all {
-		kind := StreamKind(&s.cfg)
+		kind := platform.StreamKind(&s.cfg)
 		switch {
 		case s.cfg.Mirror != nil || s.cfg.Metadata[mdMirrorOf] != "":
 			continue
-		case kind == StreamKindTopic || kind == StreamKindQueue:
-		case kind == "" && s.cfg.Metadata[MetaResidency] != "":
+		case kind == platform.StreamKindTopic || kind == platform.StreamKindQueue:
+		case kind == "" && s.cfg.Metadata[platform.MetaResidency] != "":
 			kind = "stream"
 			if strings.HasPrefix(s.cfg.Name, "KV_") {
 				kind = "kv"
@@ -143,8 +145,8 @@ func (rs Regions) Report(ctx context.Context) (ResidencyReport, error) {
 		}
 		name := s.cfg.Name
 		switch kind {
-		case StreamKindTopic, StreamKindQueue:
-			name = ObjectName(&s.cfg)
+		case platform.StreamKindTopic, platform.StreamKindQueue:
+			name = platform.ObjectName(&s.cfg)
 		case "kv":
 			name = strings.TrimPrefix(name, "KV_")
 		case "object":
@@ -156,9 +158,9 @@ func (rs Regions) Report(ctx context.Context) (ResidencyReport, error) {
 			t.Violations = append(t.Violations, fmt.Sprintf("%s %s is resident in %s but its stream lives in %s", kind, t.Topic, t.Residency, s.region))
 		}
 		derived := map[streamKey]bool{{s.region, s.cfg.Name}: true}
-		if kind == StreamKindTopic || kind == StreamKindQueue {
-			derived[streamKey{s.region, DLQStream(t.Topic)}] = true
-			derived[streamKey{s.region, DLQEventsStream(t.Topic)}] = true
+		if kind == platform.StreamKindTopic || kind == platform.StreamKindQueue {
+			derived[streamKey{s.region, platform.DLQStream(t.Topic)}] = true
+			derived[streamKey{s.region, platform.DLQEventsStream(t.Topic)}] = true
 		}
 		for _, c := range rs.copiesOf(all, derived) {
 			t.Copies = append(t.Copies, c)

@@ -1,4 +1,4 @@
-package platform
+package region
 
 import (
 	"context"
@@ -14,6 +14,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/msgplatform/platform/platform"
 )
 
 // The residency guard: what stops a cross-border mirror or source of a
@@ -553,7 +555,7 @@ func (g *ResidencyGuard) unsubscribe() {
 func (rs Regions) ResidencyAudit(ctx context.Context, region string) ([]ResidencyRefusal, error) {
 	r := rs.byName(region)
 	if r == nil {
-		return nil, fmt.Errorf("%w: no region %q (regions: %s)", ErrNotFound, region, strings.Join(rs.names(), ", "))
+		return nil, fmt.Errorf("%w: no region %q (regions: %s)", platform.ErrNotFound, region, strings.Join(rs.names(), ", "))
 	}
 	s, err := r.JS.Stream(ctx, ResidencyAuditStream)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {

@@ -1,4 +1,4 @@
-package platform
+package region
 
 import (
 	"context"
@@ -16,6 +16,8 @@ import (
 
 	"github.com/msgplatform/platform/embeddednats"
 	"github.com/msgplatform/platform/embeddednats/natstest"
+
+	"github.com/msgplatform/platform/platform"
 )
 
 // startGatedGuard starts the residency guard of rs with the gate on every
@@ -120,7 +122,7 @@ func TestResidencyGateRefusesAtRequest(t *testing.T) {
 		{"nats stream add --config (sources orders and orders_eu)", "gate_cli_source", false,
 			cliCreate(nil, jetstream.StreamConfig{Name: "gate_cli_source", Sources: []*jetstream.StreamSource{fromEU("orders"), fromEU("orders_eu")}})},
 		{"nats stream add --config (mirror of the DLQ of orders.eu)", "gate_cli_dlq", false,
-			cliCreate(nil, jetstream.StreamConfig{Name: "gate_cli_dlq", Mirror: fromEU(DLQStream("orders.eu"))})},
+			cliCreate(nil, jetstream.StreamConfig{Name: "gate_cli_dlq", Mirror: fromEU(platform.DLQStream("orders.eu"))})},
 		{"nats stream edit --config --force (adds source orders_eu)", legit.Name, true, func() error {
 			edited := legit
 			edited.Sources = append(append([]*jetstream.StreamSource(nil), legit.Sources...), fromEU("orders_eu"))

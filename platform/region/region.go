@@ -1,9 +1,11 @@
-package platform
+package region
 
 import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/msgplatform/platform/platform"
 )
 
 // Control API subjects of the regional features (relative to the control
@@ -53,7 +55,7 @@ type StreamCheckRequest struct {
 
 // TopicRegion is the region a topic is created in: its residency, or home
 // for a topic without one.
-func TopicRegion(t TopicSpec, home string) string {
+func TopicRegion(t platform.TopicSpec, home string) string {
 	if t.Residency != "" {
 		return t.Residency
 	}
@@ -62,7 +64,7 @@ func TopicRegion(t TopicSpec, home string) string {
 
 // QueueRegion is the region a queue is created in: its residency, or home
 // for a queue without one.
-func QueueRegion(q QueueSpec, home string) string {
+func QueueRegion(q platform.QueueSpec, home string) string {
 	if q.Residency != "" {
 		return q.Residency
 	}

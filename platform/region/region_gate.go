@@ -1,4 +1,4 @@
-package platform
+package region
 
 import (
 	"context"
@@ -16,6 +16,8 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/msgplatform/platform/platform"
 )
 
 // The residency gate: what refuses a cross-border mirror or source of a
@@ -163,7 +165,7 @@ func gateToken(secret []byte, region string) (string, error) {
 // installs the mappings on them.
 func startGate(g *ResidencyGuard, rs Regions, opts GateOptions) (*gate, error) {
 	if opts.Account == "" || opts.Servers == nil {
-		return nil, fmt.Errorf("%w: residency gate needs Account and Servers", ErrInvalidSpec)
+		return nil, fmt.Errorf("%w: residency gate needs Account and Servers", platform.ErrInvalidSpec)
 	}
 	if opts.Interval <= 0 {
 		opts.Interval = time.Second
@@ -372,7 +374,7 @@ func (gt *gate) serve(gr *gateRegion, m *nats.Msg) {
 			return
 		}
 	}
-	if parsed && (cfg.Mirror != nil || len(cfg.Sources) > 0 || cfg.RePublish != nil || cfg.Metadata[MetaResidency] != "") {
+	if parsed && (cfg.Mirror != nil || len(cfg.Sources) > 0 || cfg.RePublish != nil || cfg.Metadata[platform.MetaResidency] != "") {
 		ctx, cancel := context.WithTimeout(context.Background(), gt.opts.CheckTimeout)
 		rs := gt.g.checkRegions(gr.r, cfg)
 		vs, _, err := rs.residencyViolations(ctx, gr.r.Name, cfg)
