@@ -115,7 +115,7 @@ func benchMirror(ctx context.Context, out, progress io.Writer, rate int, d time.
 	// The residency layer as platformd runs it: the guard and the gate in
 	// front of every region's stream create/update API, so the figures
 	// include what residency costs.
-	guard, err := region.StartResidencyGuard(ctx, rs, region.GuardOptions{Gate: &region.GateOptions{
+	guard, err := region.StartGuard(ctx, rs, region.GuardOptions{Gate: &region.GateOptions{
 		Account: trust.AdminAccount(),
 		Servers: func(region string) []*server.Server {
 			var out []*server.Server

@@ -35,8 +35,8 @@ func newRegionListCmd(g *globalOptions) *cobra.Command {
 		Short: "List the regions and whether each answers",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var rs []region.RegionInfo
-			if err := g.call(cmd.Context(), region.SubjRegionList, nil, &rs); err != nil {
+			var rs []region.Info
+			if err := g.call(cmd.Context(), region.SubjList, nil, &rs); err != nil {
 				return err
 			}
 			if output == "json" {
@@ -76,7 +76,7 @@ is refused with the reason, and nothing is created.`,
 				return usageError{errors.New("--to: name the region to mirror to, e.g. --to us")}
 			}
 			var st region.MirrorStatus
-			if err := g.call(cmd.Context(), region.SubjRegionMirror, req, &st); err != nil {
+			if err := g.call(cmd.Context(), region.SubjMirror, req, &st); err != nil {
 				return err
 			}
 			if output == "json" {
@@ -105,7 +105,7 @@ func newRegionMirrorsCmd(g *globalOptions) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var ms []region.MirrorStatus
-			if err := g.call(cmd.Context(), region.SubjRegionMirrors, nil, &ms); err != nil {
+			if err := g.call(cmd.Context(), region.SubjMirrors, nil, &ms); err != nil {
 				return err
 			}
 			if output == "json" {
@@ -136,7 +136,7 @@ func writeMirrors(w io.Writer, ms []region.MirrorStatus) error {
 // mode regions; nothing otherwise, or from an older platformd).
 func writeTopicMirrors(cmd *cobra.Command, g *globalOptions, topic string) {
 	var ms []region.MirrorStatus
-	if err := g.call(cmd.Context(), region.SubjRegionTopicMirrors, control.NameRequest{Name: topic}, &ms); err != nil || len(ms) == 0 {
+	if err := g.call(cmd.Context(), region.SubjTopicMirrors, control.NameRequest{Name: topic}, &ms); err != nil || len(ms) == 0 {
 		return
 	}
 	fmt.Fprintln(cmd.OutOrStdout())
@@ -182,7 +182,7 @@ back.`,
 				return usageError{errors.New("--to: name the region to fail over to, e.g. --to us")}
 			}
 			var out region.Failover
-			if err := g.callLong(cmd, region.RegionOpTimeout, region.SubjRegionFailover, req, &out); err != nil {
+			if err := g.callLong(cmd, region.OpTimeout, region.SubjFailover, req, &out); err != nil {
 				return err
 			}
 			if output == "json" {
@@ -254,7 +254,7 @@ failback can be run again.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req.Topic = args[0]
 			var out region.Failback
-			if err := g.callLong(cmd, region.RegionOpTimeout, region.SubjRegionFailback, req, &out); err != nil {
+			if err := g.callLong(cmd, region.OpTimeout, region.SubjFailback, req, &out); err != nil {
 				return err
 			}
 			if output == "json" {

@@ -51,7 +51,7 @@ Nothing is created. A source in another domain is named in the file by
 			if err := json.Unmarshal(b, &sc); err != nil {
 				return fmt.Errorf("residency check: %s is not a JSON stream configuration: %w", config, err)
 			}
-			if err := g.call(cmd.Context(), region.SubjResidencyCheck, region.StreamCheckRequest{Region: regionName, Config: sc}, nil); err != nil {
+			if err := g.call(cmd.Context(), region.SubjCheck, region.StreamCheckRequest{Region: regionName, Config: sc}, nil); err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "allowed: stream %s may be created in %s\n", sc.Name, regionName)
@@ -74,8 +74,8 @@ request (remedy "refused"), and every stream the guard deleted or trimmed
 after the fact, with the topic or queue and regions it named.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var refs []region.ResidencyRefusal
-			if err := g.call(cmd.Context(), region.SubjResidencyAudit, region.ResidencyAuditRequest{Region: regionName}, &refs); err != nil {
+			var refs []region.Refusal
+			if err := g.call(cmd.Context(), region.SubjAudit, region.AuditRequest{Region: regionName}, &refs); err != nil {
 				return err
 			}
 			if output == "json" {
@@ -126,8 +126,8 @@ of its data outside its resident subjects, or a region that could not be
 read. Exits 1 when a violation is found.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var rep region.ResidencyReport
-			if err := g.call(cmd.Context(), region.SubjResidencyReport, nil, &rep); err != nil {
+			var rep region.Report
+			if err := g.call(cmd.Context(), region.SubjReport, nil, &rep); err != nil {
 				return err
 			}
 			if output == "json" {
@@ -147,7 +147,7 @@ read. Exits 1 when a violation is found.`,
 	return cmd
 }
 
-func writeResidencyReport(w io.Writer, rep region.ResidencyReport) error {
+func writeResidencyReport(w io.Writer, rep region.Report) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tKIND\tRESIDENCY\tREGION\tCOPIES\tSTATUS")
 	for _, t := range rep.Topics {

@@ -257,13 +257,13 @@ func checkResidency(t *testing.T, rig *rig, js map[string]jetstream.JetStream, c
 		if _, err := js[away].Stream(ctx, rogue.Name); !errors.Is(err, jetstream.ErrStreamNotFound) {
 			t.Fatalf("refused stream %s exists in %s (%v)", rogue.Name, away, err)
 		}
-		var ref region.ResidencyRefusal
+		var ref region.Refusal
 		waitFor(t, 20*time.Second, fmt.Sprintf("platformctl residency audit --region %s to list the gate's refusal of %s", away, rogue.Name), func() error {
 			stdout, stderr, err := rig.platformctlRun(tp.Region, "residency", "audit", "--region", away, "-o", "json")
 			if err != nil {
 				return fmt.Errorf("%v: %s", err, stderr)
 			}
-			var audit []region.ResidencyRefusal
+			var audit []region.Refusal
 			if err := json.Unmarshal([]byte(stdout), &audit); err != nil {
 				return fmt.Errorf("decode %q: %v", stdout, err)
 			}
@@ -330,7 +330,7 @@ func checkResidency(t *testing.T, rig *rig, js map[string]jetstream.JetStream, c
 		if err != nil {
 			t.Fatalf("platformctl residency report (against %s): %v\n%s%s", name, err, stdout, stderr)
 		}
-		var rep region.ResidencyReport
+		var rep region.Report
 		if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
 			t.Fatalf("platformctl residency report: decode %q: %v", stdout, err)
 		}

@@ -43,7 +43,7 @@ type Daemon struct {
 	regions *regionsState
 	// nodeGuard is the residency guard of a mode-node daemon linked to
 	// other regions (regions.go, startNodeGuard).
-	nodeGuard *region.ResidencyGuard
+	nodeGuard *region.Guard
 	// peers is set in mode node with regions.peers (regions_peers.go).
 	peers *peersState
 

@@ -37,8 +37,8 @@ type regionsState struct {
 	resident map[string]string // resident topics and queues known: name -> residency
 
 	// guard refuses cross-border copies of resident topics made directly
-	// through the JetStream API (see region.ResidencyGuard).
-	guard *region.ResidencyGuard
+	// through the JetStream API (see region.Guard).
+	guard *region.Guard
 
 	// stop ends the group position recorder and the resident deny
 	// keeper; done and denyDone are closed when they have.
@@ -104,7 +104,7 @@ func (d *Daemon) startRegions(ctx context.Context) error {
 	cat.Topics, cat.Groups, cat.Queues = maps.Clone(cat.Topics), maps.Clone(cat.Groups), maps.Clone(cat.Queues)
 	opts := platform.ApplyOptions{AllowReducedReplicas: d.cfg.Reconcile.AllowReducedReplicas, AllowCleanupChange: d.cfg.Reconcile.AllowCleanupChange}
 	for name, t := range d.cfg.Catalog.Topics {
-		where := region.TopicRegion(t, d.region.Name)
+		where := region.OfTopic(t, d.region.Name)
 		if where == d.region.Name {
 			continue
 		}
@@ -125,7 +125,7 @@ func (d *Daemon) startRegions(ctx context.Context) error {
 		}
 	}
 	for name, q := range d.cfg.Catalog.Queues {
-		where := region.QueueRegion(q, d.region.Name)
+		where := region.OfQueue(q, d.region.Name)
 		if where == d.region.Name {
 			continue
 		}
@@ -151,7 +151,7 @@ func (d *Daemon) startRegions(ctx context.Context) error {
 		}
 		return nil
 	})
-	guard, err := region.StartResidencyGuard(ctx, rs.list, region.GuardOptions{Logger: d.log, Replicas: auditReplicas, Gate: gate})
+	guard, err := region.StartGuard(ctx, rs.list, region.GuardOptions{Logger: d.log, Replicas: auditReplicas, Gate: gate})
 	if err != nil {
 		return fmt.Errorf("daemon: residency guard: %w", err)
 	}
@@ -193,7 +193,7 @@ func (d *Daemon) applyTopic(ctx context.Context, spec platform.TopicSpec, o plat
 		}
 		return d.rec.ApplyTopic(ctx, spec, o)
 	}
-	where := region.TopicRegion(spec, d.region.Name)
+	where := region.OfTopic(spec, d.region.Name)
 	rec, err := rs.regionRec(ctx, where, "topic", spec.Name)
 	if err != nil {
 		return platform.Change{}, err
@@ -232,7 +232,7 @@ func (d *Daemon) applyQueue(ctx context.Context, spec platform.QueueSpec, o plat
 		}
 		return d.rec.ApplyQueue(ctx, spec, o)
 	}
-	where := region.QueueRegion(spec, d.region.Name)
+	where := region.OfQueue(spec, d.region.Name)
 	rec, err := rs.regionRec(ctx, where, "queue", spec.Name)
 	if err != nil {
 		return platform.Change{}, err
@@ -371,7 +371,7 @@ func (d *Daemon) keepResidentDeny() error {
 }
 
 // startNodeGuard starts, in mode node with a leafnode link, the residency
-// guard of the node's own region (region.ResidencyGuard with
+// guard of the node's own region (region.Guard with
 // ThroughLink: the source of a hand-made mirror in another domain is
 // checked through the link) and its gate on this platformd's node. Every
 // node of the region runs one; they act on the same advisories, the audit
@@ -396,7 +396,7 @@ func (d *Daemon) startNodeGuard(ctx context.Context) error {
 		}
 		return d.nodes
 	})
-	g, err := region.StartResidencyGuard(ctx, own, region.GuardOptions{Logger: d.log, Replicas: d.cfg.Durability().Replicas, ThroughLink: true, Gate: gate})
+	g, err := region.StartGuard(ctx, own, region.GuardOptions{Logger: d.log, Replicas: d.cfg.Durability().Replicas, ThroughLink: true, Gate: gate})
 	if err != nil {
 		return fmt.Errorf("daemon: residency guard: %w", err)
 	}
@@ -407,7 +407,7 @@ func (d *Daemon) startNodeGuard(ctx context.Context) error {
 
 // registerResidencyMetrics exports the guard's refusals: every refusal,
 // and those of its gate at the request (nothing was created).
-func registerResidencyMetrics(reg prometheus.Registerer, g *region.ResidencyGuard) {
+func registerResidencyMetrics(reg prometheus.Registerer, g *region.Guard) {
 	reg.MustRegister(
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "platform_residency_refusals_total",
 			Help: "Streams refused for carrying a resident topic out of its region: at the JetStream API request (the residency gate) or deleted/trimmed after the fact (the guard)."},
@@ -496,14 +496,14 @@ func (d *Daemon) regionEndpoints() []control.Endpoint {
 		return list, nil
 	}
 	return []control.Endpoint{
-		{Name: "region_list", Subject: region.SubjRegionList, Handle: control.JSON(func(ctx context.Context, _ struct{}) ([]region.RegionInfo, error) {
+		{Name: "region_list", Subject: region.SubjList, Handle: control.JSON(func(ctx context.Context, _ struct{}) ([]region.Info, error) {
 			rs, err := need()
 			if err != nil {
 				return nil, err
 			}
-			out := []region.RegionInfo{}
+			out := []region.Info{}
 			for i, r := range rs {
-				ri := region.RegionInfo{Name: r.Name, Domain: r.Domain, Home: i == 0}
+				ri := region.Info{Name: r.Name, Domain: r.Domain, Home: i == 0}
 				n := 0
 				l := r.JS.StreamNames(ctx)
 				for range l.Name() {
@@ -518,7 +518,7 @@ func (d *Daemon) regionEndpoints() []control.Endpoint {
 			}
 			return out, nil
 		})},
-		{Name: "region_mirror", Subject: region.SubjRegionMirror, Handle: control.JSON(func(ctx context.Context, r region.MirrorRequest) (region.MirrorStatus, error) {
+		{Name: "region_mirror", Subject: region.SubjMirror, Handle: control.JSON(func(ctx context.Context, r region.MirrorRequest) (region.MirrorStatus, error) {
 			rs, err := need()
 			if err != nil {
 				return region.MirrorStatus{}, err
@@ -526,7 +526,7 @@ func (d *Daemon) regionEndpoints() []control.Endpoint {
 			st, err := rs.Mirror(ctx, r)
 			return st, residencyRefusal(err)
 		})},
-		{Name: "region_mirrors", Subject: region.SubjRegionMirrors, Handle: control.JSON(func(ctx context.Context, _ struct{}) ([]region.MirrorStatus, error) {
+		{Name: "region_mirrors", Subject: region.SubjMirrors, Handle: control.JSON(func(ctx context.Context, _ struct{}) ([]region.MirrorStatus, error) {
 			rs, err := need()
 			if err != nil {
 				return nil, err
@@ -537,7 +537,7 @@ func (d *Daemon) regionEndpoints() []control.Endpoint {
 			}
 			return ms, err
 		})},
-		{Name: "region_topic_mirrors", Subject: region.SubjRegionTopicMirrors, Handle: control.JSON(func(ctx context.Context, r control.NameRequest) ([]region.MirrorStatus, error) {
+		{Name: "region_topic_mirrors", Subject: region.SubjTopicMirrors, Handle: control.JSON(func(ctx context.Context, r control.NameRequest) ([]region.MirrorStatus, error) {
 			out := []region.MirrorStatus{}
 			list, ok := d.regionList()
 			if !ok {
@@ -552,7 +552,7 @@ func (d *Daemon) regionEndpoints() []control.Endpoint {
 			sort.Slice(out, func(i, j int) bool { return out[i].To < out[j].To })
 			return out, err
 		})},
-		{Name: "region_failover", Subject: region.SubjRegionFailover, Handle: control.JSON(func(ctx context.Context, r region.FailoverRequest) (region.Failover, error) {
+		{Name: "region_failover", Subject: region.SubjFailover, Handle: control.JSON(func(ctx context.Context, r region.FailoverRequest) (region.Failover, error) {
 			rs, err := need()
 			if err != nil {
 				return region.Failover{}, err
@@ -565,29 +565,29 @@ func (d *Daemon) regionEndpoints() []control.Endpoint {
 				d.log.Warn("region failover", "topic", r.Topic, "from", out.From, "to", out.To, "promoted_at_seq", out.PromotedAtSeq, "unreplicated", out.Unreplicated, "duplicate_window", out.DuplicateWindow)
 			}
 			return out, residencyRefusal(err)
-		}), Timeout: region.RegionOpTimeout},
-		{Name: "region_failback", Subject: region.SubjRegionFailback, Handle: control.JSON(func(ctx context.Context, r region.FailbackRequest) (region.Failback, error) {
+		}), Timeout: region.OpTimeout},
+		{Name: "region_failback", Subject: region.SubjFailback, Handle: control.JSON(func(ctx context.Context, r region.FailbackRequest) (region.Failback, error) {
 			rs, err := need()
 			if err != nil {
 				return region.Failback{}, err
 			}
 			out, err := rs.Failback(ctx, r)
-			if errors.Is(err, platform.ErrConflict) || errors.Is(err, region.ErrRegionDown) {
+			if errors.Is(err, platform.ErrConflict) || errors.Is(err, region.ErrUnavailable) {
 				err = refused{err}
 			}
 			if err == nil {
 				d.log.Warn("region failback", "topic", r.Topic, "from", out.From, "to", out.To, "copied", out.Copied, "deduplicated", out.Deduplicated)
 			}
 			return out, err
-		}), Timeout: region.RegionOpTimeout},
-		{Name: "residency_report", Subject: region.SubjResidencyReport, Handle: control.JSON(func(ctx context.Context, _ struct{}) (region.ResidencyReport, error) {
+		}), Timeout: region.OpTimeout},
+		{Name: "residency_report", Subject: region.SubjReport, Handle: control.JSON(func(ctx context.Context, _ struct{}) (region.Report, error) {
 			rs, err := need()
 			if err != nil {
-				return region.ResidencyReport{}, err
+				return region.Report{}, err
 			}
 			return rs.Report(ctx)
 		})},
-		{Name: "residency_audit", Subject: region.SubjResidencyAudit, Handle: control.JSON(func(ctx context.Context, r region.ResidencyAuditRequest) ([]region.ResidencyRefusal, error) {
+		{Name: "residency_audit", Subject: region.SubjAudit, Handle: control.JSON(func(ctx context.Context, r region.AuditRequest) ([]region.Refusal, error) {
 			rs, err := need()
 			if err != nil {
 				return nil, err
@@ -595,12 +595,12 @@ func (d *Daemon) regionEndpoints() []control.Endpoint {
 			if r.Region != "" && !slices.ContainsFunc(rs, func(x region.Region) bool { return x.Name == r.Region }) {
 				return nil, fmt.Errorf("%w: no region %q (regions: %s)", control.ErrInvalid, r.Region, strings.Join(regionNames(rs), ", "))
 			}
-			out := []region.ResidencyRefusal{}
+			out := []region.Refusal{}
 			for _, reg := range rs {
 				if r.Region != "" && reg.Name != r.Region {
 					continue
 				}
-				a, err := rs.ResidencyAudit(ctx, reg.Name)
+				a, err := rs.Audit(ctx, reg.Name)
 				if err != nil {
 					return nil, fmt.Errorf("residency audit of region %s: %w", reg.Name, err)
 				}
@@ -608,7 +608,7 @@ func (d *Daemon) regionEndpoints() []control.Endpoint {
 			}
 			return out, nil
 		})},
-		{Name: "residency_check", Subject: region.SubjResidencyCheck, Handle: control.JSON(func(ctx context.Context, r region.StreamCheckRequest) (struct{}, error) {
+		{Name: "residency_check", Subject: region.SubjCheck, Handle: control.JSON(func(ctx context.Context, r region.StreamCheckRequest) (struct{}, error) {
 			rs, err := need()
 			if err != nil {
 				return struct{}{}, err

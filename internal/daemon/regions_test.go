@@ -81,12 +81,12 @@ func TestRegionsControlAPI(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
 	defer cancel()
 
-	err := control.Call(ctx, nc, region.SubjRegionMirror, region.MirrorRequest{Topic: "orders.eu", To: "us"}, nil)
+	err := control.Call(ctx, nc, region.SubjMirror, region.MirrorRequest{Topic: "orders.eu", To: "us"}, nil)
 	if !errors.Is(err, control.ErrConflict) || !strings.Contains(err.Error(), "resident in eu") {
 		t.Fatalf("resident mirror: want a 409 naming eu, got %v", err)
 	}
 	var st region.MirrorStatus
-	if err := control.Call(ctx, nc, region.SubjRegionMirror, region.MirrorRequest{Topic: "orders", To: "us"}, &st); err != nil {
+	if err := control.Call(ctx, nc, region.SubjMirror, region.MirrorRequest{Topic: "orders", To: "us"}, &st); err != nil {
 		t.Fatalf("mirror orders: %v", err)
 	}
 	if st.From != "eu" || st.To != "us" {
@@ -99,8 +99,8 @@ func TestRegionsControlAPI(t *testing.T) {
 	if err := control.Call(ctx, nc, control.SubjTopicApply, control.ApplyTopicRequest{Spec: us}, nil); err != nil {
 		t.Fatalf("apply payments.us: %v", err)
 	}
-	var rep region.ResidencyReport
-	if err := control.Call(ctx, nc, region.SubjResidencyReport, nil, &rep); err != nil {
+	var rep region.Report
+	if err := control.Call(ctx, nc, region.SubjReport, nil, &rep); err != nil {
 		t.Fatal(err)
 	}
 	where := map[string]string{}
@@ -156,7 +156,7 @@ func TestRegionsResidencyGuard(t *testing.T) {
 	rs := region.Regions{{Name: "eu", Domain: "eu", JS: jsEU}, {Name: "us", Domain: "us", JS: jsUS}}
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		audit, aerr := rs.ResidencyAudit(ctx, "us")
+		audit, aerr := rs.Audit(ctx, "us")
 		if aerr == nil && len(audit) == 1 {
 			if audit[0].Stream != rogue.Name || audit[0].Remedy != "refused" || audit[0].Action != "create" || !strings.Contains(strings.Join(audit[0].Problems, ";"), "topic orders.eu is resident in eu") {
 				t.Fatalf("audit record %+v", audit[0])

@@ -123,7 +123,7 @@ func (a *residencyAttack) usState() map[string]uint64 {
 	out := map[string]uint64{}
 	l := a.jsUS.ListStreams(a.ctx(10 * time.Second))
 	for si := range l.Info() {
-		if si.Config.Name != region.ResidencyAuditStream {
+		if si.Config.Name != region.AuditStream {
 			out[si.Config.Name] = si.State.Msgs
 		}
 	}
@@ -244,8 +244,8 @@ func TestAttackPropagatedCopyMirroredAbroad(t *testing.T) {
 		t.Fatalf("us_plain after the refused update: %v %+v", err, s)
 	}
 
-	var rep region.ResidencyReport
-	if err := control.Call(ctx, a.nc, region.SubjResidencyReport, nil, &rep); err != nil {
+	var rep region.Report
+	if err := control.Call(ctx, a.nc, region.SubjReport, nil, &rep); err != nil {
 		t.Fatal(err)
 	}
 	var copies []string
@@ -516,8 +516,8 @@ func TestAttackResidentBucketsAcrossLink(t *testing.T) {
 		t.Fatalf("%d kv updates received in us", n)
 	}
 	a.unchangedUS(before)
-	var rep region.ResidencyReport
-	if err := control.Call(ctx, a.nc, region.SubjResidencyReport, nil, &rep); err != nil {
+	var rep region.Report
+	if err := control.Call(ctx, a.nc, region.SubjReport, nil, &rep); err != nil {
 		t.Fatal(err)
 	}
 	found := map[string]string{}
@@ -538,7 +538,7 @@ func TestAttackResidentBucketsAcrossLink(t *testing.T) {
 func TestAttackRedriveResidentDLQIntoMirroredTopic(t *testing.T) {
 	a := newResidencyAttack(t)
 	ctx := a.ctx(60 * time.Second)
-	if err := control.Call(ctx, a.nc, region.SubjRegionMirror, region.MirrorRequest{Topic: "orders", To: "us"}, nil); err != nil {
+	if err := control.Call(ctx, a.nc, region.SubjMirror, region.MirrorRequest{Topic: "orders", To: "us"}, nil); err != nil {
 		t.Fatalf("mirror orders to us: %v", err)
 	}
 	redrivetest.DeadLetter(t, a.jsEU, "orders.eu", "fraud", 100, 3, "declined %d")
@@ -615,7 +615,7 @@ func TestAttackResidencyStripThenMirror(t *testing.T) {
 func TestAttackCopyIntoStreamMirroredAbroad(t *testing.T) {
 	a := newResidencyAttack(t)
 	ctx := a.ctx(60 * time.Second)
-	if err := control.Call(ctx, a.nc, region.SubjRegionMirror, region.MirrorRequest{Topic: "orders", To: "us"}, nil); err != nil {
+	if err := control.Call(ctx, a.nc, region.SubjMirror, region.MirrorRequest{Topic: "orders", To: "us"}, nil); err != nil {
 		t.Fatalf("mirror orders to us: %v", err)
 	}
 	if _, err := a.jsUS.CreateStream(ctx, jetstream.StreamConfig{Name: "trap", Replicas: 1, Mirror: &jetstream.StreamSource{Name: "future", Domain: "eu"}}); err != nil {

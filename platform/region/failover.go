@@ -53,9 +53,9 @@ import (
 // that keeps them; a failback interrupted before its last step can be run
 // again and finishes.
 
-// ErrRegionDown: the region the operation needs does not answer; nothing
+// ErrUnavailable: the region the operation needs does not answer; nothing
 // was changed. Retry when it is back.
-var ErrRegionDown = errors.New("platform: region unavailable")
+var ErrUnavailable = errors.New("platform: region unavailable")
 
 // Stream metadata a failover leaves on the promoted stream (read by
 // Failback).

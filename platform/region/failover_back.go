@@ -184,7 +184,7 @@ func (rs Regions) Failback(ctx context.Context, req FailbackRequest) (Failback, 
 		}
 		out.Notes = append(out.Notes, fmt.Sprintf("%s had no stream %s: recreated, every event copied back", to.Name, stream))
 	} else if err != nil {
-		return out, fmt.Errorf("%w: region %s does not answer (%v): failback needs the original region back", ErrRegionDown, to.Name, err)
+		return out, fmt.Errorf("%w: region %s does not answer (%v): failback needs the original region back", ErrUnavailable, to.Name, err)
 	}
 
 	// 1. No more writes land in From.

@@ -22,12 +22,12 @@ import (
 
 // startGatedGuard starts the residency guard of rs with the gate on every
 // in-process server of rr, recording each refusal.
-func startGatedGuard(t *testing.T, rr *natstest.Regions, rs Regions) (*ResidencyGuard, func() []ResidencyRefusal) {
+func startGatedGuard(t *testing.T, rr *natstest.Regions, rs Regions) (*Guard, func() []Refusal) {
 	t.Helper()
 	var mu sync.Mutex
-	var refusals []ResidencyRefusal
-	g, err := StartResidencyGuard(testCtx(t, 30*time.Second), rs, GuardOptions{
-		OnRefusal: func(r ResidencyRefusal) {
+	var refusals []Refusal
+	g, err := StartGuard(testCtx(t, 30*time.Second), rs, GuardOptions{
+		OnRefusal: func(r Refusal) {
 			mu.Lock()
 			defer mu.Unlock()
 			refusals = append(refusals, r)
@@ -38,10 +38,10 @@ func startGatedGuard(t *testing.T, rr *natstest.Regions, rs Regions) (*Residency
 		t.Fatalf("start residency guard with gate: %v", err)
 	}
 	t.Cleanup(g.Stop)
-	return g, func() []ResidencyRefusal {
+	return g, func() []Refusal {
 		mu.Lock()
 		defer mu.Unlock()
-		return append([]ResidencyRefusal(nil), refusals...)
+		return append([]Refusal(nil), refusals...)
 	}
 }
 
@@ -187,7 +187,7 @@ func TestResidencyGateRefusesAtRequest(t *testing.T) {
 			t.Errorf("refusal %+v: want remedy refused in us naming topic orders.eu resident in eu", ref)
 		}
 	}
-	audit, err := rs.ResidencyAudit(ctx, "us")
+	audit, err := rs.Audit(ctx, "us")
 	if err != nil {
 		t.Fatalf("residency audit: %v", err)
 	}

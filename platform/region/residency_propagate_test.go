@@ -100,8 +100,8 @@ func TestResidencyReportFindsPropagatedCopies(t *testing.T) {
 func TestResidencyGuardRemovesRepublish(t *testing.T) {
 	_, rs := twoRegions(t, regionTopic("orders.eu", "eu"))
 	ctx := testCtx(t, 60*time.Second)
-	refused := make(chan ResidencyRefusal, 4)
-	g, err := StartResidencyGuard(ctx, rs, GuardOptions{OnRefusal: func(r ResidencyRefusal) { refused <- r }})
+	refused := make(chan Refusal, 4)
+	g, err := StartGuard(ctx, rs, GuardOptions{OnRefusal: func(r Refusal) { refused <- r }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,8 +141,8 @@ func TestResidencyGuardRemovesRepublish(t *testing.T) {
 func TestResidencyGuardDeletesCrossingPushConsumer(t *testing.T) {
 	_, rs := twoRegions(t, regionTopic("orders.eu", "eu"), regionTopic("orders", ""))
 	ctx := testCtx(t, 60*time.Second)
-	refused := make(chan ResidencyRefusal, 4)
-	g, err := StartResidencyGuard(ctx, rs, GuardOptions{OnRefusal: func(r ResidencyRefusal) { refused <- r }})
+	refused := make(chan Refusal, 4)
+	g, err := StartGuard(ctx, rs, GuardOptions{OnRefusal: func(r Refusal) { refused <- r }})
 	if err != nil {
 		t.Fatal(err)
 	}

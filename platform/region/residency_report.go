@@ -13,18 +13,18 @@ import (
 	"github.com/msgplatform/platform/platform"
 )
 
-// ResidencyReport is `platformctl residency report`: every topic and
+// Report is `platformctl residency report`: every topic and
 // queue of every region, and every other stream that declares a
 // residency (a resident KV or object-store bucket), its residency, every
 // copy of it (transitively: a copy of a copy is listed too) and every
 // violation found.
-type ResidencyReport struct {
+type Report struct {
 	Topics     []TopicResidency `json:"topics"`
 	Violations []string         `json:"violations"`
 }
 
 // TopicResidency is one topic, queue or resident stream in a
-// ResidencyReport.
+// Report.
 type TopicResidency struct {
 	// Topic is the topic's or queue's name (a bucket's, a stream's); Kind
 	// says which ("topic", "queue", "kv", "object", "stream").
@@ -123,8 +123,8 @@ func (rs Regions) copiesOf(all []streamAt, derived map[streamKey]bool) []Copy {
 // copy of it in another region, or a republish of its data on a subject
 // the region link carries. A region that cannot be read is itself
 // reported as a violation (the report cannot vouch for it).
-func (rs Regions) Report(ctx context.Context) (ResidencyReport, error) {
-	rep := ResidencyReport{Topics: []TopicResidency{}, Violations: []string{}}
+func (rs Regions) Report(ctx context.Context) (Report, error) {
+	rep := Report{Topics: []TopicResidency{}, Violations: []string{}}
 	all, unread := rs.allStreams(ctx)
 	rep.Violations = append(rep.Violations, unread...)
 	for _, s := range all {
