@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -33,7 +32,8 @@ const linkDebounce = 250 * time.Millisecond
 
 // linkState is the leafnode link's deny list of a mode-node platformd
 // that dials other regions (node.leaf.remotes): derived from policy, not
-// only from the YAML. The effective list is the union of
+// only from the YAML, by a region.LinkTable. The effective list is the
+// union of
 //
 //   - the configured list (node.leaf.remotes[].deny: extra subjects),
 //   - region.CatalogLinkDeny of the daemon's own catalog (topics and
@@ -233,38 +233,20 @@ func (ls *linkState) ownNames() []string {
 // updates the metrics. ls.mu is held.
 func (d *Daemon) applyLinkDenyLocked() error {
 	ls := d.peers.link
-	where := map[string]string{}
-	var derived []string
-	add := func(name, residency string) {
-		if _, ok := where[name]; !ok {
-			where[name] = residency
-			derived = append(derived, region.ResidentDeny(name)...)
-		}
-	}
-	for _, t := range d.cfg.Catalog.Topics {
-		if t.Residency != "" {
-			add(t.Name, t.Residency)
-		}
-	}
-	for _, q := range d.cfg.Catalog.Queues {
-		if q.Residency != "" {
-			add(q.Name, q.Residency)
-		}
-	}
+	tab := region.LinkTable{Configured: ls.configured}
+	tab.AddCatalog(d.cfg.Catalog)
 	for name := range ls.applied {
-		add(name, d.region.Name)
+		tab.Add(name, d.region.Name)
 	}
 	for _, name := range ls.own {
-		add(name, d.region.Name)
+		tab.Add(name, d.region.Name)
 	}
-	for _, region := range slices.Sorted(maps.Keys(ls.peers)) {
-		for _, name := range ls.peers[region] {
-			add(name, region)
+	for _, peer := range slices.Sorted(maps.Keys(ls.peers)) {
+		for _, name := range ls.peers[peer] {
+			tab.Add(name, peer)
 		}
 	}
-	// Catalog order is a map's: sort the derived part for a stable list.
-	sort.Strings(derived)
-	eff := region.MergeDeny(ls.configured, derived, []string{region.GateLinkDeny})
+	eff := tab.Deny()
 	if ls.effective != nil && slices.Equal(eff, ls.effective) {
 		return nil
 	}
@@ -282,9 +264,9 @@ func (d *Daemon) applyLinkDenyLocked() error {
 	ls.updates.Inc()
 	ls.subjects.Set(float64(len(eff)))
 	ls.objects.Reset()
-	names := slices.Sorted(maps.Keys(where))
+	names := slices.Sorted(maps.Keys(tab.Residents))
 	for _, name := range names {
-		ls.objects.WithLabelValues(name, where[name]).Set(1)
+		ls.objects.WithLabelValues(name, tab.Residents[name]).Set(1)
 	}
 	d.log.Info("platformd: region link deny list applied", "subjects", len(eff), "configured", len(ls.configured), "resident", strings.Join(names, ","), "deny", strings.Join(eff, " "))
 	return nil
@@ -355,32 +337,21 @@ func (d *Daemon) presetLinkDeny(l embeddednats.Leaf) embeddednats.Leaf {
 	if d.cfg.Mode != conf.ModeNode || len(l.Remotes) == 0 {
 		return l
 	}
-	var configured []string
+	var tab region.LinkTable
 	for _, r := range l.Remotes {
-		configured = append(configured, r.Deny...)
+		tab.Configured = append(tab.Configured, r.Deny...)
 	}
-	var derived []string
-	for _, t := range d.cfg.Catalog.Topics {
-		if t.Residency != "" {
-			derived = append(derived, region.ResidentDeny(t.Name)...)
-		}
-	}
-	for _, q := range d.cfg.Catalog.Queues {
-		if q.Residency != "" {
-			derived = append(derived, region.ResidentDeny(q.Name)...)
-		}
-	}
+	tab.AddCatalog(d.cfg.Catalog)
 	peers := map[string][]string{}
 	if b, err := os.ReadFile(filepath.Join(d.cfg.DataDir, "regions", "link-peers.json")); err == nil {
 		_ = json.Unmarshal(b, &peers)
 	}
-	for _, names := range peers {
-		for _, n := range names {
-			derived = append(derived, region.ResidentDeny(n)...)
+	for _, peer := range slices.Sorted(maps.Keys(peers)) {
+		for _, name := range peers[peer] {
+			tab.Add(name, peer)
 		}
 	}
-	sort.Strings(derived)
-	eff := region.MergeDeny(region.MergeDeny(configured), derived, []string{region.GateLinkDeny})
+	eff := tab.Deny()
 	l.Remotes = slices.Clone(l.Remotes)
 	for i := range l.Remotes {
 		l.Remotes[i].Deny = slices.Clone(eff)
