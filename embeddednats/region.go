@@ -20,7 +20,7 @@ type RegionsConfig struct {
 	// LeafPort+i (-1: free ports).
 	LeafPort int `mapstructure:"leaf_port"`
 	// Deny are subjects that never cross a link (the residency policy;
-	// see platform.LinkDeny). The platform replaces it at run time with
+	// see platform/region.LinkDeny). The platform replaces it at run time with
 	// SetDeny.
 	Deny []string `mapstructure:"deny"`
 }

@@ -227,13 +227,13 @@ func (c *Canary) listObjects(ctx context.Context) ([]canaryObject, error) {
 		if cfg.Mirror != nil || len(cfg.Sources) > 0 {
 			continue // a copy: its origin takes the canaries
 		}
-		switch kindOf(cfg) {
-		case kindTopic:
-			t, err := topicFromStream(cfg)
+		switch StreamKind(cfg) {
+		case StreamKindTopic:
+			t, err := TopicFromStream(cfg)
 			if err == nil && t.CanaryEnabled() {
 				out = append(out, canaryObject{name: t.Name, stream: cfg.Name, partitions: t.Partitions})
 			}
-		case kindQueue:
+		case StreamKindQueue:
 			q, err := queueFromStream(cfg)
 			if err == nil && q.CanaryEnabled() {
 				out = append(out, canaryObject{name: q.Name, stream: cfg.Name})
@@ -441,8 +441,8 @@ func (c *Canary) floors(ctx context.Context, o canaryObject) (map[string]map[int
 				continue
 			}
 		} else {
-			g = ci.Config.Metadata[mdGroup]
-			n, err := strconv.Atoi(ci.Config.Metadata[mdPartition])
+			g = ci.Config.Metadata[MetaGroup]
+			n, err := strconv.Atoi(ci.Config.Metadata[MetaPartition])
 			if g == "" || err != nil || n < 0 || n >= o.partitions || ci.Name != PartitionConsumer(g, n) {
 				continue
 			}

@@ -36,12 +36,12 @@ func TestCanaryKeysCoverEveryPartition(t *testing.T) {
 func TestCanaryOptOutIsRecordedOnTheStream(t *testing.T) {
 	off := false
 	topic := DefaultTopicSpec("orders")
-	if md := topicStreamConfig(topic).Metadata; md[mdCanary] != "" {
+	if md := TopicStreamConfig(topic).Metadata; md[mdCanary] != "" {
 		t.Fatalf("default topic records %s=%q: existing streams would show a change", mdCanary, md[mdCanary])
 	}
 	topic.Canary = &off
-	cfg := topicStreamConfig(topic)
-	back, err := topicFromStream(&cfg)
+	cfg := TopicStreamConfig(topic)
+	back, err := TopicFromStream(&cfg)
 	if err != nil || back.CanaryEnabled() {
 		t.Fatalf("topic opt-out read back: %+v, %v", back, err)
 	}

@@ -46,7 +46,7 @@ func (s *settler) groupConsumes(group string) bool {
 	c, err := s.js.Consumer(ctx, s.stream, PartitionConsumer(group, 0))
 	switch {
 	case err == nil:
-		known = c.CachedInfo().Config.Metadata[mdGroup] == group
+		known = c.CachedInfo().Config.Metadata[MetaGroup] == group
 	case errors.Is(err, jetstream.ErrConsumerNotFound):
 		known = false
 	default:

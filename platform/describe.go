@@ -74,11 +74,11 @@ type GroupPartitionStatus struct {
 // next_by_subj from AckFloor+1): everything before the floor is
 // acknowledged, so that event is the oldest unprocessed one.
 func (r *Reconciler) DescribeTopic(ctx context.Context, name string) (TopicStatus, error) {
-	stream, si, err := r.platformStream(ctx, name, kindTopic)
+	stream, si, err := r.platformStream(ctx, name, StreamKindTopic)
 	if err != nil {
 		return TopicStatus{}, err
 	}
-	spec, err := topicFromStream(&si.Config)
+	spec, err := TopicFromStream(&si.Config)
 	if err != nil {
 		return TopicStatus{}, err
 	}
@@ -102,8 +102,8 @@ func (r *Reconciler) DescribeTopic(ctx context.Context, name string) (TopicStatu
 
 	byGroup := map[string]map[int]*jetstream.ConsumerInfo{}
 	for _, ci := range consumers {
-		g := ci.Config.Metadata[mdGroup]
-		p, err := strconv.Atoi(ci.Config.Metadata[mdPartition])
+		g := ci.Config.Metadata[MetaGroup]
+		p, err := strconv.Atoi(ci.Config.Metadata[MetaPartition])
 		if g == "" || err != nil || p < 0 || p >= spec.Partitions {
 			continue
 		}
@@ -253,7 +253,7 @@ type QueueStatus struct {
 
 // DescribeQueue reads a queue's spec, stream and consumer.
 func (r *Reconciler) DescribeQueue(ctx context.Context, name string) (QueueStatus, error) {
-	_, si, err := r.platformStream(ctx, name, kindQueue)
+	_, si, err := r.platformStream(ctx, name, StreamKindQueue)
 	if err != nil {
 		return QueueStatus{}, err
 	}
@@ -311,7 +311,7 @@ func (r *Reconciler) platformStream(ctx context.Context, name, kind string) (jet
 		return nil, nil, err
 	}
 	si := s.CachedInfo()
-	if kindOf(&si.Config) != kind {
+	if StreamKind(&si.Config) != kind {
 		return nil, nil, fmt.Errorf("%w: no %s %q (stream %q is not one)", ErrNotFound, kind, name, si.Config.Name)
 	}
 	return s, si, nil

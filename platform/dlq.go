@@ -41,10 +41,7 @@ const (
 	// MinDLQRetention is the shortest DLQ retention a spec may set: a DLQ
 	// entry is the only record of a failure, and a person must get to it.
 	MinDLQRetention    = time.Hour
-	kindDLQ            = "dlq"
-	kindDLQEvents      = "dlq_events"
 	dlqDuplicateWindow = 10 * time.Minute
-	mdDLQOf            = "platform.dlq_of"
 )
 
 // DLQ entry headers. An entry's payload and its other headers are the
@@ -136,7 +133,7 @@ func (s DLQSpec) validateInto(p *validate.Problems, topicMaxAge time.Duration) {
 
 func dlqStreamConfig(name string, dlq DLQSpec, replicas int) jetstream.StreamConfig {
 	s := StreamName(name)
-	md := map[string]string{mdKind: kindDLQ, mdDLQOf: name}
+	md := map[string]string{mdKind: StreamKindDLQ, MetaDLQOf: name}
 	setIf(md, mdOwner, dlq.Owner)
 	return jetstream.StreamConfig{
 		Name:                 DLQStream(name),
@@ -158,7 +155,7 @@ func dlqStreamConfig(name string, dlq DLQSpec, replicas int) jetstream.StreamCon
 
 func dlqEventsStreamConfig(name string, dlq DLQSpec, replicas int) jetstream.StreamConfig {
 	s := StreamName(name)
-	md := map[string]string{mdKind: kindDLQEvents, mdDLQOf: name}
+	md := map[string]string{mdKind: StreamKindDLQEvents, MetaDLQOf: name}
 	setIf(md, mdOwner, dlq.Owner)
 	return jetstream.StreamConfig{
 		Name:        DLQEventsStream(name),
@@ -194,8 +191,8 @@ func (p *plan) planDLQ(ctx context.Context, it *planItem, name string, dlq DLQSp
 		case info == nil:
 			it.change.Details = append(it.change.Details, fmt.Sprintf("%s: create stream %s (%s, retention %s)", kindOfConfig(want), want.Name, want.Subjects[0], want.MaxAge))
 			it.steps = append(it.steps, p.r.createStream(want))
-		case kindOf(&info.Config) != kindOf(&want):
-			p.conflict("dlq."+name, "stream %q exists and is not the platform's %s stream of %s; rename or delete it", want.Name, kindOf(&want), name)
+		case StreamKind(&info.Config) != StreamKind(&want):
+			p.conflict("dlq."+name, "stream %q exists and is not the platform's %s stream of %s; rename or delete it", want.Name, StreamKind(&want), name)
 			continue
 		default:
 			if d := diffStream(&info.Config, want); len(d) > 0 {

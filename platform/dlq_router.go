@@ -182,7 +182,7 @@ func (r *DLQRouter) route(ctx context.Context, object string, data []byte) error
 	}
 	if c, err := r.js.Consumer(actx, a.Stream, a.Consumer); err == nil {
 		md := c.CachedInfo().Config.Metadata
-		if g := md[mdGroup]; g != "" {
+		if g := md[MetaGroup]; g != "" {
 			d.group = g
 		} else if q := md[mdQueue]; q != "" {
 			d.group = q
@@ -215,7 +215,7 @@ func (r *DLQRouter) route(ctx context.Context, object string, data []byte) error
 	failures.forget(actx, a.Stream, a.Consumer, a.StreamSeq)
 	// A work queue keeps an event its consumer gave up on: remove it now
 	// that it is in the DLQ.
-	if kindOf(&s.CachedInfo().Config) == kindQueue && err == nil && orig != nil {
+	if StreamKind(&s.CachedInfo().Config) == StreamKindQueue && err == nil && orig != nil {
 		if derr := s.DeleteMsg(actx, a.StreamSeq); derr != nil && !errors.Is(derr, jetstream.ErrMsgNotFound) {
 			r.log.Warn("platform: DLQ router: delete dead-lettered job", "stream", a.Stream, "seq", a.StreamSeq, "err", derr)
 		}
@@ -229,8 +229,8 @@ func DLQObjects(ctx context.Context, js jetstream.JetStream) ([]string, error) {
 	var out []string
 	it := js.ListStreams(ctx)
 	for info := range it.Info() {
-		if md := info.Config.Metadata; md[mdKind] == kindDLQEvents && md[mdDLQOf] != "" {
-			out = append(out, md[mdDLQOf])
+		if md := info.Config.Metadata; md[mdKind] == StreamKindDLQEvents && md[MetaDLQOf] != "" {
+			out = append(out, md[MetaDLQOf])
 		}
 	}
 	if err := it.Err(); err != nil && !errors.Is(err, jetstream.ErrEndOfData) {

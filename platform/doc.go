@@ -1,7 +1,10 @@
 // Package platform holds the domain of the messaging platform and the
 // library Go services use: declarative topics (partitioned, retained logs),
 // queues (work queues with leases) and consumer groups, and their
-// reconciliation onto JetStream (Reconciler).
+// reconciliation onto JetStream (Reconciler). It links no broker: no
+// package it imports depends on nats-server (internal/archtest checks
+// it). Regions and residency are in platform/region, which imports this
+// package, never the reverse.
 //
 // Guarantees:
 //   - A topic is addressable as <topic>.<key> by any NATS client (the nats

@@ -15,7 +15,9 @@ import (
 // is the one member owning the partition, and loses it after PinnedTTL
 // without pulling.
 const (
-	groupAckWait       = 30 * time.Second
+	// GroupAckWait is a partition consumer's AckWait: how long an event
+	// handed to a member stays its own before it is delivered again.
+	GroupAckWait       = 30 * time.Second
 	groupMaxAckPending = 1000
 	groupPinnedTTL     = 2 * time.Minute
 	// groupMaxDeliver is the attempts per event (the runtime's
@@ -24,10 +26,10 @@ const (
 	groupMaxDeliver = 5
 )
 
-// groupConsumerConfig is the durable consumer holding group's position on
+// GroupConsumerConfig is the durable consumer holding group's position on
 // partition p of its topic. Replicas 0 makes the server use the stream's
 // replica count, now and after the topic's replicas change.
-func groupConsumerConfig(g GroupSpec, p int) jetstream.ConsumerConfig {
+func GroupConsumerConfig(g GroupSpec, p int) jetstream.ConsumerConfig {
 	name := PartitionConsumer(g.Name, p)
 	return jetstream.ConsumerConfig{
 		Name:           name,
@@ -36,7 +38,7 @@ func groupConsumerConfig(g GroupSpec, p int) jetstream.ConsumerConfig {
 		FilterSubject:  PartitionSubject(g.Topic, p),
 		DeliverPolicy:  jetstream.DeliverAllPolicy,
 		AckPolicy:      jetstream.AckExplicitPolicy,
-		AckWait:        groupAckWait,
+		AckWait:        GroupAckWait,
 		MaxAckPending:  groupMaxAckPending,
 		MaxDeliver:     groupMaxDeliver,
 		PriorityPolicy: jetstream.PriorityPolicyPinned,
@@ -52,9 +54,9 @@ func groupConsumerConfig(g GroupSpec, p int) jetstream.ConsumerConfig {
 // exports its own tolerance).
 func groupMetadata(g GroupSpec, p int) map[string]string {
 	md := map[string]string{
-		mdGroup:     g.Name,
-		mdTopic:     g.Topic,
-		mdPartition: strconv.Itoa(p),
+		MetaGroup:     g.Name,
+		mdTopic:       g.Topic,
+		MetaPartition: strconv.Itoa(p),
 	}
 	if g.Tolerance > 0 {
 		md[mdTolerance] = g.Tolerance.String()
@@ -76,15 +78,15 @@ func (p *plan) planGroup(ctx context.Context, g GroupSpec, topic *TopicSpec) {
 	var partitions int
 	switch {
 	case topic != nil:
-		if info != nil && kindOf(&info.Config) != kindTopic {
+		if info != nil && StreamKind(&info.Config) != StreamKindTopic {
 			return // the topic's own plan reports the conflict
 		}
 		partitions = topic.Partitions
-	case info == nil || kindOf(&info.Config) != kindTopic:
+	case info == nil || StreamKind(&info.Config) != StreamKindTopic:
 		p.missing.Addf(key+".topic", "no topic %q exists; declare and apply the topic first", g.Topic)
 		return
 	default:
-		t, err := topicFromStream(&info.Config)
+		t, err := TopicFromStream(&info.Config)
 		if err != nil {
 			p.conflict(key+".topic", "%v; inspect the topic's stream before applying", err)
 			return
@@ -103,13 +105,13 @@ func (p *plan) planGroup(ctx context.Context, g GroupSpec, topic *TopicSpec) {
 	var ops []func(context.Context) error
 	var created int
 	for part := range partitions {
-		want := groupConsumerConfig(g, part)
+		want := GroupConsumerConfig(g, part)
 		ci := existing[want.Durable]
 		switch {
 		case ci == nil:
 			created++
 			ops = append(ops, p.r.createConsumer(stream, want))
-		case ci.Config.Metadata[mdGroup] != g.Name:
+		case ci.Config.Metadata[MetaGroup] != g.Name:
 			p.conflict(key, "consumer %q on stream %q exists and is not managed by the platform for this group; rename the group or delete the consumer", want.Durable, stream)
 		case len(immutableConsumer(&ci.Config, want)) > 0:
 			p.conflict(key, "consumer %q has %v, which cannot be changed in place; delete it (the group's position on partition %d is lost) and apply again",
@@ -125,10 +127,10 @@ func (p *plan) planGroup(ctx context.Context, g GroupSpec, topic *TopicSpec) {
 	// left by a topic that was deleted and recreated smaller).
 	for _, name := range sortedKeys(existing) {
 		ci := existing[name]
-		if ci.Config.Metadata[mdGroup] != g.Name {
+		if ci.Config.Metadata[MetaGroup] != g.Name {
 			continue
 		}
-		if n, err := strconv.Atoi(ci.Config.Metadata[mdPartition]); err == nil && n < partitions && name == PartitionConsumer(g.Name, n) {
+		if n, err := strconv.Atoi(ci.Config.Metadata[MetaPartition]); err == nil && n < partitions && name == PartitionConsumer(g.Name, n) {
 			continue
 		}
 		it.change.Details = append(it.change.Details, fmt.Sprintf("delete consumer %s (not a partition of the %d-partition topic)", name, partitions))
@@ -141,7 +143,7 @@ func (p *plan) planGroup(ctx context.Context, g GroupSpec, topic *TopicSpec) {
 		it.change.Details = append([]string{
 			fmt.Sprintf("topic: %s", g.Topic),
 			fmt.Sprintf("consumers: %d (%s .. %s), one per partition, pinned client, ack_wait %s, max_ack_pending %d",
-				partitions, PartitionConsumer(g.Name, 0), PartitionConsumer(g.Name, partitions-1), groupAckWait, groupMaxAckPending),
+				partitions, PartitionConsumer(g.Name, 0), PartitionConsumer(g.Name, partitions-1), GroupAckWait, groupMaxAckPending),
 		}, it.change.Details...)
 	case created > 0:
 		it.change.Details = append(it.change.Details, fmt.Sprintf("create %d missing partition consumer(s)", created))

@@ -205,14 +205,14 @@ func (m *Member) findTopic(ctx context.Context) (TopicSpec, error) {
 		if err != nil {
 			continue
 		}
-		if c.CachedInfo().Config.Metadata[mdGroup] != m.cfg.Group {
+		if c.CachedInfo().Config.Metadata[MetaGroup] != m.cfg.Group {
 			continue
 		}
 		st, err := m.js.Stream(ctx, s)
 		if err != nil {
 			return TopicSpec{}, fmt.Errorf("platform: group %s: %w", m.cfg.Group, err)
 		}
-		return topicFromStream(&st.CachedInfo().Config)
+		return TopicFromStream(&st.CachedInfo().Config)
 	}
 	return TopicSpec{}, fmt.Errorf("%w: group %q (apply it first)", ErrNotFound, m.cfg.Group)
 }

@@ -197,11 +197,11 @@ func (r *Reconciler) resetGroup(ctx context.Context, req GroupResetRequest, appr
 			return GroupReset{}, err
 		}
 	}
-	stream, si, err := r.platformStream(ctx, topic, kindTopic)
+	stream, si, err := r.platformStream(ctx, topic, StreamKindTopic)
 	if err != nil {
 		return GroupReset{}, err
 	}
-	spec, err := topicFromStream(&si.Config)
+	spec, err := TopicFromStream(&si.Config)
 	if err != nil {
 		return GroupReset{}, err
 	}
@@ -255,7 +255,7 @@ func (r *Reconciler) resetGroup(ctx context.Context, req GroupResetRequest, appr
 			if !req.ToEnd {
 				err := r.do(ctx, "find position of "+ci.Name, func(ctx context.Context) error {
 					var err error
-					seq, n, found, err = r.firstMatching(ctx, si.Config.Name, filter, req.ToTime)
+					seq, n, found, err = r.FirstMatching(ctx, si.Config.Name, filter, req.ToTime)
 					return err
 				})
 				if err != nil {
@@ -305,7 +305,7 @@ func (r *Reconciler) findGroupTopic(ctx context.Context, group string) (string, 
 			if err != nil {
 				return err
 			}
-			if c.CachedInfo().Config.Metadata[mdGroup] == group {
+			if c.CachedInfo().Config.Metadata[MetaGroup] == group {
 				found = append(found, t.Spec.Name)
 			}
 			return nil
@@ -335,7 +335,7 @@ func (r *Reconciler) groupConsumers(ctx context.Context, stream, group string, p
 	var pending uint64
 	for p := range partitions {
 		ci := all[PartitionConsumer(group, p)]
-		if ci == nil || ci.Config.Metadata[mdGroup] != group {
+		if ci == nil || ci.Config.Metadata[MetaGroup] != group {
 			missing = append(missing, p)
 			continue
 		}
@@ -380,11 +380,11 @@ func (r *Reconciler) measureRates(ctx context.Context, stream jetstream.Stream, 
 	return consumed / secs, arrived / secs, nil
 }
 
-// firstMatching finds the first message of stream matching filter at or
+// FirstMatching finds the first message of stream matching filter at or
 // after from (nil: from the start) with one batched direct get, and how
 // many matching messages there are from it on (it included). found is
 // false when there is none.
-func (r *Reconciler) firstMatching(ctx context.Context, stream, filter string, from *time.Time) (seq, n uint64, found bool, err error) {
+func (r *Reconciler) FirstMatching(ctx context.Context, stream, filter string, from *time.Time) (seq, n uint64, found bool, err error) {
 	nc := r.js.Conn()
 	body := struct {
 		Seq       uint64     `json:"seq,omitempty"`

@@ -64,7 +64,7 @@ var metadataLabels = map[string]string{
 	mdPartitions:  "partitions",
 	mdKey:         "key",
 	mdOwner:       "owner",
-	mdResidency:   "residency",
+	MetaResidency: "residency",
 	mdLease:       "lease",
 	mdMaxAttempts: "max_attempts",
 }
@@ -249,13 +249,13 @@ func (p *plan) checkStreamName(key string, info *jetstream.StreamInfo, kind stri
 	if info == nil {
 		return true
 	}
-	switch k := kindOf(&info.Config); k {
+	switch k := StreamKind(&info.Config); k {
 	case kind:
 		return true
 	case "":
 		p.conflict(key, "stream %q already exists and is not managed by the platform (no %s metadata); choose another name, or move its data to a new %s and delete it", info.Config.Name, mdKind, kind)
-	case kindTopic, kindQueue:
-		p.conflict(key, "%q is already a %s; a %s cannot become a %s in place (different retention and delivery): declare the %s under another name, or drain and delete the %s first", objectName(&info.Config), k, k, kind, kind, k)
+	case StreamKindTopic, StreamKindQueue:
+		p.conflict(key, "%q is already a %s; a %s cannot become a %s in place (different retention and delivery): declare the %s under another name, or drain and delete the %s first", ObjectName(&info.Config), k, k, kind, kind, k)
 	default:
 		p.conflict(key, "stream %q records an unknown platform kind %q; inspect it before applying", info.Config.Name, k)
 	}

@@ -20,12 +20,9 @@ const (
 	mdPartitions  = "platform.partitions"
 	mdKey         = "platform.key"
 	mdOwner       = "platform.owner"
-	mdResidency   = "platform.residency"
 	mdLease       = "platform.lease"
 	mdMaxAttempts = "platform.max_attempts"
-	mdGroup       = "platform.group"
 	mdTopic       = "platform.topic"
-	mdPartition   = "platform.partition"
 	mdQueue       = "platform.queue"
 	mdCleanup     = "platform.cleanup"
 	mdTombstone   = "platform.tombstone_retention"
@@ -34,20 +31,35 @@ const (
 	mdValidate    = "platform.validate"
 	mdEventType   = "platform.event_type"
 	mdTolerance   = "platform.tolerance"
+)
 
-	kindTopic = "topic"
-	kindQueue = "queue"
+// Metadata keys read outside the package: where a stream records its
+// residency, a partition consumer its group and partition, and a DLQ
+// stream the topic or queue it serves.
+const (
+	MetaResidency = "platform.residency" // region the data must not leave
+	MetaGroup     = "platform.group"
+	MetaPartition = "platform.partition"
+	MetaDLQOf     = "platform.dlq_of"
+)
+
+// Stream kinds: the values of a stream's platform.kind (StreamKind).
+const (
+	StreamKindTopic     = "topic"
+	StreamKindQueue     = "queue"
+	StreamKindDLQ       = "dlq"
+	StreamKindDLQEvents = "dlq_events"
 )
 
 func topicMetadata(t TopicSpec) map[string]string {
 	md := map[string]string{
-		mdKind:       kindTopic,
+		mdKind:       StreamKindTopic,
 		mdName:       t.Name,
 		mdPartitions: strconv.Itoa(t.Partitions),
 	}
 	setIf(md, mdKey, t.Key)
 	setIf(md, mdOwner, t.Owner)
-	setIf(md, mdResidency, t.Residency)
+	setIf(md, MetaResidency, t.Residency)
 	setIf(md, mdReview, t.Review)
 	if t.ValidateEvents {
 		md[mdValidate] = "true"
@@ -65,7 +77,7 @@ func topicMetadata(t TopicSpec) map[string]string {
 
 func queueMetadata(q QueueSpec) map[string]string {
 	md := map[string]string{
-		mdKind:        kindQueue,
+		mdKind:        StreamKindQueue,
 		mdName:        q.Name,
 		mdLease:       q.Lease.String(),
 		mdMaxAttempts: strconv.Itoa(q.MaxAttempts),
@@ -107,23 +119,23 @@ func mergeMetadata(cur, want map[string]string) map[string]string {
 	return out
 }
 
-// kindOf returns the platform kind recorded on a stream ("" for a stream
+// StreamKind returns the platform kind recorded on a stream ("" for a stream
 // the platform does not manage).
-func kindOf(cfg *jetstream.StreamConfig) string {
+func StreamKind(cfg *jetstream.StreamConfig) string {
 	return cfg.Metadata[mdKind]
 }
 
-// objectName returns the topic or queue name of a platform stream.
-func objectName(cfg *jetstream.StreamConfig) string {
+// ObjectName returns the topic or queue name of a platform stream.
+func ObjectName(cfg *jetstream.StreamConfig) string {
 	if n := cfg.Metadata[mdName]; n != "" {
 		return n
 	}
 	return strings.ReplaceAll(cfg.Name, "_", ".")
 }
 
-// topicFromStream reads a topic spec back from its stream.
-func topicFromStream(cfg *jetstream.StreamConfig) (TopicSpec, error) {
-	if k := kindOf(cfg); k != kindTopic {
+// TopicFromStream reads a topic spec back from its stream.
+func TopicFromStream(cfg *jetstream.StreamConfig) (TopicSpec, error) {
+	if k := StreamKind(cfg); k != StreamKindTopic {
 		return TopicSpec{}, fmt.Errorf("platform: stream %q is not a topic (kind %q)", cfg.Name, k)
 	}
 	n, err := strconv.Atoi(cfg.Metadata[mdPartitions])
@@ -131,12 +143,12 @@ func topicFromStream(cfg *jetstream.StreamConfig) (TopicSpec, error) {
 		return TopicSpec{}, fmt.Errorf("platform: stream %q: metadata %s is %q, not a partition count", cfg.Name, mdPartitions, cfg.Metadata[mdPartitions])
 	}
 	t := TopicSpec{
-		Name:           objectName(cfg),
+		Name:           ObjectName(cfg),
 		Partitions:     n,
 		Replicas:       cfg.Replicas,
 		Retention:      Retention{MaxAge: cfg.MaxAge, MaxBytes: max(cfg.MaxBytes, 0)},
 		Key:            cfg.Metadata[mdKey],
-		Residency:      cfg.Metadata[mdResidency],
+		Residency:      cfg.Metadata[MetaResidency],
 		Owner:          cfg.Metadata[mdOwner],
 		Review:         cfg.Metadata[mdReview],
 		Canary:         canaryFromMetadata(cfg.Metadata),
@@ -154,7 +166,7 @@ func topicFromStream(cfg *jetstream.StreamConfig) (TopicSpec, error) {
 
 // queueFromStream reads a queue spec back from its stream.
 func queueFromStream(cfg *jetstream.StreamConfig) (QueueSpec, error) {
-	if k := kindOf(cfg); k != kindQueue {
+	if k := StreamKind(cfg); k != StreamKindQueue {
 		return QueueSpec{}, fmt.Errorf("platform: stream %q is not a queue (kind %q)", cfg.Name, k)
 	}
 	lease, err := time.ParseDuration(cfg.Metadata[mdLease])
@@ -166,12 +178,12 @@ func queueFromStream(cfg *jetstream.StreamConfig) (QueueSpec, error) {
 		return QueueSpec{}, fmt.Errorf("platform: stream %q: metadata %s is %q, not a number", cfg.Name, mdMaxAttempts, cfg.Metadata[mdMaxAttempts])
 	}
 	return QueueSpec{
-		Name:        objectName(cfg),
+		Name:        ObjectName(cfg),
 		Lease:       lease,
 		MaxAttempts: attempts,
 		Replicas:    cfg.Replicas,
 		Owner:       cfg.Metadata[mdOwner],
 		Canary:      canaryFromMetadata(cfg.Metadata),
-		Residency:   cfg.Metadata[mdResidency],
+		Residency:   cfg.Metadata[MetaResidency],
 	}, nil
 }

@@ -13,7 +13,7 @@ func TestTopicMetadataRoundTrip(t *testing.T) {
 	in := TopicSpec{Name: "payments", Partitions: 6, Replicas: 3, Retention: Retention{MaxAge: 72 * 3600e9},
 		Key: "order", Owner: "payments-team", Review: "required", ValidateEvents: true, EventType: "PaymentCaptured"}
 	cfg := &jetstream.StreamConfig{Name: "payments", Replicas: 3, MaxAge: in.Retention.MaxAge, Metadata: topicMetadata(in)}
-	out, err := topicFromStream(cfg)
+	out, err := TopicFromStream(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

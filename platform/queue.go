@@ -34,7 +34,7 @@ func queueStreamConfig(q QueueSpec) jetstream.StreamConfig {
 // list read, as for a topic).
 func queueStreamMetadata(q QueueSpec) map[string]string {
 	md := queueMetadata(q)
-	setIf(md, mdResidency, q.Residency)
+	setIf(md, MetaResidency, q.Residency)
 	return md
 }
 
@@ -84,7 +84,7 @@ func (p *plan) planQueue(ctx context.Context, q QueueSpec) {
 		p.add(it)
 		return
 	}
-	if !p.checkStreamName(key, info, kindQueue) {
+	if !p.checkStreamName(key, info, StreamKindQueue) {
 		return
 	}
 	cur, err := queueFromStream(&info.Config)

@@ -195,6 +195,14 @@ func prefixed(key string, check func(*validate.Problems)) error {
 	return out.Err(ErrInvalidSpec)
 }
 
+// Retry runs op as the reconciler runs its own JetStream requests: each
+// attempt bounded by ReconcilerOptions.AttemptTimeout, transient errors
+// retried with jittered backoff until RetryFor has passed or ctx ends,
+// any other error returned at once, wrapped with what.
+func (r *Reconciler) Retry(ctx context.Context, what string, op func(ctx context.Context) error) error {
+	return r.do(ctx, what, op)
+}
+
 // withDefaults returns a copy of c with Replicas 0 replaced by the
 // default.
 func (r *Reconciler) withDefaults(c Catalog) Catalog {

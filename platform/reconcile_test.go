@@ -358,7 +358,7 @@ func TestApplyRefusesForeignAndMissing(t *testing.T) {
 	}
 	// A stray partition consumer of the group is removed; a missing one
 	// is recreated.
-	stray := groupConsumerConfig(GroupSpec{Name: "g", Topic: "orders"}, 9)
+	stray := GroupConsumerConfig(GroupSpec{Name: "g", Topic: "orders"}, 9)
 	if _, err := js.CreateConsumer(ctx, "orders", stray); err != nil {
 		t.Fatal(err)
 	}

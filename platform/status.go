@@ -67,10 +67,10 @@ func (r *Reconciler) ListTopics(ctx context.Context) ([]TopicInfo, error) {
 	}
 	out := []TopicInfo{}
 	for _, si := range infos {
-		if kindOf(&si.Config) != kindTopic {
+		if StreamKind(&si.Config) != StreamKindTopic {
 			continue
 		}
-		spec, err := topicFromStream(&si.Config)
+		spec, err := TopicFromStream(&si.Config)
 		if err != nil {
 			r.log.Warn("platform: skipping topic with damaged record", "stream", si.Config.Name, "err", err)
 			continue
@@ -89,7 +89,7 @@ func (r *Reconciler) ListQueues(ctx context.Context) ([]QueueInfo, error) {
 	}
 	out := []QueueInfo{}
 	for _, si := range infos {
-		if kindOf(&si.Config) != kindQueue {
+		if StreamKind(&si.Config) != StreamKindQueue {
 			continue
 		}
 		spec, err := queueFromStream(&si.Config)

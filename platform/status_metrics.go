@@ -86,7 +86,7 @@ func (c *CatalogCollector) Collect(ch chan<- prometheus.Metric) {
 			continue
 		}
 		for _, ci := range cs {
-			g := ci.Config.Metadata[mdGroup]
+			g := ci.Config.Metadata[MetaGroup]
 			if g == "" || ci.Config.Metadata[mdTopic] != t.Spec.Name || seen[g+"\x00"+t.Spec.Name] {
 				continue
 			}

@@ -11,9 +11,9 @@ import (
 // duplicateWindow is the Nats-Msg-Id dedupe window of topics and queues.
 const duplicateWindow = 2 * time.Minute
 
-// topicStreamConfig is the stream backing a topic: subjects <name>.*,
+// TopicStreamConfig is the stream backing a topic: subjects <name>.*,
 // stored as <name>.<partition>.<key> by the subject transform.
-func topicStreamConfig(t TopicSpec) jetstream.StreamConfig {
+func TopicStreamConfig(t TopicSpec) jetstream.StreamConfig {
 	maxBytes := t.Retention.MaxBytes
 	if maxBytes == 0 {
 		maxBytes = -1
@@ -87,7 +87,7 @@ func mergeTopicStream(cur *jetstream.StreamConfig, want jetstream.StreamConfig) 
 
 func (p *plan) planTopic(ctx context.Context, t TopicSpec) {
 	key := "topics." + t.Name
-	want := topicStreamConfig(t)
+	want := TopicStreamConfig(t)
 	info, err := p.stream(ctx, want.Name)
 	if err != nil {
 		p.failRead(err)
@@ -103,10 +103,10 @@ func (p *plan) planTopic(ctx context.Context, t TopicSpec) {
 		p.add(it)
 		return
 	}
-	if !p.checkStreamName(key, info, kindTopic) {
+	if !p.checkStreamName(key, info, StreamKindTopic) {
 		return
 	}
-	cur, err := topicFromStream(&info.Config)
+	cur, err := TopicFromStream(&info.Config)
 	if err != nil {
 		p.conflict(key, "%v; the topic's record is damaged, inspect the stream before applying", err)
 		return

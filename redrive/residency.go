@@ -9,11 +9,12 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/region"
 )
 
 // Residency of redrives and replays: resident events (a topic's or
 // queue's platform.residency, or a copy of them, see
-// platform.StreamResidency) never leave their region through a redrive
+// region.StreamResidency) never leave their region through a redrive
 // or a replay.
 //
 //   - A redrive of a resident DLQ is refused unless its destination's
@@ -23,22 +24,22 @@ import (
 //   - A replay (group reset) of a resident topic is refused when one of
 //     the group's consumers delivers on a subject (a push consumer) the
 //     region link carries; pulls from another region are denied on the
-//     link (platform.StreamDeny).
+//     link (region.StreamDeny).
 //
-// Both refusals wrap ErrInvalid and platform.ErrResidency and name the
+// Both refusals wrap ErrInvalid and region.ErrResidency and name the
 // object, its region and the destination.
 
 // checkRedriveResidency refuses a redrive of the entries of DLQ stream
 // dlq into destination stream dest (see the file comment).
 func checkRedriveResidency(ctx context.Context, js jetstream.JetStream, dlq, dest string) error {
-	res, what, err := platform.StreamResidency(ctx, js, dlq)
+	res, what, err := region.StreamResidency(ctx, js, dlq)
 	if err != nil {
 		return fmt.Errorf("redrive: residency of DLQ %s: %w", dlq, err)
 	}
 	if res == "" {
 		return nil
 	}
-	dres, dwhat, err := platform.StreamResidency(ctx, js, dest)
+	dres, dwhat, err := region.StreamResidency(ctx, js, dest)
 	if err != nil {
 		return fmt.Errorf("redrive: residency of destination stream %s: %w", dest, err)
 	}
@@ -50,7 +51,7 @@ func checkRedriveResidency(ctx context.Context, js jetstream.JetStream, dlq, des
 		where = "resident in " + dres
 	}
 	return fmt.Errorf("%w: %w: the dead letters of %s are resident in %s and may be redriven only into a stream resident in %s; destination stream %s (%s) is %s",
-		ErrInvalid, platform.ErrResidency, what, res, res, dest, dwhat, where)
+		ErrInvalid, region.ErrResidency, what, res, res, dest, dwhat, where)
 }
 
 // replayGroupMetadata is the consumer metadata naming a consumer's group
@@ -98,7 +99,7 @@ func checkReplayResidency(ctx context.Context, js jetstream.JetStream, req platf
 				continue // on the topic's own subjects, which the link denies
 			}
 			return fmt.Errorf("%w: %w: topic %s is resident in %s: group %s's consumer %s delivers on %s, a subject the region link carries; a replay would send its events there",
-				ErrInvalid, platform.ErrResidency, topic, res, req.Group, c.Name, c.DeliverSubject)
+				ErrInvalid, region.ErrResidency, topic, res, req.Group, c.Name, c.DeliverSubject)
 		}
 		if err := l.Err(); err != nil && !errors.Is(err, jetstream.ErrEndOfData) {
 			return fmt.Errorf("redrive: residency of group %s: %w", req.Group, err)

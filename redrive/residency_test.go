@@ -11,6 +11,7 @@ import (
 
 	"github.com/msgplatform/platform/internal/attack"
 	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/region"
 )
 
 // TestAttackReplayResidentGroupOntoCrossingSubject: a group of the
@@ -18,7 +19,7 @@ import (
 // region link carries; no residency guard runs here, which would delete
 // that consumer), and a replay (group reset to the start) of it, direct
 // and through a review request. Both are refused with
-// platform.ErrResidency naming leak.push; the reset never runs and the
+// region.ErrResidency naming leak.push; the reset never runs and the
 // consumer's state is unchanged. A group of a non-resident topic with
 // such a consumer is not this rule's concern.
 func TestAttackReplayResidentGroupOntoCrossingSubject(t *testing.T) {
@@ -39,11 +40,11 @@ func TestAttackReplayResidentGroupOntoCrossingSubject(t *testing.T) {
 		return platform.GroupReset{Partitions: []platform.GroupResetPosition{{}}}, nil
 	}
 	req := platform.GroupResetRequest{Group: "fraud", Topic: "orders.eu", ToStart: true}
-	if _, err := svc.RunReset(ctx, req, "mallory@platform", "attack", reset); !errors.Is(err, platform.ErrResidency) || !strings.Contains(err.Error(), "leak.push.orders_eu") {
+	if _, err := svc.RunReset(ctx, req, "mallory@platform", "attack", reset); !errors.Is(err, region.ErrResidency) || !strings.Contains(err.Error(), "leak.push.orders_eu") {
 		t.Fatalf("direct replay: want a residency refusal naming leak.push.orders_eu, got %v", err)
 	}
 	req.Topic = "" // found from the group's consumers
-	if _, err := svc.RequestResetAs(ctx, req, "mallory@platform", "attack", true); !errors.Is(err, platform.ErrResidency) {
+	if _, err := svc.RequestResetAs(ctx, req, "mallory@platform", "attack", true); !errors.Is(err, region.ErrResidency) {
 		t.Fatalf("replay request: want a residency refusal, got %v", err)
 	}
 	if ran != 0 {

@@ -20,6 +20,7 @@ import (
 	"github.com/msgplatform/platform/embeddednats"
 	"github.com/msgplatform/platform/internal/units"
 	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/region"
 )
 
 type benchMirrorOptions struct {
@@ -41,7 +42,7 @@ guard and gate running as platformd runs them) and, in the same run:
   raw:      publishes --rate events/s of --size bytes for --duration to a
             topic in eu that has no mirror;
   mirrored: the same to a topic in eu mirrored to us through the platform
-            (platform.Regions.Mirror), while a reader in us stamps when each
+            (region.Regions.Mirror), while a reader in us stamps when each
             event arrives in the mirror.
 
 It prints the publish rate achieved on each and their ratio, the mirror lag
@@ -77,7 +78,7 @@ func benchMirror(ctx context.Context, out, progress io.Writer, rate int, d time.
 	if err != nil {
 		return err
 	}
-	cfg := embeddednats.RegionsConfig{LeafPort: -1, Deny: platform.LinkDeny([]platform.TopicSpec{{Name: "bench.resident", Residency: "eu"}})}
+	cfg := embeddednats.RegionsConfig{LeafPort: -1, Deny: region.LinkDeny([]platform.TopicSpec{{Name: "bench.resident", Residency: "eu"}})}
 	for _, name := range []string{"eu", "us"} {
 		fc := embeddednats.DefaultFabricConfig()
 		fc.Region = embeddednats.Region{Name: name}
@@ -98,7 +99,7 @@ func benchMirror(ctx context.Context, out, progress io.Writer, rate int, d time.
 		return err
 	}
 	defer all.Close(context.Background())
-	var rs platform.Regions
+	var rs region.Regions
 	for _, f := range all.Fabrics() {
 		nc, err := f.Connect()
 		if err != nil {
@@ -109,12 +110,12 @@ func benchMirror(ctx context.Context, out, progress io.Writer, rate int, d time.
 		if err != nil {
 			return err
 		}
-		rs = append(rs, platform.Region{Name: f.Config().Region.Name, Domain: f.Config().Region.Domain, JS: js})
+		rs = append(rs, region.Region{Name: f.Config().Region.Name, Domain: f.Config().Region.Domain, JS: js})
 	}
 	// The residency layer as platformd runs it: the guard and the gate in
 	// front of every region's stream create/update API, so the figures
 	// include what residency costs.
-	guard, err := platform.StartResidencyGuard(ctx, rs, platform.GuardOptions{Gate: &platform.GateOptions{
+	guard, err := region.StartGuard(ctx, rs, region.GuardOptions{Gate: &region.GateOptions{
 		Account: trust.AdminAccount(),
 		Servers: func(region string) []*server.Server {
 			var out []*server.Server
@@ -138,7 +139,7 @@ func benchMirror(ctx context.Context, out, progress io.Writer, rate int, d time.
 			return err
 		}
 	}
-	if _, err := rs.Mirror(ctx, platform.MirrorRequest{Topic: "bench.mirrored", To: "us"}); err != nil {
+	if _, err := rs.Mirror(ctx, region.MirrorRequest{Topic: "bench.mirrored", To: "us"}); err != nil {
 		return err
 	}
 	count := int(float64(rate) * d.Seconds())

@@ -10,7 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/msgplatform/platform/internal/control"
-	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/region"
 )
 
 func newRegionCmd(g *globalOptions) *cobra.Command {
@@ -35,8 +35,8 @@ func newRegionListCmd(g *globalOptions) *cobra.Command {
 		Short: "List the regions and whether each answers",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var rs []platform.RegionInfo
-			if err := g.call(cmd.Context(), platform.SubjRegionList, nil, &rs); err != nil {
+			var rs []region.Info
+			if err := g.call(cmd.Context(), region.SubjList, nil, &rs); err != nil {
 				return err
 			}
 			if output == "json" {
@@ -59,7 +59,7 @@ func newRegionListCmd(g *globalOptions) *cobra.Command {
 }
 
 func newRegionMirrorCmd(g *globalOptions) *cobra.Command {
-	var req platform.MirrorRequest
+	var req region.MirrorRequest
 	var output string
 	cmd := &cobra.Command{
 		Use:   "mirror TOPIC --to REGION",
@@ -75,8 +75,8 @@ is refused with the reason, and nothing is created.`,
 			if req.To == "" {
 				return usageError{errors.New("--to: name the region to mirror to, e.g. --to us")}
 			}
-			var st platform.MirrorStatus
-			if err := g.call(cmd.Context(), platform.SubjRegionMirror, req, &st); err != nil {
+			var st region.MirrorStatus
+			if err := g.call(cmd.Context(), region.SubjMirror, req, &st); err != nil {
 				return err
 			}
 			if output == "json" {
@@ -87,7 +87,7 @@ is refused with the reason, and nothing is created.`,
 				verb = "created mirror"
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s of topic %s: %s -> %s (stream %s)\n", verb, st.Topic, st.From, st.To, st.Stream)
-			return writeMirrors(cmd.OutOrStdout(), []platform.MirrorStatus{st})
+			return writeMirrors(cmd.OutOrStdout(), []region.MirrorStatus{st})
 		},
 	}
 	cmd.Flags().StringVar(&req.To, "to", "", "region to mirror to (required)")
@@ -104,8 +104,8 @@ func newRegionMirrorsCmd(g *globalOptions) *cobra.Command {
 		Short: "List every mirror and its lag in events and seconds",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var ms []platform.MirrorStatus
-			if err := g.call(cmd.Context(), platform.SubjRegionMirrors, nil, &ms); err != nil {
+			var ms []region.MirrorStatus
+			if err := g.call(cmd.Context(), region.SubjMirrors, nil, &ms); err != nil {
 				return err
 			}
 			if output == "json" {
@@ -118,7 +118,7 @@ func newRegionMirrorsCmd(g *globalOptions) *cobra.Command {
 	return cmd
 }
 
-func writeMirrors(w io.Writer, ms []platform.MirrorStatus) error {
+func writeMirrors(w io.Writer, ms []region.MirrorStatus) error {
 	if len(ms) == 0 {
 		fmt.Fprintln(w, "No mirrors.")
 		return nil
@@ -135,8 +135,8 @@ func writeMirrors(w io.Writer, ms []platform.MirrorStatus) error {
 // writeTopicMirrors adds the mirrors of a topic to `topic describe` (in
 // mode regions; nothing otherwise, or from an older platformd).
 func writeTopicMirrors(cmd *cobra.Command, g *globalOptions, topic string) {
-	var ms []platform.MirrorStatus
-	if err := g.call(cmd.Context(), platform.SubjRegionTopicMirrors, control.NameRequest{Name: topic}, &ms); err != nil || len(ms) == 0 {
+	var ms []region.MirrorStatus
+	if err := g.call(cmd.Context(), region.SubjTopicMirrors, control.NameRequest{Name: topic}, &ms); err != nil || len(ms) == 0 {
 		return
 	}
 	fmt.Fprintln(cmd.OutOrStdout())
@@ -144,7 +144,7 @@ func writeTopicMirrors(cmd *cobra.Command, g *globalOptions, topic string) {
 }
 
 func newRegionFailoverCmd(g *globalOptions) *cobra.Command {
-	var req platform.FailoverRequest
+	var req region.FailoverRequest
 	var output string
 	cmd := &cobra.Command{
 		Use:   "failover TOPIC --to REGION",
@@ -181,8 +181,8 @@ back.`,
 			if req.To == "" {
 				return usageError{errors.New("--to: name the region to fail over to, e.g. --to us")}
 			}
-			var out platform.Failover
-			if err := g.callLong(cmd, platform.RegionOpTimeout, platform.SubjRegionFailover, req, &out); err != nil {
+			var out region.Failover
+			if err := g.callLong(cmd, region.OpTimeout, region.SubjFailover, req, &out); err != nil {
 				return err
 			}
 			if output == "json" {
@@ -199,7 +199,7 @@ back.`,
 	return cmd
 }
 
-func writeFailover(w io.Writer, f platform.Failover) error {
+func writeFailover(w io.Writer, f region.Failover) error {
 	verb := "failed over"
 	if f.DryRun {
 		verb = "would fail over (dry run)"
@@ -235,7 +235,7 @@ func writeFailover(w io.Writer, f platform.Failover) error {
 }
 
 func newRegionFailbackCmd(g *globalOptions) *cobra.Command {
-	var req platform.FailbackRequest
+	var req region.FailbackRequest
 	var output string
 	cmd := &cobra.Command{
 		Use:   "failback TOPIC",
@@ -253,8 +253,8 @@ failback can be run again.`,
 		Args: exactArgs(1, "TOPIC"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req.Topic = args[0]
-			var out platform.Failback
-			if err := g.callLong(cmd, platform.RegionOpTimeout, platform.SubjRegionFailback, req, &out); err != nil {
+			var out region.Failback
+			if err := g.callLong(cmd, region.OpTimeout, region.SubjFailback, req, &out); err != nil {
 				return err
 			}
 			if output == "json" {

@@ -21,6 +21,7 @@ import (
 	"github.com/msgplatform/platform/internal/daemon"
 	"github.com/msgplatform/platform/internal/daemon/daemontest"
 	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/region"
 )
 
 // nodeRegion is one region run by a mode-node platformd for a test.
@@ -67,7 +68,7 @@ func TestCLIRegionsNodeMode(t *testing.T) {
 	ordersEU, orders, invoices := platform.DefaultTopicSpec("orders.eu"), platform.DefaultTopicSpec("orders"), platform.DefaultTopicSpec("invoices")
 	ordersEU.Residency = "eu"
 	orders.Partitions, ordersEU.Partitions, invoices.Partitions = 2, 1, 1
-	deny := platform.LinkDeny([]platform.TopicSpec{ordersEU})
+	deny := region.LinkDeny([]platform.TopicSpec{ordersEU})
 
 	// eu: the hub, listening for the link; its peer us on the shared trust.
 	euCfg := nodeRegionConfig(t, trust, "eu", euPort, []platform.TopicSpec{orders, ordersEU},

@@ -19,6 +19,7 @@ import (
 	"github.com/msgplatform/platform/internal/control"
 	"github.com/msgplatform/platform/internal/daemon"
 	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/region"
 )
 
 // TestCLIRegions runs region and residency commands against platformd in
@@ -126,7 +127,7 @@ func TestCLIRegions(t *testing.T) {
 		t.Fatal(err)
 	}
 	var apiErr *jetstream.APIError
-	if _, err := js.CreateStream(ctx, rogue); !errors.As(err, &apiErr) || apiErr.ErrorCode != platform.GateErrCode {
+	if _, err := js.CreateStream(ctx, rogue); !errors.As(err, &apiErr) || apiErr.ErrorCode != region.GateErrCode {
 		t.Fatalf("hand-made mirror of jobs.us in eu: want the gate's refusal, got %v", err)
 	}
 	deadline := time.Now().Add(15 * time.Second)

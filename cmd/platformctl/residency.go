@@ -12,7 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
-	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/region"
 )
 
 func newResidencyCmd(g *globalOptions) *cobra.Command {
@@ -25,7 +25,7 @@ func newResidencyCmd(g *globalOptions) *cobra.Command {
 }
 
 func newResidencyCheckCmd(g *globalOptions) *cobra.Command {
-	var region, config string
+	var regionName, config string
 	cmd := &cobra.Command{
 		Use:   "check --region REGION --config FILE",
 		Short: "Whether a stream configuration may be created in a region under the residency policy",
@@ -40,7 +40,7 @@ Nothing is created. A source in another domain is named in the file by
 "external": {"api": "$JS.<domain>.API"}.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if region == "" || config == "" {
+			if regionName == "" || config == "" {
 				return fmt.Errorf("residency check: --region and --config are required")
 			}
 			b, err := os.ReadFile(config)
@@ -51,20 +51,20 @@ Nothing is created. A source in another domain is named in the file by
 			if err := json.Unmarshal(b, &sc); err != nil {
 				return fmt.Errorf("residency check: %s is not a JSON stream configuration: %w", config, err)
 			}
-			if err := g.call(cmd.Context(), platform.SubjResidencyCheck, platform.StreamCheckRequest{Region: region, Config: sc}, nil); err != nil {
+			if err := g.call(cmd.Context(), region.SubjCheck, region.StreamCheckRequest{Region: regionName, Config: sc}, nil); err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "allowed: stream %s may be created in %s\n", sc.Name, region)
+			fmt.Fprintf(cmd.OutOrStdout(), "allowed: stream %s may be created in %s\n", sc.Name, regionName)
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&region, "region", "", "region the stream would be created in")
+	cmd.Flags().StringVar(&regionName, "region", "", "region the stream would be created in")
 	cmd.Flags().StringVar(&config, "config", "", "JSON file of the stream configuration")
 	return cmd
 }
 
 func newResidencyAuditCmd(g *globalOptions) *cobra.Command {
-	var region, output string
+	var regionName, output string
 	cmd := &cobra.Command{
 		Use:   "audit [--region REGION]",
 		Short: "The cross-border copies the residency gate and guard refused, for auditors",
@@ -74,8 +74,8 @@ request (remedy "refused"), and every stream the guard deleted or trimmed
 after the fact, with the topic or queue and regions it named.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var refs []platform.ResidencyRefusal
-			if err := g.call(cmd.Context(), platform.SubjResidencyAudit, platform.ResidencyAuditRequest{Region: region}, &refs); err != nil {
+			var refs []region.Refusal
+			if err := g.call(cmd.Context(), region.SubjAudit, region.AuditRequest{Region: regionName}, &refs); err != nil {
 				return err
 			}
 			if output == "json" {
@@ -99,7 +99,7 @@ after the fact, with the topic or queue and regions it named.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&region, "region", "", "only this region's refusals (default: every region)")
+	cmd.Flags().StringVar(&regionName, "region", "", "only this region's refusals (default: every region)")
 	addOutputFlag(cmd, &output)
 	return cmd
 }
@@ -126,8 +126,8 @@ of its data outside its resident subjects, or a region that could not be
 read. Exits 1 when a violation is found.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var rep platform.ResidencyReport
-			if err := g.call(cmd.Context(), platform.SubjResidencyReport, nil, &rep); err != nil {
+			var rep region.Report
+			if err := g.call(cmd.Context(), region.SubjReport, nil, &rep); err != nil {
 				return err
 			}
 			if output == "json" {
@@ -147,7 +147,7 @@ read. Exits 1 when a violation is found.`,
 	return cmd
 }
 
-func writeResidencyReport(w io.Writer, rep platform.ResidencyReport) error {
+func writeResidencyReport(w io.Writer, rep region.Report) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tKIND\tRESIDENCY\tREGION\tCOPIES\tSTATUS")
 	for _, t := range rep.Topics {

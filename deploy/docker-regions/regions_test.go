@@ -20,6 +20,7 @@ import (
 	"github.com/msgplatform/platform/internal/dockertest"
 	"github.com/msgplatform/platform/internal/tlsconf/tlstest"
 	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/region"
 )
 
 // The topics of the rig: in eu (eu.yaml) orders (mirrored to us) and
@@ -116,7 +117,7 @@ func TestDockerRegions(t *testing.T) {
 		if tp.Resident {
 			continue
 		}
-		var ms platform.MirrorStatus
+		var ms region.MirrorStatus
 		rig.platformctl(t, tp.Region, &ms, "region", "mirror", tp.Name, "--to", other(tp.Region))
 		t.Logf("1. platformctl region mirror %s --to %s (against %s): created %v", tp.Name, other(tp.Region), tp.Region, ms.Created)
 	}
@@ -159,7 +160,7 @@ func TestDockerRegions(t *testing.T) {
 	// 4. Lose eu (all three nodes), fail orders over to us, write there.
 	rig.docker(t, append([]string{"kill"}, rig.ids("eu")...)...)
 	killed := time.Now()
-	var fo platform.Failover
+	var fo region.Failover
 	rig.platformctl(t, "us", &fo, "region", "failover", "orders", "--to", "us")
 	t.Logf("4. eu1-3 killed; platformctl region failover (against us): failover of orders to us in %s: origin reachable %v, mirror last seq %d, lag %d events / %.1fs, unreplicated %d, promoted at %d, duplicate window %d",
 		time.Since(killed).Round(time.Millisecond), fo.OriginReachable, fo.MirrorLastSeq, fo.LagEvents, fo.LagSeconds, fo.Unreplicated, fo.PromotedAtSeq, fo.DuplicateWindow)
@@ -178,7 +179,7 @@ func TestDockerRegions(t *testing.T) {
 	rig.waitLinked(t, conns, 60*time.Second)
 	t.Logf("5. eu1-3 restarted, ready and linked in %s", time.Since(restarted).Round(time.Millisecond))
 	bctx := bounded(t, 60*time.Second)
-	var fb platform.Failback
+	var fb region.Failback
 	rig.platformctl(t, "us", &fb, "region", "failback", "orders")
 	t.Logf("5. platformctl region failback (against us): orders %s -> %s: scanned %d, copied %d, deduplicated %d, origin-only %d; mirror in %s: %d messages, last seq %d, lag %d; notes %v",
 		fb.From, fb.To, fb.Scanned, fb.Copied, fb.Deduplicated, fb.OriginOnly, fb.Mirror.To, fb.Mirror.Messages, fb.Mirror.LastSeq, fb.Mirror.LagMessages, fb.Notes)
@@ -256,13 +257,13 @@ func checkResidency(t *testing.T, rig *rig, js map[string]jetstream.JetStream, c
 		if _, err := js[away].Stream(ctx, rogue.Name); !errors.Is(err, jetstream.ErrStreamNotFound) {
 			t.Fatalf("refused stream %s exists in %s (%v)", rogue.Name, away, err)
 		}
-		var ref platform.ResidencyRefusal
+		var ref region.Refusal
 		waitFor(t, 20*time.Second, fmt.Sprintf("platformctl residency audit --region %s to list the gate's refusal of %s", away, rogue.Name), func() error {
 			stdout, stderr, err := rig.platformctlRun(tp.Region, "residency", "audit", "--region", away, "-o", "json")
 			if err != nil {
 				return fmt.Errorf("%v: %s", err, stderr)
 			}
-			var audit []platform.ResidencyRefusal
+			var audit []region.Refusal
 			if err := json.Unmarshal([]byte(stdout), &audit); err != nil {
 				return fmt.Errorf("decode %q: %v", stdout, err)
 			}
@@ -324,25 +325,25 @@ func checkResidency(t *testing.T, rig *rig, js map[string]jetstream.JetStream, c
 		}
 	}
 	// The auditors' report, from each region's platformd.
-	for _, region := range []string{"eu", "us"} {
-		stdout, stderr, err := rig.platformctlRun(region, "residency", "report", "-o", "json")
+	for _, name := range []string{"eu", "us"} {
+		stdout, stderr, err := rig.platformctlRun(name, "residency", "report", "-o", "json")
 		if err != nil {
-			t.Fatalf("platformctl residency report (against %s): %v\n%s%s", region, err, stdout, stderr)
+			t.Fatalf("platformctl residency report (against %s): %v\n%s%s", name, err, stdout, stderr)
 		}
-		var rep platform.ResidencyReport
+		var rep region.Report
 		if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
 			t.Fatalf("platformctl residency report: decode %q: %v", stdout, err)
 		}
 		if len(rep.Violations) != 0 {
-			t.Errorf("platformctl residency report (against %s): %v", region, rep.Violations)
+			t.Errorf("platformctl residency report (against %s): %v", name, rep.Violations)
 		}
 		for _, tp := range topics {
-			i := slices.IndexFunc(rep.Topics, func(r platform.TopicResidency) bool { return r.Topic == tp.Name })
+			i := slices.IndexFunc(rep.Topics, func(r region.TopicResidency) bool { return r.Topic == tp.Name })
 			if i < 0 || rep.Topics[i].Region != tp.Region || (rep.Topics[i].Residency != "") != tp.Resident || (tp.Resident && len(rep.Topics[i].Copies) != 0) {
-				t.Errorf("platformctl residency report (against %s): topic %s not listed in %s with its residency and no copy of a resident topic: %+v", region, tp.Name, tp.Region, rep.Topics)
+				t.Errorf("platformctl residency report (against %s): topic %s not listed in %s with its residency and no copy of a resident topic: %+v", name, tp.Name, tp.Region, rep.Topics)
 			}
 		}
-		t.Logf("2. platformctl residency report (against %s): %d topics and queues, no violations", region, len(rep.Topics))
+		t.Logf("2. platformctl residency report (against %s): %d topics and queues, no violations", name, len(rep.Topics))
 	}
 	t.Logf("2. residency: %d routes tried for 2 resident topics, %d refused by the platform, %d carried events across (want 0)", attempts, refused, carried)
 	if t.Failed() {
@@ -403,7 +404,7 @@ func checkLinkDeny(t *testing.T, here string) {
 		t.Fatalf("us.yaml: want one leaf remote with the three eu listeners, got %+v", usc.Node.Leaf.Remotes)
 	}
 	policy := map[string]bool{}
-	for _, s := range platform.LinkDeny(residentTopics(t, here)) {
+	for _, s := range region.LinkDeny(residentTopics(t, here)) {
 		policy[s] = true
 	}
 	for _, s := range usc.Node.Leaf.Remotes[0].Deny {
@@ -453,14 +454,14 @@ func residentTopics(t *testing.T, here string) []platform.TopicSpec {
 
 // checkDerivedLinkDeny waits until every us node (the dialling side) has
 // applied the link deny list platformd derives: us.yaml's configured
-// subjects, platform.LinkDeny of the resident topics of both regions
+// subjects, region.LinkDeny of the resident topics of both regions
 // (eu's read through the peer connection) and the gate's forward subject,
 // read from each node's /metrics.
 func checkDerivedLinkDeny(t *testing.T, rig *rig) {
 	t.Helper()
 	usc := loadConfig(t, rig.here, "us.yaml")
 	resident := residentTopics(t, rig.here)
-	want := len(platform.MergeDeny(usc.Node.Leaf.Remotes[0].Deny, platform.LinkDeny(resident), []string{platform.GateLinkDeny}))
+	want := len(region.MergeDeny(usc.Node.Leaf.Remotes[0].Deny, region.LinkDeny(resident), []string{region.GateLinkDeny}))
 	lines := []string{fmt.Sprintf("platform_region_link_deny_subjects %d", want)}
 	for _, tp := range resident {
 		lines = append(lines, fmt.Sprintf("platform_region_link_denied_resident{name=%q,region=%q} 1", tp.Name, tp.Residency))

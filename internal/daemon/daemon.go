@@ -25,6 +25,7 @@ import (
 	"github.com/msgplatform/platform/internal/metrics"
 	"github.com/msgplatform/platform/internal/tlsconf"
 	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/region"
 	"github.com/msgplatform/platform/redrive"
 	"github.com/msgplatform/platform/tenancy"
 )
@@ -42,7 +43,7 @@ type Daemon struct {
 	regions *regionsState
 	// nodeGuard is the residency guard of a mode-node daemon linked to
 	// other regions (regions.go, startNodeGuard).
-	nodeGuard *platform.ResidencyGuard
+	nodeGuard *region.Guard
 	// peers is set in mode node with regions.peers (regions_peers.go).
 	peers *peersState
 

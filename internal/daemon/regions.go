@@ -20,6 +20,7 @@ import (
 	"github.com/msgplatform/platform/embeddednats"
 	"github.com/msgplatform/platform/internal/control"
 	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/region"
 )
 
 // regionsState is the daemon in mode regions: every region of
@@ -29,15 +30,15 @@ import (
 type regionsState struct {
 	all  *embeddednats.Regions
 	conn []*nats.Conn
-	list platform.Regions
+	list region.Regions
 	recs map[string]*platform.Reconciler
 
 	mu       sync.Mutex
 	resident map[string]string // resident topics and queues known: name -> residency
 
 	// guard refuses cross-border copies of resident topics made directly
-	// through the JetStream API (see platform.ResidencyGuard).
-	guard *platform.ResidencyGuard
+	// through the JetStream API (see region.Guard).
+	guard *region.Guard
 
 	// stop ends the group position recorder and the resident deny
 	// keeper; done and denyDone are closed when they have.
@@ -60,7 +61,7 @@ func (d *Daemon) startRegions(ctx context.Context) error {
 	for _, t := range d.cfg.Catalog.Topics {
 		topics = append(topics, t)
 	}
-	rc.Deny = platform.MergeDeny(rc.Deny, platform.CatalogLinkDeny(d.cfg.Catalog), []string{platform.GateLinkDeny})
+	rc.Deny = region.MergeDeny(rc.Deny, region.CatalogLinkDeny(d.cfg.Catalog), []string{region.GateLinkDeny})
 	all, err := embeddednats.NewRegions(rc, d.trust)
 	if err != nil {
 		return err
@@ -91,7 +92,7 @@ func (d *Daemon) startRegions(ctx context.Context) error {
 			return err
 		}
 		r := f.Config().Region
-		rs.list = append(rs.list, platform.Region{Name: r.Name, Domain: r.Domain, JS: js})
+		rs.list = append(rs.list, region.Region{Name: r.Name, Domain: r.Domain, JS: js})
 		rs.recs[r.Name] = platform.NewReconciler(js, platform.ReconcilerOptions{DefaultReplicas: f.Config().Durability.Replicas, Logger: d.log})
 	}
 	home := all.Fabrics()[0]
@@ -103,7 +104,7 @@ func (d *Daemon) startRegions(ctx context.Context) error {
 	cat.Topics, cat.Groups, cat.Queues = maps.Clone(cat.Topics), maps.Clone(cat.Groups), maps.Clone(cat.Queues)
 	opts := platform.ApplyOptions{AllowReducedReplicas: d.cfg.Reconcile.AllowReducedReplicas, AllowCleanupChange: d.cfg.Reconcile.AllowCleanupChange}
 	for name, t := range d.cfg.Catalog.Topics {
-		where := platform.TopicRegion(t, d.region.Name)
+		where := region.OfTopic(t, d.region.Name)
 		if where == d.region.Name {
 			continue
 		}
@@ -124,7 +125,7 @@ func (d *Daemon) startRegions(ctx context.Context) error {
 		}
 	}
 	for name, q := range d.cfg.Catalog.Queues {
-		where := platform.QueueRegion(q, d.region.Name)
+		where := region.OfQueue(q, d.region.Name)
 		if where == d.region.Name {
 			continue
 		}
@@ -150,13 +151,13 @@ func (d *Daemon) startRegions(ctx context.Context) error {
 		}
 		return nil
 	})
-	guard, err := platform.StartResidencyGuard(ctx, rs.list, platform.GuardOptions{Logger: d.log, Replicas: auditReplicas, Gate: gate})
+	guard, err := region.StartGuard(ctx, rs.list, region.GuardOptions{Logger: d.log, Replicas: auditReplicas, Gate: gate})
 	if err != nil {
 		return fmt.Errorf("daemon: residency guard: %w", err)
 	}
 	rs.guard = guard
 	registerResidencyMetrics(d.reg, guard)
-	d.reg.MustRegister(platform.NewMirrorCollector(func() platform.Regions { return rs.list }))
+	d.reg.MustRegister(region.NewMirrorCollector(func() region.Regions { return rs.list }))
 	rs.stop, rs.done = make(chan struct{}), make(chan struct{})
 	go recordPositions(rs.list, positionInterval, rs.stop, rs.done)
 	return d.keepResidentDeny()
@@ -192,7 +193,7 @@ func (d *Daemon) applyTopic(ctx context.Context, spec platform.TopicSpec, o plat
 		}
 		return d.rec.ApplyTopic(ctx, spec, o)
 	}
-	where := platform.TopicRegion(spec, d.region.Name)
+	where := region.OfTopic(spec, d.region.Name)
 	rec, err := rs.regionRec(ctx, where, "topic", spec.Name)
 	if err != nil {
 		return platform.Change{}, err
@@ -231,7 +232,7 @@ func (d *Daemon) applyQueue(ctx context.Context, spec platform.QueueSpec, o plat
 		}
 		return d.rec.ApplyQueue(ctx, spec, o)
 	}
-	where := platform.QueueRegion(spec, d.region.Name)
+	where := region.OfQueue(spec, d.region.Name)
 	rec, err := rs.regionRec(ctx, where, "queue", spec.Name)
 	if err != nil {
 		return platform.Change{}, err
@@ -274,7 +275,7 @@ func (d *Daemon) addResident(ctx context.Context, name, residency string) error 
 }
 
 // addResidents puts resident entries (topic and queue names, or the
-// stream and subject entries of platform.ResidentDeny) of region
+// stream and subject entries of region.ResidentDeny) of region
 // residency on the link's deny list in one link update, unless they are
 // all there. The list only grows.
 func (d *Daemon) addResidents(ctx context.Context, residency string, names ...string) error {
@@ -295,9 +296,9 @@ func (d *Daemon) addResidents(ctx context.Context, residency string, names ...st
 	}
 	var derived []string
 	for _, n := range slices.Sorted(maps.Keys(rs.resident)) {
-		derived = append(derived, platform.ResidentDeny(n)...)
+		derived = append(derived, region.ResidentDeny(n)...)
 	}
-	deny := platform.MergeDeny(d.cfg.Regions.Deny, derived, []string{platform.GateLinkDeny})
+	deny := region.MergeDeny(d.cfg.Regions.Deny, derived, []string{region.GateLinkDeny})
 	if err := rs.all.SetDeny(ctx, deny); err != nil {
 		return fmt.Errorf("daemon: update the region link for resident %s: %w", strings.Join(names, ", "), err)
 	}
@@ -306,7 +307,7 @@ func (d *Daemon) addResidents(ctx context.Context, residency string, names ...st
 }
 
 // keepResidentDeny, in mode regions, reads the resident data of every
-// region (platform.ResidentLinkDeny: resident topics and queues, copies
+// region (region.ResidentLinkDeny: resident topics and queues, copies
 // of them, resident buckets, republish destinations) at every stream
 // create or update advisory and every linkRefreshInterval, and adds what
 // the link does not deny yet: the backstop for a resident stream the
@@ -355,7 +356,7 @@ func (d *Daemon) keepResidentDeny() error {
 			}
 			for _, r := range rs.list {
 				ctx, cancel := context.WithTimeout(context.Background(), linkRefreshInterval)
-				_, names, err := platform.ResidentLinkDeny(ctx, r.JS)
+				_, names, err := region.ResidentLinkDeny(ctx, r.JS)
 				if err == nil && len(names) > 0 {
 					err = d.addResidents(ctx, r.Name, names...)
 				}
@@ -370,7 +371,7 @@ func (d *Daemon) keepResidentDeny() error {
 }
 
 // startNodeGuard starts, in mode node with a leafnode link, the residency
-// guard of the node's own region (platform.ResidencyGuard with
+// guard of the node's own region (region.Guard with
 // ThroughLink: the source of a hand-made mirror in another domain is
 // checked through the link) and its gate on this platformd's node. Every
 // node of the region runs one; they act on the same advisories, the audit
@@ -388,14 +389,14 @@ func (d *Daemon) startNodeGuard(ctx context.Context) error {
 	}
 	r := d.region
 	r.EnsureDefaults()
-	own := platform.Regions{{Name: r.Name, Domain: r.Domain, JS: d.js}}
+	own := region.Regions{{Name: r.Name, Domain: r.Domain, JS: d.js}}
 	gate := d.residencyGate(func(region string) []*embeddednats.Node {
 		if region != r.Name {
 			return nil
 		}
 		return d.nodes
 	})
-	g, err := platform.StartResidencyGuard(ctx, own, platform.GuardOptions{Logger: d.log, Replicas: d.cfg.Durability().Replicas, ThroughLink: true, Gate: gate})
+	g, err := region.StartGuard(ctx, own, region.GuardOptions{Logger: d.log, Replicas: d.cfg.Durability().Replicas, ThroughLink: true, Gate: gate})
 	if err != nil {
 		return fmt.Errorf("daemon: residency guard: %w", err)
 	}
@@ -406,7 +407,7 @@ func (d *Daemon) startNodeGuard(ctx context.Context) error {
 
 // registerResidencyMetrics exports the guard's refusals: every refusal,
 // and those of its gate at the request (nothing was created).
-func registerResidencyMetrics(reg prometheus.Registerer, g *platform.ResidencyGuard) {
+func registerResidencyMetrics(reg prometheus.Registerer, g *region.Guard) {
 	reg.MustRegister(
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "platform_residency_refusals_total",
 			Help: "Streams refused for carrying a resident topic out of its region: at the JetStream API request (the residency gate) or deleted/trimmed after the fact (the guard)."},
@@ -437,8 +438,8 @@ func (d *Daemon) beforeResident(ctx context.Context, region string, entries []st
 // residencyGate is the gate of the regions whose in-process nodes nodes
 // returns, in the platform account, its forward token derived from the
 // installation's trust material (the same on every platformd).
-func (d *Daemon) residencyGate(nodes func(region string) []*embeddednats.Node) *platform.GateOptions {
-	return &platform.GateOptions{
+func (d *Daemon) residencyGate(nodes func(region string) []*embeddednats.Node) *region.GateOptions {
+	return &region.GateOptions{
 		BeforeResident: d.beforeResident,
 		Account:        d.trust.AdminAccount(),
 		Secret:         []byte(d.trust.AdminAccountSigningSeed),
@@ -487,7 +488,7 @@ func (d *Daemon) closeRegions(ctx context.Context) error {
 // on every region in mode regions, on this node's region and its peers in
 // mode node with regions.peers; answered with a clear error otherwise.
 func (d *Daemon) regionEndpoints() []control.Endpoint {
-	need := func() (platform.Regions, error) {
+	need := func() (region.Regions, error) {
 		list, ok := d.regionList()
 		if !ok {
 			return nil, fmt.Errorf("%w: platformd knows only its own region (mode %s, no regions.peers); region operations need the other regions: list them in regions.peers (mode node, see deploy/docker-regions) or run mode regions (conf/dev-regions.yaml)", control.ErrInvalid, d.cfg.Mode)
@@ -495,14 +496,14 @@ func (d *Daemon) regionEndpoints() []control.Endpoint {
 		return list, nil
 	}
 	return []control.Endpoint{
-		{Name: "region_list", Subject: platform.SubjRegionList, Handle: control.JSON(func(ctx context.Context, _ struct{}) ([]platform.RegionInfo, error) {
+		{Name: "region_list", Subject: region.SubjList, Handle: control.JSON(func(ctx context.Context, _ struct{}) ([]region.Info, error) {
 			rs, err := need()
 			if err != nil {
 				return nil, err
 			}
-			out := []platform.RegionInfo{}
+			out := []region.Info{}
 			for i, r := range rs {
-				ri := platform.RegionInfo{Name: r.Name, Domain: r.Domain, Home: i == 0}
+				ri := region.Info{Name: r.Name, Domain: r.Domain, Home: i == 0}
 				n := 0
 				l := r.JS.StreamNames(ctx)
 				for range l.Name() {
@@ -517,27 +518,27 @@ func (d *Daemon) regionEndpoints() []control.Endpoint {
 			}
 			return out, nil
 		})},
-		{Name: "region_mirror", Subject: platform.SubjRegionMirror, Handle: control.JSON(func(ctx context.Context, r platform.MirrorRequest) (platform.MirrorStatus, error) {
+		{Name: "region_mirror", Subject: region.SubjMirror, Handle: control.JSON(func(ctx context.Context, r region.MirrorRequest) (region.MirrorStatus, error) {
 			rs, err := need()
 			if err != nil {
-				return platform.MirrorStatus{}, err
+				return region.MirrorStatus{}, err
 			}
 			st, err := rs.Mirror(ctx, r)
 			return st, residencyRefusal(err)
 		})},
-		{Name: "region_mirrors", Subject: platform.SubjRegionMirrors, Handle: control.JSON(func(ctx context.Context, _ struct{}) ([]platform.MirrorStatus, error) {
+		{Name: "region_mirrors", Subject: region.SubjMirrors, Handle: control.JSON(func(ctx context.Context, _ struct{}) ([]region.MirrorStatus, error) {
 			rs, err := need()
 			if err != nil {
 				return nil, err
 			}
 			ms, err := rs.Mirrors(ctx)
 			if ms == nil {
-				ms = []platform.MirrorStatus{}
+				ms = []region.MirrorStatus{}
 			}
 			return ms, err
 		})},
-		{Name: "region_topic_mirrors", Subject: platform.SubjRegionTopicMirrors, Handle: control.JSON(func(ctx context.Context, r control.NameRequest) ([]platform.MirrorStatus, error) {
-			out := []platform.MirrorStatus{}
+		{Name: "region_topic_mirrors", Subject: region.SubjTopicMirrors, Handle: control.JSON(func(ctx context.Context, r control.NameRequest) ([]region.MirrorStatus, error) {
+			out := []region.MirrorStatus{}
 			list, ok := d.regionList()
 			if !ok {
 				return out, nil
@@ -551,10 +552,10 @@ func (d *Daemon) regionEndpoints() []control.Endpoint {
 			sort.Slice(out, func(i, j int) bool { return out[i].To < out[j].To })
 			return out, err
 		})},
-		{Name: "region_failover", Subject: platform.SubjRegionFailover, Handle: control.JSON(func(ctx context.Context, r platform.FailoverRequest) (platform.Failover, error) {
+		{Name: "region_failover", Subject: region.SubjFailover, Handle: control.JSON(func(ctx context.Context, r region.FailoverRequest) (region.Failover, error) {
 			rs, err := need()
 			if err != nil {
-				return platform.Failover{}, err
+				return region.Failover{}, err
 			}
 			out, err := rs.Failover(ctx, r)
 			if errors.Is(err, platform.ErrConflict) {
@@ -564,42 +565,42 @@ func (d *Daemon) regionEndpoints() []control.Endpoint {
 				d.log.Warn("region failover", "topic", r.Topic, "from", out.From, "to", out.To, "promoted_at_seq", out.PromotedAtSeq, "unreplicated", out.Unreplicated, "duplicate_window", out.DuplicateWindow)
 			}
 			return out, residencyRefusal(err)
-		}), Timeout: platform.RegionOpTimeout},
-		{Name: "region_failback", Subject: platform.SubjRegionFailback, Handle: control.JSON(func(ctx context.Context, r platform.FailbackRequest) (platform.Failback, error) {
+		}), Timeout: region.OpTimeout},
+		{Name: "region_failback", Subject: region.SubjFailback, Handle: control.JSON(func(ctx context.Context, r region.FailbackRequest) (region.Failback, error) {
 			rs, err := need()
 			if err != nil {
-				return platform.Failback{}, err
+				return region.Failback{}, err
 			}
 			out, err := rs.Failback(ctx, r)
-			if errors.Is(err, platform.ErrConflict) || errors.Is(err, platform.ErrRegionDown) {
+			if errors.Is(err, platform.ErrConflict) || errors.Is(err, region.ErrUnavailable) {
 				err = refused{err}
 			}
 			if err == nil {
 				d.log.Warn("region failback", "topic", r.Topic, "from", out.From, "to", out.To, "copied", out.Copied, "deduplicated", out.Deduplicated)
 			}
 			return out, err
-		}), Timeout: platform.RegionOpTimeout},
-		{Name: "residency_report", Subject: platform.SubjResidencyReport, Handle: control.JSON(func(ctx context.Context, _ struct{}) (platform.ResidencyReport, error) {
+		}), Timeout: region.OpTimeout},
+		{Name: "residency_report", Subject: region.SubjReport, Handle: control.JSON(func(ctx context.Context, _ struct{}) (region.Report, error) {
 			rs, err := need()
 			if err != nil {
-				return platform.ResidencyReport{}, err
+				return region.Report{}, err
 			}
 			return rs.Report(ctx)
 		})},
-		{Name: "residency_audit", Subject: platform.SubjResidencyAudit, Handle: control.JSON(func(ctx context.Context, r platform.ResidencyAuditRequest) ([]platform.ResidencyRefusal, error) {
+		{Name: "residency_audit", Subject: region.SubjAudit, Handle: control.JSON(func(ctx context.Context, r region.AuditRequest) ([]region.Refusal, error) {
 			rs, err := need()
 			if err != nil {
 				return nil, err
 			}
-			if r.Region != "" && !slices.ContainsFunc(rs, func(x platform.Region) bool { return x.Name == r.Region }) {
+			if r.Region != "" && !slices.ContainsFunc(rs, func(x region.Region) bool { return x.Name == r.Region }) {
 				return nil, fmt.Errorf("%w: no region %q (regions: %s)", control.ErrInvalid, r.Region, strings.Join(regionNames(rs), ", "))
 			}
-			out := []platform.ResidencyRefusal{}
+			out := []region.Refusal{}
 			for _, reg := range rs {
 				if r.Region != "" && reg.Name != r.Region {
 					continue
 				}
-				a, err := rs.ResidencyAudit(ctx, reg.Name)
+				a, err := rs.Audit(ctx, reg.Name)
 				if err != nil {
 					return nil, fmt.Errorf("residency audit of region %s: %w", reg.Name, err)
 				}
@@ -607,7 +608,7 @@ func (d *Daemon) regionEndpoints() []control.Endpoint {
 			}
 			return out, nil
 		})},
-		{Name: "residency_check", Subject: platform.SubjResidencyCheck, Handle: control.JSON(func(ctx context.Context, r platform.StreamCheckRequest) (struct{}, error) {
+		{Name: "residency_check", Subject: region.SubjCheck, Handle: control.JSON(func(ctx context.Context, r region.StreamCheckRequest) (struct{}, error) {
 			rs, err := need()
 			if err != nil {
 				return struct{}{}, err
@@ -617,7 +618,7 @@ func (d *Daemon) regionEndpoints() []control.Endpoint {
 	}
 }
 
-func regionNames(rs platform.Regions) []string {
+func regionNames(rs region.Regions) []string {
 	out := make([]string, len(rs))
 	for i, r := range rs {
 		out[i] = r.Name
@@ -628,7 +629,7 @@ func regionNames(rs platform.Regions) []string {
 // residencyRefusal classifies a residency refusal as a conflict (409) and
 // keeps its message.
 func residencyRefusal(err error) error {
-	if errors.Is(err, platform.ErrResidency) {
+	if errors.Is(err, region.ErrResidency) {
 		return refused{err}
 	}
 	return err

@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -18,7 +17,7 @@ import (
 
 	"github.com/msgplatform/platform/conf"
 	"github.com/msgplatform/platform/embeddednats"
-	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/region"
 )
 
 // linkRefreshInterval is how often a mode-node platformd with leafnode
@@ -33,17 +32,18 @@ const linkDebounce = 250 * time.Millisecond
 
 // linkState is the leafnode link's deny list of a mode-node platformd
 // that dials other regions (node.leaf.remotes): derived from policy, not
-// only from the YAML. The effective list is the union of
+// only from the YAML, by a region.LinkTable. The effective list is the
+// union of
 //
 //   - the configured list (node.leaf.remotes[].deny: extra subjects),
-//   - platform.CatalogLinkDeny of the daemon's own catalog (topics and
+//   - region.CatalogLinkDeny of the daemon's own catalog (topics and
 //     queues) and of the resident objects applied through its control API,
-//   - platform.ResidentLinkDeny of its own region's streams (resident
+//   - region.ResidentLinkDeny of its own region's streams (resident
 //     objects another platformd of the region applied),
-//   - platform.ResidentLinkDeny of every peer region (regions.peers): a
+//   - region.ResidentLinkDeny of every peer region (regions.peers): a
 //     resident topic of the other side must not cross either, and only
 //     the dialling side's list applies to the link,
-//   - platform.GateLinkDeny (the residency gate's forward token).
+//   - region.GateLinkDeny (the residency gate's forward token).
 //
 // A peer that cannot be read keeps its last known list (also kept in
 // data_dir/regions/link-peers.json across restarts): the list never
@@ -87,7 +87,7 @@ func (d *Daemon) startLinkDeny(ctx context.Context) error {
 		configured = append(configured, r.Deny...)
 	}
 	ls := &linkState{
-		configured: platform.MergeDeny(configured),
+		configured: region.MergeDeny(configured),
 		file:       filepath.Join(d.cfg.DataDir, "regions", "link-peers.json"),
 		applied:    map[string]bool{},
 		peers:      map[string][]string{},
@@ -106,7 +106,7 @@ func (d *Daemon) startLinkDeny(ctx context.Context) error {
 	if d.peers == nil { // remotes without regions.peers
 		own := d.region
 		own.EnsureDefaults()
-		d.peers = &peersState{list: platform.Regions{{Name: own.Name, Domain: own.Domain, JS: d.js}}}
+		d.peers = &peersState{list: region.Regions{{Name: own.Name, Domain: own.Domain, JS: d.js}}}
 	}
 	d.peers.link = ls
 	d.reg.MustRegister(ls.subjects, ls.updates, ls.objects)
@@ -182,7 +182,7 @@ func (d *Daemon) keepLinkDeny() {
 func (d *Daemon) refreshLinkDeny(ctx context.Context) error {
 	ls := d.peers.link
 	own := ls.ownNames()
-	if _, names, err := platform.ResidentLinkDeny(ctx, d.js); err == nil {
+	if _, names, err := region.ResidentLinkDeny(ctx, d.js); err == nil {
 		own = names
 	} else {
 		d.log.Warn("platformd: could not read this region's resident topics and queues for the link deny list; keeping the last known", "err", err)
@@ -195,7 +195,7 @@ func (d *Daemon) refreshLinkDeny(ctx context.Context) error {
 				continue
 			}
 			pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-			_, names, err := platform.ResidentLinkDeny(pctx, r.JS)
+			_, names, err := region.ResidentLinkDeny(pctx, r.JS)
 			cancel()
 			if err != nil {
 				d.log.Warn("platformd: could not read peer region's resident topics and queues for the link deny list; keeping the last known", "region", r.Name, "err", err)
@@ -233,38 +233,20 @@ func (ls *linkState) ownNames() []string {
 // updates the metrics. ls.mu is held.
 func (d *Daemon) applyLinkDenyLocked() error {
 	ls := d.peers.link
-	where := map[string]string{}
-	var derived []string
-	add := func(name, region string) {
-		if _, ok := where[name]; !ok {
-			where[name] = region
-			derived = append(derived, platform.ResidentDeny(name)...)
-		}
-	}
-	for _, t := range d.cfg.Catalog.Topics {
-		if t.Residency != "" {
-			add(t.Name, t.Residency)
-		}
-	}
-	for _, q := range d.cfg.Catalog.Queues {
-		if q.Residency != "" {
-			add(q.Name, q.Residency)
-		}
-	}
+	tab := region.LinkTable{Configured: ls.configured}
+	tab.AddCatalog(d.cfg.Catalog)
 	for name := range ls.applied {
-		add(name, d.region.Name)
+		tab.Add(name, d.region.Name)
 	}
 	for _, name := range ls.own {
-		add(name, d.region.Name)
+		tab.Add(name, d.region.Name)
 	}
-	for _, region := range slices.Sorted(maps.Keys(ls.peers)) {
-		for _, name := range ls.peers[region] {
-			add(name, region)
+	for _, peer := range slices.Sorted(maps.Keys(ls.peers)) {
+		for _, name := range ls.peers[peer] {
+			tab.Add(name, peer)
 		}
 	}
-	// Catalog order is a map's: sort the derived part for a stable list.
-	sort.Strings(derived)
-	eff := platform.MergeDeny(ls.configured, derived, []string{platform.GateLinkDeny})
+	eff := tab.Deny()
 	if ls.effective != nil && slices.Equal(eff, ls.effective) {
 		return nil
 	}
@@ -282,9 +264,9 @@ func (d *Daemon) applyLinkDenyLocked() error {
 	ls.updates.Inc()
 	ls.subjects.Set(float64(len(eff)))
 	ls.objects.Reset()
-	names := slices.Sorted(maps.Keys(where))
+	names := slices.Sorted(maps.Keys(tab.Residents))
 	for _, name := range names {
-		ls.objects.WithLabelValues(name, where[name]).Set(1)
+		ls.objects.WithLabelValues(name, tab.Residents[name]).Set(1)
 	}
 	d.log.Info("platformd: region link deny list applied", "subjects", len(eff), "configured", len(ls.configured), "resident", strings.Join(names, ","), "deny", strings.Join(eff, " "))
 	return nil
@@ -299,7 +281,7 @@ func (d *Daemon) addLinkResident(name string) error {
 }
 
 // addLinkResidents is addLinkResident of several entries (names, or the
-// stream and subject entries of platform.ResidentDeny) in one link update.
+// stream and subject entries of region.ResidentDeny) in one link update.
 func (d *Daemon) addLinkResidents(names ...string) error {
 	ls := d.linkState()
 	if ls == nil {
@@ -355,32 +337,21 @@ func (d *Daemon) presetLinkDeny(l embeddednats.Leaf) embeddednats.Leaf {
 	if d.cfg.Mode != conf.ModeNode || len(l.Remotes) == 0 {
 		return l
 	}
-	var configured []string
+	var tab region.LinkTable
 	for _, r := range l.Remotes {
-		configured = append(configured, r.Deny...)
+		tab.Configured = append(tab.Configured, r.Deny...)
 	}
-	var derived []string
-	for _, t := range d.cfg.Catalog.Topics {
-		if t.Residency != "" {
-			derived = append(derived, platform.ResidentDeny(t.Name)...)
-		}
-	}
-	for _, q := range d.cfg.Catalog.Queues {
-		if q.Residency != "" {
-			derived = append(derived, platform.ResidentDeny(q.Name)...)
-		}
-	}
+	tab.AddCatalog(d.cfg.Catalog)
 	peers := map[string][]string{}
 	if b, err := os.ReadFile(filepath.Join(d.cfg.DataDir, "regions", "link-peers.json")); err == nil {
 		_ = json.Unmarshal(b, &peers)
 	}
-	for _, names := range peers {
-		for _, n := range names {
-			derived = append(derived, platform.ResidentDeny(n)...)
+	for _, peer := range slices.Sorted(maps.Keys(peers)) {
+		for _, name := range peers[peer] {
+			tab.Add(name, peer)
 		}
 	}
-	sort.Strings(derived)
-	eff := platform.MergeDeny(platform.MergeDeny(configured), derived, []string{platform.GateLinkDeny})
+	eff := tab.Deny()
 	l.Remotes = slices.Clone(l.Remotes)
 	for i := range l.Remotes {
 		l.Remotes[i].Deny = slices.Clone(eff)

@@ -21,6 +21,7 @@ import (
 	"github.com/msgplatform/platform/embeddednats"
 	"github.com/msgplatform/platform/internal/control"
 	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/region"
 )
 
 // peersState is a mode-node daemon's view of the installation's regions
@@ -30,7 +31,7 @@ import (
 // link cut and a failback reads each region where it is.
 type peersState struct {
 	conns []*nats.Conn
-	list  platform.Regions
+	list  region.Regions
 	// link is the region link's deny list of a node with leafnode
 	// remotes (nil otherwise; see linkState).
 	link *linkState
@@ -50,7 +51,7 @@ type peersState struct {
 }
 
 // startPeers connects, in mode node with regions.peers, to every peer
-// region and builds the platform.Regions the control API's region
+// region and builds the region.Regions the control API's region
 // operations run on. A peer that does not answer yet does not stop the
 // daemon (a failover is exactly the case where the origin is gone): its
 // connection keeps retrying, and the operations report the region as
@@ -63,7 +64,7 @@ func (d *Daemon) startPeers(ctx context.Context) error {
 	}
 	own := d.region
 	own.EnsureDefaults()
-	ps := &peersState{list: platform.Regions{{Name: own.Name, Domain: own.Domain, JS: d.js}}}
+	ps := &peersState{list: region.Regions{{Name: own.Name, Domain: own.Domain, JS: d.js}}}
 	d.peers = ps
 	for i, p := range peers {
 		nc, err := d.connectPeer(p)
@@ -75,12 +76,12 @@ func (d *Daemon) startPeers(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("daemon: regions.peers[%d] (%s): %w", i, p.Name, err)
 		}
-		ps.list = append(ps.list, platform.Region{Name: p.Name, Domain: p.Domain, JS: js})
+		ps.list = append(ps.list, region.Region{Name: p.Name, Domain: p.Domain, JS: js})
 		if !nc.IsConnected() {
 			d.log.Warn("platformd: peer region not reachable yet; retrying in the background", "region", p.Name, "urls", strings.Join(p.URLs, ","))
 		}
 	}
-	d.reg.MustRegister(platform.NewMirrorCollector(func() platform.Regions { return ps.list }))
+	d.reg.MustRegister(region.NewMirrorCollector(func() region.Regions { return ps.list }))
 	ps.stop, ps.done = make(chan struct{}), make(chan struct{})
 	go recordPositions(ps.list, positionInterval, ps.stop, ps.done)
 	d.log.Info("platformd: region operations enabled", "region", own.Name, "peers", len(peers))
@@ -140,7 +141,7 @@ func checkCredsFile(path string) error {
 
 // recordPositions runs list.RecordPositions every interval until stop is
 // closed, then closes done.
-func recordPositions(list platform.Regions, interval time.Duration, stop <-chan struct{}, done chan<- struct{}) {
+func recordPositions(list region.Regions, interval time.Duration, stop <-chan struct{}, done chan<- struct{}) {
 	defer close(done)
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
@@ -181,7 +182,7 @@ func (d *Daemon) closePeers() {
 
 // regionList is the regions the control API's region operations run on:
 // every region in mode regions, this node's and its peers' in mode node.
-func (d *Daemon) regionList() (platform.Regions, bool) {
+func (d *Daemon) regionList() (region.Regions, bool) {
 	switch {
 	case d.regions != nil:
 		return d.regions.list, true
@@ -207,7 +208,7 @@ const subjLinkDenyAdd = control.SubjectPrefix + ".region.link.deny.add"
 const linkDenyConfirm = 10 * time.Second
 
 // linkDenyAddRequest names the resident topics or queues of region that a
-// dialling platformd must deny on its link (platform.ResidentDeny).
+// dialling platformd must deny on its link (region.ResidentDeny).
 type linkDenyAddRequest struct {
 	Region string   `json:"region"`
 	Names  []string `json:"names"`
@@ -234,7 +235,7 @@ func (d *Daemon) serveLinkDenyAdd() error {
 	if d.peers == nil {
 		own := d.region
 		own.EnsureDefaults()
-		d.peers = &peersState{list: platform.Regions{{Name: own.Name, Domain: own.Domain, JS: d.js}}}
+		d.peers = &peersState{list: region.Regions{{Name: own.Name, Domain: own.Domain, JS: d.js}}}
 	}
 	sub, err := d.nc.Subscribe(subjLinkDenyAdd, func(m *nats.Msg) {
 		rep := d.linkDenyAdd(m.Data)
@@ -367,7 +368,7 @@ func (d *Daemon) anyLeafConn(ids map[uint64]bool) bool {
 }
 
 func sortedUnion(a, b []string) []string {
-	out := platform.MergeDeny(a, b)
+	out := region.MergeDeny(a, b)
 	sort.Strings(out)
 	return out
 }

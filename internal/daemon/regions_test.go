@@ -19,6 +19,7 @@ import (
 	"github.com/msgplatform/platform/internal/daemon"
 	"github.com/msgplatform/platform/internal/daemon/daemontest"
 	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/region"
 )
 
 // startRegionsDaemon runs platformd in mode regions: eu (home) and us, one
@@ -80,12 +81,12 @@ func TestRegionsControlAPI(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
 	defer cancel()
 
-	err := control.Call(ctx, nc, platform.SubjRegionMirror, platform.MirrorRequest{Topic: "orders.eu", To: "us"}, nil)
+	err := control.Call(ctx, nc, region.SubjMirror, region.MirrorRequest{Topic: "orders.eu", To: "us"}, nil)
 	if !errors.Is(err, control.ErrConflict) || !strings.Contains(err.Error(), "resident in eu") {
 		t.Fatalf("resident mirror: want a 409 naming eu, got %v", err)
 	}
-	var st platform.MirrorStatus
-	if err := control.Call(ctx, nc, platform.SubjRegionMirror, platform.MirrorRequest{Topic: "orders", To: "us"}, &st); err != nil {
+	var st region.MirrorStatus
+	if err := control.Call(ctx, nc, region.SubjMirror, region.MirrorRequest{Topic: "orders", To: "us"}, &st); err != nil {
 		t.Fatalf("mirror orders: %v", err)
 	}
 	if st.From != "eu" || st.To != "us" {
@@ -98,8 +99,8 @@ func TestRegionsControlAPI(t *testing.T) {
 	if err := control.Call(ctx, nc, control.SubjTopicApply, control.ApplyTopicRequest{Spec: us}, nil); err != nil {
 		t.Fatalf("apply payments.us: %v", err)
 	}
-	var rep platform.ResidencyReport
-	if err := control.Call(ctx, nc, platform.SubjResidencyReport, nil, &rep); err != nil {
+	var rep region.Report
+	if err := control.Call(ctx, nc, region.SubjReport, nil, &rep); err != nil {
 		t.Fatal(err)
 	}
 	where := map[string]string{}
@@ -146,16 +147,16 @@ func TestRegionsResidencyGuard(t *testing.T) {
 	rogue := jetstream.StreamConfig{Name: "rogue_orders_eu", Mirror: &jetstream.StreamSource{Name: platform.StreamName("orders.eu"), Domain: "eu"}}
 	_, err = jsUS.CreateStream(ctx, rogue)
 	var apiErr *jetstream.APIError
-	if !errors.As(err, &apiErr) || apiErr.ErrorCode != platform.GateErrCode || !strings.Contains(apiErr.Description, "topic orders.eu is resident in eu") {
+	if !errors.As(err, &apiErr) || apiErr.ErrorCode != region.GateErrCode || !strings.Contains(apiErr.Description, "topic orders.eu is resident in eu") {
 		t.Fatalf("create hand-made mirror in us: want the residency gate's APIError naming orders.eu and eu, got %T %v", err, err)
 	}
 	if _, err := jsUS.Stream(ctx, rogue.Name); !errors.Is(err, jetstream.ErrStreamNotFound) {
 		t.Fatalf("refused mirror exists in us: %v", err)
 	}
-	rs := platform.Regions{{Name: "eu", Domain: "eu", JS: jsEU}, {Name: "us", Domain: "us", JS: jsUS}}
+	rs := region.Regions{{Name: "eu", Domain: "eu", JS: jsEU}, {Name: "us", Domain: "us", JS: jsUS}}
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		audit, aerr := rs.ResidencyAudit(ctx, "us")
+		audit, aerr := rs.Audit(ctx, "us")
 		if aerr == nil && len(audit) == 1 {
 			if audit[0].Stream != rogue.Name || audit[0].Remedy != "refused" || audit[0].Action != "create" || !strings.Contains(strings.Join(audit[0].Problems, ";"), "topic orders.eu is resident in eu") {
 				t.Fatalf("audit record %+v", audit[0])
@@ -275,9 +276,9 @@ func TestNodeModeLinkDenyDerived(t *testing.T) {
 		for _, s := range us.LinkDeny() {
 			got[s] = true
 		}
-		want := []string{extra, platform.GateLinkDeny}
+		want := []string{extra, region.GateLinkDeny}
 		for _, n := range names {
-			want = append(want, platform.ResidentDeny(n)...)
+			want = append(want, region.ResidentDeny(n)...)
 		}
 		for _, s := range want {
 			if !got[s] {
@@ -322,7 +323,7 @@ func TestNodeModeLinkDenyDerived(t *testing.T) {
 		rogue := jetstream.StreamConfig{Name: "rogue_" + src, Mirror: &jetstream.StreamSource{Name: src, Domain: "eu"}}
 		_, err := jsUS.CreateStream(ctx, rogue)
 		var apiErr *jetstream.APIError
-		if !errors.As(err, &apiErr) || apiErr.ErrorCode != platform.GateErrCode || !strings.Contains(apiErr.Description, "is resident in eu") {
+		if !errors.As(err, &apiErr) || apiErr.ErrorCode != region.GateErrCode || !strings.Contains(apiErr.Description, "is resident in eu") {
 			crossings++
 			t.Errorf("hand-made mirror of %s in us: want the gate's refusal, got %T %v", src, err, err)
 		}
@@ -370,7 +371,7 @@ func TestNodeModeLinkDenyDerived(t *testing.T) {
 	if _, err := jsEU.CreateStream(ctx, jetstream.StreamConfig{Name: "orders_eu_copy", Replicas: 1, Sources: []*jetstream.StreamSource{{Name: "orders_eu"}}}); err != nil {
 		t.Fatalf("in-region copy of orders.eu: %v", err)
 	}
-	if err := hasAll(platform.ResidentStreamEntry + "orders_eu_copy"); err != nil {
+	if err := hasAll(region.ResidentStreamEntry + "orders_eu_copy"); err != nil {
 		t.Fatalf("right after the copy's create: %v", err)
 	}
 	waitFor(t, 60*time.Second, func() error { return linkedTo(ctx, ncUS, "eu") })
@@ -529,7 +530,7 @@ func TestNodeModeLinkDenyListeningSide(t *testing.T) {
 	for _, s := range us.LinkDeny() {
 		have[s] = true
 	}
-	for _, s := range platform.ResidentDeny("fresh.eu") {
+	for _, s := range region.ResidentDeny("fresh.eu") {
 		if !have[s] {
 			t.Errorf("us link deny list lacks %q", s)
 		}
@@ -544,7 +545,7 @@ func TestNodeModeLinkDenyListeningSide(t *testing.T) {
 	for _, s := range us.LinkDeny() {
 		have[s] = true
 	}
-	for _, s := range platform.ResidentDeny("work.eu") {
+	for _, s := range region.ResidentDeny("work.eu") {
 		if !have[s] {
 			t.Errorf("us link deny list lacks %q when eu's queue apply returns", s)
 		}

@@ -23,6 +23,7 @@ import (
 	"github.com/msgplatform/platform/internal/control"
 	"github.com/msgplatform/platform/internal/daemon"
 	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/region"
 	"github.com/msgplatform/platform/redrive"
 	"github.com/msgplatform/platform/redrive/redrivetest"
 )
@@ -122,7 +123,7 @@ func (a *residencyAttack) usState() map[string]uint64 {
 	out := map[string]uint64{}
 	l := a.jsUS.ListStreams(a.ctx(10 * time.Second))
 	for si := range l.Info() {
-		if si.Config.Name != platform.ResidencyAuditStream {
+		if si.Config.Name != region.AuditStream {
 			out[si.Config.Name] = si.State.Msgs
 		}
 	}
@@ -182,7 +183,7 @@ func (a *residencyAttack) listen(subject string) *atomic.Int64 {
 func refusedByResidency(t *testing.T, what string, err error, want string) {
 	t.Helper()
 	var apiErr *jetstream.APIError
-	if !errors.As(err, &apiErr) || apiErr.ErrorCode != platform.GateErrCode || !strings.Contains(apiErr.Description, want) {
+	if !errors.As(err, &apiErr) || apiErr.ErrorCode != region.GateErrCode || !strings.Contains(apiErr.Description, want) {
 		t.Fatalf("%s: want the residency gate's refusal naming %q, got %T %v", what, want, err, err)
 	}
 }
@@ -243,8 +244,8 @@ func TestAttackPropagatedCopyMirroredAbroad(t *testing.T) {
 		t.Fatalf("us_plain after the refused update: %v %+v", err, s)
 	}
 
-	var rep platform.ResidencyReport
-	if err := control.Call(ctx, a.nc, platform.SubjResidencyReport, nil, &rep); err != nil {
+	var rep region.Report
+	if err := control.Call(ctx, a.nc, region.SubjReport, nil, &rep); err != nil {
 		t.Fatal(err)
 	}
 	var copies []string
@@ -515,8 +516,8 @@ func TestAttackResidentBucketsAcrossLink(t *testing.T) {
 		t.Fatalf("%d kv updates received in us", n)
 	}
 	a.unchangedUS(before)
-	var rep platform.ResidencyReport
-	if err := control.Call(ctx, a.nc, platform.SubjResidencyReport, nil, &rep); err != nil {
+	var rep region.Report
+	if err := control.Call(ctx, a.nc, region.SubjReport, nil, &rep); err != nil {
 		t.Fatal(err)
 	}
 	found := map[string]string{}
@@ -537,7 +538,7 @@ func TestAttackResidentBucketsAcrossLink(t *testing.T) {
 func TestAttackRedriveResidentDLQIntoMirroredTopic(t *testing.T) {
 	a := newResidencyAttack(t)
 	ctx := a.ctx(60 * time.Second)
-	if err := control.Call(ctx, a.nc, platform.SubjRegionMirror, platform.MirrorRequest{Topic: "orders", To: "us"}, nil); err != nil {
+	if err := control.Call(ctx, a.nc, region.SubjMirror, region.MirrorRequest{Topic: "orders", To: "us"}, nil); err != nil {
 		t.Fatalf("mirror orders to us: %v", err)
 	}
 	redrivetest.DeadLetter(t, a.jsEU, "orders.eu", "fraud", 100, 3, "declined %d")
@@ -548,7 +549,7 @@ func TestAttackRedriveResidentDLQIntoMirroredTopic(t *testing.T) {
 	svc := a.d.Redrive()
 	_, err := svc.Submit(ctx, redrive.Request{DLQ: "orders.eu", Selection: redrive.Selection{All: true},
 		Destination: platform.TopicSubject("orders", "order:100"), Reason: "attack", Requester: "mallory@platform"})
-	if !errors.Is(err, platform.ErrResidency) || !strings.Contains(err.Error(), "resident in eu") {
+	if !errors.Is(err, region.ErrResidency) || !strings.Contains(err.Error(), "resident in eu") {
 		t.Fatalf("redrive of orders.eu's DLQ into orders: want a residency refusal, got %v", err)
 	}
 	list, err := svc.List(ctx, redrive.ListFilter{})
@@ -614,7 +615,7 @@ func TestAttackResidencyStripThenMirror(t *testing.T) {
 func TestAttackCopyIntoStreamMirroredAbroad(t *testing.T) {
 	a := newResidencyAttack(t)
 	ctx := a.ctx(60 * time.Second)
-	if err := control.Call(ctx, a.nc, platform.SubjRegionMirror, platform.MirrorRequest{Topic: "orders", To: "us"}, nil); err != nil {
+	if err := control.Call(ctx, a.nc, region.SubjMirror, region.MirrorRequest{Topic: "orders", To: "us"}, nil); err != nil {
 		t.Fatalf("mirror orders to us: %v", err)
 	}
 	if _, err := a.jsUS.CreateStream(ctx, jetstream.StreamConfig{Name: "trap", Replicas: 1, Mirror: &jetstream.StreamSource{Name: "future", Domain: "eu"}}); err != nil {

@@ -1,4 +1,4 @@
-package platform
+package region
 
 import (
 	"context"
@@ -6,12 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/msgplatform/platform/platform"
 )
 
 // Failover and failback of a mirrored topic between regions.
@@ -50,9 +53,9 @@ import (
 // that keeps them; a failback interrupted before its last step can be run
 // again and finishes.
 
-// ErrRegionDown: the region the operation needs does not answer; nothing
+// ErrUnavailable: the region the operation needs does not answer; nothing
 // was changed. Retry when it is back.
-var ErrRegionDown = errors.New("platform: region unavailable")
+var ErrUnavailable = errors.New("platform: region unavailable")
 
 // Stream metadata a failover leaves on the promoted stream (read by
 // Failback).
@@ -176,7 +179,7 @@ func (rs Regions) RecordPositions(ctx context.Context) (int, error) {
 		var mirrors []jetstream.StreamConfig
 		l := to.JS.ListStreams(ctx)
 		for si := range l.Info() {
-			if si.Config.Mirror != nil && si.Config.Metadata[mdMirrorOf] != "" && kindOf(&si.Config) == kindTopic {
+			if si.Config.Mirror != nil && si.Config.Metadata[mdMirrorOf] != "" && platform.StreamKind(&si.Config) == platform.StreamKindTopic {
 				mirrors = append(mirrors, si.Config)
 			}
 		}
@@ -197,7 +200,7 @@ func (rs Regions) RecordPositions(ctx context.Context) (int, error) {
 			if from == nil {
 				continue
 			}
-			pos, _, err := originPositions(ctx, from, objectName(&mc))
+			pos, _, err := originPositions(ctx, from, platform.ObjectName(&mc))
 			if err != nil {
 				continue // origin gone: keep the last record
 			}
@@ -231,7 +234,7 @@ func positionsKV(ctx context.Context, r *Region, replicas int) (jetstream.KeyVal
 // originPositions reads the group consumers of topic's stream in region
 // from (and the stream's last sequence).
 func originPositions(ctx context.Context, from *Region, topic string) ([]GroupPosition, uint64, error) {
-	s, err := from.JS.Stream(ctx, StreamName(topic))
+	s, err := from.JS.Stream(ctx, platform.StreamName(topic))
 	if err != nil {
 		return nil, 0, err
 	}
@@ -239,8 +242,8 @@ func originPositions(ctx context.Context, from *Region, topic string) ([]GroupPo
 	l := s.ListConsumers(ctx)
 	now := time.Now().UTC()
 	for ci := range l.Info() {
-		g := ci.Config.Metadata[mdGroup]
-		p, err := strconv.Atoi(ci.Config.Metadata[mdPartition])
+		g := ci.Config.Metadata[platform.MetaGroup]
+		p, err := strconv.Atoi(ci.Config.Metadata[platform.MetaPartition])
 		if g == "" || err != nil {
 			continue
 		}
@@ -266,7 +269,7 @@ func recordedPositions(ctx context.Context, to *Region, topic string) ([]GroupPo
 	if err != nil {
 		return nil, err
 	}
-	keys, err := kv.ListKeysFiltered(ctx, positionKey(StreamName(topic), ">"))
+	keys, err := kv.ListKeysFiltered(ctx, positionKey(platform.StreamName(topic), ">"))
 	if err != nil {
 		return nil, err
 	}
@@ -289,10 +292,10 @@ func recordedPositions(ctx context.Context, to *Region, topic string) ([]GroupPo
 func (rs Regions) residentAnywhere(ctx context.Context, topic string) string {
 	for _, r := range rs {
 		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		s, err := r.JS.Stream(cctx, StreamName(topic))
+		s, err := r.JS.Stream(cctx, platform.StreamName(topic))
 		cancel()
 		if err == nil {
-			if res := s.CachedInfo().Config.Metadata[mdResidency]; res != "" {
+			if res := s.CachedInfo().Config.Metadata[platform.MetaResidency]; res != "" {
 				return res
 			}
 		}
@@ -308,19 +311,19 @@ func (rs Regions) residentAnywhere(ctx context.Context, topic string) string {
 func (rs Regions) Failover(ctx context.Context, req FailoverRequest) (Failover, error) {
 	out := Failover{Topic: req.Topic, To: req.To, DryRun: req.DryRun, Groups: []FailoverGroup{}}
 	if req.Topic == "" || req.To == "" {
-		return out, fmt.Errorf("%w: failover needs a topic and a region to fail over to", ErrInvalidSpec)
+		return out, fmt.Errorf("%w: failover needs a topic and a region to fail over to", platform.ErrInvalidSpec)
 	}
 	to := rs.byName(req.To)
 	if to == nil {
-		return out, fmt.Errorf("%w: no region %q (regions: %s)", ErrNotFound, req.To, strings.Join(rs.names(), ", "))
+		return out, fmt.Errorf("%w: no region %q (regions: %s)", platform.ErrNotFound, req.To, strings.Join(rs.names(), ", "))
 	}
 	if res := rs.residentAnywhere(ctx, req.Topic); res != "" {
 		return out, fmt.Errorf("%w: topic %s is resident in %s and cannot fail over to %s (it has no copy outside %s); use %s", ErrResidency, req.Topic, res, req.To, res, DegradeMode)
 	}
-	stream := StreamName(req.Topic)
+	stream := platform.StreamName(req.Topic)
 	ms, err := to.JS.Stream(ctx, stream)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		return out, fmt.Errorf("%w: region %s has no mirror of topic %s: nothing to promote (create one ahead of an outage with `platformctl region mirror %s --to %s`; a resident topic has none by design: %s)", ErrNotFound, req.To, req.Topic, req.Topic, req.To, DegradeMode)
+		return out, fmt.Errorf("%w: region %s has no mirror of topic %s: nothing to promote (create one ahead of an outage with `platformctl region mirror %s --to %s`; a resident topic has none by design: %s)", platform.ErrNotFound, req.To, req.Topic, req.Topic, req.To, DegradeMode)
 	}
 	if err != nil {
 		return out, fmt.Errorf("platform: read %s in %s: %w", stream, req.To, err)
@@ -331,13 +334,13 @@ func (rs Regions) Failover(ctx context.Context, req FailoverRequest) (Failover, 
 	}
 	if mi.Config.Mirror == nil {
 		if f := mi.Config.Metadata[mdFailedOverFrom]; f != "" {
-			return out, fmt.Errorf("%w: topic %s already failed over from %s to %s (at sequence %s); fail back with `platformctl region failback %s`", ErrConflict, req.Topic, f, req.To, mi.Config.Metadata[mdPromotedAtSeq], req.Topic)
+			return out, fmt.Errorf("%w: topic %s already failed over from %s to %s (at sequence %s); fail back with `platformctl region failback %s`", platform.ErrConflict, req.Topic, f, req.To, mi.Config.Metadata[mdPromotedAtSeq], req.Topic)
 		}
-		return out, fmt.Errorf("%w: topic %s already lives in %s", ErrConflict, req.Topic, req.To)
+		return out, fmt.Errorf("%w: topic %s already lives in %s", platform.ErrConflict, req.Topic, req.To)
 	}
 	from := rs.byName(mi.Config.Metadata[mdMirrorOf])
 	if from == nil {
-		return out, fmt.Errorf("%w: stream %s in %s mirrors a region this installation does not know (%q)", ErrConflict, stream, req.To, mi.Config.Metadata[mdMirrorOf])
+		return out, fmt.Errorf("%w: stream %s in %s mirrors a region this installation does not know (%q)", platform.ErrConflict, stream, req.To, mi.Config.Metadata[mdMirrorOf])
 	}
 	out.From = from.Name
 
@@ -397,7 +400,7 @@ func (rs Regions) Failover(ctx context.Context, req FailoverRequest) (Failover, 
 			out.Notes = append(out.Notes, fmt.Sprintf("recorded positions unreadable (%v): groups start by time", err))
 		}
 	}
-	spec, err := topicFromStream(&mi.Config)
+	spec, err := platform.TopicFromStream(&mi.Config)
 	if err != nil {
 		return out, err
 	}
@@ -410,7 +413,7 @@ func (rs Regions) Failover(ctx context.Context, req FailoverRequest) (Failover, 
 		if plan[gp.Group] == nil {
 			plan[gp.Group] = make([]*FailoverPosition, spec.Partitions)
 		}
-		fp := &FailoverPosition{Partition: gp.Partition, Consumer: PartitionConsumer(gp.Group, gp.Partition), Source: source, AckFloor: gp.AckFloor, StartSeq: gp.AckFloor + 1}
+		fp := &FailoverPosition{Partition: gp.Partition, Consumer: platform.PartitionConsumer(gp.Group, gp.Partition), Source: source, AckFloor: gp.AckFloor, StartSeq: gp.AckFloor + 1}
 		if source == "recorded" {
 			fp.At = gp.RecordedAt
 		}
@@ -431,7 +434,7 @@ func (rs Regions) Failover(ctx context.Context, req FailoverRequest) (Failover, 
 			plan[g] = make([]*FailoverPosition, spec.Partitions)
 		}
 	}
-	rec := NewReconciler(to.JS, ReconcilerOptions{RetryFor: 10 * time.Second})
+	rec := platform.NewReconciler(to.JS, platform.ReconcilerOptions{RetryFor: 10 * time.Second})
 	for g, parts := range plan {
 		for p := range parts {
 			if parts[p] != nil {
@@ -439,10 +442,10 @@ func (rs Regions) Failover(ctx context.Context, req FailoverRequest) (Failover, 
 			}
 			at := lastAck[g]
 			if at.IsZero() {
-				at = time.Now().Add(-out.LastContact - groupAckWait)
+				at = time.Now().Add(-out.LastContact - platform.GroupAckWait)
 			}
-			fp := &FailoverPosition{Partition: p, Consumer: PartitionConsumer(g, p), Source: "time", At: at.UTC()}
-			seq, _, found, err := rec.firstMatching(ctx, stream, PartitionSubject(req.Topic, p), &at)
+			fp := &FailoverPosition{Partition: p, Consumer: platform.PartitionConsumer(g, p), Source: "time", At: at.UTC()}
+			seq, _, found, err := rec.FirstMatching(ctx, stream, platform.PartitionSubject(req.Topic, p), &at)
 			switch {
 			case err != nil:
 				return out, fmt.Errorf("platform: find position of %s by time in %s: %w", fp.Consumer, req.To, err)
@@ -463,7 +466,7 @@ func (rs Regions) Failover(ctx context.Context, req FailoverRequest) (Failover, 
 	}
 
 	// Promote: the mirror becomes the topic's stream.
-	cfg := topicStreamConfig(spec)
+	cfg := platform.TopicStreamConfig(spec)
 	cfg.Replicas = mi.Config.Replicas
 	md := maps.Clone(mi.Config.Metadata)
 	delete(md, mdMirrorOf)
@@ -484,8 +487,8 @@ func (rs Regions) Failover(ctx context.Context, req FailoverRequest) (Failover, 
 	// Recreate the groups at the translated positions.
 	for g, parts := range plan {
 		for _, fp := range parts {
-			want := groupConsumerConfig(GroupSpec{Name: g, Topic: req.Topic}, fp.Partition)
-			err := rec.do(ctx, "create consumer "+fp.Consumer, func(ctx context.Context) error {
+			want := platform.GroupConsumerConfig(platform.GroupSpec{Name: g, Topic: req.Topic}, fp.Partition)
+			err := rec.Retry(ctx, "create consumer "+fp.Consumer, func(ctx context.Context) error {
 				if _, err := to.JS.CreateOrUpdateConsumer(ctx, stream, want); err != nil {
 					return err
 				}
@@ -514,7 +517,7 @@ func (rs Regions) Failover(ctx context.Context, req FailoverRequest) (Failover, 
 
 func groupsReport(plan map[string][]*FailoverPosition) []FailoverGroup {
 	out := []FailoverGroup{}
-	for _, g := range sortedKeys(plan) {
+	for _, g := range slices.Sorted(maps.Keys(plan)) {
 		fg := FailoverGroup{Group: g}
 		for _, fp := range plan[g] {
 			fg.Partitions = append(fg.Partitions, *fp)

@@ -1,4 +1,4 @@
-package platform
+package region
 
 import (
 	"errors"
@@ -11,6 +11,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/msgplatform/platform/embeddednats/natstest"
+
+	"github.com/msgplatform/platform/platform"
 )
 
 // TestFailoverFailback is the scenario on the in-process
@@ -24,8 +26,8 @@ func TestFailoverFailback(t *testing.T) {
 	rr, rs := twoRegions(t, regionTopic("orders", ""), regionTopic("ledger.eu", "eu"))
 	ctx := testCtx(t, 90*time.Second)
 	eu, us := &rs[0], &rs[1]
-	rec := NewReconciler(eu.JS, ReconcilerOptions{DefaultReplicas: 1})
-	if _, err := rec.Apply(ctx, Catalog{Topics: map[string]TopicSpec{"orders": regionTopic("orders", "")}, Groups: map[string]GroupSpec{"mailer": {Name: "mailer", Topic: "orders"}}}, ApplyOptions{AllowReducedReplicas: true}); err != nil {
+	rec := platform.NewReconciler(eu.JS, platform.ReconcilerOptions{DefaultReplicas: 1})
+	if _, err := rec.Apply(ctx, platform.Catalog{Topics: map[string]platform.TopicSpec{"orders": regionTopic("orders", "")}, Groups: map[string]platform.GroupSpec{"mailer": {Name: "mailer", Topic: "orders"}}}, platform.ApplyOptions{AllowReducedReplicas: true}); err != nil {
 		t.Fatalf("apply group: %v", err)
 	}
 	const N, M = 40, 25
@@ -42,7 +44,7 @@ func TestFailoverFailback(t *testing.T) {
 	}
 	ackSome := func(js jetstream.JetStream, n int) uint64 {
 		t.Helper()
-		c, err := js.Consumer(ctx, "orders", PartitionConsumer("mailer", 0))
+		c, err := js.Consumer(ctx, "orders", platform.PartitionConsumer("mailer", 0))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -109,7 +111,7 @@ func TestFailoverFailback(t *testing.T) {
 	if fo.DuplicateWindow == 0 || fo.DuplicateWindow > N {
 		t.Errorf("duplicate window %d", fo.DuplicateWindow)
 	}
-	ci, err := us.JS.Consumer(ctx, "orders", PartitionConsumer("mailer", 0))
+	ci, err := us.JS.Consumer(ctx, "orders", platform.PartitionConsumer("mailer", 0))
 	if err != nil {
 		t.Fatal(err)
 	}

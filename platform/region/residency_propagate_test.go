@@ -1,4 +1,4 @@
-package platform
+package region
 
 import (
 	"errors"
@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/msgplatform/platform/platform"
 )
 
 // TestResidencyReportFindsPropagatedCopies: with no gate or guard running
@@ -27,7 +29,7 @@ func TestResidencyReportFindsPropagatedCopies(t *testing.T) {
 			t.Fatalf("create %s: %v", cfg.Name, err)
 		}
 	}
-	mustCreate(eu, jetstream.StreamConfig{Name: "copy", Sources: []*jetstream.StreamSource{{Name: StreamName("orders.eu")}}})
+	mustCreate(eu, jetstream.StreamConfig{Name: "copy", Sources: []*jetstream.StreamSource{{Name: platform.StreamName("orders.eu")}}})
 	mustCreate(eu, jetstream.StreamConfig{Name: "copy2", Mirror: &jetstream.StreamSource{Name: "copy"}, RePublish: &jetstream.RePublish{Source: ">", Destination: "leak.>"}})
 	mirror := jetstream.StreamConfig{Name: "stolen", Mirror: &jetstream.StreamSource{Name: "copy2", Domain: "eu"}}
 	err := rs.CheckStream(ctx, "us", mirror)
@@ -35,7 +37,7 @@ func TestResidencyReportFindsPropagatedCopies(t *testing.T) {
 		t.Fatalf("CheckStream of a mirror of the copy in us: %v", err)
 	}
 	mustCreate(us, mirror)
-	if _, err := eu.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "sessions", Replicas: 1, Metadata: map[string]string{mdResidency: "eu"}}); err != nil {
+	if _, err := eu.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "sessions", Replicas: 1, Metadata: map[string]string{platform.MetaResidency: "eu"}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := rs.CheckStream(ctx, "us", jetstream.StreamConfig{Name: "KV_s2", Mirror: &jetstream.StreamSource{Name: "KV_sessions", Domain: "eu"}}); err == nil || !strings.Contains(err.Error(), "kv bucket sessions is resident in eu") {
@@ -98,14 +100,14 @@ func TestResidencyReportFindsPropagatedCopies(t *testing.T) {
 func TestResidencyGuardRemovesRepublish(t *testing.T) {
 	_, rs := twoRegions(t, regionTopic("orders.eu", "eu"))
 	ctx := testCtx(t, 60*time.Second)
-	refused := make(chan ResidencyRefusal, 4)
-	g, err := StartResidencyGuard(ctx, rs, GuardOptions{OnRefusal: func(r ResidencyRefusal) { refused <- r }})
+	refused := make(chan Refusal, 4)
+	g, err := StartGuard(ctx, rs, GuardOptions{OnRefusal: func(r Refusal) { refused <- r }})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(g.Stop)
 	eu := rs[0].JS
-	s, err := eu.Stream(ctx, StreamName("orders.eu"))
+	s, err := eu.Stream(ctx, platform.StreamName("orders.eu"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,38 +141,38 @@ func TestResidencyGuardRemovesRepublish(t *testing.T) {
 func TestResidencyGuardDeletesCrossingPushConsumer(t *testing.T) {
 	_, rs := twoRegions(t, regionTopic("orders.eu", "eu"), regionTopic("orders", ""))
 	ctx := testCtx(t, 60*time.Second)
-	refused := make(chan ResidencyRefusal, 4)
-	g, err := StartResidencyGuard(ctx, rs, GuardOptions{OnRefusal: func(r ResidencyRefusal) { refused <- r }})
+	refused := make(chan Refusal, 4)
+	g, err := StartGuard(ctx, rs, GuardOptions{OnRefusal: func(r Refusal) { refused <- r }})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(g.Stop)
 	eu := rs[0].JS
-	if _, err := eu.CreateOrUpdatePushConsumer(ctx, StreamName("orders.eu"), jetstream.ConsumerConfig{Durable: "leaky", DeliverSubject: "leak.push", AckPolicy: jetstream.AckExplicitPolicy}); err != nil {
+	if _, err := eu.CreateOrUpdatePushConsumer(ctx, platform.StreamName("orders.eu"), jetstream.ConsumerConfig{Durable: "leaky", DeliverSubject: "leak.push", AckPolicy: jetstream.AckExplicitPolicy}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := eu.CreateOrUpdateConsumer(ctx, StreamName("orders.eu"), jetstream.ConsumerConfig{Durable: "pull", AckPolicy: jetstream.AckExplicitPolicy}); err != nil {
+	if _, err := eu.CreateOrUpdateConsumer(ctx, platform.StreamName("orders.eu"), jetstream.ConsumerConfig{Durable: "pull", AckPolicy: jetstream.AckExplicitPolicy}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := eu.CreateOrUpdatePushConsumer(ctx, StreamName("orders"), jetstream.ConsumerConfig{Durable: "fine", DeliverSubject: "plain.push", AckPolicy: jetstream.AckExplicitPolicy}); err != nil {
+	if _, err := eu.CreateOrUpdatePushConsumer(ctx, platform.StreamName("orders"), jetstream.ConsumerConfig{Durable: "fine", DeliverSubject: "plain.push", AckPolicy: jetstream.AckExplicitPolicy}); err != nil {
 		t.Fatal(err)
 	}
 	select {
 	case r := <-refused:
-		if r.Remedy != "consumer deleted" || r.Stream != StreamName("orders.eu") || !strings.Contains(strings.Join(r.Problems, ";"), "push consumer leaky of stream orders_eu delivers on leak.push") {
+		if r.Remedy != "consumer deleted" || r.Stream != platform.StreamName("orders.eu") || !strings.Contains(strings.Join(r.Problems, ";"), "push consumer leaky of stream orders_eu delivers on leak.push") {
 			t.Fatalf("refusal %+v", r)
 		}
 	case <-time.After(15 * time.Second):
 		t.Fatal("the guard did not refuse the push consumer")
 	}
-	if _, err := eu.PushConsumer(ctx, StreamName("orders.eu"), "leaky"); !errors.Is(err, jetstream.ErrConsumerNotFound) {
+	if _, err := eu.PushConsumer(ctx, platform.StreamName("orders.eu"), "leaky"); !errors.Is(err, jetstream.ErrConsumerNotFound) {
 		t.Fatalf("push consumer kept: %v", err)
 	}
 	time.Sleep(500 * time.Millisecond)
-	if _, err := eu.Consumer(ctx, StreamName("orders.eu"), "pull"); err != nil {
+	if _, err := eu.Consumer(ctx, platform.StreamName("orders.eu"), "pull"); err != nil {
 		t.Errorf("pull consumer of orders.eu: %v", err)
 	}
-	if _, err := eu.PushConsumer(ctx, StreamName("orders"), "fine"); err != nil {
+	if _, err := eu.PushConsumer(ctx, platform.StreamName("orders"), "fine"); err != nil {
 		t.Errorf("push consumer of orders: %v", err)
 	}
 	if g.Refused() != 1 {

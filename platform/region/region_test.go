@@ -1,4 +1,4 @@
-package platform
+package region
 
 import (
 	"context"
@@ -13,29 +13,31 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/msgplatform/platform/embeddednats/natstest"
+
+	"github.com/msgplatform/platform/platform"
 )
 
 // twoRegions starts eu and us (one node each) linked by a leafnode whose
 // deny list is the residency policy of the given topics, creates the
 // topics in eu and returns the platform's view of both regions.
-func twoRegions(t *testing.T, topics ...TopicSpec) (*natstest.Regions, Regions) {
+func twoRegions(t *testing.T, topics ...platform.TopicSpec) (*natstest.Regions, Regions) {
 	t.Helper()
 	rr := natstest.RunRegions(t, 1, LinkDeny(topics), "eu", "us")
 	rs := Regions{
 		{Name: "eu", Domain: "eu", JS: rr.JetStream("eu")},
 		{Name: "us", Domain: "us", JS: rr.JetStream("us")},
 	}
-	rec := NewReconciler(rs[0].JS, ReconcilerOptions{DefaultReplicas: 1})
+	rec := platform.NewReconciler(rs[0].JS, platform.ReconcilerOptions{DefaultReplicas: 1})
 	for _, tp := range topics {
-		if _, err := rec.ApplyTopic(testCtx(t, 30*time.Second), tp, ApplyOptions{AllowReducedReplicas: true}); err != nil {
+		if _, err := rec.ApplyTopic(testCtx(t, 30*time.Second), tp, platform.ApplyOptions{AllowReducedReplicas: true}); err != nil {
 			t.Fatalf("apply %s: %v", tp.Name, err)
 		}
 	}
 	return rr, rs
 }
 
-func regionTopic(name, residency string) TopicSpec {
-	t := DefaultTopicSpec(name)
+func regionTopic(name, residency string) platform.TopicSpec {
+	t := platform.DefaultTopicSpec(name)
 	t.Partitions, t.Replicas, t.Residency = 2, 1, residency
 	return t
 }
@@ -96,7 +98,7 @@ func TestResidencyEveryRouteRefused(t *testing.T) {
 		t.Errorf("mirror: want ErrResidency naming eu, got %v", err)
 	}
 	refused("platform mirror", err)
-	for _, src := range []string{DLQStream("orders.eu"), DLQEventsStream("orders.eu")} {
+	for _, src := range []string{platform.DLQStream("orders.eu"), platform.DLQEventsStream("orders.eu")} {
 		err = rs.CheckStream(ctx, "us", jetstream.StreamConfig{Name: "x", Mirror: &jetstream.StreamSource{Name: src, Domain: "eu"}})
 		if !errors.Is(err, ErrResidency) {
 			t.Errorf("mirror of %s: want ErrResidency, got %v", src, err)
@@ -235,22 +237,22 @@ func getOverLink(ctx context.Context, nc *nats.Conn, domain, stream string) (*na
 // a queue resident in eu; a residency that is not a region name is
 // refused by validation.
 func TestResidencyQueue(t *testing.T) {
-	jobsEU, tasks := DefaultQueueSpec("jobs.eu"), DefaultQueueSpec("tasks")
+	jobsEU, tasks := platform.DefaultQueueSpec("jobs.eu"), platform.DefaultQueueSpec("tasks")
 	jobsEU.Replicas, jobsEU.Residency, tasks.Replicas = 1, "eu", 1
 	bad := jobsEU
 	bad.Residency = "EU west"
-	if err := bad.Validate(); !errors.Is(err, ErrInvalidSpec) || !strings.Contains(err.Error(), `residency: must be a region name such as eu, got "EU west"`) {
+	if err := bad.Validate(); !errors.Is(err, platform.ErrInvalidSpec) || !strings.Contains(err.Error(), `residency: must be a region name such as eu, got "EU west"`) {
 		t.Errorf("queue residency %q: want a validation error naming residency, got %v", bad.Residency, err)
 	}
-	rr := natstest.RunRegions(t, 1, QueueLinkDeny([]QueueSpec{jobsEU, tasks}), "eu", "us")
+	rr := natstest.RunRegions(t, 1, QueueLinkDeny([]platform.QueueSpec{jobsEU, tasks}), "eu", "us")
 	rs := Regions{
 		{Name: "eu", Domain: "eu", JS: rr.JetStream("eu")},
 		{Name: "us", Domain: "us", JS: rr.JetStream("us")},
 	}
 	ctx := testCtx(t, 90*time.Second)
-	rec := NewReconciler(rs[0].JS, ReconcilerOptions{DefaultReplicas: 1})
-	for _, q := range []QueueSpec{jobsEU, tasks} {
-		if _, err := rec.ApplyQueue(ctx, q, ApplyOptions{}); err != nil {
+	rec := platform.NewReconciler(rs[0].JS, platform.ReconcilerOptions{DefaultReplicas: 1})
+	for _, q := range []platform.QueueSpec{jobsEU, tasks} {
+		if _, err := rec.ApplyQueue(ctx, q, platform.ApplyOptions{}); err != nil {
 			t.Fatalf("apply queue %s: %v", q.Name, err)
 		}
 	}
@@ -290,7 +292,7 @@ func TestResidencyQueue(t *testing.T) {
 	usJS := rs[1].JS
 	for _, rogue := range []jetstream.StreamConfig{
 		{Name: "rogue_jobs", Mirror: &jetstream.StreamSource{Name: "jobs_eu", Domain: "eu"}},
-		{Name: "rogue_jobs_dlq", Mirror: &jetstream.StreamSource{Name: DLQStream("jobs.eu"), Domain: "eu"}},
+		{Name: "rogue_jobs_dlq", Mirror: &jetstream.StreamSource{Name: platform.DLQStream("jobs.eu"), Domain: "eu"}},
 		{Name: "rogue_jobs_src", Subjects: []string{"rogue.>"}, Sources: []*jetstream.StreamSource{{Name: "jobs_eu", Domain: "eu"}}},
 	} {
 		attempts++

@@ -1,4 +1,4 @@
-package platform
+package region
 
 import (
 	"context"
@@ -29,8 +29,8 @@ func TestResidencyGuardRefusesHandMadeCopies(t *testing.T) {
 	rr, rs := twoRegions(t, regionTopic("orders.eu", "eu"), regionTopic("orders", ""))
 	ctx := testCtx(t, 90*time.Second)
 	var mu sync.Mutex
-	refusals := map[string]ResidencyRefusal{}
-	g, err := StartResidencyGuard(ctx, rs, GuardOptions{OnRefusal: func(r ResidencyRefusal) {
+	refusals := map[string]Refusal{}
+	g, err := StartGuard(ctx, rs, GuardOptions{OnRefusal: func(r Refusal) {
 		mu.Lock()
 		defer mu.Unlock()
 		refusals[r.Region+"/"+r.Stream+"/"+r.Action] = r
@@ -127,7 +127,7 @@ func TestResidencyGuardRefusesHandMadeCopies(t *testing.T) {
 		}
 		t.Logf("%s: %s (%s): %s", a.how, ref.Remedy, ref.Action, ref.Problems[0])
 	}
-	audit, err := rs.ResidencyAudit(ctx, "us")
+	audit, err := rs.Audit(ctx, "us")
 	if err != nil {
 		t.Fatalf("residency audit: %v", err)
 	}

@@ -1,4 +1,4 @@
-package platform
+package region
 
 import (
 	"context"
@@ -16,16 +16,18 @@ import (
 
 	"github.com/msgplatform/platform/embeddednats"
 	"github.com/msgplatform/platform/embeddednats/natstest"
+
+	"github.com/msgplatform/platform/platform"
 )
 
 // startGatedGuard starts the residency guard of rs with the gate on every
 // in-process server of rr, recording each refusal.
-func startGatedGuard(t *testing.T, rr *natstest.Regions, rs Regions) (*ResidencyGuard, func() []ResidencyRefusal) {
+func startGatedGuard(t *testing.T, rr *natstest.Regions, rs Regions) (*Guard, func() []Refusal) {
 	t.Helper()
 	var mu sync.Mutex
-	var refusals []ResidencyRefusal
-	g, err := StartResidencyGuard(testCtx(t, 30*time.Second), rs, GuardOptions{
-		OnRefusal: func(r ResidencyRefusal) {
+	var refusals []Refusal
+	g, err := StartGuard(testCtx(t, 30*time.Second), rs, GuardOptions{
+		OnRefusal: func(r Refusal) {
 			mu.Lock()
 			defer mu.Unlock()
 			refusals = append(refusals, r)
@@ -36,10 +38,10 @@ func startGatedGuard(t *testing.T, rr *natstest.Regions, rs Regions) (*Residency
 		t.Fatalf("start residency guard with gate: %v", err)
 	}
 	t.Cleanup(g.Stop)
-	return g, func() []ResidencyRefusal {
+	return g, func() []Refusal {
 		mu.Lock()
 		defer mu.Unlock()
-		return append([]ResidencyRefusal(nil), refusals...)
+		return append([]Refusal(nil), refusals...)
 	}
 }
 
@@ -120,7 +122,7 @@ func TestResidencyGateRefusesAtRequest(t *testing.T) {
 		{"nats stream add --config (sources orders and orders_eu)", "gate_cli_source", false,
 			cliCreate(nil, jetstream.StreamConfig{Name: "gate_cli_source", Sources: []*jetstream.StreamSource{fromEU("orders"), fromEU("orders_eu")}})},
 		{"nats stream add --config (mirror of the DLQ of orders.eu)", "gate_cli_dlq", false,
-			cliCreate(nil, jetstream.StreamConfig{Name: "gate_cli_dlq", Mirror: fromEU(DLQStream("orders.eu"))})},
+			cliCreate(nil, jetstream.StreamConfig{Name: "gate_cli_dlq", Mirror: fromEU(platform.DLQStream("orders.eu"))})},
 		{"nats stream edit --config --force (adds source orders_eu)", legit.Name, true, func() error {
 			edited := legit
 			edited.Sources = append(append([]*jetstream.StreamSource(nil), legit.Sources...), fromEU("orders_eu"))
@@ -185,7 +187,7 @@ func TestResidencyGateRefusesAtRequest(t *testing.T) {
 			t.Errorf("refusal %+v: want remedy refused in us naming topic orders.eu resident in eu", ref)
 		}
 	}
-	audit, err := rs.ResidencyAudit(ctx, "us")
+	audit, err := rs.Audit(ctx, "us")
 	if err != nil {
 		t.Fatalf("residency audit: %v", err)
 	}

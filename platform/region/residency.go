@@ -1,4 +1,4 @@
-package platform
+package region
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/msgplatform/platform/platform"
 )
 
 // ErrResidency: the request would carry a resident topic's events (or
@@ -73,9 +75,9 @@ const maxResidencyDepth = 8
 // objectLabel names the object a stream holds: a topic or queue, a KV
 // bucket (KV_<bucket>), an object store (OBJ_<bucket>) or a stream.
 func objectLabel(cfg *jetstream.StreamConfig) string {
-	switch k := kindOf(cfg); {
-	case k == kindTopic || k == kindQueue:
-		return k + " " + objectName(cfg)
+	switch k := platform.StreamKind(cfg); {
+	case k == platform.StreamKindTopic || k == platform.StreamKindQueue:
+		return k + " " + platform.ObjectName(cfg)
 	case strings.HasPrefix(cfg.Name, "KV_"):
 		return "kv bucket " + strings.TrimPrefix(cfg.Name, "KV_")
 	case strings.HasPrefix(cfg.Name, "OBJ_"):
@@ -89,14 +91,14 @@ func objectLabel(cfg *jetstream.StreamConfig) string {
 // bucket created with that metadata, any stream), with the subjects the
 // link denies for it.
 func ownResidency(cfg *jetstream.StreamConfig) (resident, bool) {
-	res := cfg.Metadata[mdResidency]
+	res := cfg.Metadata[platform.MetaResidency]
 	if res == "" {
 		return resident{}, false
 	}
 	r := resident{Residency: res, What: objectLabel(cfg), Covered: slices.Clone(cfg.Subjects)}
-	if k := kindOf(cfg); k == kindTopic || k == kindQueue {
-		n := objectName(cfg)
-		r.Covered = append(r.Covered, n+".>", "$DLQ."+StreamName(n)+".>")
+	if k := platform.StreamKind(cfg); k == platform.StreamKindTopic || k == platform.StreamKindQueue {
+		n := platform.ObjectName(cfg)
+		r.Covered = append(r.Covered, n+".>", "$DLQ."+platform.StreamName(n)+".>")
 	}
 	return r, true
 }
@@ -118,10 +120,10 @@ func (rs Regions) residencyAt(ctx context.Context, at *Region, cfg *jetstream.St
 	if r, ok := ownResidency(cfg); ok {
 		return r, nil
 	}
-	switch kindOf(cfg) {
-	case kindDLQ, kindDLQEvents:
-		of := cfg.Metadata[mdDLQOf]
-		s, err := at.JS.Stream(ctx, StreamName(of))
+	switch platform.StreamKind(cfg) {
+	case platform.StreamKindDLQ, platform.StreamKindDLQEvents:
+		of := cfg.Metadata[platform.MetaDLQOf]
+		s, err := at.JS.Stream(ctx, platform.StreamName(of))
 		if errors.Is(err, jetstream.ErrStreamNotFound) {
 			return resident{What: "topic " + of}, nil
 		}
@@ -245,7 +247,7 @@ func (rs Regions) residencyViolations(ctx context.Context, in string, cfg jetstr
 func (rs Regions) residencyViolationsOf(ctx context.Context, in string, cfg jetstream.StreamConfig, copies bool) ([]sourceViolation, []string, error) {
 	at := rs.byName(in)
 	if at == nil {
-		return nil, nil, fmt.Errorf("%w: no region %q (regions: %s)", ErrNotFound, in, strings.Join(rs.names(), ", "))
+		return nil, nil, fmt.Errorf("%w: no region %q (regions: %s)", platform.ErrNotFound, in, strings.Join(rs.names(), ", "))
 	}
 	var out []sourceViolation
 	var unknown []string
@@ -406,8 +408,8 @@ func (rs Regions) residentEntriesOf(ctx context.Context, at *Region, cfg jetstre
 		}
 	}
 	var out []string
-	if k := kindOf(&cur); (k == kindTopic || k == kindQueue) && cur.Metadata[mdResidency] != "" {
-		out = append(out, objectName(&cur))
+	if k := platform.StreamKind(&cur); (k == platform.StreamKindTopic || k == platform.StreamKindQueue) && cur.Metadata[platform.MetaResidency] != "" {
+		out = append(out, platform.ObjectName(&cur))
 	} else {
 		out = append(out, ResidentStreamEntry+cfg.Name)
 		for _, subj := range cfg.Subjects {
@@ -434,9 +436,9 @@ func residencyKept(ctx context.Context, at *Region, cfg jetstream.StreamConfig) 
 	}
 	cur := s.CachedInfo().Config
 	was, ok := ownResidency(&cur)
-	if !ok || cfg.Metadata[mdResidency] == was.Residency {
+	if !ok || cfg.Metadata[platform.MetaResidency] == was.Residency {
 		return "", nil
 	}
 	return fmt.Sprintf("%s is resident in %s: an update of stream %s in region %s may not drop or change its %s metadata (got %q)",
-		was.What, was.Residency, cfg.Name, at.Name, mdResidency, cfg.Metadata[mdResidency]), nil
+		was.What, was.Residency, cfg.Name, at.Name, platform.MetaResidency, cfg.Metadata[platform.MetaResidency]), nil
 }

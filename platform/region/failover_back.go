@@ -1,4 +1,4 @@
-package platform
+package region
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/msgplatform/platform/platform"
 )
 
 // Failback reverses a failover once the original region answers again,
@@ -136,7 +138,7 @@ func scanStream(ctx context.Context, js jetstream.JetStream, stream string, firs
 // comment above). The original region must answer.
 func (rs Regions) Failback(ctx context.Context, req FailbackRequest) (Failback, error) {
 	out := Failback{Topic: req.Topic, Groups: []FailbackGroup{}}
-	stream := StreamName(req.Topic)
+	stream := platform.StreamName(req.Topic)
 	var from *Region
 	var fi *jetstream.StreamInfo
 	for i := range rs {
@@ -156,15 +158,15 @@ func (rs Regions) Failback(ctx context.Context, req FailbackRequest) (Failback, 
 		}
 	}
 	if from == nil {
-		return out, fmt.Errorf("%w: topic %s has not failed over (no promoted stream found)", ErrNotFound, req.Topic)
+		return out, fmt.Errorf("%w: topic %s has not failed over (no promoted stream found)", platform.ErrNotFound, req.Topic)
 	}
 	to := rs.byName(fi.Config.Metadata[mdFailedOverFrom])
 	if to == nil {
-		return out, fmt.Errorf("%w: topic %s failed over from %q, not a region of this installation", ErrConflict, req.Topic, fi.Config.Metadata[mdFailedOverFrom])
+		return out, fmt.Errorf("%w: topic %s failed over from %q, not a region of this installation", platform.ErrConflict, req.Topic, fi.Config.Metadata[mdFailedOverFrom])
 	}
 	out.From, out.To = from.Name, to.Name
 	out.PromotedAtSeq, _ = strconv.ParseUint(fi.Config.Metadata[mdPromotedAtSeq], 10, 64)
-	spec, err := topicFromStream(&fi.Config)
+	spec, err := platform.TopicFromStream(&fi.Config)
 	if err != nil {
 		return out, err
 	}
@@ -175,14 +177,14 @@ func (rs Regions) Failback(ctx context.Context, req FailbackRequest) (Failback, 
 	os, err := to.JS.Stream(cctx, stream)
 	cancel()
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		cfg := topicStreamConfig(spec)
+		cfg := platform.TopicStreamConfig(spec)
 		cfg.Replicas = fi.Config.Replicas
 		if os, err = to.JS.CreateStream(ctx, cfg); err != nil {
 			return out, fmt.Errorf("platform: recreate topic %s in %s: %w", req.Topic, to.Name, err)
 		}
 		out.Notes = append(out.Notes, fmt.Sprintf("%s had no stream %s: recreated, every event copied back", to.Name, stream))
 	} else if err != nil {
-		return out, fmt.Errorf("%w: region %s does not answer (%v): failback needs the original region back", ErrRegionDown, to.Name, err)
+		return out, fmt.Errorf("%w: region %s does not answer (%v): failback needs the original region back", ErrUnavailable, to.Name, err)
 	}
 
 	// 1. No more writes land in From.
@@ -249,7 +251,7 @@ func (rs Regions) Failback(ctx context.Context, req FailbackRequest) (Failback, 
 		m.Header.Set(jetstream.MsgIDHeader, id)
 		m.Data = s.msg.Data()
 		var ack *jetstream.PubAck
-		err := NewReconciler(to.JS, ReconcilerOptions{}).do(ctx, "copy back event "+id, func(ctx context.Context) error {
+		err := platform.NewReconciler(to.JS, platform.ReconcilerOptions{}).Retry(ctx, "copy back event "+id, func(ctx context.Context) error {
 			var err error
 			ack, err = to.JS.PublishMsg(ctx, m, jetstream.WithExpectStream(stream))
 			return err
@@ -288,8 +290,8 @@ func (rs Regions) Failback(ctx context.Context, req FailbackRequest) (Failback, 
 	var moves []move
 	l := fs.ListConsumers(ctx)
 	for ci := range l.Info() {
-		g := ci.Config.Metadata[mdGroup]
-		p, err := strconv.Atoi(ci.Config.Metadata[mdPartition])
+		g := ci.Config.Metadata[platform.MetaGroup]
+		p, err := strconv.Atoi(ci.Config.Metadata[platform.MetaPartition])
 		if g == "" || err != nil {
 			continue
 		}
@@ -321,12 +323,12 @@ func (rs Regions) Failback(ctx context.Context, req FailbackRequest) (Failback, 
 	if err := l.Err(); err != nil && !errors.Is(err, jetstream.ErrEndOfData) {
 		return out, err
 	}
-	rec := NewReconciler(to.JS, ReconcilerOptions{RetryFor: 10 * time.Second})
+	rec := platform.NewReconciler(to.JS, platform.ReconcilerOptions{RetryFor: 10 * time.Second})
 	for _, mv := range moves {
-		name := PartitionConsumer(mv.group, mv.partition)
-		want := groupConsumerConfig(GroupSpec{Name: mv.group, Topic: req.Topic}, mv.partition)
+		name := platform.PartitionConsumer(mv.group, mv.partition)
+		want := platform.GroupConsumerConfig(platform.GroupSpec{Name: mv.group, Topic: req.Topic}, mv.partition)
 		fg := FailbackGroup{Group: mv.group, Partition: mv.partition, FromAckFloor: mv.ackFloor, StartSeq: mv.start}
-		err := rec.do(ctx, "move consumer "+name, func(ctx context.Context) error {
+		err := rec.Retry(ctx, "move consumer "+name, func(ctx context.Context) error {
 			if _, err := to.JS.Consumer(ctx, stream, name); errors.Is(err, jetstream.ErrConsumerNotFound) {
 				if _, err := to.JS.CreateConsumer(ctx, stream, want); err != nil {
 					return err
@@ -357,7 +359,7 @@ func (rs Regions) Failback(ctx context.Context, req FailbackRequest) (Failback, 
 	// The region that just came back may still be electing leaders: a
 	// request that times out is tried again.
 	var st MirrorStatus
-	err = NewReconciler(from.JS, ReconcilerOptions{RetryFor: 30 * time.Second, AttemptTimeout: 10 * time.Second}).do(ctx, "mirror "+req.Topic+" in "+from.Name, func(ctx context.Context) error {
+	err = platform.NewReconciler(from.JS, platform.ReconcilerOptions{RetryFor: 30 * time.Second, AttemptTimeout: 10 * time.Second}).Retry(ctx, "mirror "+req.Topic+" in "+from.Name, func(ctx context.Context) error {
 		var err error
 		st, err = rs.Mirror(ctx, MirrorRequest{Topic: req.Topic, From: to.Name, To: from.Name, Replicas: fi.Config.Replicas})
 		return err

@@ -1,40 +1,42 @@
-package platform
+package region
 
 import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/msgplatform/platform/platform"
 )
 
 // Control API subjects of the regional features (relative to the control
 // API prefix, platform.v1), served by platformd in mode regions and in mode
 // node with regions.peers (the other regions' client URLs).
 const (
-	SubjRegionMirror       = "region.mirror"        // MirrorRequest -> MirrorStatus
-	SubjRegionMirrors      = "region.mirrors"       // {} -> []MirrorStatus
-	SubjRegionList         = "region.list"          // {} -> []RegionInfo
-	SubjResidencyReport    = "residency.report"     // {} -> ResidencyReport
-	SubjResidencyCheck     = "residency.check"      // StreamCheckRequest -> {}
-	SubjRegionTopicMirrors = "region.topic_mirrors" // {"name"} -> []MirrorStatus
-	SubjRegionFailover     = "region.failover"      // FailoverRequest -> Failover
-	SubjRegionFailback     = "region.failback"      // FailbackRequest -> Failback
-	SubjResidencyAudit     = "residency.audit"      // ResidencyAuditRequest -> []ResidencyRefusal
+	SubjMirror       = "region.mirror"        // MirrorRequest -> MirrorStatus
+	SubjMirrors      = "region.mirrors"       // {} -> []MirrorStatus
+	SubjList         = "region.list"          // {} -> []Info
+	SubjReport       = "residency.report"     // {} -> Report
+	SubjCheck        = "residency.check"      // StreamCheckRequest -> {}
+	SubjTopicMirrors = "region.topic_mirrors" // {"name"} -> []MirrorStatus
+	SubjFailover     = "region.failover"      // FailoverRequest -> Failover
+	SubjFailback     = "region.failback"      // FailbackRequest -> Failback
+	SubjAudit        = "residency.audit"      // AuditRequest -> []Refusal
 )
 
-// RegionOpTimeout bounds a failover or failback request: both wait on a
+// OpTimeout bounds a failover or failback request: both wait on a
 // region that has just come back (stream leaders being elected, catch-up)
 // and copy events, so they get longer than the control API's usual 30 s.
 // platformctl waits at least as long for them.
-const RegionOpTimeout = 2 * time.Minute
+const OpTimeout = 2 * time.Minute
 
-// ResidencyAuditRequest asks for the residency refusals recorded in
+// AuditRequest asks for the residency refusals recorded in
 // Region's audit stream (every region when empty).
-type ResidencyAuditRequest struct {
+type AuditRequest struct {
 	Region string `json:"region,omitempty"`
 }
 
-// RegionInfo is one region as `platformctl region list` shows it.
-type RegionInfo struct {
+// Info is one region as `platformctl region list` shows it.
+type Info struct {
 	Name   string `json:"name"`
 	Domain string `json:"domain"`
 	Home   bool   `json:"home,omitempty"`
@@ -51,18 +53,18 @@ type StreamCheckRequest struct {
 	Config jetstream.StreamConfig `json:"config"`
 }
 
-// TopicRegion is the region a topic is created in: its residency, or home
+// OfTopic is the region a topic is created in: its residency, or home
 // for a topic without one.
-func TopicRegion(t TopicSpec, home string) string {
+func OfTopic(t platform.TopicSpec, home string) string {
 	if t.Residency != "" {
 		return t.Residency
 	}
 	return home
 }
 
-// QueueRegion is the region a queue is created in: its residency, or home
+// OfQueue is the region a queue is created in: its residency, or home
 // for a queue without one.
-func QueueRegion(q QueueSpec, home string) string {
+func OfQueue(q platform.QueueSpec, home string) string {
 	if q.Residency != "" {
 		return q.Residency
 	}

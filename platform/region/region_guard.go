@@ -1,4 +1,4 @@
-package platform
+package region
 
 import (
 	"context"
@@ -14,6 +14,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/msgplatform/platform/platform"
 )
 
 // The residency guard: what stops a cross-border mirror or source of a
@@ -36,7 +38,7 @@ import (
 //     subject the link carries is deleted (its deliveries in the
 //     milliseconds before are not undone);
 //   - every refusal is appended to the region's residency audit stream
-//     (ResidencyAuditStream, subject ResidencyAuditSubject.<region>.<stream>)
+//     (AuditStream, subject AuditSubject.<region>.<stream>)
 //     and logged, naming the topic, its residency and the regions.
 //
 // The stream exists for those milliseconds but never holds a resident
@@ -59,16 +61,16 @@ import (
 // any tool by an operator of the platform account, and it needs a second
 // identity for the platform; the guard refuses exactly the violations.
 
-// ResidencyAuditStream is the stream, in every region, holding the guard's
-// refusals (ResidencyRefusal, JSON) under
-// ResidencyAuditSubject.<region>.<stream>.
+// AuditStream is the stream, in every region, holding the guard's
+// refusals (Refusal, JSON) under
+// AuditSubject.<region>.<stream>.
 const (
-	ResidencyAuditStream  = "platform_residency_audit"
-	ResidencyAuditSubject = "platform.residency.audit"
+	AuditStream  = "platform_residency_audit"
+	AuditSubject = "platform.residency.audit"
 )
 
-// ResidencyRefusal is one stream the guard refused.
-type ResidencyRefusal struct {
+// Refusal is one stream the guard refused.
+type Refusal struct {
 	Region string `json:"region"`
 	Stream string `json:"stream"`
 	// Action is what was done to the stream: "created", "updated" or
@@ -90,14 +92,14 @@ type ResidencyRefusal struct {
 	Error string `json:"error,omitempty"`
 }
 
-// GuardOptions configure StartResidencyGuard.
+// GuardOptions configure StartGuard.
 type GuardOptions struct {
 	// Logger receives refusals and errors (nil: discard).
 	Logger *slog.Logger
 	// Replicas of each region's audit stream (0: 1).
 	Replicas int
 	// OnRefusal, if set, is called after each refusal (tests, metrics).
-	OnRefusal func(ResidencyRefusal)
+	OnRefusal func(Refusal)
 	// ThroughLink: a mirror or source in a JetStream domain that is none
 	// of the guard's regions is checked through the link, taking that
 	// domain to be a region of the same name (the default: a region's
@@ -110,10 +112,10 @@ type GuardOptions struct {
 	Gate *GateOptions
 }
 
-// ResidencyGuard watches every region for streams that would carry a
+// Guard watches every region for streams that would carry a
 // resident topic across the border and removes them (see the file
 // comment). Stop ends it.
-type ResidencyGuard struct {
+type Guard struct {
 	rs      Regions
 	opts    GuardOptions
 	log     *slog.Logger
@@ -143,20 +145,20 @@ type guardEvent struct {
 	consumer string
 	action   string // created, updated, existing (the start-up sweep)
 	// refusal, if set, is a request the gate refused: audited only.
-	refusal *ResidencyRefusal
+	refusal *Refusal
 }
 
-// StartResidencyGuard subscribes to the stream advisories of every
+// StartGuard subscribes to the stream advisories of every
 // region and returns once the subscriptions are in place; refusals then
 // happen in the background. In the background it also creates each
 // region's audit stream (retrying while a region is not ready: a guard
 // never stops its platformd from starting) and sweeps the streams that
 // exist already (a violation made while no guard ran).
-func StartResidencyGuard(ctx context.Context, rs Regions, opts GuardOptions) (*ResidencyGuard, error) {
+func StartGuard(ctx context.Context, rs Regions, opts GuardOptions) (*Guard, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("platform: residency guard: %w", err)
 	}
-	g := &ResidencyGuard{rs: append(Regions(nil), rs...), opts: opts, log: opts.Logger,
+	g := &Guard{rs: append(Regions(nil), rs...), opts: opts, log: opts.Logger,
 		events: make(chan guardEvent, 1024), stop: make(chan struct{}), done: make(chan struct{}),
 		auditReady: map[string]bool{}}
 	g.ctx, g.cancel = context.WithCancel(context.Background())
@@ -205,14 +207,14 @@ func StartResidencyGuard(ctx context.Context, rs Regions, opts GuardOptions) (*R
 }
 
 // ensureAudit creates region r's audit stream unless done already.
-func (g *ResidencyGuard) ensureAudit(ctx context.Context, r *Region) error {
+func (g *Guard) ensureAudit(ctx context.Context, r *Region) error {
 	if g.auditReady[r.Name] {
 		return nil
 	}
 	if _, err := r.JS.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-		Name:        ResidencyAuditStream,
+		Name:        AuditStream,
 		Description: "platform residency guard: streams refused for carrying a resident topic out of its region",
-		Subjects:    []string{ResidencyAuditSubject + "." + r.Name + ".>"},
+		Subjects:    []string{AuditSubject + "." + r.Name + ".>"},
 		Replicas:    g.opts.Replicas,
 		MaxAge:      90 * 24 * time.Hour,
 		Duplicates:  10 * time.Minute,
@@ -227,7 +229,7 @@ func (g *ResidencyGuard) ensureAudit(ctx context.Context, r *Region) error {
 // best effort: a region that does not answer yet gets its audit stream
 // with its first refusal (audit), and its streams are checked as their
 // advisories arrive.
-func (g *ResidencyGuard) startup(rs Regions) {
+func (g *Guard) startup(rs Regions) {
 	for i := range rs {
 		r := &rs[i]
 		ctx, cancel := context.WithTimeout(g.ctx, 10*time.Second)
@@ -249,7 +251,7 @@ func (g *ResidencyGuard) startup(rs Regions) {
 // of the other region can arrive over the link (one account on both
 // sides): those carry the other domain and are left to that region's
 // subscription.
-func (g *ResidencyGuard) onAdvisory(r *Region, action string) nats.MsgHandler {
+func (g *Guard) onAdvisory(r *Region, action string) nats.MsgHandler {
 	return func(m *nats.Msg) {
 		var adv struct {
 			Stream string `json:"stream"`
@@ -268,7 +270,7 @@ func (g *ResidencyGuard) onAdvisory(r *Region, action string) nats.MsgHandler {
 // onConsumerAdvisory queues the consumer a creation advisory of region r
 // names (advisories of the other region over the link are left to that
 // region's subscription).
-func (g *ResidencyGuard) onConsumerAdvisory(r *Region) nats.MsgHandler {
+func (g *Guard) onConsumerAdvisory(r *Region) nats.MsgHandler {
 	return func(m *nats.Msg) {
 		var adv struct {
 			Stream   string `json:"stream"`
@@ -295,7 +297,7 @@ func (g *ResidencyGuard) onConsumerAdvisory(r *Region) nats.MsgHandler {
 // a stream with an ephemeral push consumer (nats kv watch, legacy ordered
 // consumers), and it is no defence against a client that names one on
 // purpose (see the README's residency section: not covered).
-func (g *ResidencyGuard) checkConsumer(ctx context.Context, e guardEvent) {
+func (g *Guard) checkConsumer(ctx context.Context, e guardEvent) {
 	s, err := e.region.JS.Stream(ctx, e.stream)
 	if err != nil {
 		return
@@ -318,7 +320,7 @@ func (g *ResidencyGuard) checkConsumer(ctx context.Context, e guardEvent) {
 	if deliver == "" || strings.HasPrefix(deliver, "_INBOX.") || slices.ContainsFunc(covered, func(p string) bool { return subjectWithin(deliver, p) }) {
 		return
 	}
-	ref := ResidencyRefusal{Region: e.region.Name, Stream: e.stream, Action: e.action, Remedy: "consumer deleted", At: time.Now().UTC(),
+	ref := Refusal{Region: e.region.Name, Stream: e.stream, Action: e.action, Remedy: "consumer deleted", At: time.Now().UTC(),
 		Problems: []string{fmt.Sprintf("%s is resident in %s: push consumer %s of stream %s delivers on %s, a subject the region link carries", res.What, res.Residency, e.consumer, e.stream, deliver)}}
 	if err := s.DeleteConsumer(ctx, e.consumer); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
 		ref.Error = err.Error()
@@ -330,7 +332,7 @@ func (g *ResidencyGuard) checkConsumer(ctx context.Context, e guardEvent) {
 	}
 }
 
-func (g *ResidencyGuard) enqueue(e guardEvent) {
+func (g *Guard) enqueue(e guardEvent) {
 	select {
 	case g.events <- e:
 	default:
@@ -340,7 +342,7 @@ func (g *ResidencyGuard) enqueue(e guardEvent) {
 
 // run creates the audit streams, sweeps, then checks queued streams one
 // at a time until Stop.
-func (g *ResidencyGuard) run(rs Regions) {
+func (g *Guard) run(rs Regions) {
 	defer close(g.done)
 	g.startup(rs)
 	for {
@@ -366,8 +368,8 @@ func (g *ResidencyGuard) run(rs Regions) {
 
 // check refuses e's stream if it carries a resident topic out of its
 // region (see the file comment).
-func (g *ResidencyGuard) check(ctx context.Context, e guardEvent) {
-	if e.stream == ResidencyAuditStream {
+func (g *Guard) check(ctx context.Context, e guardEvent) {
+	if e.stream == AuditStream {
 		return
 	}
 	s, err := e.region.JS.Stream(ctx, e.stream)
@@ -389,7 +391,7 @@ func (g *ResidencyGuard) check(ctx context.Context, e guardEvent) {
 	if len(vs) == 0 {
 		return
 	}
-	ref := ResidencyRefusal{Region: e.region.Name, Stream: e.stream, Action: e.action, At: time.Now().UTC()}
+	ref := Refusal{Region: e.region.Name, Stream: e.stream, Action: e.action, At: time.Now().UTC()}
 	mirror, republish := false, false
 	bad := map[*jetstream.StreamSource]bool{}
 	for _, v := range vs {
@@ -449,7 +451,7 @@ func (g *ResidencyGuard) check(ctx context.Context, e guardEvent) {
 // learnDomains adds, with ThroughLink, a region reached through the link
 // (via r's connection) for every domain cfg reads from that the guard does
 // not know.
-func (g *ResidencyGuard) learnDomains(r *Region, cfg jetstream.StreamConfig) {
+func (g *Guard) learnDomains(r *Region, cfg jetstream.StreamConfig) {
 	if !g.opts.ThroughLink {
 		return
 	}
@@ -476,7 +478,7 @@ func (g *ResidencyGuard) learnDomains(r *Region, cfg jetstream.StreamConfig) {
 // checkRegions returns the regions a check of a stream in r reads from:
 // the guard's, and with ThroughLink every other domain reached through
 // the link (the gate's view; learnDomains is the worker's).
-func (g *ResidencyGuard) checkRegions(r *Region, cfg jetstream.StreamConfig) Regions {
+func (g *Guard) checkRegions(r *Region, cfg jetstream.StreamConfig) Regions {
 	g.rsMu.Lock()
 	rs := append(Regions(nil), g.rs...)
 	g.rsMu.Unlock()
@@ -501,7 +503,7 @@ func (g *ResidencyGuard) checkRegions(r *Region, cfg jetstream.StreamConfig) Reg
 
 // audit appends ref to the region's audit stream (deduplicated by id) and
 // logs it.
-func (g *ResidencyGuard) audit(ctx context.Context, r *Region, ref ResidencyRefusal, id string) {
+func (g *Guard) audit(ctx context.Context, r *Region, ref Refusal, id string) {
 	msg := "residency guard: refused stream"
 	if ref.Remedy == "refused" {
 		msg = "residency gate: refused request"
@@ -514,7 +516,7 @@ func (g *ResidencyGuard) audit(ctx context.Context, r *Region, ref ResidencyRefu
 	}
 	err = g.ensureAudit(ctx, r)
 	if err == nil {
-		_, err = r.JS.Publish(ctx, ResidencyAuditSubject+"."+r.Name+"."+ref.Stream, b, jetstream.WithMsgID(id))
+		_, err = r.JS.Publish(ctx, AuditSubject+"."+r.Name+"."+ref.Stream, b, jetstream.WithMsgID(id))
 	}
 	if err != nil {
 		g.log.Error("residency guard: audit record not written", "region", r.Name, "stream", ref.Stream, "err", err)
@@ -523,14 +525,14 @@ func (g *ResidencyGuard) audit(ctx context.Context, r *Region, ref ResidencyRefu
 
 // Refused returns how many streams the guard has refused, at the request
 // (the gate) or after the fact.
-func (g *ResidencyGuard) Refused() int64 { return g.refused.Load() }
+func (g *Guard) Refused() int64 { return g.refused.Load() }
 
 // RefusedAtRequest returns how many of those the gate refused at the
 // request (nothing was created).
-func (g *ResidencyGuard) RefusedAtRequest() int64 { return g.gated.Load() }
+func (g *Guard) RefusedAtRequest() int64 { return g.gated.Load() }
 
 // Stop unsubscribes and waits for the check in progress.
-func (g *ResidencyGuard) Stop() {
+func (g *Guard) Stop() {
 	g.once.Do(func() {
 		if g.gate != nil {
 			g.gate.close()
@@ -542,20 +544,20 @@ func (g *ResidencyGuard) Stop() {
 	})
 }
 
-func (g *ResidencyGuard) unsubscribe() {
+func (g *Guard) unsubscribe() {
 	for _, s := range g.subs {
 		_ = s.Unsubscribe()
 	}
 	g.subs = nil
 }
 
-// ResidencyAudit reads the refusals recorded in region's audit stream.
-func (rs Regions) ResidencyAudit(ctx context.Context, region string) ([]ResidencyRefusal, error) {
+// Audit reads the refusals recorded in region's audit stream.
+func (rs Regions) Audit(ctx context.Context, region string) ([]Refusal, error) {
 	r := rs.byName(region)
 	if r == nil {
-		return nil, fmt.Errorf("%w: no region %q (regions: %s)", ErrNotFound, region, strings.Join(rs.names(), ", "))
+		return nil, fmt.Errorf("%w: no region %q (regions: %s)", platform.ErrNotFound, region, strings.Join(rs.names(), ", "))
 	}
-	s, err := r.JS.Stream(ctx, ResidencyAuditStream)
+	s, err := r.JS.Stream(ctx, AuditStream)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		return nil, nil
 	}
@@ -566,7 +568,7 @@ func (rs Regions) ResidencyAudit(ctx context.Context, region string) ([]Residenc
 	if err != nil {
 		return nil, fmt.Errorf("platform: residency audit in %s: %w", region, err)
 	}
-	var out []ResidencyRefusal
+	var out []Refusal
 	for seq := info.State.FirstSeq; seq <= info.State.LastSeq && info.State.Msgs > 0; seq++ {
 		m, err := s.GetMsg(ctx, seq)
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
@@ -575,7 +577,7 @@ func (rs Regions) ResidencyAudit(ctx context.Context, region string) ([]Residenc
 		if err != nil {
 			return out, fmt.Errorf("platform: residency audit in %s: read %d: %w", region, seq, err)
 		}
-		var ref ResidencyRefusal
+		var ref Refusal
 		if err := json.Unmarshal(m.Data, &ref); err != nil {
 			return out, fmt.Errorf("platform: residency audit in %s: record %d: %w", region, seq, err)
 		}

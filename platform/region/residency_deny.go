@@ -1,13 +1,17 @@
-package platform
+package region
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/msgplatform/platform/platform"
 )
 
 // LinkDeny returns the subjects that must never cross a region link for
@@ -17,7 +21,7 @@ import (
 // every domain, but the configuration and state reads (STREAM.INFO,
 // CONSUMER.INFO/NAMES/LIST; STREAM.LIST names no stream), which the
 // residency checks read through the link.
-func LinkDeny(topics []TopicSpec) []string {
+func LinkDeny(topics []platform.TopicSpec) []string {
 	var out []string
 	for _, t := range topics {
 		if t.Residency != "" {
@@ -30,7 +34,7 @@ func LinkDeny(topics []TopicSpec) []string {
 // QueueLinkDeny is LinkDeny for the resident queues among queues: a
 // queue's subjects (<name>.>), its dead letters and the API calls that
 // read its stream and DLQ streams.
-func QueueLinkDeny(queues []QueueSpec) []string {
+func QueueLinkDeny(queues []platform.QueueSpec) []string {
 	var out []string
 	for _, q := range queues {
 		if q.Residency != "" {
@@ -42,13 +46,13 @@ func QueueLinkDeny(queues []QueueSpec) []string {
 
 // CatalogLinkDeny is LinkDeny of the catalog's resident topics and
 // QueueLinkDeny of its resident queues, in name order.
-func CatalogLinkDeny(c Catalog) []string {
-	var ts []TopicSpec
-	for _, k := range sortedKeys(c.Topics) {
+func CatalogLinkDeny(c platform.Catalog) []string {
+	var ts []platform.TopicSpec
+	for _, k := range slices.Sorted(maps.Keys(c.Topics)) {
 		ts = append(ts, c.Topics[k])
 	}
-	var qs []QueueSpec
-	for _, k := range sortedKeys(c.Queues) {
+	var qs []platform.QueueSpec
+	for _, k := range slices.Sorted(maps.Keys(c.Queues)) {
 		qs = append(qs, c.Queues[k])
 	}
 	return append(LinkDeny(ts), QueueLinkDeny(qs)...)
@@ -112,10 +116,10 @@ func ResidentEntries(cfgs []jetstream.StreamConfig) []string {
 			return ""
 		}
 		memo[name] = "" // a cycle reads as not resident along it
-		r := c.Metadata[mdResidency]
-		if k := kindOf(c); r == "" && (k == kindDLQ || k == kindDLQEvents) {
-			if oc := byName[StreamName(c.Metadata[mdDLQOf])]; oc != nil {
-				r = oc.Metadata[mdResidency]
+		r := c.Metadata[platform.MetaResidency]
+		if k := platform.StreamKind(c); r == "" && (k == platform.StreamKindDLQ || k == platform.StreamKindDLQEvents) {
+			if oc := byName[platform.StreamName(c.Metadata[platform.MetaDLQOf])]; oc != nil {
+				r = oc.Metadata[platform.MetaResidency]
 			}
 		}
 		for _, src := range streamSources(c) {
@@ -139,10 +143,10 @@ func ResidentEntries(cfgs []jetstream.StreamConfig) []string {
 	}
 	covered := map[string]bool{} // streams a topic or queue name covers
 	for _, c := range cfgs {
-		if k := kindOf(&c); (k == kindTopic || k == kindQueue) && c.Metadata[mdResidency] != "" && c.Mirror == nil {
-			n := objectName(&c)
+		if k := platform.StreamKind(&c); (k == platform.StreamKindTopic || k == platform.StreamKindQueue) && c.Metadata[platform.MetaResidency] != "" && c.Mirror == nil {
+			n := platform.ObjectName(&c)
 			add(n)
-			covered[StreamName(n)], covered[DLQStream(n)], covered[DLQEventsStream(n)] = true, true, true
+			covered[platform.StreamName(n)], covered[platform.DLQStream(n)], covered[platform.DLQEventsStream(n)] = true, true, true
 		}
 	}
 	for _, c := range cfgs {
@@ -175,9 +179,9 @@ func ResidentDeny(name string) []string {
 	if subj, ok := strings.CutPrefix(name, ResidentSubjectEntry); ok {
 		return []string{subj}
 	}
-	s := StreamName(name)
+	s := platform.StreamName(name)
 	out := []string{name + ".>", "$DLQ." + s + ".>"}
-	for _, stream := range []string{s, DLQStream(name), DLQEventsStream(name)} {
+	for _, stream := range []string{s, platform.DLQStream(name), platform.DLQEventsStream(name)} {
 		out = append(out, StreamDeny(stream)...)
 	}
 	return out

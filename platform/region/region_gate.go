@@ -1,4 +1,4 @@
-package platform
+package region
 
 import (
 	"context"
@@ -16,6 +16,8 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/msgplatform/platform/platform"
 )
 
 // The residency gate: what refuses a cross-border mirror or source of a
@@ -44,7 +46,7 @@ import (
 // or changes the residency a stream declares (residencyKept), is
 // answered with a
 // JetStream API error (code 400, err_code 10052, "residency: ..."),
-// audited (ResidencyRefusal, Remedy "refused") and counted; any other
+// audited (Refusal, Remedy "refused") and counted; any other
 // request is forwarded unchanged (headers included) on the forward
 // subject and JetStream's reply relayed unchanged.
 //
@@ -119,9 +121,9 @@ const GateLinkDeny = "$PLATFORM.GATE.*.FWD.>"
 // gateQueue is the queue group of every gate of a region.
 const gateQueue = "platform-residency-gate"
 
-// gate is the residency gate of a ResidencyGuard.
+// gate is the residency gate of a Guard.
 type gate struct {
-	g       *ResidencyGuard
+	g       *Guard
 	opts    GateOptions
 	regions []*gateRegion
 	stop    chan struct{}
@@ -161,9 +163,9 @@ func gateToken(secret []byte, region string) (string, error) {
 
 // startGate subscribes the gate of every region with servers, then
 // installs the mappings on them.
-func startGate(g *ResidencyGuard, rs Regions, opts GateOptions) (*gate, error) {
+func startGate(g *Guard, rs Regions, opts GateOptions) (*gate, error) {
 	if opts.Account == "" || opts.Servers == nil {
-		return nil, fmt.Errorf("%w: residency gate needs Account and Servers", ErrInvalidSpec)
+		return nil, fmt.Errorf("%w: residency gate needs Account and Servers", platform.ErrInvalidSpec)
 	}
 	if opts.Interval <= 0 {
 		opts.Interval = time.Second
@@ -372,7 +374,7 @@ func (gt *gate) serve(gr *gateRegion, m *nats.Msg) {
 			return
 		}
 	}
-	if parsed && (cfg.Mirror != nil || len(cfg.Sources) > 0 || cfg.RePublish != nil || cfg.Metadata[mdResidency] != "") {
+	if parsed && (cfg.Mirror != nil || len(cfg.Sources) > 0 || cfg.RePublish != nil || cfg.Metadata[platform.MetaResidency] != "") {
 		ctx, cancel := context.WithTimeout(context.Background(), gt.opts.CheckTimeout)
 		rs := gt.g.checkRegions(gr.r, cfg)
 		vs, _, err := rs.residencyViolations(ctx, gr.r.Name, cfg)
@@ -404,7 +406,7 @@ func (gt *gate) serve(gr *gateRegion, m *nats.Msg) {
 
 // refuse answers m with the residency error and audits the refusal.
 func (gt *gate) refuse(gr *gateRegion, m *nats.Msg, op, stream string, vs []sourceViolation) {
-	ref := ResidencyRefusal{Region: gr.r.Name, Stream: stream, Action: strings.ToLower(op), Remedy: "refused", At: time.Now().UTC()}
+	ref := Refusal{Region: gr.r.Name, Stream: stream, Action: strings.ToLower(op), Remedy: "refused", At: time.Now().UTC()}
 	for _, v := range vs {
 		ref.Problems = append(ref.Problems, v.Problem)
 	}

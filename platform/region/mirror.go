@@ -1,4 +1,4 @@
-package platform
+package region
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/msgplatform/platform/platform"
 )
 
 // Mirroring of a non-resident topic to another region: a stream of the
@@ -58,7 +60,7 @@ func (rs Regions) locate(ctx context.Context, topic, hint string) (*Region, *jet
 		if hint != "" && r.Name != hint {
 			continue
 		}
-		s, err := r.JS.Stream(ctx, StreamName(topic))
+		s, err := r.JS.Stream(ctx, platform.StreamName(topic))
 		if errors.Is(err, jetstream.ErrStreamNotFound) {
 			continue
 		}
@@ -66,7 +68,7 @@ func (rs Regions) locate(ctx context.Context, topic, hint string) (*Region, *jet
 			return nil, nil, fmt.Errorf("platform: read topic %s in %s: %w", topic, r.Name, err)
 		}
 		si := s.CachedInfo()
-		if kindOf(&si.Config) != kindTopic || si.Config.Mirror != nil {
+		if platform.StreamKind(&si.Config) != platform.StreamKindTopic || si.Config.Mirror != nil {
 			continue
 		}
 		return r, si, nil
@@ -75,7 +77,7 @@ func (rs Regions) locate(ctx context.Context, topic, hint string) (*Region, *jet
 	if hint != "" {
 		where = "region " + hint
 	}
-	return nil, nil, fmt.Errorf("%w: no topic %q in %s", ErrNotFound, topic, where)
+	return nil, nil, fmt.Errorf("%w: no topic %q in %s", platform.ErrNotFound, topic, where)
 }
 
 // Mirror creates (idempotently) the mirror of a topic in region To,
@@ -87,10 +89,10 @@ func (rs Regions) Mirror(ctx context.Context, req MirrorRequest) (MirrorStatus, 
 	}
 	to := rs.byName(req.To)
 	if to == nil {
-		return MirrorStatus{}, fmt.Errorf("%w: no region %q (regions: %v)", ErrNotFound, req.To, rs.names())
+		return MirrorStatus{}, fmt.Errorf("%w: no region %q (regions: %v)", platform.ErrNotFound, req.To, rs.names())
 	}
 	if to.Name == from.Name {
-		return MirrorStatus{}, fmt.Errorf("%w: topic %s already lives in %s", ErrInvalidSpec, req.Topic, to.Name)
+		return MirrorStatus{}, fmt.Errorf("%w: topic %s already lives in %s", platform.ErrInvalidSpec, req.Topic, to.Name)
 	}
 	replicas := req.Replicas
 	if replicas == 0 {
@@ -131,7 +133,7 @@ func (rs Regions) Mirror(ctx context.Context, req MirrorRequest) (MirrorStatus, 
 	default:
 		c := cur.CachedInfo().Config
 		if c.Mirror == nil || c.Mirror.Name != cfg.Mirror.Name || sourceDomain(c.Mirror) != from.Domain {
-			return MirrorStatus{}, fmt.Errorf("%w: region %s already has a stream %s that is not a mirror of %s in %s", ErrConflict, to.Name, cfg.Name, req.Topic, from.Name)
+			return MirrorStatus{}, fmt.Errorf("%w: region %s already has a stream %s that is not a mirror of %s in %s", platform.ErrConflict, to.Name, cfg.Name, req.Topic, from.Name)
 		}
 	}
 	st, err := rs.mirrorStatus(ctx, req.Topic, from, to)
@@ -147,16 +149,16 @@ func (rs Regions) MirrorStatus(ctx context.Context, topic, to string) (MirrorSta
 	}
 	t := rs.byName(to)
 	if t == nil {
-		return MirrorStatus{}, fmt.Errorf("%w: no region %q", ErrNotFound, to)
+		return MirrorStatus{}, fmt.Errorf("%w: no region %q", platform.ErrNotFound, to)
 	}
 	return rs.mirrorStatus(ctx, topic, from, t)
 }
 
 func (rs Regions) mirrorStatus(ctx context.Context, topic string, from, to *Region) (MirrorStatus, error) {
-	st := MirrorStatus{Topic: topic, From: from.Name, To: to.Name, Stream: StreamName(topic)}
+	st := MirrorStatus{Topic: topic, From: from.Name, To: to.Name, Stream: platform.StreamName(topic)}
 	ms, err := to.JS.Stream(ctx, st.Stream)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		return st, fmt.Errorf("%w: topic %s has no mirror in %s", ErrNotFound, topic, to.Name)
+		return st, fmt.Errorf("%w: topic %s has no mirror in %s", platform.ErrNotFound, topic, to.Name)
 	}
 	if err != nil {
 		return st, err
@@ -209,7 +211,7 @@ func (rs Regions) Mirrors(ctx context.Context) ([]MirrorStatus, error) {
 			if si.Config.Mirror == nil || from == "" || rs.byName(from) == nil {
 				continue
 			}
-			st, err := rs.mirrorStatus(ctx, objectName(&si.Config), rs.byName(from), to)
+			st, err := rs.mirrorStatus(ctx, platform.ObjectName(&si.Config), rs.byName(from), to)
 			if err != nil {
 				continue
 			}

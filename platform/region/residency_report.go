@@ -1,4 +1,4 @@
-package platform
+package region
 
 import (
 	"context"
@@ -9,20 +9,22 @@ import (
 	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/msgplatform/platform/platform"
 )
 
-// ResidencyReport is `platformctl residency report`: every topic and
+// Report is `platformctl residency report`: every topic and
 // queue of every region, and every other stream that declares a
 // residency (a resident KV or object-store bucket), its residency, every
 // copy of it (transitively: a copy of a copy is listed too) and every
 // violation found.
-type ResidencyReport struct {
+type Report struct {
 	Topics     []TopicResidency `json:"topics"`
 	Violations []string         `json:"violations"`
 }
 
 // TopicResidency is one topic, queue or resident stream in a
-// ResidencyReport.
+// Report.
 type TopicResidency struct {
 	// Topic is the topic's or queue's name (a bucket's, a stream's); Kind
 	// says which ("topic", "queue", "kv", "object", "stream").
@@ -121,17 +123,17 @@ func (rs Regions) copiesOf(all []streamAt, derived map[streamKey]bool) []Copy {
 // copy of it in another region, or a republish of its data on a subject
 // the region link carries. A region that cannot be read is itself
 // reported as a violation (the report cannot vouch for it).
-func (rs Regions) Report(ctx context.Context) (ResidencyReport, error) {
-	rep := ResidencyReport{Topics: []TopicResidency{}, Violations: []string{}}
+func (rs Regions) Report(ctx context.Context) (Report, error) {
+	rep := Report{Topics: []TopicResidency{}, Violations: []string{}}
 	all, unread := rs.allStreams(ctx)
 	rep.Violations = append(rep.Violations, unread...)
 	for _, s := range all {
-		kind := kindOf(&s.cfg)
+		kind := platform.StreamKind(&s.cfg)
 		switch {
 		case s.cfg.Mirror != nil || s.cfg.Metadata[mdMirrorOf] != "":
 			continue
-		case kind == kindTopic || kind == kindQueue:
-		case kind == "" && s.cfg.Metadata[mdResidency] != "":
+		case kind == platform.StreamKindTopic || kind == platform.StreamKindQueue:
+		case kind == "" && s.cfg.Metadata[platform.MetaResidency] != "":
 			kind = "stream"
 			if strings.HasPrefix(s.cfg.Name, "KV_") {
 				kind = "kv"
@@ -143,8 +145,8 @@ func (rs Regions) Report(ctx context.Context) (ResidencyReport, error) {
 		}
 		name := s.cfg.Name
 		switch kind {
-		case kindTopic, kindQueue:
-			name = objectName(&s.cfg)
+		case platform.StreamKindTopic, platform.StreamKindQueue:
+			name = platform.ObjectName(&s.cfg)
 		case "kv":
 			name = strings.TrimPrefix(name, "KV_")
 		case "object":
@@ -156,9 +158,9 @@ func (rs Regions) Report(ctx context.Context) (ResidencyReport, error) {
 			t.Violations = append(t.Violations, fmt.Sprintf("%s %s is resident in %s but its stream lives in %s", kind, t.Topic, t.Residency, s.region))
 		}
 		derived := map[streamKey]bool{{s.region, s.cfg.Name}: true}
-		if kind == kindTopic || kind == kindQueue {
-			derived[streamKey{s.region, DLQStream(t.Topic)}] = true
-			derived[streamKey{s.region, DLQEventsStream(t.Topic)}] = true
+		if kind == platform.StreamKindTopic || kind == platform.StreamKindQueue {
+			derived[streamKey{s.region, platform.DLQStream(t.Topic)}] = true
+			derived[streamKey{s.region, platform.DLQEventsStream(t.Topic)}] = true
 		}
 		for _, c := range rs.copiesOf(all, derived) {
 			t.Copies = append(t.Copies, c)
