@@ -10,6 +10,8 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
+
+	"github.com/msgplatform/platform/internal/gather"
 )
 
 // claimsUpdateSubject is where every node's full resolver takes account
@@ -80,7 +82,7 @@ func connLimit(quota, platform int) int64 {
 // the JWT from its peers' resolvers when it comes back, and Start pushes
 // every tenant again).
 func (m *Manager) push(ctx context.Context, token string) error {
-	ok, err := gather(ctx, m.sys, claimsUpdateSubject, []byte(token), m.cfg.Servers, m.cfg.PushTimeout, func(msg *nats.Msg) (bool, error) {
+	ok, err := gather.Collect(ctx, m.sys, claimsUpdateSubject, []byte(token), gather.Options{Want: m.cfg.Servers, Wait: m.cfg.PushTimeout}, func(msg *nats.Msg) (bool, error) {
 		var r server.ServerAPIClaimUpdateResponse
 		if err := json.Unmarshal(msg.Data, &r); err != nil {
 			return false, fmt.Errorf("undecodable reply: %v", err)

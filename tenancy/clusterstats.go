@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/msgplatform/platform/internal/gather"
 )
 
 // statsSubject (PLATFORM account) is where every manager answers with its
@@ -126,29 +128,12 @@ func (m *Manager) clusterStats(ctx context.Context) map[string]Counters {
 			addReply(statsReply{Manager: m.lease.id, Tenants: m.localStats()})
 		}
 	}()
-	inbox := m.nc.NewRespInbox()
-	sub, err := m.nc.SubscribeSync(inbox)
-	if err != nil {
-		return out
-	}
-	defer sub.Unsubscribe()
-	if err := m.nc.PublishRequest(statsSubject, inbox, nil); err != nil {
-		return out
-	}
-	ctx, cancel := context.WithTimeout(ctx, statsWait)
-	defer cancel()
-	wait := statsWait
-	for {
-		wctx, wcancel := context.WithTimeout(ctx, wait)
-		msg, err := sub.NextMsgWithContext(wctx)
-		wcancel()
-		if err != nil {
-			return out
-		}
+	_, _ = gather.Collect(ctx, m.nc, statsSubject, nil, gather.Options{Wait: statsWait, Stall: statsQuiet}, func(msg *nats.Msg) (bool, error) {
 		var r statsReply
 		if json.Unmarshal(msg.Data, &r) == nil {
 			addReply(r)
 		}
-		wait = statsQuiet
-	}
+		return true, nil
+	})
+	return out
 }

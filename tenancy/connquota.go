@@ -11,6 +11,8 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+
+	"github.com/msgplatform/platform/internal/gather"
 )
 
 // The connection quota, past the account's limit.
@@ -166,7 +168,7 @@ func (m *Manager) accountConns(ctx context.Context, t *Tenant) (conns []issuedCo
 	// Username asks for the auth details (user, issuer key); its JSON name
 	// is "auth".
 	var out []issuedConn
-	replies, err := gather(ctx, m.sys, fmt.Sprintf("$SYS.REQ.ACCOUNT.%s.CONNZ", t.Account), body, m.cfg.Servers, time.Second, func(msg *nats.Msg) (bool, error) {
+	replies, err := gather.Collect(ctx, m.sys, fmt.Sprintf("$SYS.REQ.ACCOUNT.%s.CONNZ", t.Account), body, gather.Options{Want: m.cfg.Servers, Wait: time.Second}, func(msg *nats.Msg) (bool, error) {
 		var r struct {
 			Server *server.ServerInfo `json:"server"`
 			Data   *server.Connz      `json:"data"`

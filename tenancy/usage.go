@@ -12,6 +12,8 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/msgplatform/platform/internal/gather"
 )
 
 // TierUsage is JetStream use of one replica tier against its quota.
@@ -175,7 +177,7 @@ func (m *Manager) accountStats(ctx context.Context, ts []Tenant) (out map[string
 		req.Accounts = append(req.Accounts, t.Account)
 	}
 	body, _ := json.Marshal(req)
-	answered, _ = gather(ctx, m.sys, "$SYS.REQ.ACCOUNT.PING.STATZ", body, m.cfg.Servers, 500*time.Millisecond, func(msg *nats.Msg) (bool, error) {
+	answered, _ = gather.Collect(ctx, m.sys, "$SYS.REQ.ACCOUNT.PING.STATZ", body, gather.Options{Want: m.cfg.Servers, Wait: 500 * time.Millisecond}, func(msg *nats.Msg) (bool, error) {
 		var r struct {
 			Data *server.AccountStatz `json:"data"`
 		}
@@ -209,7 +211,7 @@ func (m *Manager) storageFromServers(ctx context.Context, account string) (tiers
 	body, _ := json.Marshal(server.JSzOptions{Streams: true, Config: true, StreamLeaderOnly: true})
 	tiers = map[string]TierUsage{}
 	seen := map[string]bool{}
-	answered, err = gather(ctx, m.sys, fmt.Sprintf("$SYS.REQ.ACCOUNT.%s.JSZ", account), body, m.cfg.Servers, 500*time.Millisecond, func(msg *nats.Msg) (bool, error) {
+	answered, err = gather.Collect(ctx, m.sys, fmt.Sprintf("$SYS.REQ.ACCOUNT.%s.JSZ", account), body, gather.Options{Want: m.cfg.Servers, Wait: 500 * time.Millisecond}, func(msg *nats.Msg) (bool, error) {
 		var r struct {
 			Data  *server.AccountDetail `json:"data"`
 			Error *server.ApiError      `json:"error"`

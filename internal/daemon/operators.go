@@ -18,6 +18,7 @@ import (
 	"github.com/msgplatform/platform/conf"
 	"github.com/msgplatform/platform/embeddednats"
 	"github.com/msgplatform/platform/internal/control"
+	"github.com/msgplatform/platform/internal/gather"
 	"github.com/msgplatform/platform/internal/jserr"
 	"github.com/msgplatform/platform/internal/principal"
 	"github.com/msgplatform/platform/platform"
@@ -449,34 +450,22 @@ func (d *Daemon) pushAccountJWT(ctx context.Context, token string) error {
 		return fmt.Errorf("system connection: %w", err)
 	}
 	defer sys.Close()
-	inbox := sys.NewRespInbox()
-	sub, err := sys.SubscribeSync(inbox)
-	if err != nil {
-		return err
-	}
-	if err := sys.PublishRequest("$SYS.REQ.CLAIMS.UPDATE", inbox, []byte(token)); err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	ok := 0
-	for ok < servers {
-		msg, err := sub.NextMsgWithContext(ctx)
-		if err != nil {
-			break
-		}
+	ok, err := gather.Collect(ctx, sys, "$SYS.REQ.CLAIMS.UPDATE", []byte(token), gather.Options{Want: servers, Wait: 5 * time.Second}, func(msg *nats.Msg) (bool, error) {
 		var r server.ServerAPIClaimUpdateResponse
 		if err := json.Unmarshal(msg.Data, &r); err != nil {
-			return fmt.Errorf("claims update: undecodable reply: %w", err)
+			return false, fmt.Errorf("claims update: undecodable reply: %w", err)
 		}
 		if r.Error != nil {
 			name := ""
 			if r.Server != nil {
 				name = r.Server.Name
 			}
-			return fmt.Errorf("claims update refused by node %s: %s", name, r.Error.Description)
+			return false, fmt.Errorf("claims update refused by node %s: %s", name, r.Error.Description)
 		}
-		ok++
+		return true, nil
+	})
+	if err != nil {
+		return err
 	}
 	if ok == 0 {
 		return errors.New("claims update: no node replied within 5s")

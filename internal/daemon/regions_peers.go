@@ -20,6 +20,7 @@ import (
 	"github.com/msgplatform/platform/conf"
 	"github.com/msgplatform/platform/embeddednats"
 	"github.com/msgplatform/platform/internal/control"
+	"github.com/msgplatform/platform/internal/gather"
 	"github.com/msgplatform/platform/platform"
 	"github.com/msgplatform/platform/platform/region"
 )
@@ -433,31 +434,25 @@ func confirmPeerDeny(ctx context.Context, nc *nats.Conn, body []byte) error {
 	for _, n := range st.Nodes {
 		want[n.Name] = true
 	}
-	inbox := nc.NewRespInbox()
-	sub, err := nc.SubscribeSync(inbox)
-	if err != nil {
-		return err
-	}
-	defer sub.Unsubscribe()
-	if err := nc.PublishRequest(subjLinkDenyAdd, inbox, body); err != nil {
-		return err
-	}
-	for len(want) > 0 {
-		m, err := sub.NextMsgWithContext(ctx)
-		if err != nil {
-			return fmt.Errorf("no confirmation within %s from %s (%v)", linkDenyConfirm, strings.Join(slices.Sorted(maps.Keys(want)), ", "), err)
-		}
-		if len(m.Data) == 0 && m.Header.Get("Status") == "503" {
-			return errors.New("no platformd answers " + subjLinkDenyAdd + " (an older version?)")
-		}
+	_, err := gather.Collect(ctx, nc, subjLinkDenyAdd, body, gather.Options{Want: len(want), Wait: linkDenyConfirm}, func(m *nats.Msg) (bool, error) {
 		var rep linkDenyAddReply
 		if err := json.Unmarshal(m.Data, &rep); err != nil {
-			return fmt.Errorf("bad reply to %s: %v", subjLinkDenyAdd, err)
+			return false, fmt.Errorf("bad reply to %s: %v", subjLinkDenyAdd, err)
 		}
 		if rep.Error != "" {
-			return fmt.Errorf("%s: %s", rep.Server, rep.Error)
+			return false, fmt.Errorf("%s: %s", rep.Server, rep.Error)
 		}
+		counts := want[rep.Server]
 		delete(want, rep.Server)
+		return counts, nil
+	})
+	switch {
+	case errors.Is(err, gather.ErrNoResponders):
+		return errors.New("no platformd answers " + subjLinkDenyAdd + " (an older version?)")
+	case err != nil:
+		return err
+	case len(want) > 0:
+		return fmt.Errorf("no confirmation within %s from %s", linkDenyConfirm, strings.Join(slices.Sorted(maps.Keys(want)), ", "))
 	}
 	return nil
 }
