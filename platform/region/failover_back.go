@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/msgplatform/platform/internal/jsscan"
 	"github.com/msgplatform/platform/platform"
 )
 
@@ -82,56 +83,30 @@ type scanned struct {
 	seq       uint64
 	partition int
 	id        string
-	msg       jetstream.Msg
+	msg       *jetstream.RawStreamMsg
 }
 
-// scanStream reads stream's events from seq first to last with an ordered
-// consumer (headers only when headersOnly).
+// scanStream reads stream's events from seq first to last in order
+// (internal/jsscan; headers only when headersOnly).
 func scanStream(ctx context.Context, js jetstream.JetStream, stream string, first, last uint64, headersOnly bool, fn func(scanned) error) error {
 	if first > last || last == 0 {
 		return nil
 	}
-	c, err := js.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{
-		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: first, HeadersOnly: headersOnly,
+	var ferr error
+	err := jsscan.Range(ctx, js, stream, first, jsscan.Options{To: last, HeadersOnly: headersOnly}, func(m *jetstream.RawStreamMsg) bool {
+		s := scanned{seq: m.Sequence, id: m.Header.Get(jetstream.MsgIDHeader), msg: m, partition: -1}
+		if parts := strings.Split(m.Subject, "."); len(parts) >= 2 {
+			if p, err := strconv.Atoi(parts[len(parts)-2]); err == nil {
+				s.partition = p
+			}
+		}
+		ferr = fn(s)
+		return ferr == nil
 	})
 	if err != nil {
-		return fmt.Errorf("platform: read %s from %d: %w", stream, first, err)
+		return fmt.Errorf("platform: %w", err)
 	}
-	for {
-		b, err := c.Fetch(500, jetstream.FetchMaxWait(2*time.Second))
-		if err != nil {
-			return fmt.Errorf("platform: read %s: %w", stream, err)
-		}
-		got := 0
-		for m := range b.Messages() {
-			got++
-			md, err := m.Metadata()
-			if err != nil {
-				return err
-			}
-			if md.Sequence.Stream > last {
-				return nil
-			}
-			s := scanned{seq: md.Sequence.Stream, id: m.Headers().Get(jetstream.MsgIDHeader), msg: m, partition: -1}
-			if parts := strings.Split(m.Subject(), "."); len(parts) >= 2 {
-				if p, err := strconv.Atoi(parts[len(parts)-2]); err == nil {
-					s.partition = p
-				}
-			}
-			if err := fn(s); err != nil {
-				return err
-			}
-			if md.Sequence.Stream >= last {
-				return nil
-			}
-		}
-		if err := b.Error(); err != nil {
-			return fmt.Errorf("platform: read %s: %w", stream, err)
-		}
-		if got == 0 {
-			return fmt.Errorf("platform: read %s: no events before sequence %d (expected up to %d)", stream, first, last)
-		}
-	}
+	return ferr
 }
 
 // Failback moves topic back to the region it failed over from (see the
@@ -240,16 +215,16 @@ func (rs Regions) Failback(ctx context.Context, req FailbackRequest) (Failback, 
 			fromToOrigin[s.seq] = l
 			return nil
 		}
-		parts := strings.Split(s.msg.Subject(), ".")
+		parts := strings.Split(s.msg.Subject, ".")
 		m := nats.NewMsg(req.Topic + "." + parts[len(parts)-1])
-		for k, v := range s.msg.Headers() {
+		for k, v := range s.msg.Header {
 			if strings.HasPrefix(k, "Nats-Expected") {
 				continue
 			}
 			m.Header[k] = v
 		}
 		m.Header.Set(jetstream.MsgIDHeader, id)
-		m.Data = s.msg.Data()
+		m.Data = s.msg.Data
 		var ack *jetstream.PubAck
 		err := platform.NewReconciler(to.JS, platform.ReconcilerOptions{}).Retry(ctx, "copy back event "+id, func(ctx context.Context) error {
 			var err error
