@@ -1,6 +1,8 @@
 package outboxrelay
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"os"
@@ -176,4 +178,10 @@ func (c Config) topicFor(topic string) string {
 		return t
 	}
 	return topic
+}
+
+func randomID() string {
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
 }

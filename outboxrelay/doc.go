@@ -40,8 +40,9 @@
 //     batches gets single publishes. The stream does not say which of a
 //     batch's events were duplicates: those count as ok.
 //     Config.SinglePublishes turns batches off.
-//   - One active relay per outbox. The lease is a JetStream KV key per
-//     outbox updated by revision CAS; the acquiring revision is the fencing
+//   - One active relay per outbox. The lease (internal/kvlease) is a
+//     JetStream KV key per outbox updated by revision CAS; the acquiring
+//     revision is the fencing
 //     token, recorded in the store (Fence) and required by MarkSent, so a
 //     deposed relay cannot mark anything. A standby takes over after
 //     LeaseTTL without a renewal (a few seconds); a holder stops publishing

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/msgplatform/platform/internal/kvlease"
 )
 
 // The relay's publishing pipeline, run for one lease term (one fencing
@@ -37,7 +39,7 @@ import (
 // pipeline is the state of one lease term; only run's goroutine touches it.
 type pipeline struct {
 	r   *Relay
-	l   *lease
+	l   *kvlease.Lease
 	tok uint64
 
 	inflight map[uint64]struct{} // read and not yet marked sent
@@ -121,7 +123,7 @@ func (r *Relay) firstReadLimit() int { return min(r.cfg.BatchSize, r.cfg.MaxInFl
 // runPipeline publishes under token tok until ctx ends, the lease is lost,
 // the store fences the token (ErrFenced) or a fault kills the relay. first
 // delivers the term's first read (firstRead), started before the fence.
-func (r *Relay) runPipeline(ctx context.Context, l *lease, tok uint64, first <-chan readResult) error {
+func (r *Relay) runPipeline(ctx context.Context, l *kvlease.Lease, tok uint64, first <-chan readResult) error {
 	p := &pipeline{
 		r: r, l: l, tok: tok,
 		inflight:    map[uint64]struct{}{},
@@ -191,7 +193,7 @@ func (r *Relay) runPipeline(ctx context.Context, l *lease, tok uint64, first <-c
 		if err := pctx.Err(); err != nil {
 			return stop(err)
 		}
-		if l.current() != tok {
+		if l.Token() != tok {
 			return stop(errLeaseLost)
 		}
 		now := time.Now()
@@ -228,7 +230,7 @@ func (r *Relay) runPipeline(ctx context.Context, l *lease, tok uint64, first <-c
 				return res.err
 			}
 			if errors.Is(res.err, ErrFenced) {
-				l.drop()
+				l.Drop()
 				p.markDone(res)
 				return stop(res.err)
 			}

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/msgplatform/platform/internal/jserr"
+	"github.com/msgplatform/platform/internal/kvlease"
 	"github.com/msgplatform/platform/internal/retry"
 )
 
@@ -36,7 +37,7 @@ type Relay struct {
 	wg      sync.WaitGroup
 	fatal   chan error
 	done    chan struct{}
-	lease   *lease
+	lease   *kvlease.Lease
 	killed  bool
 	ready   chan struct{}
 	// acquired wakes the publish loop when the lease is acquired.
@@ -142,7 +143,7 @@ func (r *Relay) Close(ctx context.Context) error {
 	l, killed := r.lease, r.killed
 	r.mu.Unlock()
 	if l != nil && !killed {
-		l.release(ctx)
+		l.Release(ctx)
 	}
 	r.m.leader.Store(false)
 	return nil
@@ -160,7 +161,7 @@ func (r *Relay) Leader() bool {
 	r.mu.Lock()
 	l := r.lease
 	r.mu.Unlock()
-	return l != nil && l.current() != 0
+	return l != nil && l.Token() != 0
 }
 
 // kill stops the relay as a crash would: no mark, no lease release.
@@ -177,12 +178,12 @@ func (r *Relay) kill(err error) {
 }
 
 func (r *Relay) leaseLoop(ctx context.Context, ready chan<- struct{}) {
-	var l *lease
+	var l *kvlease.Lease
 	backoff := r.cfg.BackoffMin
 	for l == nil {
 		kv, err := r.bindBucket(ctx)
 		if err == nil {
-			l = newLease(kv, r.cfg.Name, r.cfg.Holder, r.cfg.LeaseTTL)
+			l = kvlease.New(kv, r.cfg.Name, func() []byte { return []byte(r.cfg.Holder) }, kvlease.Config{TTL: r.cfg.LeaseTTL})
 			break
 		}
 		r.log.Warn("outboxrelay: lease bucket unavailable, retrying", "err", err)
@@ -197,7 +198,7 @@ func (r *Relay) leaseLoop(ctx context.Context, ready chan<- struct{}) {
 	close(ready)
 	var last uint64
 	for {
-		tok, err := l.tick(ctx)
+		tok, err := l.Tick(ctx)
 		if err != nil {
 			r.log.Warn("outboxrelay: lease", "err", err)
 		}
@@ -258,7 +259,7 @@ func (r *Relay) publishLoop(ctx context.Context, leaseReady <-chan struct{}) {
 	r.mu.Unlock()
 	backoff := r.cfg.BackoffMin
 	for ctx.Err() == nil {
-		tok := l.current()
+		tok := l.Token()
 		if tok == 0 {
 			t := time.NewTimer(min(r.cfg.LeaseTTL/8, 250*time.Millisecond))
 			select {
@@ -279,7 +280,7 @@ func (r *Relay) publishLoop(ctx context.Context, leaseReady <-chan struct{}) {
 		if err := r.store.Fence(ctx, tok); err != nil {
 			rcancel()
 			if errors.Is(err, ErrFenced) {
-				l.drop()
+				l.Drop()
 			}
 			r.log.Warn("outboxrelay: fence", "err", err, "backoff", backoff)
 			retry.Sleep(ctx, jitter(backoff))

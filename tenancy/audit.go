@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/msgplatform/platform/internal/jserr"
+	"github.com/msgplatform/platform/internal/retry"
 )
 
 // AuditStream is the replicated stream (PLATFORM account) every audit
@@ -125,17 +126,13 @@ func (m *Manager) Audit(ctx context.Context, f AuditFilter) ([]Record, error) {
 	// A JetStream API call can meet no responders while the cluster
 	// moves a leader: retried (bounded by ctx), not reported.
 	var c jetstream.Consumer
-	var err error
-	for backoff := 100 * time.Millisecond; ; backoff = min(2*backoff, time.Second) {
+	err := retry.Do(ctx, retry.Policy{Initial: 100 * time.Millisecond, Max: time.Second, Retryable: func(err error) bool {
+		return jserr.NoResponders(err) || errors.Is(err, context.DeadlineExceeded)
+	}}, func(ctx context.Context) error {
+		var err error
 		c, err = m.js.OrderedConsumer(ctx, AuditStream, jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}})
-		if !jserr.NoResponders(err) && !errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil {
-			break
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(backoff):
-		}
-	}
+		return err
+	})
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		return nil, nil
 	}

@@ -2,6 +2,7 @@ package tenancy
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats-server/v2/server"
 
+	"github.com/msgplatform/platform/internal/retry"
 	"github.com/msgplatform/platform/internal/wire"
 )
 
@@ -160,6 +162,9 @@ type nodeGate struct {
 	node LocalNode
 }
 
+// gateDialFor bounds the attempts to connect a node's pull gate.
+const gateDialFor = 15 * time.Second
+
 // gateQueue is the queue group of the pull gates on node server: each
 // node's group takes one copy of every pull.
 func gateQueue(server string) string { return "platform-gate-" + server }
@@ -182,7 +187,15 @@ func startGate(tenant, account string, fwd *wire.Conn, nodes []LocalNode, dial f
 		}
 	}
 	for _, n := range nodes {
-		conn, err := dial(n.ClientURL())
+		// A node that has not loaded a new tenant's account yet refuses
+		// the connection for a moment.
+		var conn *wire.Conn
+		err := retry.Do(context.Background(), retry.Policy{Initial: 50 * time.Millisecond, Max: 500 * time.Millisecond,
+			MaxElapsed: gateDialFor, Retryable: func(error) bool { return true }}, func(context.Context) error {
+			var err error
+			conn, err = dial(n.ClientURL())
+			return err
+		})
 		if err != nil {
 			return fail(fmt.Errorf("pull gate on %s: %w", n.ClientURL(), err))
 		}

@@ -10,9 +10,9 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/nats-io/nuid"
+	"github.com/msgplatform/platform/internal/kvlease"
 
-	"github.com/msgplatform/platform/internal/jserr"
+	"github.com/nats-io/nuid"
 )
 
 // LeaseBucket is the replicated KV bucket (PLATFORM account) holding one
@@ -30,34 +30,24 @@ type leaseRecord struct {
 }
 
 // leases runs the ingest election of one manager: every heartbeat it
-// renews the leases it holds (compare-and-set on the revision it wrote),
-// takes over leases whose revision has not moved for a TTL, steps down
-// from a lease it could not renew within the TTL, and brings the
-// tenants' runtimes in line with the registry (tenants created, changed,
-// suspended or deleted through another daemon).
+// renews or tries to take each running tenant's lease (internal/kvlease:
+// a standby takes a lease over when its revision has not moved for a
+// TTL; the holder's ingest stops once it could not renew for TTL minus
+// one heartbeat), and brings the tenants' runtimes in line with the
+// registry (tenants created, changed, suspended or deleted through
+// another daemon).
 type leases struct {
 	id       string
 	ttl      time.Duration
 	interval time.Duration
 
-	mu   sync.Mutex
-	kv   jetstream.KeyValue
-	held map[string]*held    // tenant -> lease this manager holds
-	seen map[string]observed // tenant -> revision seen (standby)
-}
-
-type held struct {
-	rev     uint64
-	renewed time.Time // start of the last successful write
-}
-
-type observed struct {
-	rev  uint64
-	when time.Time
+	mu sync.Mutex
+	kv jetstream.KeyValue
+	by map[string]*kvlease.Lease // tenant -> this manager's handle on its lease
 }
 
 func newLeases(ttl, interval time.Duration) *leases {
-	return &leases{id: nuid.Next(), ttl: ttl, interval: interval, held: map[string]*held{}, seen: map[string]observed{}}
+	return &leases{id: nuid.Next(), ttl: ttl, interval: interval, by: map[string]*kvlease.Lease{}}
 }
 
 func (m *Manager) leaseKV(ctx context.Context) (jetstream.KeyValue, error) {
@@ -92,74 +82,28 @@ func (m *Manager) tryLead(ctx context.Context, tenant string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	val, _ := json.Marshal(leaseRecord{Holder: l.id, Since: time.Now().UTC()})
 	l.mu.Lock()
-	h := l.held[tenant]
-	l.mu.Unlock()
-	start := time.Now()
-	if h != nil { // renew what we hold
-		rev, err := kv.Update(ctx, tenant, val, h.rev)
-		if err != nil {
-			if jserr.WrongRevision(err) { // someone took it over
-				l.mu.Lock()
-				delete(l.held, tenant)
-				l.mu.Unlock()
-				return false, nil
-			}
-			// Unknown outcome: keep leading only while the last renewal
-			// is within the TTL, so a standby cannot lead at the same time.
-			return time.Since(h.renewed) < l.ttl-l.interval, err
-		}
-		l.mu.Lock()
-		h.rev, h.renewed = rev, start
-		l.mu.Unlock()
-		return true, nil
-	}
-	e, err := kv.Get(ctx, tenant)
-	switch {
-	case errors.Is(err, jetstream.ErrKeyNotFound):
-		rev, err := kv.Create(ctx, tenant, val)
-		if err != nil {
-			if jserr.WrongRevision(err) {
-				return false, nil
-			}
-			return false, err
-		}
-		return m.took(tenant, rev, start), nil
-	case err != nil:
-		return false, err
-	}
-	var rec leaseRecord
-	_ = json.Unmarshal(e.Value(), &rec)
-	l.mu.Lock()
-	o, ok := l.seen[tenant]
-	if !ok || o.rev != e.Revision() {
-		l.seen[tenant] = observed{rev: e.Revision(), when: time.Now()}
+	ls := l.by[tenant]
+	if ls == nil {
+		ls = kvlease.New(kv, tenant, func() []byte {
+			b, _ := json.Marshal(leaseRecord{Holder: l.id, Since: time.Now().UTC()})
+			return b
+		}, kvlease.Config{TTL: l.ttl, Valid: l.ttl - l.interval, Ours: func(v []byte) bool {
+			var rec leaseRecord
+			return json.Unmarshal(v, &rec) == nil && rec.Holder == l.id
+		}})
+		l.by[tenant] = ls
 	}
 	l.mu.Unlock()
-	// Ours from before a restart of this manager cannot happen (new id);
-	// anyone else's is taken over once it has not moved for the TTL.
-	if rec.Holder != l.id && (!ok || o.rev != e.Revision() || time.Since(o.when) < l.ttl) {
+	held := ls.Token() != 0
+	tok, err := ls.Tick(ctx)
+	if errors.Is(err, kvlease.ErrLost) { // someone took it over
 		return false, nil
 	}
-	rev, err := kv.Update(ctx, tenant, val, e.Revision())
-	if err != nil {
-		if jserr.WrongRevision(err) {
-			return false, nil
-		}
-		return false, err
+	if tok != 0 && !held {
+		m.log.Info("tenancy: ingest lease taken", "tenant", tenant, "holder", l.id)
 	}
-	return m.took(tenant, rev, start), nil
-}
-
-func (m *Manager) took(tenant string, rev uint64, at time.Time) bool {
-	l := m.lease
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.held[tenant] = &held{rev: rev, renewed: at}
-	delete(l.seen, tenant)
-	m.log.Info("tenancy: ingest lease taken", "tenant", tenant, "holder", l.id)
-	return true
+	return tok != 0, err
 }
 
 // release gives tenant's lease up (deletes it at the revision held), so a
@@ -167,14 +111,12 @@ func (m *Manager) took(tenant string, rev uint64, at time.Time) bool {
 func (m *Manager) release(ctx context.Context, tenant string) {
 	l := m.lease
 	l.mu.Lock()
-	h := l.held[tenant]
-	delete(l.held, tenant)
-	kv := l.kv
+	ls := l.by[tenant]
+	delete(l.by, tenant)
 	l.mu.Unlock()
-	if h == nil || kv == nil {
-		return
+	if ls != nil {
+		ls.Release(ctx)
 	}
-	_ = kv.Delete(ctx, tenant, jetstream.LastRevision(h.rev))
 }
 
 // elect runs one election round for a running tenant and switches its

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nkeys"
 
 	"github.com/msgplatform/platform/embeddednats"
+	"github.com/msgplatform/platform/internal/retry"
 	"github.com/msgplatform/platform/internal/validate"
 	"github.com/msgplatform/platform/internal/wire"
 	"github.com/msgplatform/platform/platform"
@@ -189,7 +190,7 @@ func (m *Manager) Start(ctx context.Context) error {
 	// at once): retry each JetStream call with a bounded attempt.
 	m.reg = &registry{js: m.js, replicas: m.cfg.Replicas}
 	var ts []*Tenant
-	if err := retry(ctx, func(actx context.Context) (err error) {
+	if err := tryUntil(ctx, func(actx context.Context) (err error) {
 		ts, err = m.reg.list(actx)
 		return err
 	}); err != nil {
@@ -461,23 +462,15 @@ func (m *Manager) runtimeOf(t *Tenant) (*runtime, error) {
 	return rt, nil
 }
 
-// retry calls fn with a 5 s attempt timeout until it succeeds or ctx ends.
-func retry(ctx context.Context, fn func(ctx context.Context) error) error {
-	backoff := 250 * time.Millisecond
-	for {
-		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		err := fn(actx)
-		cancel()
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%w (last error: %v)", ctx.Err(), err)
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, 2*time.Second)
-	}
+// tryUntil calls fn with a 5 s attempt timeout until it succeeds or ctx
+// ends (internal/retry, any error retried).
+func tryUntil(ctx context.Context, fn func(ctx context.Context) error) error {
+	return retry.Do(ctx, retry.Policy{Initial: 250 * time.Millisecond, Max: 2 * time.Second, Retryable: func(error) bool { return true }},
+		func(ctx context.Context) error {
+			actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			return fn(actx)
+		})
 }
 
 func (m *Manager) check() error {

@@ -371,7 +371,7 @@ func (m *Manager) purgeAccount(ctx context.Context, t *Tenant) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	err := retry(ctx, func(ctx context.Context) error {
+	err := tryUntil(ctx, func(ctx context.Context) error {
 		msg, err := m.sys.RequestWithContext(ctx, fmt.Sprintf(server.JSApiAccountPurgeT, t.Account), nil)
 		if err != nil {
 			return err
@@ -391,7 +391,7 @@ func (m *Manager) purgeAccount(ctx context.Context, t *Tenant) error {
 	if err != nil {
 		return err
 	}
-	return retry(ctx, func(ctx context.Context) error {
+	return tryUntil(ctx, func(ctx context.Context) error {
 		tiers, answered, err := m.storageFromServers(ctx, t.Account)
 		if err != nil {
 			return err
