@@ -16,7 +16,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
-	"github.com/msgplatform/platform/embeddednats"
 	"github.com/msgplatform/platform/internal/bench"
 	"github.com/msgplatform/platform/internal/control"
 	"github.com/msgplatform/platform/internal/tlsconf"
@@ -106,7 +105,7 @@ names:
 			if err != nil {
 				return err
 			}
-			printLines(out, res.Lines("bench.publish"))
+			bench.PrintLines(out, res.Lines("bench.publish"))
 			return nil
 		},
 	}
@@ -148,19 +147,11 @@ func benchAgainst(ctx context.Context, nc *nats.Conn, o benchPublishOptions, pop
 			defer cancel()
 			_ = js.DeleteStream(dctx, platform.StreamName(o.topic))
 		}()
-	} else if err := purge(ctx, js, o.topic); err != nil {
+	} else if err := bench.Purge(ctx, js, o.topic); err != nil {
 		return bench.Result{}, err
 	}
 	res, _, err := bench.Publish(ctx, js, popts)
 	return res, err
-}
-
-func purge(ctx context.Context, js jetstream.JetStream, topic string) error {
-	s, err := js.Stream(ctx, platform.StreamName(topic))
-	if err != nil {
-		return err
-	}
-	return s.Purge(ctx)
 }
 
 // checkCompare checks --compare.
@@ -212,7 +203,7 @@ func benchSyncCompare(ctx context.Context, out io.Writer, o benchPublishOptions,
 		if !sync {
 			name = "bench.publish.sync_interval"
 		}
-		printLines(out, res.Lines(name))
+		bench.PrintLines(out, res.Lines(name))
 	}
 	if a := results[false].MsgsPerS; a > 0 {
 		fmt.Fprintf(out, "bench.publish.sync_always_vs_interval_ratio: %.2f x\n", results[true].MsgsPerS/a)
@@ -221,7 +212,7 @@ func benchSyncCompare(ctx context.Context, out io.Writer, o benchPublishOptions,
 }
 
 func benchFabric(ctx context.Context, dir string, sync bool, o benchPublishOptions, popts bench.PublishOptions) (res bench.Result, err error) {
-	err = withBenchFabric(ctx, dir, sync, tlsconf.Config{}, func(nc *nats.Conn, rec *platform.Reconciler) error {
+	err = bench.WithFabric(ctx, dir, sync, tlsconf.Config{}, func(nc *nats.Conn, rec *platform.Reconciler) error {
 		res, err = benchAgainst(ctx, nc, o, popts, func(ctx context.Context, spec platform.TopicSpec) error {
 			_, err := rec.ApplyTopic(ctx, spec, platform.ApplyOptions{AllowReducedReplicas: true})
 			return err
@@ -229,67 +220,6 @@ func benchFabric(ctx context.Context, dir string, sync bool, o benchPublishOptio
 		return err
 	})
 	return res, err
-}
-
-// newBenchFabric starts an in-process fabric as platformd runs one: with
-// the scheduler slots platformd gives itself (embeddednats.SetProcs), so
-// an in-process figure is what platformd would show on this machine. The
-// value and its reason go to stderr.
-func newBenchFabric(cfg embeddednats.FabricConfig, trust *embeddednats.Trust) (*embeddednats.Fabric, error) {
-	procs, why := embeddednats.SetProcs()
-	fmt.Fprintf(os.Stderr, "bench: GOMAXPROCS %d (%s)\n", procs, why)
-	return embeddednats.NewFabric(cfg, trust)
-}
-
-// withBenchFabric starts a temporary 3-node fabric in dir, with TLS on
-// the client ports when srvTLS is set (a listener Config with its CA),
-// runs fn on it and stops it. Connections to a TLS fabric verify it
-// against srvTLS.CAFile as a service's client does.
-func withBenchFabric(ctx context.Context, dir string, sync bool, srvTLS tlsconf.Config, fn func(*nats.Conn, *platform.Reconciler) error) error {
-	trust, err := embeddednats.NewTrust()
-	if err != nil {
-		return err
-	}
-	cfg := embeddednats.DefaultFabricConfig()
-	cfg.Port, cfg.ClusterPort, cfg.DataDir = -1, -1, dir
-	cfg.Durability.SyncAlways = sync
-	if srvTLS.Enabled() {
-		cfg.TLS = srvTLS
-		if trust.ClientTLS, err = (tlsconf.Config{CAFile: srvTLS.CAFile}).Client(""); err != nil {
-			return err
-		}
-	}
-	cfg.LameDuck = 200 * time.Millisecond
-	f, err := newBenchFabric(cfg, trust)
-	if err != nil {
-		return err
-	}
-	sctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	if err := f.Start(sctx); err != nil {
-		return err
-	}
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = f.Close(cctx)
-	}()
-	nc, err := f.Connect()
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return err
-	}
-	return fn(nc, platform.NewReconciler(js, platform.ReconcilerOptions{DefaultReplicas: 3}))
-}
-
-func printLines(w io.Writer, lines []string) {
-	for _, l := range lines {
-		fmt.Fprintln(w, l)
-	}
 }
 
 // benchValidateCmd runs the --validate benchmark against --server, or on
@@ -312,7 +242,7 @@ func benchValidateCmd(ctx context.Context, out io.Writer, g *globalOptions, o be
 		return err
 	}
 	defer os.RemoveAll(dir)
-	return withBenchFabric(ctx, dir, true, tlsconf.Config{}, func(nc *nats.Conn, rec *platform.Reconciler) error {
+	return bench.WithFabric(ctx, dir, true, tlsconf.Config{}, func(nc *nats.Conn, rec *platform.Reconciler) error {
 		return benchValidate(ctx, out, nc, o, popts, func(ctx context.Context, spec platform.TopicSpec) error {
 			_, err := rec.ApplyTopic(ctx, spec, platform.ApplyOptions{AllowReducedReplicas: true})
 			return err
@@ -459,4 +389,31 @@ func medianOf(xs []float64) float64 {
 	s := append([]float64(nil), xs...)
 	sort.Float64s(s)
 	return s[len(s)/2]
+}
+
+// profiled runs run under a CPU profile to path (none when empty); a
+// profile that cannot be started is a usage error.
+func profiled(path string, run func() error) error {
+	stop, err := bench.StartCPUProfile("--cpuprofile", path)
+	if err != nil {
+		return usageError{err}
+	}
+	defer stop()
+	return run()
+}
+
+// benchRemote is the platform at --server as a bench reaches it.
+func (g *globalOptions) benchRemote() bench.Remote {
+	return bench.Remote{
+		Connect: g.connect,
+		URLs:    strings.Split(g.server, ","),
+		ConnOptions: func() ([]nats.Option, error) {
+			tc, err := g.tlsClient()
+			if err != nil || tc == nil {
+				return nil, err
+			}
+			return []nats.Option{nats.Secure(tc)}, nil
+		},
+		Actor: actor(),
+	}
 }

@@ -83,7 +83,7 @@ it starts a temporary 3-node fabric itself.`,
 			if err != nil {
 				return err
 			}
-			printLines(cmd.OutOrStdout(), res.lines())
+			bench.PrintLines(cmd.OutOrStdout(), res.lines())
 			return nil
 		},
 	}
@@ -206,7 +206,7 @@ func (b *groupBench) runInProcess(ctx context.Context) (groupBenchResult, error)
 	cfg.Port, cfg.ClusterPort, cfg.DataDir = -1, -1, dir
 	cfg.Durability.SyncAlways = b.o.syncAlways
 	cfg.LameDuck = 200 * time.Millisecond
-	f, err := newBenchFabric(cfg, trust)
+	f, err := bench.NewFabric(cfg, trust)
 	if err != nil {
 		return groupBenchResult{}, err
 	}
@@ -274,7 +274,7 @@ func (b *groupBench) run(ctx context.Context, applyTopic func(context.Context, p
 	}
 	var groups []string
 	defer b.cleanup(&groups)
-	if err := purge(ctx, b.js, o.topic); err != nil {
+	if err := bench.Purge(ctx, b.js, o.topic); err != nil {
 		return groupBenchResult{}, err
 	}
 	b.logf("preloading %d events of %d bytes over %d keys into %s (%d partitions, R%d)", o.count, b.size, o.keys, o.topic, o.partitions, o.replicas)

@@ -74,7 +74,7 @@ func openInboxModes(ctx context.Context, o benchOutboxOptions) ([]inboxMode, fun
 		return nil, nil, err
 	}
 	cleanups = append(cleanups, func() { os.RemoveAll(dir) })
-	db, err := pebble.Open(dir, &pebble.Options{Logger: quietPebbleLogger{}})
+	db, err := pebble.Open(dir, &pebble.Options{Logger: bench.QuietPebbleLogger{}})
 	if err != nil {
 		cleanup()
 		return nil, nil, err
@@ -93,7 +93,7 @@ func openInboxModes(ctx context.Context, o benchOutboxOptions) ([]inboxMode, fun
 		return err
 	}})
 	if !o.skipPostgres {
-		pool, drop, err := benchDatabase(ctx, o.dsn)
+		pool, drop, err := bench.Database(ctx, o.dsn)
 		if err != nil {
 			cleanup()
 			return nil, nil, err
@@ -131,7 +131,7 @@ func pgInboxProcess(gin *pginbox.Inbox) func(ctx context.Context, msgs []platfor
 
 func runBenchInbox(ctx context.Context, out io.Writer, g *globalOptions, o benchOutboxOptions) error {
 	const topic = "bench-inbox"
-	_, js, cleanup, err := benchSetup(ctx, g, o.inProcess, topic, 1024)
+	_, js, cleanup, err := bench.Setup(ctx, g.benchRemote(), o.inProcess, topic, 1024)
 	if err != nil {
 		return err
 	}
@@ -250,7 +250,3 @@ func benchConsume(ctx context.Context, js jetstream.JetStream, topic, durable st
 	}
 	return float64(done) / time.Since(start).Seconds(), nil
 }
-
-// benchSetup connects (or starts an in-process fabric), opens JetStream
-// (up to maxPending async publishes) and creates the bench topic; cleanup
-// drops the topic and disconnects.

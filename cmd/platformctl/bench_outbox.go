@@ -2,14 +2,9 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"io"
-	"log/slog"
-	"net/url"
 	"os"
-	"runtime/pprof"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -17,12 +12,9 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
-	"github.com/msgplatform/platform/embeddednats"
 	"github.com/msgplatform/platform/internal/bench"
 	"github.com/msgplatform/platform/outboxrelay"
 	"github.com/msgplatform/platform/outboxrelay/pebbleoutbox"
@@ -63,132 +55,6 @@ func (o benchOutboxOptions) validate() error {
 		return fmt.Errorf("--runs must be 1..100, got %d", o.runs)
 	}
 	return nil
-}
-
-// profiled runs run under a CPU profile to path (none when empty); a
-// profile that cannot be started is a usage error.
-func profiled(path string, run func() error) error {
-	stop, err := startCPUProfile(path)
-	if err != nil {
-		return usageError{err}
-	}
-	defer stop()
-	return run()
-}
-
-// startCPUProfile starts a CPU profile to path (none when empty) and
-// returns its stop function.
-func startCPUProfile(path string) (func(), error) {
-	return startCPUProfileFor("--cpuprofile", path)
-}
-
-// startCPUProfileFor is startCPUProfile for the option named flag (its
-// errors name it).
-func startCPUProfileFor(flag, path string) (func(), error) {
-	if path == "" {
-		return func() {}, nil
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", flag, err)
-	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("%s: %w", flag, err)
-	}
-	return func() { pprof.StopCPUProfile(); f.Close() }, nil
-}
-
-// benchTarget is a connection to the platform (or a temporary fabric).
-func benchConnect(ctx context.Context, g *globalOptions, inProcess bool) (*nats.Conn, func(), error) {
-	if !inProcess {
-		nc, err := g.connect()
-		if err != nil {
-			return nil, nil, err
-		}
-		return nc, nc.Close, nil
-	}
-	dir, err := os.MkdirTemp("", "platformctl-bench-")
-	if err != nil {
-		return nil, nil, err
-	}
-	trust, err := embeddednats.NewTrust()
-	if err != nil {
-		return nil, nil, err
-	}
-	cfg := embeddednats.DefaultFabricConfig()
-	cfg.Port, cfg.ClusterPort, cfg.DataDir = -1, -1, dir
-	cfg.LameDuck = 200 * time.Millisecond
-	f, err := newBenchFabric(cfg, trust)
-	if err != nil {
-		return nil, nil, err
-	}
-	sctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	if err := f.Start(sctx); err != nil {
-		return nil, nil, err
-	}
-	nc, err := f.Connect(nats.MaxReconnects(-1))
-	if err != nil {
-		return nil, nil, err
-	}
-	return nc, func() {
-		nc.Close()
-		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = f.Close(cctx)
-		os.RemoveAll(dir)
-	}, nil
-}
-
-func benchTopic(ctx context.Context, js jetstream.JetStream, name string) (func(), error) {
-	spec := platform.DefaultTopicSpec(name)
-	spec.Partitions, spec.Replicas = 24, 3
-	spec.Retention = platform.Retention{MaxAge: time.Hour}
-	spec.Owner = "platformctl-bench"
-	actx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	if _, err := platform.NewReconciler(js, platform.ReconcilerOptions{}).ApplyTopic(actx, spec, platform.ApplyOptions{AllowReducedReplicas: true}); err != nil {
-		return nil, fmt.Errorf("create bench topic %s: %w", name, err)
-	}
-	return func() {
-		dctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = js.DeleteStream(dctx, platform.StreamName(name))
-	}, nil
-}
-
-// benchDatabase creates a fresh database next to dsn and returns its
-// pool and a cleanup dropping it.
-func benchDatabase(ctx context.Context, dsn string) (*pgxpool.Pool, func(), error) {
-	admin, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		return nil, nil, fmt.Errorf("--dsn: %w", err)
-	}
-	defer admin.Close(ctx)
-	b := make([]byte, 4)
-	_, _ = rand.Read(b)
-	name := "platformctl_bench_" + hex.EncodeToString(b)
-	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
-		return nil, nil, fmt.Errorf("create bench database: %w", err)
-	}
-	u, err := url.Parse(dsn)
-	if err != nil {
-		return nil, nil, err
-	}
-	u.Path = "/" + name
-	pool, err := pgxpool.New(ctx, u.String())
-	if err != nil {
-		return nil, nil, err
-	}
-	return pool, func() {
-		pool.Close()
-		c, err := pgx.Connect(context.Background(), dsn)
-		if err == nil {
-			_, _ = c.Exec(context.Background(), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
-			c.Close(context.Background())
-		}
-	}, nil
 }
 
 func newBenchOutboxCmd(g *globalOptions) *cobra.Command {
@@ -265,7 +131,7 @@ func openOutboxBackends(ctx context.Context, o benchOutboxOptions) ([]outboxBack
 		}
 	}
 	if !o.skipPostgres {
-		pool, drop, err := benchDatabase(ctx, o.dsn)
+		pool, drop, err := bench.Database(ctx, o.dsn)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -291,7 +157,7 @@ func openOutboxBackends(ctx context.Context, o benchOutboxOptions) ([]outboxBack
 		return nil, nil, err
 	}
 	cleanups = append(cleanups, func() { os.RemoveAll(dir) })
-	db, err := pebble.Open(dir, &pebble.Options{Logger: quietPebbleLogger{}})
+	db, err := pebble.Open(dir, &pebble.Options{Logger: bench.QuietPebbleLogger{}})
 	if err != nil {
 		cleanup()
 		return nil, nil, err
@@ -317,7 +183,7 @@ func openOutboxBackends(ctx context.Context, o benchOutboxOptions) ([]outboxBack
 
 func runBenchOutbox(ctx context.Context, out io.Writer, g *globalOptions, o benchOutboxOptions) error {
 	const topic = "bench-outbox"
-	nc, js, cleanup, err := benchSetup(ctx, g, o.inProcess, topic, o.window)
+	nc, js, cleanup, err := bench.Setup(ctx, g.benchRemote(), o.inProcess, topic, o.window)
 	if err != nil {
 		return err
 	}
@@ -327,7 +193,7 @@ func runBenchOutbox(ctx context.Context, out io.Writer, g *globalOptions, o benc
 		o.size, o.window, o.keys, o.count, topic)
 	rawRun := func(run int, label string) (float64, error) {
 		id := time.Now().UnixNano()
-		cpu := processCPU()
+		cpu := bench.ProcessCPU()
 		raw, _, err := bench.Publish(ctx, js, bench.PublishOptions{
 			Count: o.count, Size: o.size, Window: o.window, Runs: 1, Subject: subject,
 			MsgID: func(i int) string { return fmt.Sprintf("raw-%d-%d", id, i) },
@@ -335,10 +201,10 @@ func runBenchOutbox(ctx context.Context, out io.Writer, g *globalOptions, o benc
 		if err != nil {
 			return 0, err
 		}
-		cpu = processCPU() - cpu
+		cpu = bench.ProcessCPU() - cpu
 		if label != "" {
 			prefix := fmt.Sprintf("bench.outbox.run%d.%s", run, label)
-			printLines(out, raw.Lines(prefix))
+			bench.PrintLines(out, raw.Lines(prefix))
 			fmt.Fprintf(out, "%s.process_cpu_per_event: %.1f us (fabric included)\n", prefix, float64(cpu.Microseconds())/float64(o.count))
 		}
 		return raw.MsgsPerS, nil
@@ -422,7 +288,7 @@ func startBenchRelay(ctx context.Context, nc *nats.Conn, b outboxBackend, phase 
 		}
 		h.acked.Add(1)
 	}
-	cfg.Logger = discardLogger()
+	cfg.Logger = bench.DiscardLogger()
 	r, err := outboxrelay.New(cfg, b.store, nc)
 	if err != nil {
 		return nil, err
@@ -506,11 +372,11 @@ func benchRelayDrain(ctx context.Context, out io.Writer, nc *nats.Conn, b outbox
 	if err := h.waitLeader(ctx); err != nil {
 		return 0, err
 	}
-	start, cpu := time.Now(), processCPU()
+	start, cpu := time.Now(), bench.ProcessCPU()
 	if err := h.waitAcked(ctx, b.name, int64(o.count), 5*time.Minute); err != nil {
 		return 0, err
 	}
-	elapsed, cpu := time.Since(start), processCPU()-cpu
+	elapsed, cpu := time.Since(start), bench.ProcessCPU()-cpu
 	rate := float64(o.count) / elapsed.Seconds()
 	prefix := fmt.Sprintf("bench.outbox.run%d.%s", run, b.name)
 	fmt.Fprintf(out, "%s.commit_backlog_before_relay: %.3f s (%d events, %.0f events/s)\n", prefix, committed.Seconds(), o.count, float64(o.count)/committed.Seconds())
@@ -520,9 +386,9 @@ func benchRelayDrain(ctx context.Context, out io.Writer, nc *nats.Conn, b outbox
 		prefix, 100*float64(c.Batched)/float64(max(1, c.OK+c.Duplicate)), c.Batched, c.OK+c.Duplicate, c.BatchRetried)
 	fmt.Fprintf(out, "%s.process_cpu_per_event: %.1f us (fabric and relay included, database server not)\n", prefix, float64(cpu.Microseconds())/float64(o.count))
 	slices.Sort(lats)
-	fmt.Fprintf(out, "%s.relay_ack_p50: %.3f ms\n", prefix, ms(bench.Percentile(lats, 0.50)))
-	fmt.Fprintf(out, "%s.relay_ack_p99: %.3f ms\n", prefix, ms(bench.Percentile(lats, 0.99)))
-	at := func(q float64) float64 { return ms(ackAt[max(0, int(q*float64(o.count))-1)].Sub(start)) }
+	fmt.Fprintf(out, "%s.relay_ack_p50: %.3f ms\n", prefix, bench.Ms(bench.Percentile(lats, 0.50)))
+	fmt.Fprintf(out, "%s.relay_ack_p99: %.3f ms\n", prefix, bench.Ms(bench.Percentile(lats, 0.99)))
+	at := func(q float64) float64 { return bench.Ms(ackAt[max(0, int(q*float64(o.count))-1)].Sub(start)) }
 	fmt.Fprintf(out, "%s.relay_drain_timeline: first_ack=%.0fms 50%%=%.0fms 90%%=%.0fms 100%%=%.0fms (last 10%% of events: %.0f%% of the drain)\n",
 		prefix, at(0), at(0.5), at(0.9), at(1), 100*(at(1)-at(0.9))/at(1))
 	return rate, nil
@@ -584,38 +450,7 @@ func benchRelaySteady(ctx context.Context, out io.Writer, nc *nats.Conn, b outbo
 	slices.Sort(lats)
 	prefix := fmt.Sprintf("bench.outbox.%s.steady_%d_commits_per_sec", b.name, o.latencyRate)
 	fmt.Fprintf(out, "%s.achieved_commits_per_sec: %.0f tx/s\n", prefix, commitRate)
-	fmt.Fprintf(out, "%s.commit_to_ack_p50: %.3f ms\n", prefix, ms(bench.Percentile(lats, 0.50)))
-	fmt.Fprintf(out, "%s.commit_to_ack_p99: %.3f ms\n", prefix, ms(bench.Percentile(lats, 0.99)))
+	fmt.Fprintf(out, "%s.commit_to_ack_p50: %.3f ms\n", prefix, bench.Ms(bench.Percentile(lats, 0.50)))
+	fmt.Fprintf(out, "%s.commit_to_ack_p99: %.3f ms\n", prefix, bench.Ms(bench.Percentile(lats, 0.99)))
 	return nil
-}
-
-func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-
-type quietPebbleLogger struct{}
-
-func (quietPebbleLogger) Infof(string, ...any)  {}
-func (quietPebbleLogger) Errorf(string, ...any) {}
-func (quietPebbleLogger) Fatalf(f string, a ...any) {
-	fmt.Fprintf(os.Stderr, "pebble: "+f+"\n", a...)
-	os.Exit(1)
-}
-
-func discardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
-
-func benchSetup(ctx context.Context, g *globalOptions, inProcess bool, topic string, maxPending int) (*nats.Conn, jetstream.JetStream, func(), error) {
-	nc, closeNC, err := benchConnect(ctx, g, inProcess)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(max(2*maxPending, 1024)))
-	if err != nil {
-		closeNC()
-		return nil, nil, nil, err
-	}
-	drop, err := benchTopic(ctx, js, topic)
-	if err != nil {
-		closeNC()
-		return nil, nil, nil, err
-	}
-	return nc, js, func() { drop(); closeNC() }, nil
 }

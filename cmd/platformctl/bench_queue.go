@@ -85,7 +85,7 @@ func (o benchQueueOptions) validate() error {
 type queueDrain func(ctx context.Context, count int, handle func()) error
 
 func runBenchQueue(ctx context.Context, out, progress io.Writer, g *globalOptions, o benchQueueOptions) error {
-	nc, closeNC, err := benchConnect(ctx, g, o.inProcess)
+	nc, closeNC, err := bench.Connect(ctx, g.benchRemote(), o.inProcess)
 	if err != nil {
 		return err
 	}

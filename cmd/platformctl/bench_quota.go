@@ -88,7 +88,7 @@ stdout as 'name: value unit', progress to stderr.`,
 			if err := o.validate(); err != nil {
 				return usageError{err}
 			}
-			stop, err := startCPUProfile(o.cpuProfile)
+			stop, err := bench.StartCPUProfile("--cpuprofile", o.cpuProfile)
 			if err != nil {
 				return usageError{err}
 			}
@@ -107,7 +107,7 @@ stdout as 'name: value unit', progress to stderr.`,
 			}
 			defer tgt.close()
 			lines, err := runBenchQuota(cmd.Context(), tgt, o, int(size), cmd.ErrOrStderr())
-			printLines(cmd.OutOrStdout(), lines)
+			bench.PrintLines(cmd.OutOrStdout(), lines)
 			return err
 		},
 	}
@@ -263,12 +263,12 @@ func runBenchQuota(ctx context.Context, tgt quotaTarget, o benchQuotaOptions, si
 			}
 			defer stop()
 		}
-		c0 := processCPU()
+		c0 := bench.ProcessCPU()
 		res, _, err := bench.Publish(ctx, js, opts)
 		if err != nil {
 			return bench.Result{}, 0, fmt.Errorf("%s: %w", what, err)
 		}
-		return res, float64(processCPU()-c0) / float64(time.Microsecond) / float64(o.count), nil
+		return res, float64(bench.ProcessCPU()-c0) / float64(time.Microsecond) / float64(o.count), nil
 	}
 	emptyRaw := func(ctx context.Context) error {
 		js, err := jetstream.New(tgt.admin())
@@ -358,9 +358,9 @@ func runBenchQuota(ctx context.Context, tgt quotaTarget, o benchQuotaOptions, si
 		}()
 		time.Sleep(o.warmup)
 		gc = gcSince()
-		cpu0 := processCPU()
+		cpu0 := bench.ProcessCPU()
 		bFlooded, bErr = paced(ctx, bjs, o.bRate, o.duration, payload)
-		floodCPU := processCPU() - cpu0
+		floodCPU := bench.ProcessCPU() - cpu0
 		gcs := gc()
 		ic1, _ := tgt.ingest(ctx, "bench-quota-a")
 		wg.Wait()
@@ -386,9 +386,9 @@ func runBenchQuota(ctx context.Context, tgt quotaTarget, o benchQuotaOptions, si
 		}()
 		time.Sleep(o.warmup)
 		gc = gcSince()
-		cpu0 = processCPU()
+		cpu0 = bench.ProcessCPU()
 		bAtQuota, bErr = paced(ctx, bjs, o.bRate, o.duration, payload)
-		quotaCPU := processCPU() - cpu0
+		quotaCPU := bench.ProcessCPU() - cpu0
 		gcs = gc()
 		wg.Wait()
 		logf("run %d/%d: A at its quota: %s", r+1, o.runs, flq)
@@ -408,7 +408,6 @@ func runBenchQuota(ctx context.Context, tgt quotaTarget, o benchQuotaOptions, si
 	bAlone, bFlooded, fl := medianLatencies(alones), medianLatencies(floodeds), medianFlood(fls)
 	bAtQuota := medianLatencies(atQuotas)
 
-	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 	ratio := func(a, b float64) float64 {
 		if b == 0 {
 			return 0
@@ -434,18 +433,18 @@ func runBenchQuota(ctx context.Context, tgt quotaTarget, o benchQuotaOptions, si
 		fmt.Sprintf("bench.quota.a_unaccounted: %d msgs", fl.unaccounted()),
 		fmt.Sprintf("bench.quota.a_achieved_over_quota: %.3f x", achieved/float64(o.quota)),
 		fmt.Sprintf("bench.quota.b_rate: %.0f msg/s", bFlooded.rate),
-		fmt.Sprintf("bench.quota.b_p50_alone: %.3f ms", ms(bAlone.p50)),
-		fmt.Sprintf("bench.quota.b_p99_alone: %.3f ms", ms(bAlone.p99)),
-		fmt.Sprintf("bench.quota.b_p50_flooded: %.3f ms", ms(bFlooded.p50)),
-		fmt.Sprintf("bench.quota.b_p99_flooded: %.3f ms", ms(bFlooded.p99)),
-		fmt.Sprintf("bench.quota.b_p99_flooded_over_alone: %.3f x", ratio(ms(bFlooded.p99), ms(bAlone.p99))),
-		fmt.Sprintf("bench.quota.b_p99_a_at_quota: %.3f ms", ms(bAtQuota.p99)),
-		fmt.Sprintf("bench.quota.b_p99_flooded_over_a_at_quota: %.3f x", ratio(ms(bFlooded.p99), ms(bAtQuota.p99))),
+		fmt.Sprintf("bench.quota.b_p50_alone: %.3f ms", bench.Ms(bAlone.p50)),
+		fmt.Sprintf("bench.quota.b_p99_alone: %.3f ms", bench.Ms(bAlone.p99)),
+		fmt.Sprintf("bench.quota.b_p50_flooded: %.3f ms", bench.Ms(bFlooded.p50)),
+		fmt.Sprintf("bench.quota.b_p99_flooded: %.3f ms", bench.Ms(bFlooded.p99)),
+		fmt.Sprintf("bench.quota.b_p99_flooded_over_alone: %.3f x", ratio(bench.Ms(bFlooded.p99), bench.Ms(bAlone.p99))),
+		fmt.Sprintf("bench.quota.b_p99_a_at_quota: %.3f ms", bench.Ms(bAtQuota.p99)),
+		fmt.Sprintf("bench.quota.b_p99_flooded_over_a_at_quota: %.3f x", ratio(bench.Ms(bFlooded.p99), bench.Ms(bAtQuota.p99))),
 		fmt.Sprintf("bench.quota.b_errors: %d msgs", bAlone.errors+bFlooded.errors),
 		fmt.Sprintf("bench.quota.raw_msgs_per_sec: %.0f msg/s", rawRes.MsgsPerS),
-		fmt.Sprintf("bench.quota.raw_ack_p99: %.3f ms", ms(rawRes.P99)),
+		fmt.Sprintf("bench.quota.raw_ack_p99: %.3f ms", bench.Ms(rawRes.P99)),
 		fmt.Sprintf("bench.quota.unthrottled_msgs_per_sec: %.0f msg/s", unRes.MsgsPerS),
-		fmt.Sprintf("bench.quota.unthrottled_ack_p99: %.3f ms", ms(unRes.P99)),
+		fmt.Sprintf("bench.quota.unthrottled_ack_p99: %.3f ms", bench.Ms(unRes.P99)),
 		fmt.Sprintf("bench.quota.unthrottled_over_raw: %.3f x", ratio(unRes.MsgsPerS, rawRes.MsgsPerS)),
 	}
 	if o.inProcess {
@@ -479,7 +478,7 @@ func startPhaseProfile(dir, what string) (stop func(), err error) {
 			break
 		}
 	}
-	return startCPUProfileFor("--profile-dir", path)
+	return bench.StartCPUProfile("--profile-dir", path)
 }
 
 // writeHeapProfile writes the allocation profile of the whole run to path.

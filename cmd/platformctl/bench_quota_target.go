@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/msgplatform/platform/embeddednats"
+	"github.com/msgplatform/platform/internal/bench"
 	"github.com/msgplatform/platform/internal/control"
 	"github.com/msgplatform/platform/platform"
 	"github.com/msgplatform/platform/tenancy"
@@ -86,7 +87,7 @@ func newInProcessQuotaTarget(ctx context.Context, o benchQuotaOptions) (_ *inPro
 	cfg.Port, cfg.ClusterPort, cfg.DataDir = -1, -1, t.dir
 	cfg.Durability.SyncAlways = o.syncAlways
 	cfg.LameDuck = 200 * time.Millisecond
-	if t.f, err = newBenchFabric(cfg, trust); err != nil {
+	if t.f, err = bench.NewFabric(cfg, trust); err != nil {
 		return nil, err
 	}
 	sctx, cancel := context.WithTimeout(ctx, time.Minute)

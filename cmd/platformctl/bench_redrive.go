@@ -76,14 +76,14 @@ The bench always starts its own fabric (--in-process is the only mode).`,
 			}
 			defer os.RemoveAll(dir)
 			var res redriveBenchResult
-			err = withBenchFabric(ctx, dir, o.syncAlways, tlsconf.Config{}, func(nc *nats.Conn, rec *platform.Reconciler) error {
+			err = bench.WithFabric(ctx, dir, o.syncAlways, tlsconf.Config{}, func(nc *nats.Conn, rec *platform.Reconciler) error {
 				res, err = runBenchRedrive(ctx, nc, rec, o, int(size), cmd.ErrOrStderr())
 				return err
 			})
 			if err != nil {
 				return err
 			}
-			printLines(cmd.OutOrStdout(), append([]string{o.settings(int(size))}, res.lines()...))
+			bench.PrintLines(cmd.OutOrStdout(), append([]string{o.settings(int(size))}, res.lines()...))
 			return nil
 		},
 	}
@@ -201,7 +201,7 @@ func runBenchRedrive(ctx context.Context, nc *nats.Conn, rec *platform.Reconcile
 	var raws, unlimited, rawCPU, redriveCPU []float64
 	next := uint64(1)
 	for run := range o.runs {
-		if err := purge(ctx, js, benchRedriveTopic); err != nil {
+		if err := bench.Purge(ctx, js, benchRedriveTopic); err != nil {
 			return res, err
 		}
 		fmt.Fprintf(progress, "bench redrive: run %d/%d: raw publish of %d events\n", run+1, o.runs, o.count)
@@ -209,16 +209,16 @@ func runBenchRedrive(ctx context.Context, nc *nats.Conn, rec *platform.Reconcile
 		if err != nil {
 			return res, err
 		}
-		cpu0 := processCPU()
+		cpu0 := bench.ProcessCPU()
 		raw, _, err := bench.Publish(ctx, js, bench.PublishOptions{Subject: subject, Count: o.count, Size: size, Window: o.window, Runs: 1, MsgID: msgID})
-		rawCPU = append(rawCPU, float64(processCPU()-cpu0)/float64(o.count))
+		rawCPU = append(rawCPU, float64(bench.ProcessCPU()-cpu0)/float64(o.count))
 		stop()
 		if err != nil {
 			return res, fmt.Errorf("bench redrive: raw publish: %w", err)
 		}
 		fmt.Fprintf(progress, "bench redrive: run %d/%d: raw %.0f msg/s\n", run+1, o.runs, raw.MsgsPerS)
 		raws = append(raws, raw.MsgsPerS)
-		if err := purge(ctx, js, benchRedriveTopic); err != nil {
+		if err := bench.Purge(ctx, js, benchRedriveTopic); err != nil {
 			return res, err
 		}
 		fmt.Fprintf(progress, "bench redrive: run %d/%d: filling the DLQ with %d entries\n", run+1, o.runs, o.count)
@@ -269,7 +269,7 @@ func (o benchRedriveOptions) profile(phase string, run int) (func(), error) {
 	if o.cpuProfile == "" || run > 0 {
 		return func() {}, nil
 	}
-	return startCPUProfile(o.cpuProfile + "." + phase)
+	return bench.StartCPUProfile("--cpuprofile", o.cpuProfile+"."+phase)
 }
 
 // fillDLQ writes n DLQ entries of the bench topic, for original sequences
@@ -382,7 +382,7 @@ func timedRedrive(ctx context.Context, svc *redrive.Service, from uint64, rate f
 			return st, err
 		}
 	}
-	cpu0 := processCPU()
+	cpu0 := bench.ProcessCPU()
 	if _, err := svc.Run(ctx, st.ID, "platformctl:bench", "bench"); err != nil {
 		return st, err
 	}
@@ -400,7 +400,7 @@ func timedRedrive(ctx context.Context, svc *redrive.Service, from uint64, rate f
 		switch {
 		case st.State == redrive.StateCompleted:
 			if cpu != nil {
-				*cpu = processCPU() - cpu0
+				*cpu = bench.ProcessCPU() - cpu0
 			}
 			fmt.Fprintf(progress, "bench redrive: %d sent in %s: %.0f events/s\n", st.Progress.Sent, st.Progress.Sending.Round(time.Millisecond), st.Rate)
 			return st, nil

@@ -48,8 +48,8 @@ func benchTLSCompare(ctx context.Context, out io.Writer, o benchPublishOptions, 
 	one := popts
 	one.Runs = 1
 	results := map[bool][]bench.Result{}
-	err = withBenchFabric(ctx, filepath.Join(root, "plain"), sync, tlsconf.Config{}, func(plainNC *nats.Conn, plainRec *platform.Reconciler) error {
-		return withBenchFabric(ctx, filepath.Join(root, "tls"), sync, srv, func(tlsNC *nats.Conn, tlsRec *platform.Reconciler) error {
+	err = bench.WithFabric(ctx, filepath.Join(root, "plain"), sync, tlsconf.Config{}, func(plainNC *nats.Conn, plainRec *platform.Reconciler) error {
+		return bench.WithFabric(ctx, filepath.Join(root, "tls"), sync, srv, func(tlsNC *nats.Conn, tlsRec *platform.Reconciler) error {
 			js := map[bool]jetstream.JetStream{}
 			for tls, side := range map[bool]struct {
 				nc  *nats.Conn
@@ -87,8 +87,8 @@ func benchTLSCompare(ctx context.Context, out io.Writer, o benchPublishOptions, 
 		return err
 	}
 	plain, tls := bench.Median(results[false]), bench.Median(results[true])
-	printLines(out, plain.Lines("bench.publish.plain"))
-	printLines(out, tls.Lines("bench.publish.tls"))
+	bench.PrintLines(out, plain.Lines("bench.publish.plain"))
+	bench.PrintLines(out, tls.Lines("bench.publish.tls"))
 	if plain.MsgsPerS > 0 {
 		fmt.Fprintf(out, "bench.publish.tls_over_plain: %.2f x\n", tls.MsgsPerS/plain.MsgsPerS)
 	}
