@@ -417,3 +417,16 @@ func (g *globalOptions) benchRemote() bench.Remote {
 		Actor: actor(),
 	}
 }
+
+// storeFlags binds the flags bench outbox and bench inbox share to o;
+// count is --count's default.
+func storeFlags(cmd *cobra.Command, o *bench.StoreOptions, count int) {
+	f := cmd.Flags()
+	f.StringVar(&o.DSN, "dsn", "", "PostgreSQL DSN; the bench creates and drops its own database there (needs CREATEDB)")
+	f.IntVar(&o.Count, "count", count, "events per run")
+	f.IntVar(&o.Keys, "keys", 1024, "distinct keys")
+	f.IntVar(&o.Size, "size", 1024, "payload bytes")
+	f.IntVar(&o.Runs, "runs", 3, "runs, interleaved (raw and each backend in every run, in alternating order); figures are medians")
+	f.BoolVar(&o.InProcess, "in-process", false, "start a temporary 3-node fabric instead of using --server")
+	f.StringVar(&o.CPUProfile, "cpuprofile", "", "write a CPU profile of the whole bench to this file")
+}
