@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -300,7 +299,7 @@ func benchValidate(ctx context.Context, out io.Writer, nc *nats.Conn, o benchPub
 		return err
 	}
 	defer val.Close()
-	payload := benchOrderPayload(popts.Size)
+	payload := bench.OrderPayload(popts.Size)
 	// The validation cost alone, one goroutine.
 	const probe = 2000
 	start := time.Now()
@@ -331,7 +330,7 @@ func benchValidate(ctx context.Context, out io.Writer, nc *nats.Conn, o benchPub
 			}
 		}
 	}
-	plain, validated := medianOf(rates[false]), medianOf(rates[true])
+	plain, validated := bench.MedianUpper(rates[false]), bench.MedianUpper(rates[true])
 	fmt.Fprintf(out, "bench.publish.plain.msgs_per_s: %.0f msgs/s\n", plain)
 	fmt.Fprintf(out, "bench.publish.validated.msgs_per_s: %.0f msgs/s\n", validated)
 	fmt.Fprintf(out, "bench.publish.validate_cost: %.1f us/event\n", float64(cost.Nanoseconds())/1000)
@@ -371,24 +370,6 @@ func publishThrough(ctx context.Context, pub *platform.Publisher, o benchPublish
 		return 0, err
 	}
 	return float64(o.count) / time.Since(start).Seconds(), nil
-}
-
-// benchOrderPayload is a valid bench event padded to about size bytes.
-func benchOrderPayload(size int) []byte {
-	base := `{"orderId":"o-00042","customerId":"c-7","total":129.5,"currency":"EUR","items":[{"sku":"sku-1","qty":2,"price":19.5},{"sku":"sku-2","qty":1,"price":90.5}],"pad":""}`
-	if pad := size - len(base); pad > 0 {
-		return []byte(base[:len(base)-2] + strings.Repeat("x", pad) + `"}`)
-	}
-	return []byte(base)
-}
-
-func medianOf(xs []float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	s := append([]float64(nil), xs...)
-	sort.Float64s(s)
-	return s[len(s)/2]
 }
 
 // profiled runs run under a CPU profile to path (none when empty); a
