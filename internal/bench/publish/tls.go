@@ -1,4 +1,4 @@
-package main
+package publish
 
 import (
 	"context"
@@ -28,7 +28,7 @@ const benchTLSMinRuns = 3
 // ones) so that a change of the machine's load meets both; each side's
 // figures are the medians of max(--runs, 3) runs, and tls_over_plain is
 // the ratio of their msg/s.
-func benchTLSCompare(ctx context.Context, out io.Writer, o benchPublishOptions, popts bench.PublishOptions) error {
+func benchTLSCompare(ctx context.Context, out io.Writer, o Options, popts bench.PublishOptions) error {
 	root, err := os.MkdirTemp("", "platformctl-bench-tls-")
 	if err != nil {
 		return err
@@ -44,7 +44,7 @@ func benchTLSCompare(ctx context.Context, out io.Writer, o benchPublishOptions, 
 	}
 	// The durability of the comparison: the platform's default.
 	sync := true
-	runs := max(o.runs, benchTLSMinRuns)
+	runs := max(o.Runs, benchTLSMinRuns)
 	one := popts
 	one.Runs = 1
 	results := map[bool][]bench.Result{}
@@ -97,19 +97,19 @@ func benchTLSCompare(ctx context.Context, out io.Writer, o benchPublishOptions, 
 
 // benchPublishTopic creates the bench topic with rec and returns a JetStream
 // context on nc with room for --window publishes in flight.
-func benchPublishTopic(ctx context.Context, nc *nats.Conn, rec *platform.Reconciler, o benchPublishOptions) (jetstream.JetStream, error) {
-	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(max(o.window*2, 256)))
+func benchPublishTopic(ctx context.Context, nc *nats.Conn, rec *platform.Reconciler, o Options) (jetstream.JetStream, error) {
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(max(o.Window*2, 256)))
 	if err != nil {
 		return nil, err
 	}
-	spec := platform.DefaultTopicSpec(o.topic)
-	spec.Partitions, spec.Replicas = o.partitions, o.replicas
+	spec := platform.DefaultTopicSpec(o.Topic)
+	spec.Partitions, spec.Replicas = o.Partitions, o.Replicas
 	spec.Retention = platform.Retention{MaxAge: time.Hour}
 	spec.Owner = "platformctl-bench"
 	actx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if _, err := rec.ApplyTopic(actx, spec, platform.ApplyOptions{AllowReducedReplicas: true}); err != nil {
-		return nil, fmt.Errorf("create bench topic %s: %w", o.topic, err)
+		return nil, fmt.Errorf("create bench topic %s: %w", o.Topic, err)
 	}
 	return js, nil
 }
