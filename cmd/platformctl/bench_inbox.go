@@ -1,26 +1,14 @@
 package main
 
 import (
-	"context"
-	"fmt"
-	"io"
-	"os"
-	"slices"
-	"time"
-
-	"github.com/cockroachdb/pebble/v2"
-	"github.com/jackc/pgx/v5"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
 	"github.com/msgplatform/platform/internal/bench"
-	"github.com/msgplatform/platform/platform"
-	"github.com/msgplatform/platform/platform/inbox/pebbleinbox"
-	"github.com/msgplatform/platform/platform/inbox/pginbox"
+	"github.com/msgplatform/platform/internal/bench/inbox"
 )
 
 func newBenchInboxCmd(g *globalOptions) *cobra.Command {
-	o := benchOutboxOptions{}
+	o := bench.StoreOptions{}
 	cmd := &cobra.Command{
 		Use:   "inbox",
 		Short: "Consumption through the Pebble and Postgres inboxes vs raw consume+ack",
@@ -35,222 +23,13 @@ one median line per figure (ratios: the median of the per-run ratios; goal
 >= 0.8 for Pebble).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := o.validate(); err != nil {
+			if err := o.Validate(); err != nil {
 				return usageError{err}
 			}
-			return profiled(o.cpuProfile, func() error { return runBenchInbox(cmd.Context(), cmd.OutOrStdout(), g, o) })
+			return profiled(o.CPUProfile, func() error { return inbox.Run(cmd.Context(), cmd.OutOrStdout(), g.benchRemote(), o) })
 		},
 	}
-	o.flags(cmd, 20000)
-	cmd.Flags().BoolVar(&o.skipPostgres, "skip-postgres", false, "measure the Pebble inbox only")
+	storeFlags(cmd, &o, 20000)
+	cmd.Flags().BoolVar(&o.SkipPostgres, "skip-postgres", false, "measure the Pebble inbox only")
 	return cmd
 }
-
-// inboxMode is one way of consuming under bench.
-type inboxMode struct {
-	name    string
-	process func(ctx context.Context, msgs []platform.InboxMsg) error
-}
-
-// openInboxModes returns raw ack, the Pebble inbox and (unless skipped)
-// the Postgres inbox, each with a one-row business effect.
-func openInboxModes(ctx context.Context, o benchOutboxOptions) ([]inboxMode, func(), error) {
-	var cleanups []func()
-	cleanup := func() {
-		for i := len(cleanups) - 1; i >= 0; i-- {
-			cleanups[i]()
-		}
-	}
-	modes := []inboxMode{{"raw", func(_ context.Context, msgs []platform.InboxMsg) error {
-		for _, m := range msgs {
-			if err := m.Ack(); err != nil {
-				return err
-			}
-		}
-		return nil
-	}}}
-	dir, err := os.MkdirTemp("", "platformctl-bench-pebble-")
-	if err != nil {
-		return nil, nil, err
-	}
-	cleanups = append(cleanups, func() { os.RemoveAll(dir) })
-	db, err := pebble.Open(dir, &pebble.Options{Logger: quietPebbleLogger{}})
-	if err != nil {
-		cleanup()
-		return nil, nil, err
-	}
-	cleanups = append(cleanups, func() { db.Close() })
-	pin, err := pebbleinbox.New(db, platform.DefaultInboxConfig("bench"), pebbleinbox.Options{})
-	if err != nil {
-		cleanup()
-		return nil, nil, err
-	}
-	modes = append(modes, inboxMode{"pebble_inbox", func(ctx context.Context, msgs []platform.InboxMsg) error {
-		_, _, err := pin.ProcessBatch(ctx, msgs, func(b *pebble.Batch, m platform.InboxMsg) error {
-			id, _ := platform.EventIDOf(m)
-			return b.Set([]byte("bench/effect/"+id), []byte("1"), nil)
-		})
-		return err
-	}})
-	if !o.skipPostgres {
-		pool, drop, err := benchDatabase(ctx, o.dsn)
-		if err != nil {
-			cleanup()
-			return nil, nil, err
-		}
-		cleanups = append(cleanups, drop)
-		if err := pginbox.Migrate(ctx, pool); err != nil {
-			cleanup()
-			return nil, nil, err
-		}
-		if _, err := pool.Exec(ctx, `CREATE TABLE bench_effects (event_id text PRIMARY KEY)`); err != nil {
-			cleanup()
-			return nil, nil, err
-		}
-		gin, err := pginbox.New(pool, platform.DefaultInboxConfig("bench"))
-		if err != nil {
-			cleanup()
-			return nil, nil, err
-		}
-		modes = append(modes, inboxMode{"postgres_inbox", pgInboxProcess(gin)})
-	}
-	return modes, cleanup, nil
-}
-
-// pgInboxProcess runs ProcessBatch with a one-row effect per message.
-func pgInboxProcess(gin *pginbox.Inbox) func(ctx context.Context, msgs []platform.InboxMsg) error {
-	return func(ctx context.Context, msgs []platform.InboxMsg) error {
-		_, _, err := gin.ProcessBatch(ctx, msgs, func(tx pgx.Tx, m platform.InboxMsg) error {
-			id, _ := platform.EventIDOf(m)
-			_, err := tx.Exec(ctx, `INSERT INTO bench_effects (event_id) VALUES ($1)`, id)
-			return err
-		})
-		return err
-	}
-}
-
-func runBenchInbox(ctx context.Context, out io.Writer, g *globalOptions, o benchOutboxOptions) error {
-	const topic = "bench-inbox"
-	_, js, cleanup, err := benchSetup(ctx, g, o.inProcess, topic, 1024)
-	if err != nil {
-		return err
-	}
-	defer cleanup()
-	id := time.Now().UnixNano()
-	if _, _, err := bench.Publish(ctx, js, bench.PublishOptions{
-		Count: o.count, Size: o.size, Window: 512, Runs: 1,
-		Subject: func(i int) string { return platform.TopicSubject(topic, fmt.Sprintf("key-%d", i%o.keys)) },
-		MsgID:   func(i int) string { return fmt.Sprintf("inbox-%d-%d", id, i) },
-	}); err != nil {
-		return fmt.Errorf("bench inbox: publish %d events: %w", o.count, err)
-	}
-	modes, closeModes, err := openInboxModes(ctx, o)
-	if err != nil {
-		return err
-	}
-	defer closeModes()
-	fmt.Fprintf(out, "bench.inbox.consume_params: count=%d size=%dB fetch=500 ack=explicit prefetch=1_batch (every mode alike)\n", o.count, o.size)
-	rates := map[string][]float64{}
-	ratios := map[string][]float64{}
-	for run := 1; run <= o.runs; run++ {
-		order := slices.Clone(modes)
-		if run%2 == 0 {
-			slices.Reverse(order)
-		}
-		got := map[string]float64{}
-		for _, m := range order {
-			rate, err := benchConsume(ctx, js, topic, fmt.Sprintf("bench-%s-%d-%d", m.name, id, run), m, o.count)
-			if err != nil {
-				return err
-			}
-			got[m.name] = rate
-			rates[m.name] = append(rates[m.name], rate)
-			fmt.Fprintf(out, "bench.inbox.run%d.%s.msgs_per_sec: %.0f msg/s\n", run, m.name, rate)
-		}
-		for _, m := range modes[1:] {
-			r := got[m.name] / got["raw"]
-			ratios[m.name] = append(ratios[m.name], r)
-			fmt.Fprintf(out, "bench.inbox.run%d.%s_vs_raw_ratio: %.2f x\n", run, m.name, r)
-		}
-	}
-	for _, m := range modes {
-		fmt.Fprintf(out, "bench.inbox.median.%s.msgs_per_sec: %.0f msg/s (%d runs)\n", m.name, bench.MedianOf(rates[m.name]), o.runs)
-	}
-	for _, m := range modes[1:] {
-		goal := ""
-		if m.name == "pebble_inbox" {
-			goal = "; goal >= 0.8"
-		}
-		fmt.Fprintf(out, "bench.inbox.median.%s_vs_raw_ratio: %.2f x (median of %d per-run ratios%s)\n", m.name, bench.MedianOf(ratios[m.name]), o.runs, goal)
-	}
-	return nil
-}
-
-// benchConsume consumes count events with a new durable consumer through
-// m, fetching the next batch while the previous one is processed, and
-// returns msgs/s.
-func benchConsume(ctx context.Context, js jetstream.JetStream, topic, durable string, m inboxMode, count int) (float64, error) {
-	stream := platform.StreamName(topic)
-	c, err := js.CreateOrUpdateConsumer(ctx, stream, jetstream.ConsumerConfig{
-		Durable: durable, AckPolicy: jetstream.AckExplicitPolicy, MaxAckPending: 10000,
-	})
-	if err != nil {
-		return 0, err
-	}
-	defer func() {
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		_ = js.DeleteConsumer(dctx, stream, durable)
-		cancel()
-	}()
-	type fetched struct {
-		msgs []platform.InboxMsg
-		err  error
-	}
-	fctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	batches := make(chan fetched, 1) // one batch fetched ahead
-	start := time.Now()
-	go func() {
-		defer close(batches)
-		for got := 0; got < count && fctx.Err() == nil; {
-			batch, err := c.Fetch(min(500, count-got), jetstream.FetchMaxWait(2*time.Second))
-			var f fetched
-			if err == nil {
-				for msg := range batch.Messages() {
-					f.msgs = append(f.msgs, msg)
-				}
-				if len(f.msgs) == 0 {
-					err = fmt.Errorf("consumed %d of %d, then nothing: %v", got, count, batch.Error())
-				}
-			}
-			f.err = err
-			got += len(f.msgs)
-			select {
-			case batches <- f:
-			case <-fctx.Done():
-				return
-			}
-			if err != nil {
-				return
-			}
-		}
-	}()
-	done := 0
-	for f := range batches {
-		if f.err != nil {
-			return 0, fmt.Errorf("bench inbox: %s: %w", m.name, f.err)
-		}
-		if err := m.process(ctx, f.msgs); err != nil {
-			return 0, fmt.Errorf("bench inbox: %s: %w", m.name, err)
-		}
-		done += len(f.msgs)
-	}
-	if done < count {
-		return 0, fmt.Errorf("bench inbox: %s: consumed %d of %d", m.name, done, count)
-	}
-	return float64(done) / time.Since(start).Seconds(), nil
-}
-
-// benchSetup connects (or starts an in-process fabric), opens JetStream
-// (up to maxPending async publishes) and creates the bench topic; cleanup
-// drops the topic and disconnects.

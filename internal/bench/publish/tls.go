@@ -1,4 +1,4 @@
-package main
+package publish
 
 import (
 	"context"
@@ -28,7 +28,7 @@ const benchTLSMinRuns = 3
 // ones) so that a change of the machine's load meets both; each side's
 // figures are the medians of max(--runs, 3) runs, and tls_over_plain is
 // the ratio of their msg/s.
-func benchTLSCompare(ctx context.Context, out io.Writer, o benchPublishOptions, popts bench.PublishOptions) error {
+func benchTLSCompare(ctx context.Context, out io.Writer, o Options, popts bench.PublishOptions) error {
 	root, err := os.MkdirTemp("", "platformctl-bench-tls-")
 	if err != nil {
 		return err
@@ -44,12 +44,12 @@ func benchTLSCompare(ctx context.Context, out io.Writer, o benchPublishOptions, 
 	}
 	// The durability of the comparison: the platform's default.
 	sync := true
-	runs := max(o.runs, benchTLSMinRuns)
+	runs := max(o.Runs, benchTLSMinRuns)
 	one := popts
 	one.Runs = 1
 	results := map[bool][]bench.Result{}
-	err = withBenchFabric(ctx, filepath.Join(root, "plain"), sync, tlsconf.Config{}, func(plainNC *nats.Conn, plainRec *platform.Reconciler) error {
-		return withBenchFabric(ctx, filepath.Join(root, "tls"), sync, srv, func(tlsNC *nats.Conn, tlsRec *platform.Reconciler) error {
+	err = bench.WithFabric(ctx, filepath.Join(root, "plain"), sync, tlsconf.Config{}, func(plainNC *nats.Conn, plainRec *platform.Reconciler) error {
+		return bench.WithFabric(ctx, filepath.Join(root, "tls"), sync, srv, func(tlsNC *nats.Conn, tlsRec *platform.Reconciler) error {
 			js := map[bool]jetstream.JetStream{}
 			for tls, side := range map[bool]struct {
 				nc  *nats.Conn
@@ -87,8 +87,8 @@ func benchTLSCompare(ctx context.Context, out io.Writer, o benchPublishOptions, 
 		return err
 	}
 	plain, tls := bench.Median(results[false]), bench.Median(results[true])
-	printLines(out, plain.Lines("bench.publish.plain"))
-	printLines(out, tls.Lines("bench.publish.tls"))
+	bench.PrintLines(out, plain.Lines("bench.publish.plain"))
+	bench.PrintLines(out, tls.Lines("bench.publish.tls"))
 	if plain.MsgsPerS > 0 {
 		fmt.Fprintf(out, "bench.publish.tls_over_plain: %.2f x\n", tls.MsgsPerS/plain.MsgsPerS)
 	}
@@ -97,19 +97,19 @@ func benchTLSCompare(ctx context.Context, out io.Writer, o benchPublishOptions, 
 
 // benchPublishTopic creates the bench topic with rec and returns a JetStream
 // context on nc with room for --window publishes in flight.
-func benchPublishTopic(ctx context.Context, nc *nats.Conn, rec *platform.Reconciler, o benchPublishOptions) (jetstream.JetStream, error) {
-	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(max(o.window*2, 256)))
+func benchPublishTopic(ctx context.Context, nc *nats.Conn, rec *platform.Reconciler, o Options) (jetstream.JetStream, error) {
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(max(o.Window*2, 256)))
 	if err != nil {
 		return nil, err
 	}
-	spec := platform.DefaultTopicSpec(o.topic)
-	spec.Partitions, spec.Replicas = o.partitions, o.replicas
+	spec := platform.DefaultTopicSpec(o.Topic)
+	spec.Partitions, spec.Replicas = o.Partitions, o.Replicas
 	spec.Retention = platform.Retention{MaxAge: time.Hour}
 	spec.Owner = "platformctl-bench"
 	actx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if _, err := rec.ApplyTopic(actx, spec, platform.ApplyOptions{AllowReducedReplicas: true}); err != nil {
-		return nil, fmt.Errorf("create bench topic %s: %w", o.topic, err)
+		return nil, fmt.Errorf("create bench topic %s: %w", o.Topic, err)
 	}
 	return js, nil
 }

@@ -1,4 +1,4 @@
-package main
+package tenant
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/msgplatform/platform/embeddednats"
+	"github.com/msgplatform/platform/internal/bench"
 	"github.com/msgplatform/platform/internal/control"
 	"github.com/msgplatform/platform/platform"
 	"github.com/msgplatform/platform/tenancy"
@@ -68,7 +69,7 @@ type inProcessQuotaTarget struct {
 	m   *tenancy.Manager
 }
 
-func newInProcessQuotaTarget(ctx context.Context, o benchQuotaOptions) (_ *inProcessQuotaTarget, err error) {
+func newInProcessQuotaTarget(ctx context.Context, o QuotaOptions) (_ *inProcessQuotaTarget, err error) {
 	t := &inProcessQuotaTarget{}
 	defer func() {
 		if err != nil {
@@ -84,9 +85,9 @@ func newInProcessQuotaTarget(ctx context.Context, o benchQuotaOptions) (_ *inPro
 	}
 	cfg := embeddednats.DefaultFabricConfig()
 	cfg.Port, cfg.ClusterPort, cfg.DataDir = -1, -1, t.dir
-	cfg.Durability.SyncAlways = o.syncAlways
+	cfg.Durability.SyncAlways = o.SyncAlways
 	cfg.LameDuck = 200 * time.Millisecond
-	if t.f, err = newBenchFabric(cfg, trust); err != nil {
+	if t.f, err = bench.NewFabric(cfg, trust); err != nil {
 		return nil, err
 	}
 	sctx, cancel := context.WithTimeout(ctx, time.Minute)
@@ -238,17 +239,17 @@ func (t *inProcessQuotaTarget) close() {
 // remoteQuotaTarget is the platform at --server, through its control
 // API; the bench tenants are deleted (with their data) at the end.
 type remoteQuotaTarget struct {
-	g       *globalOptions
+	remote  bench.Remote
 	nc      *nats.Conn
 	created []string
 }
 
-func newRemoteQuotaTarget(g *globalOptions) (*remoteQuotaTarget, error) {
-	nc, err := g.connect()
+func newRemoteQuotaTarget(remote bench.Remote) (*remoteQuotaTarget, error) {
+	nc, err := remote.Connect()
 	if err != nil {
 		return nil, err
 	}
-	return &remoteQuotaTarget{g: g, nc: nc}, nil
+	return &remoteQuotaTarget{remote: remote, nc: nc}, nil
 }
 
 func (t *remoteQuotaTarget) tenant(ctx context.Context, name string, q tenancy.Quota, topic platform.TopicSpec) ([]byte, error) {
@@ -257,16 +258,16 @@ func (t *remoteQuotaTarget) tenant(ctx context.Context, name string, q tenancy.Q
 		defer cancel()
 		return control.Call(cctx, t.nc, subject, req, resp)
 	}
-	if err := call(tenancy.SubjTenantCreate, tenancy.CreateRequest{Actor: actor(), Spec: tenancy.Spec{Name: name, Quota: q}}, nil); err != nil {
+	if err := call(tenancy.SubjTenantCreate, tenancy.CreateRequest{Actor: t.remote.Actor, Spec: tenancy.Spec{Name: name, Quota: q}}, nil); err != nil {
 		return nil, fmt.Errorf("%w (a previous run left it? platformctl tenant delete %s --purge)", err, name)
 	}
 	t.created = append(t.created, name)
-	if err := call(tenancy.SubjTenantTopic, tenancy.TopicRequest{Actor: actor(), Tenant: name, Spec: topic,
+	if err := call(tenancy.SubjTenantTopic, tenancy.TopicRequest{Actor: t.remote.Actor, Tenant: name, Spec: topic,
 		Options: platform.ApplyOptions{AllowReducedReplicas: true}}, nil); err != nil {
 		return nil, err
 	}
 	var uc tenancy.UserCreds
-	err := call(tenancy.SubjUserAdd, tenancy.UserRequest{Actor: actor(), Tenant: name, User: tenancy.UserSpec{Name: "producer", Pub: []string{topic.Name}}}, &uc)
+	err := call(tenancy.SubjUserAdd, tenancy.UserRequest{Actor: t.remote.Actor, Tenant: name, User: tenancy.UserSpec{Name: "producer", Pub: []string{topic.Name}}}, &uc)
 	return uc.Creds, err
 }
 
@@ -290,20 +291,14 @@ func (t *remoteQuotaTarget) arrange(context.Context, string, []string, string) s
 	return "remote platform: placement as it is"
 }
 
-func (t *remoteQuotaTarget) urls() []string { return strings.Split(t.g.server, ",") }
+func (t *remoteQuotaTarget) urls() []string { return t.remote.URLs }
 
-func (t *remoteQuotaTarget) connOptions() ([]nats.Option, error) {
-	tc, err := t.g.tlsClient()
-	if err != nil || tc == nil {
-		return nil, err
-	}
-	return []nats.Option{nats.Secure(tc)}, nil
-}
+func (t *remoteQuotaTarget) connOptions() ([]nats.Option, error) { return t.remote.ConnOptions() }
 
 func (t *remoteQuotaTarget) close() {
 	for _, name := range t.created {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		_ = control.Call(ctx, t.nc, tenancy.SubjTenantDelete, tenancy.NameRequest{Actor: actor(), Name: name, Purge: true}, nil)
+		_ = control.Call(ctx, t.nc, tenancy.SubjTenantDelete, tenancy.NameRequest{Actor: t.remote.Actor, Name: name, Purge: true}, nil)
 		cancel()
 	}
 	t.nc.Close()
