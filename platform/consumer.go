@@ -40,6 +40,14 @@ type Message struct {
 	raw   jetstream.Msg
 }
 
+// Canary reports whether the message is a canary. The runtime never hands
+// one to a handler; this is for consumers built on other clients.
+func (m Message) Canary() bool { return IsCanary(m.Header) }
+
+// Tombstone reports whether the message deletes its key (compacted
+// topics): the handler should delete its state for m.Key.
+func (m Message) Tombstone() bool { return IsTombstone(m.Header) }
+
 // Fence returns the fencing token of the delivery: the assignment
 // generation at which this member took the partition over. It increases
 // with every change of owner, so a store that records the highest fence

@@ -184,7 +184,7 @@ func (r *DLQRouter) route(ctx context.Context, object string, data []byte) error
 		md := c.CachedInfo().Config.Metadata
 		if g := md[MetaGroup]; g != "" {
 			d.group = g
-		} else if q := md[mdQueue]; q != "" {
+		} else if q := md[MetaQueue]; q != "" {
 			d.group = q
 		}
 	}
@@ -229,7 +229,7 @@ func DLQObjects(ctx context.Context, js jetstream.JetStream) ([]string, error) {
 	var out []string
 	it := js.ListStreams(ctx)
 	for info := range it.Info() {
-		if md := info.Config.Metadata; md[mdKind] == StreamKindDLQEvents && md[MetaDLQOf] != "" {
+		if md := info.Config.Metadata; StreamKind(&info.Config) == StreamKindDLQEvents && md[MetaDLQOf] != "" {
 			out = append(out, md[MetaDLQOf])
 		}
 	}

@@ -109,7 +109,7 @@ type Member struct {
 func NewMember(js jetstream.JetStream, cfg MemberConfig, handler Handler) (*Member, error) {
 	cfg.ensureDefaults()
 	var errs []error
-	if !groupNameRE.MatchString(cfg.Group) {
+	if !ValidGroupName(cfg.Group) {
 		errs = append(errs, fmt.Errorf("group: must be a group name, got %q", cfg.Group))
 	}
 	if handler == nil {

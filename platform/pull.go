@@ -38,7 +38,7 @@ const pullBuffer = 1024
 
 func newPullInbox(js jetstream.JetStream, stream, consumer string) (*pullInbox, error) {
 	nc := js.Conn()
-	p := &pullInbox{nc: nc, next: apiPrefix(js) + "CONSUMER.MSG.NEXT." + stream + "." + consumer,
+	p := &pullInbox{nc: nc, next: APIPrefix(js) + "CONSUMER.MSG.NEXT." + stream + "." + consumer,
 		msgs: make(chan *nats.Msg, pullBuffer+64)}
 	sub, err := nc.ChanSubscribe(nc.NewInbox()+pullInboxSuffix, p.msgs)
 	if err != nil {

@@ -9,30 +9,6 @@ import (
 	"time"
 )
 
-// ErrorClass is why a handler's failure ended the way it did; it is the
-// reason class of retry and DLQ metrics and of DLQ entries.
-type ErrorClass string
-
-// Error classes.
-const (
-	// ClassTransient: the handler failed and may succeed later (the
-	// default for any error). Retried with backoff up to MaxAttempts.
-	ClassTransient ErrorClass = "transient"
-	// ClassPermanent: the handler said retrying cannot help
-	// (Permanent(err)). Dead-lettered at once.
-	ClassPermanent ErrorClass = "permanent"
-	// ClassDecode: the event could not be decoded or validated
-	// (DecodeError(err)). Dead-lettered at once.
-	ClassDecode ErrorClass = "decode"
-	// ClassMaxDeliveries: the broker stopped delivering the event after
-	// MaxDeliver attempts without hearing the last attempt's outcome (the
-	// consumer died during it). Written by the DLQRouter.
-	ClassMaxDeliveries ErrorClass = "max_deliveries"
-	// ClassTerminated: a client terminated the event without copying it to
-	// the DLQ first. Written by the DLQRouter.
-	ClassTerminated ErrorClass = "terminated"
-)
-
 type classifiedError struct {
 	class ErrorClass
 	err   error

@@ -88,7 +88,7 @@ func NewWorkers(js jetstream.JetStream, cfg WorkersConfig, handler Handler) (*Wo
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	var errs []error
-	if !objectNameRE.MatchString(cfg.Queue) {
+	if !ValidObjectName(cfg.Queue) {
 		errs = append(errs, fmt.Errorf("queue: must be a queue name, got %q", cfg.Queue))
 	}
 	if handler == nil {

@@ -437,7 +437,7 @@ func TestWorkersHoldJobsBeyondTheirSlots(t *testing.T) {
 		}
 		return fmt.Errorf("no lane inbox among %v", cz.Conns[0].Subs)
 	})
-	if err := js.Conn().PublishRequest(apiPrefix(js)+"CONSUMER.MSG.NEXT."+StreamName("shipment-jobs")+"."+QueueConsumer, inbox,
+	if err := js.Conn().PublishRequest(APIPrefix(js)+"CONSUMER.MSG.NEXT."+StreamName("shipment-jobs")+"."+QueueConsumer, inbox,
 		[]byte(`{"batch":1,"expires":30000000000}`)); err != nil {
 		t.Fatal(err)
 	}
