@@ -22,6 +22,7 @@ import (
 	"github.com/msgplatform/platform/internal/control"
 	"github.com/msgplatform/platform/internal/units"
 	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/consumer"
 )
 
 type benchGroupOptions struct {
@@ -334,7 +335,7 @@ func (b *groupBench) cleanup(groups *[]string) {
 	for _, s := range []string{platform.StreamName(b.o.topic), platform.DLQStream(b.o.topic), platform.DLQEventsStream(b.o.topic)} {
 		_ = b.js.DeleteStream(ctx, s)
 	}
-	if kv, err := b.js.KeyValue(ctx, platform.GroupMembersBucket); err == nil {
+	if kv, err := b.js.KeyValue(ctx, consumer.GroupMembersBucket); err == nil {
 		for _, g := range *groups {
 			if keys, err := kv.ListKeysFiltered(ctx, g+".>"); err == nil {
 				for k := range keys.Keys() {
@@ -465,7 +466,7 @@ func (b *groupBench) waitDrained(ctx context.Context, what string, done *atomic.
 type benchMember struct {
 	id int
 	nc *nats.Conn
-	m  *platform.Member
+	m  *consumer.Member
 }
 
 func closeMembers(ms []*benchMember) {
@@ -592,13 +593,13 @@ func (b *groupBench) startMember(ctx context.Context, group string, id int, g *g
 		return nil, err
 	}
 	count := int64(b.o.count)
-	m, err := platform.NewMember(js, platform.MemberConfig{
+	m, err := consumer.NewMember(js, consumer.MemberConfig{
 		Group: group, ID: fmt.Sprintf("bench-%03d", id), Heartbeat: b.o.heartbeat, TTL: b.o.ttl,
 		// Handlers are held at the gate while the members join: a partition
 		// handed over then gives up its held events at once.
 		DrainTimeout: 100 * time.Millisecond, NoDLQRouter: true,
 		Logger: slog.New(slog.NewTextHandler(b.progress, &slog.HandlerOptions{Level: slog.LevelWarn})),
-	}, func(ctx context.Context, msg *platform.Message) error {
+	}, func(ctx context.Context, msg *consumer.Message) error {
 		select {
 		case <-g.open:
 		case <-ctx.Done():

@@ -14,6 +14,7 @@ import (
 
 	"github.com/msgplatform/platform/internal/bench"
 	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/consumer"
 )
 
 type benchQueueOptions struct {
@@ -226,8 +227,8 @@ func workersQueueDrain(js jetstream.JetStream, queue string, concurrency int, wo
 	return func(ctx context.Context, count int, handle func()) error {
 		var done atomic.Int64
 		finished := make(chan struct{})
-		w, err := platform.NewWorkers(js, platform.WorkersConfig{Queue: queue, Concurrency: concurrency, NoDLQRouter: true},
-			func(context.Context, *platform.Message) error {
+		w, err := consumer.NewWorkers(js, consumer.WorkersConfig{Queue: queue, Concurrency: concurrency, NoDLQRouter: true},
+			func(context.Context, *consumer.Message) error {
 				work()
 				handle()
 				if done.Add(1) == int64(count) {

@@ -1,4 +1,4 @@
-package platform
+package consumer
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/msgplatform/platform/platform"
 )
 
 // consumeSpan ends a handler's span with its result.
@@ -23,8 +25,8 @@ func (s consumeSpan) end(err error) {
 // startConsumeSpan starts the consumer span of one delivery as a child of
 // the producer's trace.
 func startConsumeSpan(ctx context.Context, m *Message, consumer string) (context.Context, consumeSpan) {
-	ctx = ExtractTrace(ctx, m.Header)
-	ctx, span := otel.Tracer(TracerName).Start(ctx, "process "+m.Subject,
+	ctx = platform.ExtractTrace(ctx, m.Header)
+	ctx, span := otel.Tracer(platform.TracerName).Start(ctx, "process "+m.Subject,
 		trace.WithSpanKind(trace.SpanKindConsumer),
 		trace.WithAttributes(
 			attribute.String("messaging.system", "nats"),

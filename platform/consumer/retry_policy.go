@@ -1,4 +1,4 @@
-package platform
+package consumer
 
 import (
 	"encoding/json"
@@ -7,10 +7,12 @@ import (
 	"math/rand/v2"
 	"sync"
 	"time"
+
+	"github.com/msgplatform/platform/platform"
 )
 
 type classifiedError struct {
-	class ErrorClass
+	class platform.ErrorClass
 	err   error
 }
 
@@ -23,7 +25,7 @@ func Permanent(err error) error {
 	if err == nil {
 		return nil
 	}
-	return &classifiedError{class: ClassPermanent, err: err}
+	return &classifiedError{class: platform.ClassPermanent, err: err}
 }
 
 // DecodeError marks err as a decode or validation failure of the event
@@ -32,14 +34,14 @@ func DecodeError(err error) error {
 	if err == nil {
 		return nil
 	}
-	return &classifiedError{class: ClassDecode, err: err}
+	return &classifiedError{class: platform.ClassDecode, err: err}
 }
 
 // ClassOf returns the class of a handler error: permanent or decode if err
 // wraps Permanent or DecodeError (or a *json.SyntaxError /
 // *json.UnmarshalTypeError, which are decode failures), transient
 // otherwise. ClassOf(nil) is "".
-func ClassOf(err error) ErrorClass {
+func ClassOf(err error) platform.ErrorClass {
 	if err == nil {
 		return ""
 	}
@@ -50,9 +52,9 @@ func ClassOf(err error) ErrorClass {
 	var se *json.SyntaxError
 	var ue *json.UnmarshalTypeError
 	if errors.As(err, &se) || errors.As(err, &ue) {
-		return ClassDecode
+		return platform.ClassDecode
 	}
-	return ClassTransient
+	return platform.ClassTransient
 }
 
 // RetryPolicy decides when a transient failure is retried.
@@ -129,7 +131,7 @@ func (p RetryPolicy) Validate() error {
 		errs = append(errs, fmt.Errorf("retry.budget.per_second: must be >= 0, got %v", p.Budget.PerSecond))
 	}
 	if len(errs) > 0 {
-		return fmt.Errorf("%w: %w", ErrInvalidSpec, errors.Join(errs...))
+		return fmt.Errorf("%w: %w", platform.ErrInvalidSpec, errors.Join(errs...))
 	}
 	return nil
 }

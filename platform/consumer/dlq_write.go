@@ -1,4 +1,4 @@
-package platform
+package consumer
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/msgplatform/platform/platform"
 )
 
 // deadLetter is what the runtime and the router know about one failure.
@@ -23,7 +25,7 @@ type deadLetter struct {
 	payload     []byte
 	headers     nats.Header
 	reason      string
-	class       ErrorClass
+	class       platform.ErrorClass
 	attempts    uint64
 	published   time.Time // broker append time of the original
 	first, last time.Time
@@ -46,23 +48,23 @@ func writeDLQ(ctx context.Context, js jetstream.JetStream, d deadLetter) error {
 	if d.first.IsZero() {
 		d.first = d.last
 	}
-	h.Set(HeaderDLQReason, d.reason)
-	h.Set(HeaderDLQClass, string(d.class))
-	h.Set(HeaderDLQAttempts, strconv.FormatUint(d.attempts, 10))
-	h.Set(HeaderDLQStream, d.stream)
-	h.Set(HeaderDLQSeq, strconv.FormatUint(d.seq, 10))
-	h.Set(HeaderDLQSubject, d.subject)
-	h.Set(HeaderDLQConsumer, d.consumer)
-	h.Set(HeaderDLQGroup, d.group)
-	if t := d.headers.Get(HeaderTenant); t != "" {
-		h.Set(HeaderDLQTenant, t)
+	h.Set(platform.HeaderDLQReason, d.reason)
+	h.Set(platform.HeaderDLQClass, string(d.class))
+	h.Set(platform.HeaderDLQAttempts, strconv.FormatUint(d.attempts, 10))
+	h.Set(platform.HeaderDLQStream, d.stream)
+	h.Set(platform.HeaderDLQSeq, strconv.FormatUint(d.seq, 10))
+	h.Set(platform.HeaderDLQSubject, d.subject)
+	h.Set(platform.HeaderDLQConsumer, d.consumer)
+	h.Set(platform.HeaderDLQGroup, d.group)
+	if t := d.headers.Get(platform.HeaderTenant); t != "" {
+		h.Set(platform.HeaderDLQTenant, t)
 	}
-	h.Set(HeaderDLQFirstFailure, d.first.UTC().Format(time.RFC3339Nano))
-	h.Set(HeaderDLQLastFailure, d.last.UTC().Format(time.RFC3339Nano))
+	h.Set(platform.HeaderDLQFirstFailure, d.first.UTC().Format(time.RFC3339Nano))
+	h.Set(platform.HeaderDLQLastFailure, d.last.UTC().Format(time.RFC3339Nano))
 	if !d.published.IsZero() {
-		h.Set(HeaderDLQPublished, d.published.UTC().Format(time.RFC3339Nano))
+		h.Set(platform.HeaderDLQPublished, d.published.UTC().Format(time.RFC3339Nano))
 	}
-	subj := DLQSubject(d.stream, d.consumer, d.seq)
+	subj := platform.DLQSubject(d.stream, d.consumer, d.seq)
 	msg := &nats.Msg{Subject: subj, Header: h, Data: d.payload}
 	_, err := js.PublishMsg(ctx, msg, jetstream.WithMsgID(dlqMsgID(d.stream, d.consumer, d.seq)))
 	if err == nil {
@@ -73,12 +75,12 @@ func writeDLQ(ctx context.Context, js jetstream.JetStream, d deadLetter) error {
 	if exists, gerr := dlqEntryExists(ctx, js, d.object, subj); gerr == nil && exists {
 		return nil
 	}
-	return fmt.Errorf("platform: dead-letter %s seq %d to %s: %w", d.stream, d.seq, DLQStream(d.object), err)
+	return fmt.Errorf("platform: dead-letter %s seq %d to %s: %w", d.stream, d.seq, platform.DLQStream(d.object), err)
 }
 
 // dlqEntryExists reports whether the DLQ of object has an entry on subj.
 func dlqEntryExists(ctx context.Context, js jetstream.JetStream, object, subj string) (bool, error) {
-	s, err := js.Stream(ctx, DLQStream(object))
+	s, err := js.Stream(ctx, platform.DLQStream(object))
 	if err != nil {
 		return false, err
 	}

@@ -1,4 +1,4 @@
-package platform
+package consumer
 
 import (
 	"context"
@@ -11,6 +11,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
+
+	"github.com/msgplatform/platform/platform"
 )
 
 // DefaultSessionHeartbeat is how often Workers renew their session.
@@ -36,11 +38,11 @@ type sessions struct {
 
 func (w *Workers) startSessions(ctx context.Context) error {
 	replicas := 1
-	if st, err := w.js.Stream(ctx, StreamName(w.cfg.Queue)); err == nil {
+	if st, err := w.js.Stream(ctx, platform.StreamName(w.cfg.Queue)); err == nil {
 		replicas = st.CachedInfo().Config.Replicas
 	}
 	kv, err := w.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket: WorkerSessionsBucket, Description: "platform work-queue worker sessions", History: 1,
+		Bucket: platform.WorkerSessionsBucket, Description: "platform work-queue worker sessions", History: 1,
 		Replicas: min(max(replicas, 1), 3), Storage: jetstream.FileStorage,
 	})
 	if err != nil {
@@ -49,7 +51,7 @@ func (w *Workers) startSessions(ctx context.Context) error {
 	if w.cfg.ID == "" {
 		w.cfg.ID = nuid.Next()
 	}
-	prefix := StreamName(w.cfg.Queue) + "."
+	prefix := platform.StreamName(w.cfg.Queue) + "."
 	s := &sessions{w: w, kv: kv, prefix: prefix, key: prefix + w.cfg.ID, wake: make(chan struct{}, 1), replicas: replicas,
 		held: map[string]struct{}{}, done: make(chan struct{})}
 	if err := s.put(ctx); err != nil {
@@ -87,7 +89,7 @@ func (s *sessions) release(reply string) {
 
 func (s *sessions) put(ctx context.Context) error {
 	s.mu.Lock()
-	rec := SessionRecord{Jobs: make([]string, 0, len(s.held)), TTL: s.w.cfg.SessionTTL}
+	rec := platform.SessionRecord{Jobs: make([]string, 0, len(s.held)), TTL: s.w.cfg.SessionTTL}
 	for r := range s.held {
 		rec.Jobs = append(rec.Jobs, r)
 	}
@@ -127,7 +129,7 @@ func (s *sessions) loop(ctx context.Context) {
 // reclaim gives back the jobs of every session of the queue that was not
 // renewed for SessionTTL.
 func (s *sessions) reclaim(ctx context.Context) {
-	entries, newest, err := ReadSessionRecords(ctx, s.kv, s.prefix)
+	entries, newest, err := platform.ReadSessionRecords(ctx, s.kv, s.prefix)
 	if err != nil {
 		return
 	}
@@ -139,7 +141,7 @@ func (s *sessions) reclaim(ctx context.Context) {
 		if err := s.kv.Delete(ctx, e.Key(), jetstream.LastRevision(e.Revision())); err != nil {
 			continue
 		}
-		var rec SessionRecord
+		var rec platform.SessionRecord
 		if err := json.Unmarshal(e.Value(), &rec); err != nil {
 			continue
 		}
@@ -179,14 +181,14 @@ func (s *sessions) close(ctx context.Context, graceful bool) {
 	}
 }
 
-// jobsReclaimed is a no-op on a nil *ConsumerMetrics.
-func (c *ConsumerMetrics) jobHeld(queue string) {
+// jobsReclaimed is a no-op on a nil *Metrics.
+func (c *Metrics) jobHeld(queue string) {
 	if c != nil {
 		c.heldC.WithLabelValues(queue).Inc()
 	}
 }
 
-func (c *ConsumerMetrics) jobsReclaimed(queue string, n int) {
+func (c *Metrics) jobsReclaimed(queue string, n int) {
 	if c != nil {
 		c.reclaimedC.WithLabelValues(queue).Add(float64(n))
 	}

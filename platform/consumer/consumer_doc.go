@@ -1,4 +1,4 @@
-package platform
+package consumer
 
 // Consumer runtime (issue 5): design notes.
 //
