@@ -80,10 +80,6 @@ func IsCanary(h nats.Header) bool {
 	return h != nil && h.Get(CanaryHeader) == "true"
 }
 
-// Canary reports whether the message is a canary. The runtime never hands
-// one to a handler; this is for consumers built on other clients.
-func (m Message) Canary() bool { return IsCanary(m.Header) }
-
 var canaryKeyCache sync.Map // partitions -> []string
 
 // CanaryKeys returns, for a topic with that many partitions, the key of

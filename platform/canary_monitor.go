@@ -545,7 +545,7 @@ func (c *Canary) lookup(ctx context.Context, o canaryObject, p int, floor uint64
 		return canaryRec{}, err
 	}
 	defer sub.Unsubscribe()
-	if err := nc.PublishRequest(apiPrefix(c.js)+"DIRECT.GET."+o.stream, inbox, req); err != nil {
+	if err := nc.PublishRequest(APIPrefix(c.js)+"DIRECT.GET."+o.stream, inbox, req); err != nil {
 		return canaryRec{}, err
 	}
 	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)

@@ -66,7 +66,3 @@ func TombstoneEvent(t TopicSpec, id, key string) (Event, error) {
 func IsTombstone(h nats.Header) bool {
 	return h != nil && h.Get(TombstoneHeader) == "true"
 }
-
-// Tombstone reports whether the message deletes its key (compacted
-// topics): the handler should delete its state for m.Key.
-func (m Message) Tombstone() bool { return IsTombstone(m.Header) }

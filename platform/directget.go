@@ -46,7 +46,7 @@ func (r *Reconciler) countMatching(ctx context.Context, stream, filter string) (
 		return 0, err
 	}
 	defer sub.Unsubscribe()
-	if err := nc.PublishRequest(apiPrefix(r.js)+"DIRECT.GET."+stream, inbox, req); err != nil {
+	if err := nc.PublishRequest(APIPrefix(r.js)+"DIRECT.GET."+stream, inbox, req); err != nil {
 		return 0, err
 	}
 	var n uint64
@@ -74,8 +74,8 @@ func (r *Reconciler) countMatching(ctx context.Context, stream, filter string) (
 	}
 }
 
-// apiPrefix is the JetStream API subject prefix js uses.
-func apiPrefix(js jetstream.JetStream) string {
+// APIPrefix is the JetStream API subject prefix js uses.
+func APIPrefix(js jetstream.JetStream) string {
 	o := js.Options()
 	switch {
 	case o.Domain != "":

@@ -76,10 +76,6 @@ func DLQSubject(stream, consumer string, seq uint64) string {
 	return "$DLQ." + stream + "." + consumer + "." + strconv.FormatUint(seq, 10)
 }
 
-func dlqMsgID(stream, consumer string, seq uint64) string {
-	return "dlq:" + stream + ":" + consumer + ":" + strconv.FormatUint(seq, 10)
-}
-
 // DLQSpec is the dead-letter queue settings of a topic or queue, e.g.
 // dlq: {retention: 336h, owner: payments-oncall}.
 //
@@ -212,6 +208,30 @@ func (p *plan) planDLQ(ctx context.Context, it *planItem, name string, dlq DLQSp
 
 func kindOfConfig(c jetstream.StreamConfig) string { return c.Metadata[mdKind] }
 
+// ErrorClass is why a handler's failure ended the way it did; it is the
+// reason class of retry and DLQ metrics and of DLQ entries.
+type ErrorClass string
+
+// Error classes.
+const (
+	// ClassTransient: the handler failed and may succeed later (the
+	// default for any error). Retried with backoff up to MaxAttempts.
+	ClassTransient ErrorClass = "transient"
+	// ClassPermanent: the handler said retrying cannot help
+	// (Permanent(err)). Dead-lettered at once.
+	ClassPermanent ErrorClass = "permanent"
+	// ClassDecode: the event could not be decoded or validated
+	// (DecodeError(err)). Dead-lettered at once.
+	ClassDecode ErrorClass = "decode"
+	// ClassMaxDeliveries: the broker stopped delivering the event after
+	// MaxDeliver attempts without hearing the last attempt's outcome (the
+	// consumer died during it). Written by the DLQRouter.
+	ClassMaxDeliveries ErrorClass = "max_deliveries"
+	// ClassTerminated: a client terminated the event without copying it to
+	// the DLQ first. Written by the DLQRouter.
+	ClassTerminated ErrorClass = "terminated"
+)
+
 // DLQEntry is a dead-lettered event as read back from a DLQ stream.
 type DLQEntry struct {
 	// Seq is the entry's sequence in the DLQ stream; Time its append time.
@@ -251,86 +271,6 @@ func ParseDLQEntry(m *jetstream.RawStreamMsg) DLQEntry {
 	e.LastFailure, _ = time.Parse(time.RFC3339Nano, h.Get(HeaderDLQLastFailure))
 	e.Published, _ = time.Parse(time.RFC3339Nano, h.Get(HeaderDLQPublished))
 	return e
-}
-
-// deadLetter is what the runtime and the router know about one failure.
-type deadLetter struct {
-	object      string // topic or queue name
-	stream      string
-	seq         uint64
-	subject     string
-	consumer    string
-	group       string
-	payload     []byte
-	headers     nats.Header
-	reason      string
-	class       ErrorClass
-	attempts    uint64
-	published   time.Time // broker append time of the original
-	first, last time.Time
-}
-
-// writeDLQ stores the entry once. It returns nil if the entry is stored
-// now or was stored before (by this runtime, another member or the
-// router).
-func writeDLQ(ctx context.Context, js jetstream.JetStream, d deadLetter) error {
-	h := nats.Header{}
-	for k, v := range d.headers {
-		if strings.HasPrefix(k, "Nats-") || strings.HasPrefix(k, "Platform-Dlq-") {
-			continue // broker bookkeeping (Nats-Msg-Id would dedupe the entry away)
-		}
-		h[k] = append([]string(nil), v...)
-	}
-	if id := d.headers.Get(nats.MsgIdHdr); id != "" {
-		h.Set("Platform-Event-Id", id)
-	}
-	if d.first.IsZero() {
-		d.first = d.last
-	}
-	h.Set(HeaderDLQReason, d.reason)
-	h.Set(HeaderDLQClass, string(d.class))
-	h.Set(HeaderDLQAttempts, strconv.FormatUint(d.attempts, 10))
-	h.Set(HeaderDLQStream, d.stream)
-	h.Set(HeaderDLQSeq, strconv.FormatUint(d.seq, 10))
-	h.Set(HeaderDLQSubject, d.subject)
-	h.Set(HeaderDLQConsumer, d.consumer)
-	h.Set(HeaderDLQGroup, d.group)
-	if t := d.headers.Get(HeaderTenant); t != "" {
-		h.Set(HeaderDLQTenant, t)
-	}
-	h.Set(HeaderDLQFirstFailure, d.first.UTC().Format(time.RFC3339Nano))
-	h.Set(HeaderDLQLastFailure, d.last.UTC().Format(time.RFC3339Nano))
-	if !d.published.IsZero() {
-		h.Set(HeaderDLQPublished, d.published.UTC().Format(time.RFC3339Nano))
-	}
-	subj := DLQSubject(d.stream, d.consumer, d.seq)
-	msg := &nats.Msg{Subject: subj, Header: h, Data: d.payload}
-	_, err := js.PublishMsg(ctx, msg, jetstream.WithMsgID(dlqMsgID(d.stream, d.consumer, d.seq)))
-	if err == nil {
-		return nil
-	}
-	// Refused because an entry already holds the subject: dead-lettered
-	// before (DiscardNewPerSubject). Anything else is a real failure.
-	if exists, gerr := dlqEntryExists(ctx, js, d.object, subj); gerr == nil && exists {
-		return nil
-	}
-	return fmt.Errorf("platform: dead-letter %s seq %d to %s: %w", d.stream, d.seq, DLQStream(d.object), err)
-}
-
-// dlqEntryExists reports whether the DLQ of object has an entry on subj.
-func dlqEntryExists(ctx context.Context, js jetstream.JetStream, object, subj string) (bool, error) {
-	s, err := js.Stream(ctx, DLQStream(object))
-	if err != nil {
-		return false, err
-	}
-	_, err = s.GetLastMsgForSubject(ctx, subj)
-	switch {
-	case err == nil:
-		return true, nil
-	case errors.Is(err, jetstream.ErrMsgNotFound):
-		return false, nil
-	}
-	return false, err
 }
 
 // ReadDLQ returns every entry of the DLQ of a topic or queue, oldest

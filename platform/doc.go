@@ -3,8 +3,9 @@
 // queues (work queues with leases) and consumer groups, and their
 // reconciliation onto JetStream (Reconciler). It links no broker: no
 // package it imports depends on nats-server (internal/archtest checks
-// it). Regions and residency are in platform/region, which imports this
-// package, never the reverse.
+// it). Regions and residency are in platform/region, the consumer runtime
+// (Member, Workers, retries, dead-lettering) in platform/consumer; both
+// import this package, never the reverse.
 //
 // Guarantees:
 //   - A topic is addressable as <topic>.<key> by any NATS client (the nats

@@ -409,7 +409,7 @@ func (r *Reconciler) FirstMatching(ctx context.Context, stream, filter string, f
 		return 0, 0, false, err
 	}
 	defer sub.Unsubscribe()
-	if err := nc.PublishRequest(apiPrefix(r.js)+"DIRECT.GET."+stream, inbox, req); err != nil {
+	if err := nc.PublishRequest(APIPrefix(r.js)+"DIRECT.GET."+stream, inbox, req); err != nil {
 		return 0, 0, false, err
 	}
 	for {

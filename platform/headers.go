@@ -22,3 +22,13 @@ const HeaderPrefix = "Platform-"
 func IsPlatformHeader(key string) bool {
 	return len(key) >= len(HeaderPrefix) && strings.EqualFold(key[:len(HeaderPrefix)], HeaderPrefix)
 }
+
+// HeaderRedriveGroup names the group (or queue) that dead-lettered a
+// redriven event (redrive sets it from the DLQ entry's group). A redrive
+// sends the event back to the topic, where every group of the topic would
+// receive it again; the runtime of every other group acknowledges it
+// without calling its handler (counted in
+// platform_consumer_redrive_skipped_total), so a redrive reaches only the
+// group that failed. An event without the header, or naming this group,
+// is handled as usual.
+const HeaderRedriveGroup = "Platform-Redrive-Group"

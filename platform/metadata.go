@@ -23,7 +23,6 @@ const (
 	mdLease       = "platform.lease"
 	mdMaxAttempts = "platform.max_attempts"
 	mdTopic       = "platform.topic"
-	mdQueue       = "platform.queue"
 	mdCleanup     = "platform.cleanup"
 	mdTombstone   = "platform.tombstone_retention"
 	mdReview      = "platform.review"
@@ -34,13 +33,14 @@ const (
 )
 
 // Metadata keys read outside the package: where a stream records its
-// residency, a partition consumer its group and partition, and a DLQ
-// stream the topic or queue it serves.
+// residency, a partition consumer its group and partition, a DLQ stream
+// the topic or queue it serves, and a queue's consumer its queue.
 const (
 	MetaResidency = "platform.residency" // region the data must not leave
 	MetaGroup     = "platform.group"
 	MetaPartition = "platform.partition"
 	MetaDLQOf     = "platform.dlq_of"
+	MetaQueue     = "platform.queue"
 )
 
 // Stream kinds: the values of a stream's platform.kind (StreamKind).

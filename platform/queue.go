@@ -50,7 +50,7 @@ func queueConsumerConfig(q QueueSpec) jetstream.ConsumerConfig {
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       q.Lease,
 		MaxDeliver:    q.MaxAttempts,
-		Metadata:      map[string]string{mdQueue: q.Name},
+		Metadata:      map[string]string{MetaQueue: q.Name},
 	}
 }
 

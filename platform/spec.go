@@ -25,6 +25,12 @@ var (
 	groupNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
 )
 
+// ValidObjectName reports whether name is a valid topic or queue name.
+func ValidObjectName(name string) bool { return objectNameRE.MatchString(name) }
+
+// ValidGroupName reports whether name is a valid group name.
+func ValidGroupName(name string) bool { return groupNameRE.MatchString(name) }
+
 // Retention bounds how long a topic keeps events. Zero means no bound on
 // that axis; at least one of them must be set.
 type Retention struct {

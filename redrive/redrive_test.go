@@ -14,6 +14,7 @@ import (
 
 	"github.com/msgplatform/platform/embeddednats/natstest"
 	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/consumer"
 	"github.com/msgplatform/platform/tenancy"
 )
 
@@ -460,14 +461,14 @@ func TestCanaryPausesWhenSampleFailsAgain(t *testing.T) {
 	var mu sync.Mutex
 	broken := true
 	handled := 0
-	m, err := platform.NewMember(e.js, platform.MemberConfig{
+	m, err := consumer.NewMember(e.js, consumer.MemberConfig{
 		Group: "ledger", ID: "m1", Heartbeat: 100 * time.Millisecond, TTL: 1200 * time.Millisecond, DrainTimeout: time.Second,
-		Retry: platform.RetryPolicy{Delays: []time.Duration{50 * time.Millisecond}, MaxAttempts: 2},
-	}, func(ctx context.Context, msg *platform.Message) error {
+		Retry: consumer.RetryPolicy{Delays: []time.Duration{50 * time.Millisecond}, MaxAttempts: 2},
+	}, func(ctx context.Context, msg *consumer.Message) error {
 		mu.Lock()
 		defer mu.Unlock()
 		if broken {
-			return platform.Permanent(errors.New("card number is still not a number"))
+			return consumer.Permanent(errors.New("card number is still not a number"))
 		}
 		handled++
 		return nil

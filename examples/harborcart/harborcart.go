@@ -18,6 +18,7 @@ import (
 
 	"github.com/msgplatform/platform/internal/control"
 	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/consumer"
 )
 
 // Names of the HarborCart objects the example uses. The orders topic, its
@@ -181,15 +182,15 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 
 	// 2. The three groups. Each member handles the partitions it owns; an
 	// inbox (seen event ids) catches a redelivery after a rebalance.
-	handler := func(group, member string) platform.Handler {
-		return func(ctx context.Context, m *platform.Message) error {
+	handler := func(group, member string) consumer.Handler {
+		return func(ctx context.Context, m *consumer.Message) error {
 			id := m.Header.Get(nats.MsgIdHdr)
 			var o Order
 			if err := json.Unmarshal(m.Data, &o); err != nil {
 				if ours[id] {
 					p.say(group, "%s: cannot decode %s (%v): dead-letter it, other keys go on", member, id, err)
 				}
-				return platform.DecodeError(fmt.Errorf("order %s: %w", id, err))
+				return consumer.DecodeError(fmt.Errorf("order %s: %w", id, err))
 			}
 			if !ours[id] {
 				return nil // an event of an earlier run
@@ -230,7 +231,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 			return nil
 		}
 	}
-	var members []*platform.Member
+	var members []*consumer.Member
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -245,7 +246,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 		}
 		for i := 1; i <= n; i++ {
 			id := fmt.Sprintf("%s-%d", strings.SplitN(g, "-", 2)[0], i)
-			m, err := platform.NewMember(js, platform.MemberConfig{Group: g, ID: id}, handler(g, id))
+			m, err := consumer.NewMember(js, consumer.MemberConfig{Group: g, ID: id}, handler(g, id))
 			if err != nil {
 				return err
 			}
@@ -268,8 +269,8 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 		return err
 	}
 	took := make(chan string, 1)
-	crashy, err := platform.NewWorkers(crashJS, platform.WorkersConfig{Queue: DemoQueue, Concurrency: 1, NoDLQRouter: true},
-		func(ctx context.Context, m *platform.Message) error {
+	crashy, err := consumer.NewWorkers(crashJS, consumer.WorkersConfig{Queue: DemoQueue, Concurrency: 1, NoDLQRouter: true},
+		func(ctx context.Context, m *consumer.Message) error {
 			select {
 			case took <- string(m.Data):
 			default:
@@ -338,13 +339,13 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 	st.crashJob, st.crashAt = job.OrderID, time.Now()
 	st.mu.Unlock()
 	p.say("worker-a", "took the shipment of %s and crashed without acking", job.OrderID)
-	workers, err := platform.NewWorkers(js, platform.WorkersConfig{Queue: DemoQueue, Concurrency: 4},
-		func(ctx context.Context, m *platform.Message) error {
+	workers, err := consumer.NewWorkers(js, consumer.WorkersConfig{Queue: DemoQueue, Concurrency: 4},
+		func(ctx context.Context, m *consumer.Message) error {
 			var j struct {
 				OrderID string `json:"orderId"`
 			}
 			if err := json.Unmarshal(m.Data, &j); err != nil {
-				return platform.DecodeError(err)
+				return consumer.DecodeError(err)
 			}
 			st.mu.Lock()
 			defer st.mu.Unlock()

@@ -28,6 +28,7 @@ import (
 	"github.com/msgplatform/platform/internal/control"
 	"github.com/msgplatform/platform/internal/daemon"
 	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/consumer"
 )
 
 const canaryInterval = 250 * time.Millisecond
@@ -311,8 +312,8 @@ func startCanaryHandlers(ctx context.Context, t *testing.T, js jetstream.JetStre
 		h.mu.Unlock()
 	}
 	for _, g := range groups {
-		m, err := platform.NewMember(js, platform.MemberConfig{Group: g, Heartbeat: 100 * time.Millisecond, DrainTimeout: time.Second},
-			func(ctx context.Context, msg *platform.Message) error {
+		m, err := consumer.NewMember(js, consumer.MemberConfig{Group: g, Heartbeat: 100 * time.Millisecond, DrainTimeout: time.Second},
+			func(ctx context.Context, msg *consumer.Message) error {
 				if msg.Canary() {
 					note(g + " " + msg.Subject)
 				}
@@ -333,7 +334,7 @@ func startCanaryHandlers(ctx context.Context, t *testing.T, js jetstream.JetStre
 		t.Cleanup(func() { _ = m.Close(context.Background()) })
 	}
 	t.Cleanup(h.release) // runs before the members close
-	w, err := platform.NewWorkers(js, platform.WorkersConfig{Queue: queue}, func(_ context.Context, msg *platform.Message) error {
+	w, err := consumer.NewWorkers(js, consumer.WorkersConfig{Queue: queue}, func(_ context.Context, msg *consumer.Message) error {
 		note(label + " " + msg.Subject)
 		return nil
 	})

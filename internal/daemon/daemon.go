@@ -25,6 +25,7 @@ import (
 	"github.com/msgplatform/platform/internal/metrics"
 	"github.com/msgplatform/platform/internal/tlsconf"
 	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/consumer"
 	"github.com/msgplatform/platform/platform/region"
 	"github.com/msgplatform/platform/redrive"
 	"github.com/msgplatform/platform/tenancy"
@@ -55,7 +56,7 @@ type Daemon struct {
 	canary  *platform.Canary
 	redrive *redrive.Service
 	// dlqRouters dead-letters for every topic and queue (groups.go).
-	dlqRouters *platform.DLQRouters
+	dlqRouters *consumer.DLQRouters
 	// redrives are the tenants' redrive services (redrive.go).
 	redrives *redriveScopes
 

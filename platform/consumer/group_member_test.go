@@ -1,4 +1,4 @@
-package platform
+package consumer
 
 import (
 	"context"
@@ -16,19 +16,20 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/msgplatform/platform/embeddednats/natstest"
+	"github.com/msgplatform/platform/platform"
 )
 
 // applyGroup applies a topic with the given partitions and a group on it.
 func applyGroup(t *testing.T, js jetstream.JetStream, topic string, partitions int, groups ...string) {
 	t.Helper()
-	spec := DefaultTopicSpec(topic)
+	spec := platform.DefaultTopicSpec(topic)
 	spec.Partitions = partitions
 	spec.Owner = "checkout"
-	cat := Catalog{Topics: map[string]TopicSpec{topic: spec}, Groups: map[string]GroupSpec{}}
+	cat := platform.Catalog{Topics: map[string]platform.TopicSpec{topic: spec}, Groups: map[string]platform.GroupSpec{}}
 	for _, g := range groups {
-		cat.Groups[g] = GroupSpec{Name: g, Topic: topic}
+		cat.Groups[g] = platform.GroupSpec{Name: g, Topic: topic}
 	}
-	if _, err := NewReconciler(js, ReconcilerOptions{}).Apply(testCtx(t, 60*time.Second), cat, ApplyOptions{}); err != nil {
+	if _, err := platform.NewReconciler(js, platform.ReconcilerOptions{}).Apply(testCtx(t, 60*time.Second), cat, platform.ApplyOptions{}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -207,12 +208,12 @@ func TestGroupMemberKilledMidHandling(t *testing.T) {
 	all := append([]*Member{victim}, others...)
 	natstest.WaitFor(t, 20*time.Second, func() error { return settled(all, 6) })
 
-	pub := NewPublisher(js, PublisherOptions{})
+	pub := platform.NewPublisher(js, platform.PublisherOptions{})
 	ctx := testCtx(t, 60*time.Second)
 	const keys, perKey = 30, 10
 	for n := 1; n <= perKey; n++ {
 		for k := range keys {
-			if _, err := pub.Publish(ctx, Event{ID: fmt.Sprintf("k%d-%d", k, n), Topic: "orders", Key: fmt.Sprintf("order:%d", k), Payload: []byte(strconv.Itoa(n))}); err != nil {
+			if _, err := pub.Publish(ctx, platform.Event{ID: fmt.Sprintf("k%d-%d", k, n), Topic: "orders", Key: fmt.Sprintf("order:%d", k), Payload: []byte(strconv.Itoa(n))}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -262,7 +263,7 @@ func TestGroupStaleMemberCannotAck(t *testing.T) {
 	applyGroup(t, js, "orders", 1, "sales-analytics")
 	block := make(chan struct{})
 	entered := make(chan uint64, 1)
-	staleMetrics, freshMetrics := NewConsumerMetrics(), NewConsumerMetrics()
+	staleMetrics, freshMetrics := NewMetrics(), NewMetrics()
 	acfg := fastMember("sales-analytics", "a")
 	acfg.Metrics = staleMetrics
 	a := startMember(t, js, acfg, func(ctx context.Context, m *Message) error {
@@ -271,8 +272,8 @@ func TestGroupStaleMemberCannotAck(t *testing.T) {
 		return nil
 	})
 	natstest.WaitFor(t, 10*time.Second, func() error { return settled([]*Member{a}, 1) })
-	pub := NewPublisher(js, PublisherOptions{})
-	if _, err := pub.Publish(testCtx(t, 10*time.Second), Event{ID: "e1", Topic: "orders", Key: "order:1", Payload: []byte("1")}); err != nil {
+	pub := platform.NewPublisher(js, platform.PublisherOptions{})
+	if _, err := pub.Publish(testCtx(t, 10*time.Second), platform.Event{ID: "e1", Topic: "orders", Key: "order:1", Payload: []byte("1")}); err != nil {
 		t.Fatal(err)
 	}
 	fenceA := <-entered
@@ -296,11 +297,11 @@ func TestGroupStaleMemberCannotAck(t *testing.T) {
 	}
 	// NATS's part: the partition is pinned to b, so a pull by any other
 	// client gets nothing.
-	c, err := js.Consumer(testCtx(t, 5*time.Second), "orders", PartitionConsumer("sales-analytics", 0))
+	c, err := js.Consumer(testCtx(t, 5*time.Second), "orders", platform.PartitionConsumer("sales-analytics", 0))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := pub.Publish(testCtx(t, 10*time.Second), Event{ID: "e2", Topic: "orders", Key: "order:2", Payload: []byte("1")}); err != nil {
+	if _, err := pub.Publish(testCtx(t, 10*time.Second), platform.Event{ID: "e2", Topic: "orders", Key: "order:2", Payload: []byte("1")}); err != nil {
 		t.Fatal(err)
 	}
 	batch, err := c.Fetch(1, jetstream.FetchMaxWait(500*time.Millisecond), jetstream.FetchPriorityGroup("sales-analytics"))
@@ -370,7 +371,7 @@ func TestGroupKeepsKeyOrderWhenADeliveryIsLost(t *testing.T) {
 	var order, parked []int // each event's first handling
 	seen := map[int]bool{}
 	failed := false
-	metrics := NewConsumerMetrics()
+	metrics := NewMetrics()
 	cfg := fastMember("books", "m1")
 	cfg.Metrics = metrics
 	cfg.Retry = RetryPolicy{Delays: []time.Duration{5 * time.Second}, MinDelay: 5 * time.Second, MaxAttempts: 5}
@@ -397,10 +398,10 @@ func TestGroupKeepsKeyOrderWhenADeliveryIsLost(t *testing.T) {
 		return nil
 	})
 	ctx := testCtx(t, 60*time.Second)
-	pub := NewPublisher(js, PublisherOptions{})
+	pub := platform.NewPublisher(js, platform.PublisherOptions{})
 	publish := func(i int) {
 		t.Helper()
-		if _, err := pub.Publish(ctx, Event{ID: fmt.Sprintf("entry-%d", i), Topic: "ledger", Key: "acct:1", Payload: []byte(strconv.Itoa(i))}); err != nil {
+		if _, err := pub.Publish(ctx, platform.Event{ID: fmt.Sprintf("entry-%d", i), Topic: "ledger", Key: "acct:1", Payload: []byte(strconv.Itoa(i))}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -418,7 +419,7 @@ func TestGroupKeepsKeyOrderWhenADeliveryIsLost(t *testing.T) {
 	publish(0)
 	handled(1) // the member holds the consumer's pin
 	for i := 100; i < 103; i++ {
-		if _, err := pub.Publish(ctx, Event{ID: fmt.Sprintf("entry-%d", i), Topic: "ledger", Key: "acct:2", Payload: []byte(strconv.Itoa(i))}); err != nil {
+		if _, err := pub.Publish(ctx, platform.Event{ID: fmt.Sprintf("entry-%d", i), Topic: "ledger", Key: "acct:2", Payload: []byte(strconv.Itoa(i))}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -431,7 +432,7 @@ func TestGroupKeepsKeyOrderWhenADeliveryIsLost(t *testing.T) {
 		return nil
 	})
 
-	stream, consumer := StreamName("ledger"), PartitionConsumer("books", 0)
+	stream, consumer := platform.StreamName("ledger"), platform.PartitionConsumer("books", 0)
 	c, err := js.Consumer(ctx, stream, consumer)
 	if err != nil {
 		t.Fatal(err)

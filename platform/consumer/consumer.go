@@ -1,4 +1,4 @@
-package platform
+package consumer
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/msgplatform/platform/platform"
 )
 
 // Handler handles one event. A nil error acknowledges it. Any other error
@@ -39,6 +41,14 @@ type Message struct {
 	fence uint64
 	raw   jetstream.Msg
 }
+
+// Canary reports whether the message is a canary. The runtime never hands
+// one to a handler; this is for consumers built on other clients.
+func (m Message) Canary() bool { return platform.IsCanary(m.Header) }
+
+// Tombstone reports whether the message deletes its key (compacted
+// topics): the handler should delete its state for m.Key.
+func (m Message) Tombstone() bool { return platform.IsTombstone(m.Header) }
 
 // Fence returns the fencing token of the delivery: the assignment
 // generation at which this member took the partition over. It increases
@@ -82,7 +92,7 @@ type settler struct {
 	policy      RetryPolicy
 	maxAttempts int
 	budget      *budget
-	metrics     *ConsumerMetrics
+	metrics     *Metrics
 	partition   string // metrics label ("" for queues)
 
 	failures  *failureLog // FirstFailuresBucket (nil: memory only)
@@ -91,13 +101,13 @@ type settler struct {
 	groups    map[string]bool      // groups consuming the topic (consumer_redrive.go)
 }
 
-func newSettler(js jetstream.JetStream, object, consumer, group string, policy RetryPolicy, maxDeliver int, b *budget, m *ConsumerMetrics, partition string) *settler {
+func newSettler(js jetstream.JetStream, object, consumer, group string, policy RetryPolicy, maxDeliver int, b *budget, m *Metrics, partition string) *settler {
 	attempts := policy.MaxAttempts
 	if maxDeliver > 0 {
 		attempts = maxDeliver // the broker's count wins
 	}
 	return &settler{
-		js: js, object: object, stream: StreamName(object), consumer: consumer, group: group,
+		js: js, object: object, stream: platform.StreamName(object), consumer: consumer, group: group,
 		policy: policy, maxAttempts: attempts, budget: b, metrics: m, partition: partition,
 		firstFail: map[uint64]time.Time{},
 	}
@@ -122,7 +132,7 @@ func (s *settler) settle(ctx context.Context, msg *Message, herr error, fenced f
 	s.mu.Lock()
 	first, ok := s.firstFail[msg.Seq]
 	s.mu.Unlock()
-	retry := class == ClassTransient && msg.Attempt < s.maxAttempts
+	retry := class == platform.ClassTransient && msg.Attempt < s.maxAttempts
 	if !ok {
 		// Not seen failing by this process: the first failure, or an
 		// earlier one recorded by a process that crashed or lost the
@@ -153,7 +163,7 @@ func (s *settler) settle(ctx context.Context, msg *Message, herr error, fenced f
 		return outcomeRetry
 	}
 	reason := herr.Error()
-	if class == ClassTransient {
+	if class == platform.ClassTransient {
 		reason = fmt.Sprintf("gave up after %d attempts: %s", msg.Attempt, reason)
 	}
 	d := deadLetter{

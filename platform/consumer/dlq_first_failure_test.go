@@ -1,4 +1,4 @@
-package platform
+package consumer
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/msgplatform/platform/embeddednats/natstest"
+	"github.com/msgplatform/platform/platform"
 )
 
 // A consumer process crashes between two attempts of a failing event;
@@ -22,10 +23,10 @@ func TestFirstFailureSurvivesConsumerCrash(t *testing.T) {
 	f := natstest.RunFabric(t, 1)
 	js := f.JetStream()
 	ctx := testCtx(t, 60*time.Second)
-	spec := DefaultTopicSpec("refunds")
+	spec := platform.DefaultTopicSpec("refunds")
 	spec.Replicas = 1
-	if _, err := NewReconciler(js, ReconcilerOptions{}).Apply(ctx, Catalog{Topics: map[string]TopicSpec{"refunds": spec},
-		Groups: map[string]GroupSpec{"notifier": {Name: "notifier", Topic: "refunds"}}}, ApplyOptions{}); err != nil {
+	if _, err := platform.NewReconciler(js, platform.ReconcilerOptions{}).Apply(ctx, platform.Catalog{Topics: map[string]platform.TopicSpec{"refunds": spec},
+		Groups: map[string]platform.GroupSpec{"notifier": {Name: "notifier", Topic: "refunds"}}}, platform.ApplyOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	var mu sync.Mutex
@@ -47,7 +48,7 @@ func TestFirstFailureSurvivesConsumerCrash(t *testing.T) {
 		}
 		return errors.New("refund service unavailable")
 	})
-	if _, err := NewPublisher(js, PublisherOptions{}).Publish(ctx, Event{ID: "r1", Topic: "refunds", Key: "refund:1", Payload: []byte("r1")}); err != nil {
+	if _, err := platform.NewPublisher(js, platform.PublisherOptions{}).Publish(ctx, platform.Event{ID: "r1", Topic: "refunds", Key: "refund:1", Payload: []byte("r1")}); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -82,9 +83,9 @@ func TestFirstFailureSurvivesConsumerCrash(t *testing.T) {
 	startMember(t, js, fastMember("notifier", "m2"), func(ctx context.Context, m *Message) error {
 		return errors.New("refund service unavailable")
 	})
-	var e DLQEntry
+	var e platform.DLQEntry
 	natstest.WaitFor(t, 40*time.Second, func() error {
-		es, err := ReadDLQ(ctx, js, "refunds")
+		es, err := platform.ReadDLQ(ctx, js, "refunds")
 		if err != nil || len(es) != 1 {
 			return fmt.Errorf("%d DLQ entries (%v)", len(es), err)
 		}

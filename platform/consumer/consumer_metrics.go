@@ -1,4 +1,4 @@
-package platform
+package consumer
 
 import (
 	"context"
@@ -8,9 +8,11 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/msgplatform/platform/platform"
 )
 
-// ConsumerMetrics is the consumer runtime's Prometheus collector. Members
+// Metrics is the consumer runtime's Prometheus collector. Members
 // and Workers given it in their config count into it; on every scrape it
 // also reads from the broker, per group and partition, the events pending
 // and the age of the oldest unprocessed one (by the broker's append time,
@@ -21,7 +23,7 @@ import (
 // redrive/metrics.go). Register it once: reg.MustRegister(m).
 //
 // Processing rate is rate(platform_consumer_processed_total).
-type ConsumerMetrics struct {
+type Metrics struct {
 	processedC *prometheus.CounterVec
 	retriesC   *prometheus.CounterVec
 	deadC      *prometheus.CounterVec
@@ -53,13 +55,13 @@ type ConsumerMetrics struct {
 	workers map[*Workers]struct{}
 }
 
-var _ prometheus.Collector = (*ConsumerMetrics)(nil)
+var _ prometheus.Collector = (*Metrics)(nil)
 
-// NewConsumerMetrics returns an empty collector.
-func NewConsumerMetrics() *ConsumerMetrics {
+// NewMetrics returns an empty collector.
+func NewMetrics() *Metrics {
 	gp := []string{"group", "partition"}
 	gpc := []string{"group", "partition", "class"}
-	return &ConsumerMetrics{
+	return &Metrics{
 		processedC: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "platform_consumer_processed_total", Help: "Events handled and acknowledged."}, gp),
 		retriesC:   prometheus.NewCounterVec(prometheus.CounterOpts{Name: "platform_consumer_retries_total", Help: "Deliveries failed and scheduled again, by reason class."}, gpc),
 		deadC:      prometheus.NewCounterVec(prometheus.CounterOpts{Name: "platform_consumer_dead_lettered_total", Help: "Events copied to the DLQ, by reason class."}, gpc),
@@ -86,12 +88,12 @@ func NewConsumerMetrics() *ConsumerMetrics {
 	}
 }
 
-func (c *ConsumerMetrics) collectors() []prometheus.Collector {
+func (c *Metrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{c.processedC, c.retriesC, c.deadC, c.dlqFailC, c.budgetC, c.rebalances, c.handlerH, c.canaryG, c.redriveSkippedC, c.reclaimedC, c.heldC, c.resyncsC}
 }
 
 // Describe implements prometheus.Collector.
-func (c *ConsumerMetrics) Describe(ch chan<- *prometheus.Desc) {
+func (c *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	for _, col := range c.collectors() {
 		col.Describe(ch)
 	}
@@ -102,7 +104,7 @@ func (c *ConsumerMetrics) Describe(ch chan<- *prometheus.Desc) {
 }
 
 // Collect implements prometheus.Collector.
-func (c *ConsumerMetrics) Collect(ch chan<- prometheus.Metric) {
+func (c *Metrics) Collect(ch chan<- prometheus.Metric) {
 	for _, col := range c.collectors() {
 		col.Collect(ch)
 	}
@@ -127,15 +129,15 @@ func (c *ConsumerMetrics) Collect(ch chan<- prometheus.Metric) {
 	c.mu.Unlock()
 	for g, ref := range groups {
 		if ref.partitions == 0 {
-			c.collectConsumer(ctx, ch, ref.js, ref.topic, QueueConsumer, "", g, "")
+			c.collectConsumer(ctx, ch, ref.js, ref.topic, platform.QueueConsumer, "", g, "")
 			continue
 		}
 		for p := range ref.partitions {
-			c.collectConsumer(ctx, ch, ref.js, ref.topic, PartitionConsumer(g, p), PartitionSubject(ref.topic, p), g, strconv.Itoa(p))
+			c.collectConsumer(ctx, ch, ref.js, ref.topic, platform.PartitionConsumer(g, p), platform.PartitionSubject(ref.topic, p), g, strconv.Itoa(p))
 		}
 	}
 	for obj, js := range objects {
-		s, err := js.Stream(ctx, DLQStream(obj))
+		s, err := js.Stream(ctx, platform.DLQStream(obj))
 		if err != nil {
 			continue
 		}
@@ -149,8 +151,8 @@ func (c *ConsumerMetrics) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-func (c *ConsumerMetrics) collectConsumer(ctx context.Context, ch chan<- prometheus.Metric, js jetstream.JetStream, object, consumer, filter, group, partition string) {
-	cons, err := js.Consumer(ctx, StreamName(object), consumer)
+func (c *Metrics) collectConsumer(ctx context.Context, ch chan<- prometheus.Metric, js jetstream.JetStream, object, consumer, filter, group, partition string) {
+	cons, err := js.Consumer(ctx, platform.StreamName(object), consumer)
 	if err != nil {
 		return
 	}
@@ -159,7 +161,7 @@ func (c *ConsumerMetrics) collectConsumer(ctx context.Context, ch chan<- prometh
 	ch <- prometheus.MustNewConstMetric(c.pendingD, prometheus.GaugeValue, pending, group, partition)
 	age := 0.0
 	if pending > 0 {
-		if s, err := js.Stream(ctx, StreamName(object)); err == nil {
+		if s, err := js.Stream(ctx, platform.StreamName(object)); err == nil {
 			var opts []jetstream.GetMsgOpt
 			if filter != "" {
 				opts = append(opts, jetstream.WithGetMsgSubject(filter))
@@ -172,75 +174,75 @@ func (c *ConsumerMetrics) collectConsumer(ctx context.Context, ch chan<- prometh
 	ch <- prometheus.MustNewConstMetric(c.oldestD, prometheus.GaugeValue, age, group, partition)
 }
 
-func (c *ConsumerMetrics) addMember(m *Member) {
+func (c *Metrics) addMember(m *Member) {
 	c.mu.Lock()
 	c.members[m] = struct{}{}
 	c.mu.Unlock()
 }
 
-func (c *ConsumerMetrics) removeMember(m *Member) {
+func (c *Metrics) removeMember(m *Member) {
 	c.mu.Lock()
 	delete(c.members, m)
 	c.mu.Unlock()
 }
 
-func (c *ConsumerMetrics) addWorkers(w *Workers) {
+func (c *Metrics) addWorkers(w *Workers) {
 	c.mu.Lock()
 	c.workers[w] = struct{}{}
 	c.mu.Unlock()
 }
 
-func (c *ConsumerMetrics) removeWorkers(w *Workers) {
+func (c *Metrics) removeWorkers(w *Workers) {
 	c.mu.Lock()
 	delete(c.workers, w)
 	c.mu.Unlock()
 }
 
-// The counting methods below are no-ops on a nil *ConsumerMetrics.
+// The counting methods below are no-ops on a nil *Metrics.
 
-func (c *ConsumerMetrics) processed(group, partition string) {
+func (c *Metrics) processed(group, partition string) {
 	if c != nil {
 		c.processedC.WithLabelValues(group, partition).Inc()
 	}
 }
 
-func (c *ConsumerMetrics) handled(group, partition string, d time.Duration) {
+func (c *Metrics) handled(group, partition string, d time.Duration) {
 	if c != nil {
 		c.handlerH.WithLabelValues(group, partition).Observe(d.Seconds())
 	}
 }
 
-func (c *ConsumerMetrics) retried(group, partition string, class ErrorClass) {
+func (c *Metrics) retried(group, partition string, class platform.ErrorClass) {
 	if c != nil {
 		c.retriesC.WithLabelValues(group, partition, string(class)).Inc()
 	}
 }
 
-func (c *ConsumerMetrics) deadLettered(group, partition string, class ErrorClass) {
+func (c *Metrics) deadLettered(group, partition string, class platform.ErrorClass) {
 	if c != nil {
 		c.deadC.WithLabelValues(group, partition, string(class)).Inc()
 	}
 }
 
-func (c *ConsumerMetrics) dlqFailed(group string) {
+func (c *Metrics) dlqFailed(group string) {
 	if c != nil {
 		c.dlqFailC.WithLabelValues(group).Inc()
 	}
 }
 
-func (c *ConsumerMetrics) budgetExhausted(group string) {
+func (c *Metrics) budgetExhausted(group string) {
 	if c != nil {
 		c.budgetC.WithLabelValues(group).Inc()
 	}
 }
 
-func (c *ConsumerMetrics) resynced(group, partition string) {
+func (c *Metrics) resynced(group, partition string) {
 	if c != nil {
 		c.resyncsC.WithLabelValues(group, partition).Inc()
 	}
 }
 
-func (c *ConsumerMetrics) rebalanced(group string) {
+func (c *Metrics) rebalanced(group string) {
 	if c != nil {
 		c.rebalances.WithLabelValues(group).Inc()
 	}

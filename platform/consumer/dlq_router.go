@@ -1,4 +1,4 @@
-package platform
+package consumer
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/msgplatform/platform/internal/retry"
+	"github.com/msgplatform/platform/platform"
 )
 
 // DLQRouterConsumer is the durable consumer of a DLQ events stream that
@@ -59,7 +60,7 @@ func NewDLQRouter(js jetstream.JetStream, objects []string, log *slog.Logger) *D
 func (r *DLQRouter) Start(ctx context.Context) error {
 	var cons []jetstream.Consumer
 	for _, obj := range r.objects {
-		c, err := r.js.CreateOrUpdateConsumer(ctx, DLQEventsStream(obj), jetstream.ConsumerConfig{
+		c, err := r.js.CreateOrUpdateConsumer(ctx, platform.DLQEventsStream(obj), jetstream.ConsumerConfig{
 			Durable: DLQRouterConsumer, Description: "platform DLQ router of " + obj,
 			AckPolicy: jetstream.AckExplicitPolicy, AckWait: 30 * time.Second, DeliverPolicy: jetstream.DeliverAllPolicy,
 		})
@@ -166,7 +167,7 @@ func (r *DLQRouter) route(ctx context.Context, object string, data []byte) error
 	}
 	actx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	subj := DLQSubject(a.Stream, a.Consumer, a.StreamSeq)
+	subj := platform.DLQSubject(a.Stream, a.Consumer, a.StreamSeq)
 	if ok, err := dlqEntryExists(actx, r.js, object, subj); err != nil {
 		return err
 	} else if ok {
@@ -182,17 +183,17 @@ func (r *DLQRouter) route(ctx context.Context, object string, data []byte) error
 	}
 	if c, err := r.js.Consumer(actx, a.Stream, a.Consumer); err == nil {
 		md := c.CachedInfo().Config.Metadata
-		if g := md[MetaGroup]; g != "" {
+		if g := md[platform.MetaGroup]; g != "" {
 			d.group = g
-		} else if q := md[mdQueue]; q != "" {
+		} else if q := md[platform.MetaQueue]; q != "" {
 			d.group = q
 		}
 	}
 	if a.Type == advisoryMaxDeliver {
-		d.class = ClassMaxDeliveries
+		d.class = platform.ClassMaxDeliveries
 		d.reason = "no outcome after " + strconv.FormatUint(a.Deliveries, 10) + " deliveries: the consumer stopped or crashed during its last attempt"
 	} else {
-		d.class = ClassTerminated
+		d.class = platform.ClassTerminated
 		d.reason = "terminated without a DLQ copy: " + a.Reason
 	}
 	orig, err := s.GetMsg(actx, a.StreamSeq)
@@ -215,7 +216,7 @@ func (r *DLQRouter) route(ctx context.Context, object string, data []byte) error
 	failures.forget(actx, a.Stream, a.Consumer, a.StreamSeq)
 	// A work queue keeps an event its consumer gave up on: remove it now
 	// that it is in the DLQ.
-	if StreamKind(&s.CachedInfo().Config) == StreamKindQueue && err == nil && orig != nil {
+	if platform.StreamKind(&s.CachedInfo().Config) == platform.StreamKindQueue && err == nil && orig != nil {
 		if derr := s.DeleteMsg(actx, a.StreamSeq); derr != nil && !errors.Is(derr, jetstream.ErrMsgNotFound) {
 			r.log.Warn("platform: DLQ router: delete dead-lettered job", "stream", a.Stream, "seq", a.StreamSeq, "err", derr)
 		}
@@ -229,8 +230,8 @@ func DLQObjects(ctx context.Context, js jetstream.JetStream) ([]string, error) {
 	var out []string
 	it := js.ListStreams(ctx)
 	for info := range it.Info() {
-		if md := info.Config.Metadata; md[mdKind] == StreamKindDLQEvents && md[MetaDLQOf] != "" {
-			out = append(out, md[MetaDLQOf])
+		if md := info.Config.Metadata; platform.StreamKind(&info.Config) == platform.StreamKindDLQEvents && md[platform.MetaDLQOf] != "" {
+			out = append(out, md[platform.MetaDLQOf])
 		}
 	}
 	if err := it.Err(); err != nil && !errors.Is(err, jetstream.ErrEndOfData) {

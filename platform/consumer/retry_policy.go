@@ -1,4 +1,4 @@
-package platform
+package consumer
 
 import (
 	"encoding/json"
@@ -7,34 +7,12 @@ import (
 	"math/rand/v2"
 	"sync"
 	"time"
-)
 
-// ErrorClass is why a handler's failure ended the way it did; it is the
-// reason class of retry and DLQ metrics and of DLQ entries.
-type ErrorClass string
-
-// Error classes.
-const (
-	// ClassTransient: the handler failed and may succeed later (the
-	// default for any error). Retried with backoff up to MaxAttempts.
-	ClassTransient ErrorClass = "transient"
-	// ClassPermanent: the handler said retrying cannot help
-	// (Permanent(err)). Dead-lettered at once.
-	ClassPermanent ErrorClass = "permanent"
-	// ClassDecode: the event could not be decoded or validated
-	// (DecodeError(err)). Dead-lettered at once.
-	ClassDecode ErrorClass = "decode"
-	// ClassMaxDeliveries: the broker stopped delivering the event after
-	// MaxDeliver attempts without hearing the last attempt's outcome (the
-	// consumer died during it). Written by the DLQRouter.
-	ClassMaxDeliveries ErrorClass = "max_deliveries"
-	// ClassTerminated: a client terminated the event without copying it to
-	// the DLQ first. Written by the DLQRouter.
-	ClassTerminated ErrorClass = "terminated"
+	"github.com/msgplatform/platform/platform"
 )
 
 type classifiedError struct {
-	class ErrorClass
+	class platform.ErrorClass
 	err   error
 }
 
@@ -47,7 +25,7 @@ func Permanent(err error) error {
 	if err == nil {
 		return nil
 	}
-	return &classifiedError{class: ClassPermanent, err: err}
+	return &classifiedError{class: platform.ClassPermanent, err: err}
 }
 
 // DecodeError marks err as a decode or validation failure of the event
@@ -56,14 +34,14 @@ func DecodeError(err error) error {
 	if err == nil {
 		return nil
 	}
-	return &classifiedError{class: ClassDecode, err: err}
+	return &classifiedError{class: platform.ClassDecode, err: err}
 }
 
 // ClassOf returns the class of a handler error: permanent or decode if err
 // wraps Permanent or DecodeError (or a *json.SyntaxError /
 // *json.UnmarshalTypeError, which are decode failures), transient
 // otherwise. ClassOf(nil) is "".
-func ClassOf(err error) ErrorClass {
+func ClassOf(err error) platform.ErrorClass {
 	if err == nil {
 		return ""
 	}
@@ -74,9 +52,9 @@ func ClassOf(err error) ErrorClass {
 	var se *json.SyntaxError
 	var ue *json.UnmarshalTypeError
 	if errors.As(err, &se) || errors.As(err, &ue) {
-		return ClassDecode
+		return platform.ClassDecode
 	}
-	return ClassTransient
+	return platform.ClassTransient
 }
 
 // RetryPolicy decides when a transient failure is retried.
@@ -153,7 +131,7 @@ func (p RetryPolicy) Validate() error {
 		errs = append(errs, fmt.Errorf("retry.budget.per_second: must be >= 0, got %v", p.Budget.PerSecond))
 	}
 	if len(errs) > 0 {
-		return fmt.Errorf("%w: %w", ErrInvalidSpec, errors.Join(errs...))
+		return fmt.Errorf("%w: %w", platform.ErrInvalidSpec, errors.Join(errs...))
 	}
 	return nil
 }

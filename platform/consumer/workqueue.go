@@ -1,4 +1,4 @@
-package platform
+package consumer
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/msgplatform/platform/internal/retry"
+	"github.com/msgplatform/platform/platform"
 )
 
 // WorkersConfig configures the workers of a queue.
@@ -28,7 +29,7 @@ type WorkersConfig struct {
 	// more lease.
 	MaxLease time.Duration
 	Retry    RetryPolicy
-	Metrics  *ConsumerMetrics
+	Metrics  *Metrics
 	Logger   *slog.Logger
 	// NoDLQRouter: do not run a DLQRouter for the queue.
 	NoDLQRouter bool
@@ -88,7 +89,7 @@ func NewWorkers(js jetstream.JetStream, cfg WorkersConfig, handler Handler) (*Wo
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	var errs []error
-	if !objectNameRE.MatchString(cfg.Queue) {
+	if !platform.ValidObjectName(cfg.Queue) {
 		errs = append(errs, fmt.Errorf("queue: must be a queue name, got %q", cfg.Queue))
 	}
 	if handler == nil {
@@ -101,13 +102,13 @@ func NewWorkers(js jetstream.JetStream, cfg WorkersConfig, handler Handler) (*Wo
 		cfg.SessionHeartbeat = DefaultSessionHeartbeat
 	}
 	if cfg.SessionTTL == 0 {
-		cfg.SessionTTL = DefaultSessionTTL
+		cfg.SessionTTL = platform.DefaultSessionTTL
 	}
 	if cfg.SessionHeartbeat < 0 || cfg.SessionTTL < 2*cfg.SessionHeartbeat {
 		errs = append(errs, fmt.Errorf("session_ttl: must be at least twice session_heartbeat (%s), got %s", cfg.SessionHeartbeat, cfg.SessionTTL))
 	}
 	if len(errs) > 0 {
-		return nil, fmt.Errorf("%w: workers: %w", ErrInvalidSpec, errors.Join(errs...))
+		return nil, fmt.Errorf("%w: workers: %w", platform.ErrInvalidSpec, errors.Join(errs...))
 	}
 	return &Workers{js: js, cfg: cfg, handler: handler, log: cfg.Logger.With("queue", cfg.Queue),
 		budget: newBudget(cfg.Retry.Budget), sem: make(chan struct{}, cfg.Concurrency), loopDone: make(chan struct{})}, nil
@@ -115,7 +116,7 @@ func NewWorkers(js jetstream.JetStream, cfg WorkersConfig, handler Handler) (*Wo
 
 // Start binds to the queue's consumer and starts claiming jobs.
 func (w *Workers) Start(ctx context.Context) error {
-	c, err := w.js.Consumer(ctx, StreamName(w.cfg.Queue), QueueConsumer)
+	c, err := w.js.Consumer(ctx, platform.StreamName(w.cfg.Queue), platform.QueueConsumer)
 	if err != nil {
 		return fmt.Errorf("platform: workers of %s: %w", w.cfg.Queue, err)
 	}
@@ -124,7 +125,7 @@ func (w *Workers) Start(ctx context.Context) error {
 	if w.cfg.MaxLease == 0 {
 		w.cfg.MaxLease = 10 * w.lease
 	}
-	w.set = newSettler(w.js, w.cfg.Queue, QueueConsumer, w.cfg.Queue, w.cfg.Retry, info.Config.MaxDeliver, w.budget, w.cfg.Metrics, "")
+	w.set = newSettler(w.js, w.cfg.Queue, platform.QueueConsumer, w.cfg.Queue, w.cfg.Retry, info.Config.MaxDeliver, w.budget, w.cfg.Metrics, "")
 	if err := w.startSessions(ctx); err != nil {
 		return err
 	}
@@ -227,7 +228,7 @@ func (w *Workers) claimLane(ctx context.Context) {
 	for ctx.Err() == nil {
 		if in == nil {
 			var err error
-			if in, err = newPullInbox(w.js, StreamName(w.cfg.Queue), QueueConsumer); err != nil {
+			if in, err = newPullInbox(w.js, platform.StreamName(w.cfg.Queue), platform.QueueConsumer); err != nil {
 				refused(err.Error())
 				continue
 			}

@@ -1,4 +1,4 @@
-package platform
+package consumer
 
 import (
 	"context"
@@ -15,6 +15,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
+
+	"github.com/msgplatform/platform/platform"
 )
 
 // GroupMembersBucket is the replicated KV bucket holding every group's
@@ -44,7 +46,7 @@ type MemberConfig struct {
 	// DrainTimeout bounds how long a released partition waits for its
 	// running handlers (default 10s).
 	DrainTimeout time.Duration
-	Metrics      *ConsumerMetrics
+	Metrics      *Metrics
 	Logger       *slog.Logger
 	// NoDLQRouter: do not run a DLQRouter for the group's topic (run one
 	// elsewhere, e.g. in the daemon).
@@ -83,7 +85,7 @@ type Member struct {
 	js      jetstream.JetStream
 	cfg     MemberConfig
 	handler Handler
-	topic   TopicSpec
+	topic   platform.TopicSpec
 	kv      jetstream.KeyValue
 	sem     chan struct{}
 	budget  *budget
@@ -109,7 +111,7 @@ type Member struct {
 func NewMember(js jetstream.JetStream, cfg MemberConfig, handler Handler) (*Member, error) {
 	cfg.ensureDefaults()
 	var errs []error
-	if !groupNameRE.MatchString(cfg.Group) {
+	if !platform.ValidGroupName(cfg.Group) {
 		errs = append(errs, fmt.Errorf("group: must be a group name, got %q", cfg.Group))
 	}
 	if handler == nil {
@@ -122,7 +124,7 @@ func NewMember(js jetstream.JetStream, cfg MemberConfig, handler Handler) (*Memb
 		errs = append(errs, err)
 	}
 	if len(errs) > 0 {
-		return nil, fmt.Errorf("%w: member: %w", ErrInvalidSpec, errors.Join(errs...))
+		return nil, fmt.Errorf("%w: member: %w", platform.ErrInvalidSpec, errors.Join(errs...))
 	}
 	return &Member{
 		js: js, cfg: cfg, handler: handler, log: cfg.Logger.With("group", cfg.Group, "member", cfg.ID),
@@ -191,30 +193,30 @@ func (m *Member) Start(ctx context.Context) error {
 	return nil
 }
 
-func (m *Member) findTopic(ctx context.Context) (TopicSpec, error) {
+func (m *Member) findTopic(ctx context.Context) (platform.TopicSpec, error) {
 	var streams []string
 	l := m.js.StreamNames(ctx)
 	for n := range l.Name() {
 		streams = append(streams, n)
 	}
 	if err := l.Err(); err != nil {
-		return TopicSpec{}, fmt.Errorf("platform: group %s: list streams: %w", m.cfg.Group, err)
+		return platform.TopicSpec{}, fmt.Errorf("platform: group %s: list streams: %w", m.cfg.Group, err)
 	}
 	for _, s := range streams {
-		c, err := m.js.Consumer(ctx, s, PartitionConsumer(m.cfg.Group, 0))
+		c, err := m.js.Consumer(ctx, s, platform.PartitionConsumer(m.cfg.Group, 0))
 		if err != nil {
 			continue
 		}
-		if c.CachedInfo().Config.Metadata[MetaGroup] != m.cfg.Group {
+		if c.CachedInfo().Config.Metadata[platform.MetaGroup] != m.cfg.Group {
 			continue
 		}
 		st, err := m.js.Stream(ctx, s)
 		if err != nil {
-			return TopicSpec{}, fmt.Errorf("platform: group %s: %w", m.cfg.Group, err)
+			return platform.TopicSpec{}, fmt.Errorf("platform: group %s: %w", m.cfg.Group, err)
 		}
-		return TopicFromStream(&st.CachedInfo().Config)
+		return platform.TopicFromStream(&st.CachedInfo().Config)
 	}
-	return TopicSpec{}, fmt.Errorf("%w: group %q (apply it first)", ErrNotFound, m.cfg.Group)
+	return platform.TopicSpec{}, fmt.Errorf("%w: group %q (apply it first)", platform.ErrNotFound, m.cfg.Group)
 }
 
 func (m *Member) watch(ctx context.Context, w jetstream.KeyWatcher) {
@@ -417,7 +419,7 @@ func heldByOther(holds map[string][]int, self string, p int) bool {
 // the previous owner, parked, or in flight when it died) is delivered
 // again, in stream order, before anything newer.
 func (m *Member) acquire(ctx context.Context, p int, gen uint64) (*partitionRunner, error) {
-	stream, name := StreamName(m.topic.Name), PartitionConsumer(m.cfg.Group, p)
+	stream, name := platform.StreamName(m.topic.Name), platform.PartitionConsumer(m.cfg.Group, p)
 	actx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	s, err := m.js.Stream(actx, stream)

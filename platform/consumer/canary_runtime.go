@@ -1,10 +1,12 @@
-package platform
+package consumer
 
 import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/msgplatform/platform/platform"
 )
 
 // canary settles raw if it is a canary: acks it (unless fenced) without
@@ -12,7 +14,7 @@ import (
 // whether raw was a canary; a canary is never handed to a handler, even
 // when fenced (the partition's next owner acks it).
 func (s *settler) canary(raw jetstream.Msg, fenced func() bool) bool {
-	if !IsCanary(raw.Headers()) {
+	if !platform.IsCanary(raw.Headers()) {
 		return false
 	}
 	if fenced() {
@@ -24,7 +26,7 @@ func (s *settler) canary(raw jetstream.Msg, fenced func() bool) bool {
 	return true
 }
 
-// newCanaryGauge is ConsumerMetrics' record of the last canary processed.
+// newCanaryGauge is Metrics' record of the last canary processed.
 func newCanaryGauge() *prometheus.GaugeVec {
 	return prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "platform_consumer_canary_processed_timestamp_seconds",
@@ -32,8 +34,8 @@ func newCanaryGauge() *prometheus.GaugeVec {
 	}, []string{"group", "partition"})
 }
 
-// canaryProcessed is a no-op on a nil *ConsumerMetrics.
-func (c *ConsumerMetrics) canaryProcessed(group, partition string, at time.Time) {
+// canaryProcessed is a no-op on a nil *Metrics.
+func (c *Metrics) canaryProcessed(group, partition string, at time.Time) {
 	if c != nil {
 		c.canaryG.WithLabelValues(group, partition).Set(float64(at.UnixNano()) / 1e9)
 	}

@@ -1,4 +1,4 @@
-package platform
+package consumer
 
 import (
 	"context"
@@ -18,6 +18,7 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/msgplatform/platform/embeddednats/natstest"
+	"github.com/msgplatform/platform/platform"
 )
 
 // recordingTracer is a minimal OpenTelemetry TracerProvider (the SDK is
@@ -105,7 +106,7 @@ func TestGroupTracePropagatesFromPublisher(t *testing.T) {
 	})
 	ctx := testCtx(t, 30*time.Second)
 	pctx, producer := tp.Start(ctx, "checkout place-order")
-	if _, err := NewPublisher(js, PublisherOptions{}).Publish(pctx, Event{ID: "evt-trace-1", Topic: "traced", Key: "order:T1", Payload: []byte("{}")}); err != nil {
+	if _, err := platform.NewPublisher(js, platform.PublisherOptions{}).Publish(pctx, platform.Event{ID: "evt-trace-1", Topic: "traced", Key: "order:T1", Payload: []byte("{}")}); err != nil {
 		t.Fatal(err)
 	}
 	want := producer.SpanContext()
@@ -150,10 +151,10 @@ func TestGroupRetryBudgetStopsRetryStorm(t *testing.T) {
 	js := f.JetStream()
 	applyGroup(t, js, "inventory", 1, "reserver")
 	ctx := testCtx(t, 60*time.Second)
-	pub := NewPublisher(js, PublisherOptions{})
+	pub := platform.NewPublisher(js, platform.PublisherOptions{})
 	const keys = 10
 	for k := range keys {
-		if _, err := pub.Publish(ctx, Event{ID: fmt.Sprintf("inv-%d", k), Topic: "inventory", Key: fmt.Sprintf("sku:%d", k), Payload: []byte("x")}); err != nil {
+		if _, err := pub.Publish(ctx, platform.Event{ID: fmt.Sprintf("inv-%d", k), Topic: "inventory", Key: fmt.Sprintf("sku:%d", k), Payload: []byte("x")}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -166,7 +167,7 @@ func TestGroupRetryBudgetStopsRetryStorm(t *testing.T) {
 		Delays: []time.Duration{20 * time.Millisecond, 20 * time.Millisecond, 20 * time.Millisecond, longest},
 		Budget: RetryBudget{Burst: 3, PerSecond: 0},
 	}
-	cfg.Metrics = NewConsumerMetrics()
+	cfg.Metrics = NewMetrics()
 	m := startMember(t, js, cfg, func(ctx context.Context, msg *Message) error {
 		mu.Lock()
 		defer mu.Unlock()
@@ -261,10 +262,10 @@ func TestGroupOrderAcrossGracefulJoinAndLeave(t *testing.T) {
 	ctx := testCtx(t, 60*time.Second)
 	pubErr := make(chan error, 1)
 	go func() {
-		pub := NewPublisher(f.JetStream(), PublisherOptions{})
+		pub := platform.NewPublisher(f.JetStream(), platform.PublisherOptions{})
 		for n := 1; n <= perKey; n++ {
 			for k := range keys {
-				if _, err := pub.Publish(ctx, Event{ID: fmt.Sprintf("c%d-%d", k, n), Topic: "carts", Key: fmt.Sprintf("cart:%d", k), Payload: []byte(strconv.Itoa(n))}); err != nil {
+				if _, err := pub.Publish(ctx, platform.Event{ID: fmt.Sprintf("c%d-%d", k, n), Topic: "carts", Key: fmt.Sprintf("cart:%d", k), Payload: []byte(strconv.Itoa(n))}); err != nil {
 					pubErr <- err
 					return
 				}
@@ -321,7 +322,7 @@ func TestGroupOrderAcrossGracefulJoinAndLeave(t *testing.T) {
 	if store.stale != 0 {
 		t.Errorf("%d stale writes in a graceful handover", store.stale)
 	}
-	if es, err := ReadDLQ(ctx, js, "carts"); err != nil || len(es) != 0 {
+	if es, err := platform.ReadDLQ(ctx, js, "carts"); err != nil || len(es) != 0 {
 		t.Errorf("DLQ: %d entries, %v", len(es), err)
 	}
 	if joinedAt >= total || leftAt >= total {
@@ -341,8 +342,8 @@ func TestDLQRouterCapturesMsgTerminated(t *testing.T) {
 	js := f.JetStream()
 	ctx := testCtx(t, 60*time.Second)
 	applyGroup(t, js, "returns", 1, "refunder")
-	q := DefaultQueueSpec("label-jobs")
-	if _, err := NewReconciler(js, ReconcilerOptions{}).ApplyQueue(ctx, q, ApplyOptions{}); err != nil {
+	q := platform.DefaultQueueSpec("label-jobs")
+	if _, err := platform.NewReconciler(js, platform.ReconcilerOptions{}).ApplyQueue(ctx, q, platform.ApplyOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	router := NewDLQRouter(js, []string{"returns", "label-jobs"}, testLogger(t))
@@ -351,7 +352,7 @@ func TestDLQRouterCapturesMsgTerminated(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = router.Close(context.Background()) })
 
-	if _, err := NewPublisher(js, PublisherOptions{}).Publish(ctx, Event{ID: "ret-1", Topic: "returns", Key: "order:R1", Payload: []byte("return R1")}); err != nil {
+	if _, err := platform.NewPublisher(js, platform.PublisherOptions{}).Publish(ctx, platform.Event{ID: "ret-1", Topic: "returns", Key: "order:R1", Payload: []byte("return R1")}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := js.Publish(ctx, "label-jobs.R1", []byte("label R1")); err != nil {
@@ -378,13 +379,13 @@ func TestDLQRouterCapturesMsgTerminated(t *testing.T) {
 			t.Fatalf("%s/%s: fetched %d, want 1 (%v)", stream, consumer, n, b.Error())
 		}
 	}
-	term("returns", PartitionConsumer("refunder", 0), jetstream.FetchPriorityGroup("refunder"))
-	term("label-jobs", QueueConsumer)
+	term("returns", platform.PartitionConsumer("refunder", 0), jetstream.FetchPriorityGroup("refunder"))
+	term("label-jobs", platform.QueueConsumer)
 
-	entries := map[string]DLQEntry{}
+	entries := map[string]platform.DLQEntry{}
 	natstest.WaitFor(t, 20*time.Second, func() error {
 		for _, obj := range []string{"returns", "label-jobs"} {
-			es, err := ReadDLQ(ctx, js, obj)
+			es, err := platform.ReadDLQ(ctx, js, obj)
 			if err != nil {
 				return err
 			}
@@ -396,11 +397,11 @@ func TestDLQRouterCapturesMsgTerminated(t *testing.T) {
 		return nil
 	})
 	for obj, e := range entries {
-		if e.Class != ClassTerminated || !strings.Contains(e.Reason, "fraud hold") || e.Attempts != 1 || e.StreamSeq != 1 || e.Stream != StreamName(obj) {
+		if e.Class != platform.ClassTerminated || !strings.Contains(e.Reason, "fraud hold") || e.Attempts != 1 || e.StreamSeq != 1 || e.Stream != platform.StreamName(obj) {
 			t.Errorf("%s entry: %+v", obj, e)
 		}
 	}
-	if e := entries["returns"]; string(e.Payload) != "return R1" || e.Group != "refunder" || e.Consumer != PartitionConsumer("refunder", 0) || e.Subject != "returns.0.order:R1" {
+	if e := entries["returns"]; string(e.Payload) != "return R1" || e.Group != "refunder" || e.Consumer != platform.PartitionConsumer("refunder", 0) || e.Subject != "returns.0.order:R1" {
 		t.Errorf("topic entry: payload %q group %q consumer %q subject %q", e.Payload, e.Group, e.Consumer, e.Subject)
 	}
 	// A term on a work queue acknowledges the job, so the stream removes
@@ -413,7 +414,7 @@ func TestDLQRouterCapturesMsgTerminated(t *testing.T) {
 	}
 	time.Sleep(time.Second) // nothing more arrives
 	for obj := range entries {
-		if es, _ := ReadDLQ(ctx, js, obj); len(es) != 1 {
+		if es, _ := platform.ReadDLQ(ctx, js, obj); len(es) != 1 {
 			t.Errorf("%s: %d DLQ entries, want exactly 1", obj, len(es))
 		}
 	}
@@ -432,8 +433,8 @@ func TestDLQRouterKeepsRoutingWhenItsLeaderDies(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = router.Close(context.Background()) })
-	pub := NewPublisher(js, PublisherOptions{})
-	c, err := js.Consumer(ctx, "returns", PartitionConsumer("refunder", 0))
+	pub := platform.NewPublisher(js, platform.PublisherOptions{})
+	c, err := js.Consumer(ctx, "returns", platform.PartitionConsumer("refunder", 0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -442,7 +443,7 @@ func TestDLQRouterKeepsRoutingWhenItsLeaderDies(t *testing.T) {
 		natstest.WaitFor(t, 30*time.Second, func() error {
 			pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 			defer cancel()
-			_, err := pub.Publish(pctx, Event{ID: id, Topic: "returns", Key: "order:R1", Payload: []byte(id)})
+			_, err := pub.Publish(pctx, platform.Event{ID: id, Topic: "returns", Key: "order:R1", Payload: []byte(id)})
 			return err
 		})
 		natstest.WaitFor(t, 30*time.Second, func() error {
@@ -464,7 +465,7 @@ func TestDLQRouterKeepsRoutingWhenItsLeaderDies(t *testing.T) {
 		t.Helper()
 		began := time.Now()
 		natstest.WaitFor(t, 40*time.Second, func() error {
-			es, err := ReadDLQ(ctx, js, "returns")
+			es, err := platform.ReadDLQ(ctx, js, "returns")
 			if err != nil || len(es) != n {
 				return fmt.Errorf("%d DLQ entries, want %d (%v)", len(es), n, err)
 			}
@@ -477,7 +478,7 @@ func TestDLQRouterKeepsRoutingWhenItsLeaderDies(t *testing.T) {
 	victim := -1
 	natstest.WaitFor(t, 10*time.Second, func() error {
 		for i, n := range f.Nodes() {
-			if s := n.Server(); s != nil && s.JetStreamIsConsumerLeader(f.Trust().AdminAccount(), DLQEventsStream("returns"), DLQRouterConsumer) {
+			if s := n.Server(); s != nil && s.JetStreamIsConsumerLeader(f.Trust().AdminAccount(), platform.DLQEventsStream("returns"), DLQRouterConsumer) {
 				victim = i
 				return nil
 			}
@@ -492,7 +493,7 @@ func TestDLQRouterKeepsRoutingWhenItsLeaderDies(t *testing.T) {
 		t.Errorf("routed after %s, want well before the router consumer's 30s AckWait", d)
 	}
 	time.Sleep(time.Second)
-	if es, _ := ReadDLQ(ctx, js, "returns"); len(es) != 2 {
+	if es, _ := platform.ReadDLQ(ctx, js, "returns"); len(es) != 2 {
 		t.Errorf("%d DLQ entries, want exactly 2", len(es))
 	}
 }

@@ -1,4 +1,4 @@
-package platform
+package consumer
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/msgplatform/platform/embeddednats/natstest"
+	"github.com/msgplatform/platform/platform"
 )
 
 // counterSum sums every series of a metric family in c.
@@ -65,16 +66,16 @@ func TestGroupRetriesAndDeadLetters(t *testing.T) {
 		order = append(order, id)
 		return nil
 	}
-	metrics := NewConsumerMetrics()
+	metrics := NewMetrics()
 	cfg := fastMember("ledger", "m1")
 	cfg.Metrics = metrics
 	startMember(t, js, cfg, handler)
 
-	pub := NewPublisher(js, PublisherOptions{})
+	pub := platform.NewPublisher(js, platform.PublisherOptions{})
 	ctx := testCtx(t, 60*time.Second)
 	publish := func(id, key string) {
-		h := nats.Header{"X-Order": []string{id}, HeaderTenant: []string{"harbor-retail"}}
-		if _, err := pub.Publish(ctx, Event{ID: id, Topic: "payments", Key: key, Payload: []byte("payload of " + id), Headers: h}); err != nil {
+		h := nats.Header{"X-Order": []string{id}, platform.HeaderTenant: []string{"harbor-retail"}}
+		if _, err := pub.Publish(ctx, platform.Event{ID: id, Topic: "payments", Key: key, Payload: []byte("payload of " + id), Headers: h}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -86,10 +87,10 @@ func TestGroupRetriesAndDeadLetters(t *testing.T) {
 		publish(fmt.Sprintf("good-%d", i), "good")
 	}
 
-	var entries []DLQEntry
+	var entries []platform.DLQEntry
 	natstest.WaitFor(t, 30*time.Second, func() error {
 		var err error
-		entries, err = ReadDLQ(ctx, js, "payments")
+		entries, err = platform.ReadDLQ(ctx, js, "payments")
 		if err != nil {
 			return err
 		}
@@ -143,20 +144,20 @@ func TestGroupRetriesAndDeadLetters(t *testing.T) {
 	if len(attempts["poison-1"]) != 1 {
 		t.Errorf("permanent failure attempted %d times, want 1", len(attempts["poison-1"]))
 	}
-	byID := map[string]DLQEntry{}
+	byID := map[string]platform.DLQEntry{}
 	for _, e := range entries {
 		byID[e.Headers.Get("X-Order")] = e
 	}
 	for id, want := range map[string]struct {
-		class    ErrorClass
+		class    platform.ErrorClass
 		attempts int
-	}{"poison-1": {ClassPermanent, 1}, "flaky-1": {ClassTransient, 5}} {
+	}{"poison-1": {platform.ClassPermanent, 1}, "flaky-1": {platform.ClassTransient, 5}} {
 		e, ok := byID[id]
 		if !ok {
 			t.Fatalf("no DLQ entry for %s", id)
 		}
 		if e.Class != want.class || e.Attempts != want.attempts || string(e.Payload) != "payload of "+id ||
-			e.Stream != "payments" || e.StreamSeq == 0 || e.Consumer != PartitionConsumer("ledger", 0) || e.Group != "ledger" ||
+			e.Stream != "payments" || e.StreamSeq == 0 || e.Consumer != platform.PartitionConsumer("ledger", 0) || e.Group != "ledger" ||
 			e.Tenant != "harbor-retail" || e.Reason == "" || e.FirstFailure.IsZero() || e.LastFailure.Before(e.FirstFailure) ||
 			e.Published.IsZero() || e.Headers.Get("Platform-Event-Id") != id || e.Subject != "payments.0."+map[string]string{"poison-1": "poison", "flaky-1": "flaky"}[id] {
 			t.Errorf("DLQ entry of %s incomplete: %+v", id, e)
@@ -189,7 +190,7 @@ func TestGroupKilledOnLastAttemptDeadLettersOnce(t *testing.T) {
 	applyGroup(t, js, "refunds", 1, "notifier")
 	ctx := testCtx(t, 60*time.Second)
 	// A short lease so the dead member's delivery lapses quickly.
-	name := PartitionConsumer("notifier", 0)
+	name := platform.PartitionConsumer("notifier", 0)
 	c, err := js.Consumer(ctx, "refunds", name)
 	if err != nil {
 		t.Fatal(err)
@@ -216,7 +217,7 @@ func TestGroupKilledOnLastAttemptDeadLettersOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = router.Close(context.Background()) })
-	if _, err := NewPublisher(js, PublisherOptions{}).Publish(ctx, Event{ID: "r1", Topic: "refunds", Key: "refund:1", Payload: []byte("r1")}); err != nil {
+	if _, err := platform.NewPublisher(js, platform.PublisherOptions{}).Publish(ctx, platform.Event{ID: "r1", Topic: "refunds", Key: "refund:1", Payload: []byte("r1")}); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -244,12 +245,12 @@ func TestGroupKilledOnLastAttemptDeadLettersOnce(t *testing.T) {
 		}
 	}
 	natstest.WaitFor(t, 20*time.Second, func() error {
-		es, err := ReadDLQ(ctx, js, "refunds")
+		es, err := platform.ReadDLQ(ctx, js, "refunds")
 		if err != nil {
 			return err
 		}
 		if len(es) != 1 {
-			s, _ := js.Stream(ctx, DLQEventsStream("refunds"))
+			s, _ := js.Stream(ctx, platform.DLQEventsStream("refunds"))
 			info, _ := s.Info(ctx)
 			ci, _ := js.Consumer(ctx, "refunds", name)
 			return fmt.Errorf("%d entries; events stream %+v; consumer %+v", len(es), info.State, ci.CachedInfo())
@@ -257,7 +258,7 @@ func TestGroupKilledOnLastAttemptDeadLettersOnce(t *testing.T) {
 		return nil
 	})
 	time.Sleep(1500 * time.Millisecond) // nothing more arrives
-	es, err := ReadDLQ(ctx, js, "refunds")
+	es, err := platform.ReadDLQ(ctx, js, "refunds")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -265,7 +266,7 @@ func TestGroupKilledOnLastAttemptDeadLettersOnce(t *testing.T) {
 		t.Fatalf("%d DLQ entries, want exactly 1", len(es))
 	}
 	e := es[0]
-	if e.Class != ClassMaxDeliveries || e.Attempts != 5 || string(e.Payload) != "r1" || e.Group != "notifier" || e.StreamSeq != 1 {
+	if e.Class != platform.ClassMaxDeliveries || e.Attempts != 5 || string(e.Payload) != "r1" || e.Group != "notifier" || e.StreamSeq != 1 {
 		t.Fatalf("entry: %+v", e)
 	}
 }

@@ -1,4 +1,4 @@
-package platform
+package consumer
 
 import (
 	"context"
@@ -16,17 +16,18 @@ import (
 
 	"github.com/msgplatform/platform/embeddednats"
 	"github.com/msgplatform/platform/embeddednats/natstest"
+	"github.com/msgplatform/platform/platform"
 )
 
 // queueFabric runs a fabric of nodes nodes and applies q to it: the
 // fabric, an admin JetStream context on it and a ctx that ends with the
 // test or after timeout.
-func queueFabric(t *testing.T, nodes int, q QueueSpec, timeout time.Duration) (*natstest.Fabric, jetstream.JetStream, context.Context) {
+func queueFabric(t *testing.T, nodes int, q platform.QueueSpec, timeout time.Duration) (*natstest.Fabric, jetstream.JetStream, context.Context) {
 	t.Helper()
 	f := natstest.RunFabric(t, nodes)
 	js := f.JetStream()
 	ctx := testCtx(t, timeout)
-	if _, err := NewReconciler(js, ReconcilerOptions{}).ApplyQueue(ctx, q, ApplyOptions{}); err != nil {
+	if _, err := platform.NewReconciler(js, platform.ReconcilerOptions{}).ApplyQueue(ctx, q, platform.ApplyOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	return f, js, ctx
@@ -37,7 +38,7 @@ func queueFabric(t *testing.T, nodes int, q QueueSpec, timeout time.Duration) (*
 func queueDrained(t *testing.T, ctx context.Context, js jetstream.JetStream, queue string, within time.Duration) {
 	t.Helper()
 	natstest.WaitFor(t, within, func() error {
-		s, err := js.Stream(ctx, StreamName(queue))
+		s, err := js.Stream(ctx, platform.StreamName(queue))
 		if err != nil {
 			return err
 		}
@@ -82,7 +83,7 @@ func heldUntilCancelled(entered chan<- struct{}) Handler {
 // heartbeat. A permanent failure is copied to the DLQ, then deleted.
 func TestWorkersLeasesAndDeadLetters(t *testing.T) {
 	t.Parallel()
-	q := DefaultQueueSpec("shipment-jobs")
+	q := platform.DefaultQueueSpec("shipment-jobs")
 	q.Lease, q.MaxAttempts = time.Second, 3
 	f, js, ctx := queueFabric(t, 3, q, 60*time.Second)
 	entered := make(chan struct{}, 1)
@@ -120,7 +121,7 @@ func TestWorkersLeasesAndDeadLetters(t *testing.T) {
 		if got.Load() == nil {
 			return errors.New("crashed job not back yet")
 		}
-		es, err := ReadDLQ(ctx, js, "shipment-jobs")
+		es, err := platform.ReadDLQ(ctx, js, "shipment-jobs")
 		if err != nil || len(es) != 1 {
 			return fmt.Errorf("dlq: %d entries, %v", len(es), err)
 		}
@@ -139,8 +140,8 @@ func TestWorkersLeasesAndDeadLetters(t *testing.T) {
 	if n := longDeliveries.Load(); n != 1 {
 		t.Errorf("long job delivered %d times, want 1 (its lease renewed)", n)
 	}
-	es, _ := ReadDLQ(ctx, js, "shipment-jobs")
-	if e := es[0]; e.Class != ClassPermanent || e.Attempts != 1 || string(e.Payload) != "bad" || e.Group != "shipment-jobs" {
+	es, _ := platform.ReadDLQ(ctx, js, "shipment-jobs")
+	if e := es[0]; e.Class != platform.ClassPermanent || e.Attempts != 1 || string(e.Payload) != "bad" || e.Group != "shipment-jobs" {
 		t.Errorf("entry %+v", e)
 	}
 }
@@ -150,12 +151,12 @@ func TestWorkersLeasesAndDeadLetters(t *testing.T) {
 // it is redelivered within seconds, well before the queue's 60 s lease.
 func TestWorkersDroppedConnectionReturnsJobEarly(t *testing.T) {
 	t.Parallel()
-	q := DefaultQueueSpec("shipment-jobs") // lease 60s
+	q := platform.DefaultQueueSpec("shipment-jobs") // lease 60s
 	q.Replicas = 1
 	f, js, ctx := queueFabric(t, 1, q, 60*time.Second)
 	fast := func(id string) WorkersConfig {
 		return WorkersConfig{Queue: "shipment-jobs", Concurrency: 1, ID: id, NoDLQRouter: true,
-			SessionHeartbeat: 200 * time.Millisecond, SessionTTL: 2 * time.Second, Metrics: NewConsumerMetrics()}
+			SessionHeartbeat: 200 * time.Millisecond, SessionTTL: 2 * time.Second, Metrics: NewMetrics()}
 	}
 	entered := make(chan struct{}, 1)
 	lostConn := f.Conn()
@@ -202,7 +203,7 @@ func TestWorkersDroppedConnectionReturnsJobEarly(t *testing.T) {
 // queue's 60 s lease.
 func TestWorkersTakeAJobServedLate(t *testing.T) {
 	t.Parallel()
-	q := DefaultQueueSpec("shipment-jobs") // lease 60s
+	q := platform.DefaultQueueSpec("shipment-jobs") // lease 60s
 	q.Replicas = 1
 	f, js, ctx := queueFabric(t, 1, q, 90*time.Second)
 	link := newSlowLink(t, f.Node(0).ClientURL())
@@ -248,13 +249,13 @@ func TestWorkersTakeAJobServedLate(t *testing.T) {
 // workers keep claiming jobs within seconds (their lease is 60 s), each
 // job handled once.
 func TestWorkersKeepClaimingWhenNodesDie(t *testing.T) {
-	q := DefaultQueueSpec("shipment-jobs") // lease 60s, R3
+	q := platform.DefaultQueueSpec("shipment-jobs") // lease 60s, R3
 	f, js, ctx := queueFabric(t, 3, q, 120*time.Second)
 	leader := func() int {
 		var i int
 		natstest.WaitFor(t, 15*time.Second, func() error {
 			for n, node := range f.Nodes() {
-				if s := node.Server(); s != nil && s.JetStreamIsConsumerLeader(f.Trust().AdminAccount(), "shipment-jobs", QueueConsumer) {
+				if s := node.Server(); s != nil && s.JetStreamIsConsumerLeader(f.Trust().AdminAccount(), "shipment-jobs", platform.QueueConsumer) {
 					i = n
 					return nil
 				}
@@ -342,7 +343,7 @@ func TestWorkersKeepClaimingWhenNodesDie(t *testing.T) {
 // with the consumer and they start another, so the next job is handled.
 func TestWorkersSurviveTheirConsumerRecreated(t *testing.T) {
 	t.Parallel()
-	q := DefaultQueueSpec("shipment-jobs")
+	q := platform.DefaultQueueSpec("shipment-jobs")
 	q.Replicas = 1
 	_, js, ctx := queueFabric(t, 1, q, 60*time.Second)
 	handled := make(chan string, 10)
@@ -356,8 +357,8 @@ func TestWorkersSurviveTheirConsumerRecreated(t *testing.T) {
 	if s := <-handled; s != "a" {
 		t.Fatalf("handled %q, want a", s)
 	}
-	cc := consumerConfig(t, js, "shipment-jobs", QueueConsumer)
-	if err := js.DeleteConsumer(ctx, "shipment-jobs", QueueConsumer); err != nil {
+	cc := consumerConfig(t, js, "shipment-jobs", platform.QueueConsumer)
+	if err := js.DeleteConsumer(ctx, "shipment-jobs", platform.QueueConsumer); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(500 * time.Millisecond)
@@ -390,7 +391,7 @@ func TestWorkersSurviveTheirConsumerRecreated(t *testing.T) {
 // handled twice.
 func TestWorkersHoldJobsBeyondTheirSlots(t *testing.T) {
 	t.Parallel()
-	q := DefaultQueueSpec("shipment-jobs")
+	q := platform.DefaultQueueSpec("shipment-jobs")
 	q.Replicas = 1
 	q.Lease = 3 * time.Second
 	f, js, ctx := queueFabric(t, 1, q, 90*time.Second)
@@ -412,7 +413,7 @@ func TestWorkersHoldJobsBeyondTheirSlots(t *testing.T) {
 		}
 		return nil
 	}
-	cfg := WorkersConfig{Queue: "shipment-jobs", Concurrency: 1, NoDLQRouter: true, MaxLease: time.Minute, Metrics: NewConsumerMetrics()}
+	cfg := WorkersConfig{Queue: "shipment-jobs", Concurrency: 1, NoDLQRouter: true, MaxLease: time.Minute, Metrics: NewMetrics()}
 	startWorkers(t, ctx, wjs, cfg, handler)
 	if _, err := js.Publish(ctx, "shipment-jobs.ship", []byte("job-0")); err != nil {
 		t.Fatal(err)
@@ -437,7 +438,7 @@ func TestWorkersHoldJobsBeyondTheirSlots(t *testing.T) {
 		}
 		return fmt.Errorf("no lane inbox among %v", cz.Conns[0].Subs)
 	})
-	if err := js.Conn().PublishRequest(apiPrefix(js)+"CONSUMER.MSG.NEXT."+StreamName("shipment-jobs")+"."+QueueConsumer, inbox,
+	if err := js.Conn().PublishRequest(platform.APIPrefix(js)+"CONSUMER.MSG.NEXT."+platform.StreamName("shipment-jobs")+"."+platform.QueueConsumer, inbox,
 		[]byte(`{"batch":1,"expires":30000000000}`)); err != nil {
 		t.Fatal(err)
 	}
@@ -478,7 +479,7 @@ func TestWorkersHoldJobsBeyondTheirSlots(t *testing.T) {
 // running), then the rest are claimed as handlers finish, each once.
 func TestWorkersClaimNoMoreThanTheyCanRun(t *testing.T) {
 	t.Parallel()
-	q := DefaultQueueSpec("shipment-jobs")
+	q := platform.DefaultQueueSpec("shipment-jobs")
 	q.Replicas = 1
 	_, js, ctx := queueFabric(t, 1, q, 60*time.Second)
 	release := make(chan struct{})
@@ -503,7 +504,7 @@ func TestWorkersClaimNoMoreThanTheyCanRun(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	c, err := js.Consumer(ctx, "shipment-jobs", QueueConsumer)
+	c, err := js.Consumer(ctx, "shipment-jobs", platform.QueueConsumer)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -550,10 +551,10 @@ func TestWorkersClaimNoMoreThanTheyCanRun(t *testing.T) {
 // the same one lost.
 func TestQueueDescribeShowsWorkers(t *testing.T) {
 	t.Parallel()
-	q := DefaultQueueSpec("shipment-jobs")
+	q := platform.DefaultQueueSpec("shipment-jobs")
 	q.Replicas = 1
 	_, js, ctx := queueFabric(t, 1, q, 60*time.Second)
-	r := NewReconciler(js, ReconcilerOptions{})
+	r := platform.NewReconciler(js, platform.ReconcilerOptions{})
 	entered := make(chan struct{}, 1)
 	w := startWorkers(t, ctx, js, WorkersConfig{Queue: "shipment-jobs", Concurrency: 2, ID: "box-1", NoDLQRouter: true,
 		SessionHeartbeat: 100 * time.Millisecond, SessionTTL: time.Second}, heldUntilCancelled(entered))
@@ -561,7 +562,7 @@ func TestQueueDescribeShowsWorkers(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-entered
-	describe := func(want WorkerSession) {
+	describe := func(want platform.WorkerSession) {
 		t.Helper()
 		natstest.WaitFor(t, 10*time.Second, func() error {
 			st, err := r.DescribeQueue(ctx, "shipment-jobs")
@@ -577,9 +578,9 @@ func TestQueueDescribeShowsWorkers(t *testing.T) {
 			return nil
 		})
 	}
-	describe(WorkerSession{ID: "box-1", Jobs: 1})
+	describe(platform.WorkerSession{ID: "box-1", Jobs: 1})
 	w.crash()
-	describe(WorkerSession{ID: "box-1", Jobs: 1, Lost: true})
+	describe(platform.WorkerSession{ID: "box-1", Jobs: 1, Lost: true})
 	st, err := r.DescribeQueue(ctx, "shipment-jobs")
 	if err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package platform
+package consumer
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/msgplatform/platform/platform"
 )
 
 // pullInbox speaks the JetStream pull protocol itself, over one inbox
@@ -38,7 +40,7 @@ const pullBuffer = 1024
 
 func newPullInbox(js jetstream.JetStream, stream, consumer string) (*pullInbox, error) {
 	nc := js.Conn()
-	p := &pullInbox{nc: nc, next: apiPrefix(js) + "CONSUMER.MSG.NEXT." + stream + "." + consumer,
+	p := &pullInbox{nc: nc, next: platform.APIPrefix(js) + "CONSUMER.MSG.NEXT." + stream + "." + consumer,
 		msgs: make(chan *nats.Msg, pullBuffer+64)}
 	sub, err := nc.ChanSubscribe(nc.NewInbox()+pullInboxSuffix, p.msgs)
 	if err != nil {

@@ -1,4 +1,4 @@
-package platform
+package consumer
 
 import (
 	"context"
@@ -7,24 +7,16 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
-)
 
-// HeaderRedriveGroup names the group (or queue) that dead-lettered a
-// redriven event (redrive sets it from the DLQ entry's group). A redrive
-// sends the event back to the topic, where every group of the topic would
-// receive it again; the runtime of every other group acknowledges it
-// without calling its handler (counted in
-// platform_consumer_redrive_skipped_total), so a redrive reaches only the
-// group that failed. An event without the header, or naming this group,
-// is handled as usual.
-const HeaderRedriveGroup = "Platform-Redrive-Group"
+	"github.com/msgplatform/platform/platform"
+)
 
 // redriveForOther reports whether raw is a redriven event meant for
 // another group of the same topic. A queue has one consumer, so it never
 // skips; nor does a group when the named group does not consume this
 // topic (a redrive sent to another destination is for its consumers).
 func (s *settler) redriveForOther(raw jetstream.Msg) bool {
-	g := raw.Headers().Get(HeaderRedriveGroup)
+	g := raw.Headers().Get(platform.HeaderRedriveGroup)
 	if g == "" || g == s.group || s.partition == "" {
 		return false
 	}
@@ -43,10 +35,10 @@ func (s *settler) groupConsumes(group string) bool {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	c, err := s.js.Consumer(ctx, s.stream, PartitionConsumer(group, 0))
+	c, err := s.js.Consumer(ctx, s.stream, platform.PartitionConsumer(group, 0))
 	switch {
 	case err == nil:
-		known = c.CachedInfo().Config.Metadata[MetaGroup] == group
+		known = c.CachedInfo().Config.Metadata[platform.MetaGroup] == group
 	case errors.Is(err, jetstream.ErrConsumerNotFound):
 		known = false
 	default:
@@ -84,8 +76,8 @@ func newRedriveSkippedCounter() *prometheus.CounterVec {
 	}, []string{"group", "partition"})
 }
 
-// redriveSkipped is a no-op on a nil *ConsumerMetrics.
-func (c *ConsumerMetrics) redriveSkipped(group, partition string) {
+// redriveSkipped is a no-op on a nil *Metrics.
+func (c *Metrics) redriveSkipped(group, partition string) {
 	if c != nil {
 		c.redriveSkippedC.WithLabelValues(group, partition).Inc()
 	}

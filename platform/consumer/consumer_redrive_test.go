@@ -1,4 +1,4 @@
-package platform_test
+package consumer_test
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 
 	"github.com/msgplatform/platform/embeddednats/natstest"
 	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/consumer"
 	"github.com/msgplatform/platform/redrive"
 )
 
@@ -39,9 +40,9 @@ func TestRedriveReachesOnlyTheFailedGroup(t *testing.T) {
 	var ledgerSeen, mailerSeen atomic.Int32
 	var failing atomic.Bool
 	failing.Store(true)
-	metrics := platform.NewConsumerMetrics()
-	member := func(group string, h platform.Handler) {
-		m, err := platform.NewMember(js, platform.MemberConfig{Group: group, Heartbeat: 100 * time.Millisecond, TTL: 1200 * time.Millisecond,
+	metrics := consumer.NewMetrics()
+	member := func(group string, h consumer.Handler) {
+		m, err := consumer.NewMember(js, consumer.MemberConfig{Group: group, Heartbeat: 100 * time.Millisecond, TTL: 1200 * time.Millisecond,
 			DrainTimeout: time.Second, Metrics: metrics}, h)
 		if err != nil {
 			t.Fatal(err)
@@ -51,14 +52,14 @@ func TestRedriveReachesOnlyTheFailedGroup(t *testing.T) {
 		}
 		t.Cleanup(func() { _ = m.Close(context.Background()) })
 	}
-	member("ledger", func(ctx context.Context, m *platform.Message) error {
+	member("ledger", func(ctx context.Context, m *consumer.Message) error {
 		ledgerSeen.Add(1)
 		if failing.Load() {
-			return platform.Permanent(errors.New("ledger account 7 is closed"))
+			return consumer.Permanent(errors.New("ledger account 7 is closed"))
 		}
 		return nil
 	})
-	member("mailer", func(ctx context.Context, m *platform.Message) error {
+	member("mailer", func(ctx context.Context, m *consumer.Message) error {
 		mailerSeen.Add(1)
 		return nil
 	})

@@ -1,4 +1,4 @@
-package platform
+package consumer
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/msgplatform/platform/internal/retry"
+	"github.com/msgplatform/platform/platform"
 )
 
 // partitionRunner consumes one partition for its owning member. Events of
@@ -178,7 +179,7 @@ func (r *partitionRunner) unstick() {
 	if err != nil || (info.NumPending == 0 && info.NumAckPending == 0) {
 		return
 	}
-	stream := StreamName(r.m.topic.Name)
+	stream := platform.StreamName(r.m.topic.Name)
 	s, err := r.m.js.Stream(ctx, stream)
 	if err != nil {
 		return
@@ -275,7 +276,7 @@ func (r *partitionRunner) resync() {
 		return
 	}
 	name := r.cons.CachedInfo().Name
-	if _, err := r.m.js.ResetConsumer(ctx, StreamName(r.m.topic.Name), name); err != nil {
+	if _, err := r.m.js.ResetConsumer(ctx, platform.StreamName(r.m.topic.Name), name); err != nil {
 		r.m.log.Warn("platform: reset after a lost delivery", "partition", r.p, "err", err)
 		retry.Sleep(r.fetchCtx, 250*time.Millisecond)
 		return
@@ -319,7 +320,7 @@ func (r *partitionRunner) dispatch(msg jetstream.Msg) {
 		return
 	}
 	seq := meta.Sequence.Stream
-	key, _, ok := KeyOf(r.m.topic.Name, msg.Subject())
+	key, _, ok := platform.KeyOf(r.m.topic.Name, msg.Subject())
 	if !ok {
 		key = msg.Subject()
 	}

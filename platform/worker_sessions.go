@@ -1,0 +1,114 @@
+package platform
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// WorkerSessionsBucket is the replicated KV bucket where the Workers of
+// every queue keep their sessions: key <queue stream>.<workers id>, value
+// the ack subjects of the jobs they hold, written every SessionHeartbeat
+// and whenever they claim a job.
+//
+// Why: NATS has no notion of a pull consumer's connection owning its
+// deliveries, so a job whose worker lost its connection stays with that
+// worker until the lease (the consumer's AckWait, default 60 s) lapses.
+// Shortening the lease itself would give a job away whenever a live
+// worker stalls for a moment (GC, a busy CPU), so the lease is left as
+// declared and the workers supervise each other instead: a session whose
+// record was not renewed for SessionTTL (measured on the broker's clock:
+// against the newest record of the queue, so no clock skew) belongs to a
+// worker that crashed or lost its connection. The first live peer to
+// delete the record (compare-and-set on its revision, so exactly one)
+// sends -NAK to each job's ack subject: the broker redelivers the jobs at
+// once, to a live worker, about SessionTTL after the loss instead of a
+// whole lease. A worker that comes back after that (a partition, not a
+// crash) may still finish and ack its job; the ack applies to the stream
+// sequence, so the job is done once or redone (at-least-once, as with a
+// lapsed lease). With no live peer, or once a session has been silent
+// for half a lease (the job may then be with another worker, and a NAK
+// names a stream sequence, not a delivery), the lease is the fallback;
+// so the early return needs SessionTTL well below half the lease.
+const WorkerSessionsBucket = "platform_worker_sessions"
+
+// DefaultSessionTTL is how long a session may go unrenewed before its
+// Workers instance is taken for lost.
+const DefaultSessionTTL = 5 * time.Second
+
+// SessionRecord is what a Workers instance records about itself.
+type SessionRecord struct {
+	Jobs []string `json:"jobs"` // ack (reply) subjects of held jobs
+	// TTL is the instance's SessionTTL (queue describe calls a session
+	// silent for longer lost).
+	TTL time.Duration `json:"ttl,omitempty"`
+}
+
+// ReadSessionRecords reads the session records under prefix (<stream>.) and
+// the time of the newest.
+func ReadSessionRecords(ctx context.Context, kv jetstream.KeyValue, prefix string) ([]jetstream.KeyValueEntry, time.Time, error) {
+	lister, err := kv.ListKeysFiltered(ctx, prefix+"*")
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	var entries []jetstream.KeyValueEntry
+	var newest time.Time
+	for k := range lister.Keys() {
+		e, err := kv.Get(ctx, k)
+		if err != nil {
+			continue
+		}
+		entries = append(entries, e)
+		if e.Created().After(newest) {
+			newest = e.Created()
+		}
+	}
+	return entries, newest, nil
+}
+
+// WorkerSession is a Workers instance of a queue as its session record
+// shows it (queue describe).
+type WorkerSession struct {
+	ID string `json:"id"`
+	// Jobs is how many jobs it held at its last renewal.
+	Jobs int `json:"jobs"`
+	// Silent is how long ago it last renewed its session.
+	Silent time.Duration `json:"silent"`
+	// Lost: silent for longer than its SessionTTL (crashed, or cut off
+	// from the cluster); a live peer gives its jobs back and removes the
+	// record, or, with none, the lease gives the jobs back.
+	Lost bool `json:"lost"`
+}
+
+// queueWorkers reads the sessions of queue's Workers instances, by ID.
+func queueWorkers(ctx context.Context, js jetstream.JetStream, queue string, now time.Time) ([]WorkerSession, error) {
+	kv, err := js.KeyValue(ctx, WorkerSessionsBucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	prefix := StreamName(queue) + "."
+	entries, _, err := ReadSessionRecords(ctx, kv, prefix)
+	if err != nil {
+		return nil, err
+	}
+	var out []WorkerSession
+	for _, e := range entries {
+		var rec SessionRecord
+		_ = json.Unmarshal(e.Value(), &rec)
+		silent, ttl := max(now.Sub(e.Created()), 0), rec.TTL
+		if ttl <= 0 {
+			ttl = DefaultSessionTTL
+		}
+		out = append(out, WorkerSession{ID: strings.TrimPrefix(e.Key(), prefix), Jobs: len(rec.Jobs), Silent: silent, Lost: silent > ttl})
+	}
+	slices.SortFunc(out, func(a, b WorkerSession) int { return strings.Compare(a.ID, b.ID) })
+	return out, nil
+}
