@@ -22,7 +22,7 @@ goroutines:
             jobs prefetched, a pool of --concurrency handlers, one ack each
             (what a service writes by hand: no lease renewal, no sessions,
             no retry policy or dead letters);
-  workers:  platform.Workers (Concurrency --concurrency): a job is claimed
+  workers:  consumer.Workers (Concurrency --concurrency): a job is claimed
             only when a handler is free, its lease renewed while it runs,
             its session recorded, its outcome settled by the retry policy.
 

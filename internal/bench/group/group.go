@@ -20,6 +20,7 @@ import (
 	"github.com/msgplatform/platform/internal/bench"
 	"github.com/msgplatform/platform/internal/control"
 	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/consumer"
 )
 
 // Options configure one run of the group harness; Validate names the
@@ -292,7 +293,7 @@ func (b *groupBench) cleanup(groups *[]string) {
 	for _, s := range []string{platform.StreamName(b.o.Topic), platform.DLQStream(b.o.Topic), platform.DLQEventsStream(b.o.Topic)} {
 		_ = b.js.DeleteStream(ctx, s)
 	}
-	if kv, err := b.js.KeyValue(ctx, platform.GroupMembersBucket); err == nil {
+	if kv, err := b.js.KeyValue(ctx, consumer.GroupMembersBucket); err == nil {
 		for _, g := range *groups {
 			if keys, err := kv.ListKeysFiltered(ctx, g+".>"); err == nil {
 				for k := range keys.Keys() {
@@ -423,7 +424,7 @@ func (b *groupBench) waitDrained(ctx context.Context, what string, done *atomic.
 type benchMember struct {
 	id int
 	nc *nats.Conn
-	m  *platform.Member
+	m  *consumer.Member
 }
 
 func closeMembers(ms []*benchMember) {
@@ -550,13 +551,13 @@ func (b *groupBench) startMember(ctx context.Context, group string, id int, g *g
 		return nil, err
 	}
 	count := int64(b.o.Count)
-	m, err := platform.NewMember(js, platform.MemberConfig{
+	m, err := consumer.NewMember(js, consumer.MemberConfig{
 		Group: group, ID: fmt.Sprintf("bench-%03d", id), Heartbeat: b.o.Heartbeat, TTL: b.o.TTL,
 		// Handlers are held at the gate while the members join: a partition
 		// handed over then gives up its held events at once.
 		DrainTimeout: 100 * time.Millisecond, NoDLQRouter: true,
 		Logger: slog.New(slog.NewTextHandler(b.progress, &slog.HandlerOptions{Level: slog.LevelWarn})),
-	}, func(ctx context.Context, msg *platform.Message) error {
+	}, func(ctx context.Context, msg *consumer.Message) error {
 		select {
 		case <-g.open:
 		case <-ctx.Done():

@@ -13,6 +13,7 @@ import (
 
 	"github.com/msgplatform/platform/internal/bench"
 	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/consumer"
 )
 
 // Options configure one run of the queue harness; Validate names the
@@ -50,7 +51,7 @@ func (o Options) Validate() error {
 type queueDrain func(ctx context.Context, count int, handle func()) error
 
 // Run queues o.Count jobs and drains them with a raw nats.go consumer
-// and with platform.Workers, o.Runs times interleaved, and writes each
+// and with consumer.Workers, o.Runs times interleaved, and writes each
 // run's figures and the medians to out; progress goes to progress.
 func Run(ctx context.Context, out, progress io.Writer, remote bench.Remote, o Options) error {
 	nc, closeNC, err := bench.Connect(ctx, remote, o.InProcess)
@@ -188,14 +189,14 @@ func rawQueueDrain(cons jetstream.Consumer, concurrency int, work func()) queueD
 	}
 }
 
-// workersQueueDrain runs platform.Workers on the queue until count jobs
+// workersQueueDrain runs consumer.Workers on the queue until count jobs
 // were handled, then closes them.
 func workersQueueDrain(js jetstream.JetStream, queue string, concurrency int, work func()) queueDrain {
 	return func(ctx context.Context, count int, handle func()) error {
 		var done atomic.Int64
 		finished := make(chan struct{})
-		w, err := platform.NewWorkers(js, platform.WorkersConfig{Queue: queue, Concurrency: concurrency, NoDLQRouter: true},
-			func(context.Context, *platform.Message) error {
+		w, err := consumer.NewWorkers(js, consumer.WorkersConfig{Queue: queue, Concurrency: concurrency, NoDLQRouter: true},
+			func(context.Context, *consumer.Message) error {
 				work()
 				handle()
 				if done.Add(1) == int64(count) {
