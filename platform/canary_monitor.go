@@ -2,7 +2,6 @@ package platform
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -17,6 +16,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/msgplatform/platform/internal/jsscan"
 )
 
 // Canary publishes canaries into every topic and queue of its JetStream
@@ -530,55 +531,31 @@ func (c *Canary) lookup(ctx context.Context, o canaryObject, p int, floor uint64
 	if floor == 0 {
 		return canaryRec{}, nil
 	}
-	req, err := json.Marshal(struct {
+	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	msgs, _, err := jsscan.DirectBatch(lctx, c.js, o.stream, struct {
 		MultiLast []string `json:"multi_last"`
 		UpToSeq   uint64   `json:"up_to_seq"`
 		Batch     int      `json:"batch"`
 	}{MultiLast: []string{o.subject(p)}, UpToSeq: floor, Batch: 1})
 	if err != nil {
-		return canaryRec{}, err
+		return canaryRec{}, fmt.Errorf("platform: canary: %w", err)
 	}
-	nc := c.js.Conn()
-	inbox := nc.NewInbox()
-	sub, err := nc.SubscribeSync(inbox)
+	if len(msgs) == 0 {
+		return canaryRec{}, nil
+	}
+	msg := msgs[len(msgs)-1]
+	seq, err := jsscan.Sequence(msg)
 	if err != nil {
-		return canaryRec{}, err
+		return canaryRec{}, fmt.Errorf("platform: canary: %w", err)
 	}
-	defer sub.Unsubscribe()
-	if err := nc.PublishRequest(APIPrefix(c.js)+"DIRECT.GET."+o.stream, inbox, req); err != nil {
-		return canaryRec{}, err
-	}
-	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	var rec canaryRec
-	for {
-		msg, err := sub.NextMsgWithContext(lctx)
-		if err != nil {
-			return canaryRec{}, err
-		}
-		switch status := msg.Header.Get("Status"); status {
-		case "":
-			seq, err := strconv.ParseUint(msg.Header.Get(jetstream.SequenceHeader), 10, 64)
-			if err != nil {
-				return canaryRec{}, fmt.Errorf("platform: canary: direct get %s: bad %s header", o.stream, jetstream.SequenceHeader)
-			}
-			at, ok := canarySlotOf(msg.Header.Get(jetstream.MsgIDHeader))
-			if !ok {
-				if at, err = time.Parse(time.RFC3339Nano, msg.Header.Get(jetstream.TimeStampHeaer)); err != nil {
-					return canaryRec{}, fmt.Errorf("platform: canary: direct get %s: no time for seq %d", o.stream, seq)
-				}
-			}
-			rec = canaryRec{seq: seq, at: at, looked: true}
-		case "204": // end of batch
-			return rec, nil
-		case "404":
-			return canaryRec{}, nil
-		case "503":
-			return canaryRec{}, nats.ErrNoResponders
-		default:
-			return canaryRec{}, fmt.Errorf("platform: canary: direct get %s: status %s %s", o.stream, status, msg.Header.Get("Description"))
+	at, ok := canarySlotOf(msg.Header.Get(jetstream.MsgIDHeader))
+	if !ok {
+		if at, err = time.Parse(time.RFC3339Nano, msg.Header.Get(jetstream.TimeStampHeaer)); err != nil {
+			return canaryRec{}, fmt.Errorf("platform: canary: direct get %s: no time for seq %d", o.stream, seq)
 		}
 	}
+	return canaryRec{seq: seq, at: at, looked: true}, nil
 }
 
 // prune forgets the canaries of partition p every group has processed

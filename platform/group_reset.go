@@ -2,15 +2,14 @@ package platform
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
-	"strconv"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/msgplatform/platform/internal/jsscan"
 )
 
 // Group reset (replay by time): move one group's position on every
@@ -385,7 +384,6 @@ func (r *Reconciler) measureRates(ctx context.Context, stream jetstream.Stream, 
 // many matching messages there are from it on (it included). found is
 // false when there is none.
 func (r *Reconciler) FirstMatching(ctx context.Context, stream, filter string, from *time.Time) (seq, n uint64, found bool, err error) {
-	nc := r.js.Conn()
 	body := struct {
 		Seq       uint64     `json:"seq,omitempty"`
 		StartTime *time.Time `json:"start_time,omitempty"`
@@ -399,43 +397,12 @@ func (r *Reconciler) FirstMatching(ctx context.Context, stream, filter string, f
 	} else {
 		body.Seq = 1
 	}
-	req, err := json.Marshal(body)
-	if err != nil {
+	msgs, pending, err := jsscan.DirectBatch(ctx, r.js, stream, body)
+	if err != nil || len(msgs) == 0 {
 		return 0, 0, false, err
 	}
-	inbox := nc.NewInbox()
-	sub, err := nc.SubscribeSync(inbox)
-	if err != nil {
-		return 0, 0, false, err
+	if seq, err = jsscan.Sequence(msgs[0]); err != nil {
+		return 0, 0, false, fmt.Errorf("platform: first of %s in %s: %w", filter, stream, err)
 	}
-	defer sub.Unsubscribe()
-	if err := nc.PublishRequest(APIPrefix(r.js)+"DIRECT.GET."+stream, inbox, req); err != nil {
-		return 0, 0, false, err
-	}
-	for {
-		msg, err := sub.NextMsgWithContext(ctx)
-		if err != nil {
-			return 0, 0, false, err
-		}
-		switch status := msg.Header.Get("Status"); status {
-		case "":
-			s, err := strconv.ParseUint(msg.Header.Get(jetstream.SequenceHeader), 10, 64)
-			if err != nil {
-				return 0, 0, false, fmt.Errorf("platform: direct get %s %s: bad %s header %q", stream, filter, jetstream.SequenceHeader, msg.Header.Get(jetstream.SequenceHeader))
-			}
-			seq, n, found = s, 1, true
-		case "404":
-			return 0, 0, false, nil
-		case "204": // end of batch
-			pending, err := strconv.ParseUint(msg.Header.Get(numPendingHeader), 10, 64)
-			if err != nil {
-				return 0, 0, false, fmt.Errorf("platform: direct get %s %s: bad %s header %q", stream, filter, numPendingHeader, msg.Header.Get(numPendingHeader))
-			}
-			return seq, n + pending, found, nil
-		case "503":
-			return 0, 0, false, nats.ErrNoResponders
-		default:
-			return 0, 0, false, fmt.Errorf("platform: direct get %s %s: status %s %s", stream, filter, status, msg.Header.Get("Description"))
-		}
-	}
+	return seq, uint64(len(msgs)) + pending, true, nil
 }

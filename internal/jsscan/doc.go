@@ -1,7 +1,12 @@
-// Package jsscan is the platform's one ordered range scan of a stream:
-// every message from a start sequence to an end, in sequence order, read
-// with an ordered consumer in batches.
+// Package jsscan reads a stream's messages: Range is the platform's one
+// ordered range scan (every message from a start sequence to an end, in
+// sequence order, read with an ordered consumer in batches), and
+// DirectBatch its one batched direct get (the first match of a subject
+// and a count of the rest, or the last message of a subject at or below
+// a sequence, from the store's per-subject index, served by any current
+// replica).
 //
+// Range's guarantees and the failures it handles:
 // Guarantees and the failures it handles:
 //   - no fetch waits out its expiry for messages that will not come: a
 //     batch asks for no more than the range still holds, and interior

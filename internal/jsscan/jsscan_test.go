@@ -138,3 +138,48 @@ func TestRange(t *testing.T) {
 }
 
 func head(s []uint64) []uint64 { return s[:min(len(s), 5)] }
+
+// One batched direct get: the first match and how many follow it, the
+// last message of a subject at or below a sequence, and nothing (404)
+// as no messages and no error.
+func TestDirectBatch(t *testing.T) {
+	js, s := testStream(t)
+	ctx := testCtx(t)
+	cfg := s.CachedInfo().Config
+	cfg.AllowDirect = true
+	if _, err := js.UpdateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 30 {
+		if _, err := js.Publish(ctx, fmt.Sprintf("held.%d", i%3), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	type next struct {
+		Seq      uint64 `json:"seq"`
+		NextFor  string `json:"next_by_subj"`
+		Batch    int    `json:"batch"`
+		MaxBytes int    `json:"max_bytes"`
+	}
+	msgs, pending, err := DirectBatch(ctx, js, "held", next{Seq: 1, NextFor: "held.1", Batch: 1, MaxBytes: 1})
+	if err != nil || len(msgs) != 1 || pending != 9 {
+		t.Fatalf("held.1: %d messages, %d pending, %v; want 1 and 9", len(msgs), pending, err)
+	}
+	if seq, err := Sequence(msgs[0]); err != nil || seq != 2 {
+		t.Fatalf("first held.1 at %d, %v; want 2", seq, err)
+	}
+	msgs, _, err = DirectBatch(ctx, js, "held", struct {
+		MultiLast []string `json:"multi_last"`
+		UpToSeq   uint64   `json:"up_to_seq"`
+		Batch     int      `json:"batch"`
+	}{MultiLast: []string{"held.2"}, UpToSeq: 20, Batch: 1})
+	if err != nil || len(msgs) != 1 {
+		t.Fatalf("last held.2 up to 20: %d messages, %v", len(msgs), err)
+	}
+	if seq, _ := Sequence(msgs[0]); seq != 18 {
+		t.Fatalf("last held.2 up to 20 at %d, want 18", seq)
+	}
+	if msgs, pending, err = DirectBatch(ctx, js, "held", next{Seq: 1, NextFor: "held.9", Batch: 1}); err != nil || len(msgs) != 0 || pending != 0 {
+		t.Fatalf("no match: %d messages, %d pending, %v", len(msgs), pending, err)
+	}
+}
