@@ -7,7 +7,6 @@
 // replica).
 //
 // Range's guarantees and the failures it handles:
-// Guarantees and the failures it handles:
 //   - no fetch waits out its expiry for messages that will not come: a
 //     batch asks for no more than the range still holds, and interior
 //     deletes or a replica with nothing pending end the batch at once;
