@@ -58,8 +58,7 @@
 // (internal/wire): each event is handled as a slice of the read buffer,
 // and the republishes of one read leave in one write, so the hop costs
 // the servers one more delivery and publish but costs no copy, header
-// map or goroutine hand-off per event (platformctl bench quota,
-// bench.quota.unthrottled_over_raw). Its JetStream requests use a second
+// map or goroutine hand-off per event. Its JetStream requests use a second
 // connection (nats.go). For each event it
 //
 //  1. applies the tenant's token buckets (events/s and bytes/s; burst 1/10
@@ -171,8 +170,8 @@
 // update can be missed by it and keep the old permissions, so once every
 // server has the change the account is pushed twice more (the scope
 // marked, then as stored), closing the user's connections again.
-// Users issued before this (permissions in their JWT, no scope key)
-// cannot be updated: revoke and add them again.
+// Users whose JWT carries their permissions (no scope key) cannot be
+// updated this way: revoke and add them again.
 //
 // # Suspend, revoke, delete
 //

@@ -15,60 +15,28 @@ import (
 )
 
 // The gate: every JetStream request of a tenant's account that makes a
-// consumer or a stream deliver to the requester's reply subject passes
-// the platform first.
+// consumer or a stream deliver to the requester's reply subject (pulls,
+// acks, direct gets) passes the platform first. nats-server 2.15 checks
+// none of those reply subjects against the requester's permissions, and a
+// delivery to a JetStream API, stored or ack subject acts on it.
 //
-// nats-server 2.15 does not check a pull request's reply subject (nor an
-// ack's, nor a direct get's) against the requester's permissions, and
-// delivers to it from inside the account: a delivery, even the empty
-// error answer to a bad pull, landing on $JS.API.STREAM.DELETE.<s> deletes
-// that stream; on a stored subject it copies events into a stream the
-// requester cannot publish to; on $JS.ACK.<s>.<c>... it acks another
-// group's event. So the tenant's account maps those request subjects,
-// for every client (users and the platform's own connections alike;
-// account mappings apply to what clients publish, never to the server's
-// own deliveries), onto gate subjects:
+// So the tenant's account maps, for every client, onto gate subjects:
 //
 //	$JS.API.CONSUMER.MSG.NEXT.> -> _PLATFORM.PULL.>  (pull requests)
 //	$JS.ACK.>                   -> _PLATFORM.ACK.>   (acks, naks, +NXT, term, progress)
 //	$JS.API.DIRECT.GET.>        -> _PLATFORM.DGET.>  (direct gets)
 //
-// nats-server checks a publish's permissions on the mapped subject, so a
-// user is granted _PLATFORM.PULL.<stream>.<consumer> and
-// _PLATFORM.ACK.<stream>.<consumer>.> for exactly the consumers it may
-// read (acl.go), and never the JetStream subjects themselves. The gate,
-// subscribed on every daemon's tenant runtime, forwards each request to
-// APIPrefix (pulls, direct gets) or _PLATFORM.FWD.ACK (acks), which the
-// account maps back onto the JetStream subjects (a mapping applies once,
-// so these are not gated again), keeping its reply only when
-// the reply is an inbox (under _INBOX, no wildcard): deliveries then land
-// only in an inbox. A request with any other reply is dropped and
-// audited (gate.refused). A user publishing to APIPrefix or
-// _PLATFORM.FWD.ACK gains nothing: its permissions are checked on the
-// JetStream subject it maps to. A server delivery to a gate, APIPrefix or
-// forward subject is not mapped, so it reaches no consumer.
-//
-// A pull must reach its consumer after the requester's interest in the
-// pull's reply inbox does: nats-server drops a waiting pull whose reply
-// has no interest on the consumer leader's server, silently (the Fetch
-// waits out its expiry). A client's SUB and its pull leave its server
-// in that order on the one route to each peer, so a pull straight from
-// the requester's server, or through a gate on the leader's server it
-// reached on that route, is safe; a gate on a third server is not (its
-// forward can overtake the interest on the direct route). So each node
-// that runs in a daemon has a pull gate of its own, on a connection to
-// that node, in a queue group named for the node: every node's gate gets
-// each pull (one copy per node, sent on the route from the requester's
-// server), and only the gate whose node leads the pull's consumer
-// forwards it, from there. A manager with no nodes of its own (Config.Local
-// empty) gates pulls on its ingest connection, as acks, with that race.
-//
-// The platform's own connections in a tenant's account speak JetStream
-// through APIPrefix (jetstream.NewWithAPIPrefix): their requests, pulls
-// included, reach JetStream straight from their own server, as before
-// the gate (a pull through the gate right after its consumer was created
-// could reach a server that had not yet learnt of the consumer, and be
-// lost); their acks pass the gate.
+// Guarantees: a user is granted the gate subjects of exactly the consumers
+// it may read (acl.go), never the JetStream subjects; the gate forwards a
+// request (on APIPrefix or _PLATFORM.FWD.ACK, mapped back once) only when
+// its reply is an inbox (under _INBOX, no wildcard), and drops and audits
+// any other (gate.refused). A pull is forwarded only by the gate of the
+// node leading its consumer, so it never overtakes the requester's
+// interest in its reply (nats-server drops a waiting pull whose reply has
+// no interest); with no local nodes (Config.Local empty) that race stays.
+// The platform's own connections send requests on APIPrefix, bypassing
+// the gate; their acks pass it.
+// Design and reasoning: docs/design/tenancy-gate.md.
 const (
 	gatePrefix = "_PLATFORM."
 	fwdAck     = "_PLATFORM.FWD.ACK."

@@ -407,10 +407,9 @@ func (in *ingest) handle(m *wire.Msg) {
 // lets the tokens of several events accrue; they are then forwarded
 // back to back and travel together (one write, one proposal batch). The
 // bucket still decides how many pass, so the quota holds (a batch is at
-// most batchWait of quota, far below the bucket's burst). Measured with
-// platformctl bench quota (a neighbour's p99 while a tenant floods): 1 ms
-// and 0 cost more CPU and gave the neighbour a worse tail, 10 and 20 ms
-// less CPU but a worse tail too (longer bursts).
+// most batchWait of quota, far below the bucket's burst). A shorter wait
+// costs the servers more per event; a longer one sends longer bursts that
+// delay other tenants' events.
 const batchWait = 5 * time.Millisecond
 
 // reconnectWait is how long the throttle worker waits for the

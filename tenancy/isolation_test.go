@@ -74,9 +74,8 @@ func TestIsolationACLSpoofRevokeSuspend(t *testing.T) {
 	// it reads the event by sequence (a topic reader creates no consumer).
 	rc := e.mustConnect(hRead, "reader", 2)
 	rjs, _ := jetstream.New(rc)
-	// One JetStream API request whose answer never came (60 s) failed
-	// this test once in CI on a loaded machine; the request is tried
-	// again, 10 s at a time, and each miss is logged.
+	// A JetStream API request may go unanswered on a loaded machine, so
+	// it is tried again, 10 s at a time, and each miss is logged.
 	var got *jetstream.RawStreamMsg
 	natstest.WaitFor(t, 60*time.Second, func() error {
 		c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
