@@ -12,57 +12,29 @@ import (
 	"github.com/msgplatform/platform/internal/validate"
 )
 
-// Canaries (issue 7): a group "processing accepted work" is measured, not
+// Canaries: whether a group is processing accepted work is measured, not
 // inferred from its offset lag.
 //
 // Guarantee: platform_canary_age_seconds{topic,group} is, within one check
 // period, how long ago the newest canary was published that the group has
-// processed on every partition, where "processed" means the group's
-// partition consumer acknowledged it and everything stored before it on
-// that partition (its ack floor reached the canary's stream sequence). A
-// group whose handler is stuck on one event keeps a small offset lag (one
-// event in flight, the rest of the partition acknowledged around it) but
-// its ack floor stops below the stuck event, so no canary published after
-// it counts and the age grows past the tolerance: the group is not
-// processing accepted work, whatever its lag says. A group with no member
-// running, or one that cannot fetch, ages the same way. A queue's jobs are
-// independent, so there a canary counts as processed once a worker
-// claimed and acked it (the consumer delivered past it and it is gone from
-// the work-queue stream), even while a long job holds the ack floor; a
-// queue whose workers take no new job ages.
+// processed on every partition: its partition consumer's ack floor reached
+// the canary's stream sequence. A group stuck on one event keeps a small
+// lag but its ack floor stops, so its age grows past the tolerance; so
+// does a group with no member running or one that cannot fetch. In a queue
+// a canary counts once a worker claimed and acked it.
 //
-// Publishing: every CanaryConfig.Interval, at the wall-clock multiples of
-// it, the Canary (run by platformd) publishes into every topic that does
-// not opt out (TopicSpec.Canary false) one event per partition, keyed by
-// CanaryKey so it lands on that partition, with header Platform-Canary:
-// true and Nats-Msg-Id canary:<topic>:<partition>:<slot unix nanos>; and
-// into every queue that does not opt out one job on <queue>._canary, id
-// canary:<queue>:<slot unix nanos>. The id names the slot, not the
-// publisher, so several platformd processes of one cluster (node mode)
-// store one canary per slot: the stream drops the repeats within its
-// duplicate window and its ack of a repeat carries the stored sequence.
-//
-// Consuming: the runtime (Member and Workers) recognises the header, acks
-// the canary without calling the handler (canaries never reach user
-// handlers) and sets platform_consumer_canary_processed_timestamp_seconds
-// {group,partition}: the process-local view. The age above is computed
-// centrally from the broker (consumer ack floors), so it needs nothing
-// from the services and also covers a group with no member at all.
+// Every CanaryConfig.Interval the Canary publishes one event per partition
+// of every topic (and one job per queue) that does not opt out, with
+// header Platform-Canary: true and a Nats-Msg-Id naming the slot, so
+// several platformd processes store one canary per slot. The runtime acks
+// canaries without calling the handler.
 //
 // Invariants and limits: canaries are ordinary stored events (they count
-// in stream sizes, partition counts, pending and group-reset estimates;
-// on a compacted topic each partition keeps its latest canary as key
-// CanaryKey). A consumer not built on this runtime must ack messages
-// whose IsCanary is true without processing them.
-//
-// Tenants: platformd runs one more Canary per active tenant
-// (NewTenantCanary) over tenancy's platform connection to the tenant's
-// account. It publishes straight to the stored subjects (stored.<topic>
-// ...), never through the tenant's ingest, so canaries are not subject to
-// the tenant's publish-rate quota and not counted as its accepted
-// publishes; they are stored events of its streams (its storage, and its
-// delivered messages once consumed). Ages carry the tenant and its own
-// object names: platform_canary_age_seconds{tenant,topic,group}.
+// in sizes, pending and reset estimates; a compacted topic keeps the
+// latest as key CanaryKey). A consumer not built on this runtime must ack
+// messages whose IsCanary is true without processing them. Tenant
+// canaries (NewTenantCanary) bypass the tenant's ingest and quota.
+// Details: docs/design/canaries.md.
 
 // CanaryHeader marks a canary event or job.
 const CanaryHeader = "Platform-Canary"

@@ -12,27 +12,22 @@ import (
 // A compacted topic keeps the latest event per key: its stream has
 // MaxMsgsPerSubject = 1 on the stored subject <topic>.<partition>.<key>, so
 // storing an event removes the key's previous one at once. It is a
-// current-state topic (customer profiles, prices), NOT A FULL HISTORY: a
-// group that replays it from the start sees each live key's latest value,
-// never the changes in between, and a reset to a time before the latest
-// write of a key cannot bring back the older values.
+// current-state topic, NOT A FULL HISTORY: a replay from the start sees
+// each live key's latest value only, and a reset to before a key's latest
+// write cannot bring back its older values.
 //
 // A tombstone deletes a key: an event on the key with header
 // Event-Tombstone: true and a Nats-TTL header (per-message TTL, stream
-// AllowMsgTTL, nats-server 2.11+). It replaces the key's value like any
-// event, so consumers see the delete, and the server removes the
-// tombstone itself after the topic's tombstone retention; after that the
-// key has no event at all. A tombstone published without Nats-TTL (e.g. by
-// a plain NATS client) stays until the key is written again or the topic's
-// retention removes it.
+// AllowMsgTTL, nats-server 2.11+). Consumers see it like any event; the
+// server removes it after the topic's tombstone retention, leaving the key
+// with no event. A tombstone without Nats-TTL (e.g. from a plain NATS
+// client) stays until the key is written again or retention removes it.
 //
-// Retention still applies: a compacted topic with max_age drops a key
-// whose latest event is older than max_age. With neither max_age nor
-// max_bytes its size is bounded by its number of keys.
-//
-// Switching an existing topic between delete and compact is refused by
-// Apply unless ApplyOptions.AllowCleanupChange: delete -> compact deletes
-// all but the latest event of every key immediately.
+// Retention still applies (max_age drops a key whose latest event is
+// older); with neither max_age nor max_bytes the size is bounded by the
+// number of keys. Switching an existing topic between delete and compact
+// is refused by Apply unless ApplyOptions.AllowCleanupChange: delete ->
+// compact deletes all but the latest event of every key immediately.
 
 // TombstoneHeader marks an event that deletes its key on a compacted topic.
 const TombstoneHeader = "Event-Tombstone"
