@@ -20,38 +20,22 @@ import (
 // Failover and failback of a mirrored topic between regions.
 //
 // Failover (Regions.Failover) promotes the mirror of a topic in region To
-// into the topic's primary: the stream's Mirror is removed (nats-server
-// 2.12+) and it takes the topic's subjects and partition transform. Before
-// that it reports how far the mirror was behind: the last origin sequence
-// the mirror saw, the events it lacks and their age (when the origin
-// answers, the mirror is first given CatchUp to reach the origin's last
-// sequence). Mirrors keep the origin's sequence numbers 1:1, so a consumer
-// group's position translates exactly: each group's partition consumer is
-// created in To and reset to ack floor + 1 of the same sequence. Where the
-// positions come from, in order: the origin's consumers (origin answers);
-// the positions RecordPositions last wrote to the KV bucket
-// platform_group_positions in To (origin gone; the daemon records every
-// few seconds); for a group named in the request without a record for a
-// partition, the first event at or after the group's last known ack time
-// (or the mirror's last contact with the origin minus the ack wait). The
-// report states the duplicate window: the events from each new position to
-// the promotion point, which the group may already have processed in the
-// origin and must absorb (inbox dedupe by event id).
+// into the topic's primary (its Mirror removed, nats-server 2.12+) and
+// reports how far the mirror was behind. Mirrors keep the origin's
+// sequence numbers, so each group's position translates exactly: from the
+// origin's consumers, else from RecordPositions' records in
+// platform_group_positions, else from the group's last known ack time. The
+// report states the duplicate window each group must absorb (inbox dedupe
+// by event id).
 //
-// Resident topics cannot fail over (their events never leave their
-// region, so there is no copy to promote): Failover refuses with
-// ErrResidency and names the degrade mode. Degrade mode: while the home
-// region is down the topic is read-only for consumers elsewhere (there are
-// none: it has no copy) and producers keep writing to their transactional
-// outbox (outboxrelay), which holds the events and retries until the home
-// region answers again; nothing is lost, delivery is late by the outage.
-//
-// Failback (Regions.Failback) reverses a failover once the original region
-// answers again; see failover_back.go.
+// Resident topics cannot fail over (no copy exists): Failover refuses with
+// ErrResidency; producers keep writing to their outbox until the home
+// region answers. Failback (Regions.Failback) reverses a failover; see
+// failover_back.go.
 //
 // Invariants: nothing is deleted before its events exist in the region
 // that keeps them; a failback interrupted before its last step can be run
-// again and finishes.
+// again and finishes. Details: docs/design/region-failover.md.
 
 // ErrUnavailable: the region the operation needs does not answer; nothing
 // was changed. Retry when it is back.

@@ -22,61 +22,26 @@ import (
 
 // The residency gate: what refuses a cross-border mirror or source of a
 // resident topic at the JetStream API request itself, so the requester
-// (the nats CLI, any JetStream client of the platform account) gets an
-// error and the stream never exists. The guard (region_guard.go) stays as
-// the backstop for what the gate cannot see (a window after a node
-// restart or an account update, see below).
+// gets an error and the stream never exists. The guard (region_guard.go)
+// is the backstop for what the gate cannot see.
 //
-// JetStream has no admission hook, but an account's subject mappings are
-// applied to every message a client or leafnode publishes, before it is
-// delivered. The gate adds, in the platform account of every in-process
-// server of a region (server.Account.AddMapping):
+// The gate maps, in the platform account of every in-process server of a
+// region, the stream create and update subjects (with and without a
+// JetStream domain) onto $PLATFORM.GATE.<region>.STREAM.<op>.<stream>,
+// served in a queue group. Guarantees:
 //
-//	$JS.API.STREAM.CREATE.*            -> $PLATFORM.GATE.<region>.STREAM.CREATE.<stream>
-//	$JS.API.STREAM.UPDATE.*            -> $PLATFORM.GATE.<region>.STREAM.UPDATE.<stream>
-//	$JS.<domain>.API.STREAM.CREATE.*   -> (the same)   (nats --js-domain, other regions)
-//	$JS.<domain>.API.STREAM.UPDATE.*   -> (the same)
-//	$PLATFORM.GATE.<region>.FWD.<token>.STREAM.> -> $JS.API.STREAM.>
-//
-// and serves $PLATFORM.GATE.<region>.STREAM.*.* in a queue group (any
-// platformd of the region answers). A request whose mirror or sources
-// read data resident in another region, or that republishes resident
-// data outside its resident subjects (residencyViolations, the same
-// check as Regions.CheckStream and the guard), or an update that drops
-// or changes the residency a stream declares (residencyKept), is
-// answered with a
-// JetStream API error (code 400, err_code 10052, "residency: ..."),
-// audited (Refusal, Remedy "refused") and counted; any other
-// request is forwarded unchanged (headers included) on the forward
-// subject and JetStream's reply relayed unchanged.
-//
-// Why the forward subject: mappings are applied once per message, so the
-// forward subject's mapping delivers to the real JetStream API without
-// being mapped to the gate again. A service import cannot do it: a
-// service import applies the exporting account's mappings to its
-// destination subject (nats-server client.go processServiceImport), so a
-// request imported into the platform account as $JS.API.STREAM.CREATE.X
-// would be mapped to the gate again. The forward subject holds a token
-// derived from the installation's secret (GateOptions.Secret: every
-// platformd of a region derives the same one, so a forward works on
-// whichever node the gate's connection is on); a client that does not
-// know it cannot skip the gate. One that learns it (it is visible in the
-// server's account monitoring, /accountz) creates the stream unchecked:
-// the guard then deletes it as before, and the link's deny list still
-// carries no resident event.
-//
-// Why in-process mappings and not the account JWT: the mappings name the
-// region and its domain, must appear only once the gate listens (else a
-// stream create gets "no responders") and only in installations running
-// regions. A JWT update of the platform account drops every mapping not in
-// the JWT, and a restarted node starts without them: the gate checks
-// every server every GateOptions.Interval (server.Accountz) and installs
-// them again; in between, a stream create goes straight to JetStream and
-// the guard is the backstop.
-//
-// The gate fails open: when the residency of a source cannot be read
-// within a few seconds (its region is down), the request is forwarded
-// and the guard checks the stream once it exists.
+//   - a request whose mirror or sources read data resident in another
+//     region, that republishes resident data outside its resident subjects
+//     (residencyViolations), or an update that drops or changes a stream's
+//     declared residency (residencyKept) is answered with a JetStream API
+//     error (code 400, err_code 10052, "residency: ..."), audited (Refusal,
+//     Remedy "refused") and counted;
+//   - any other request is forwarded unchanged on a forward subject whose
+//     token derives from GateOptions.Secret, and the reply relayed;
+//   - mappings lost (an account JWT update, a restarted node) are
+//     reinstalled every GateOptions.Interval; meanwhile the guard checks;
+//   - the gate fails open when a source's residency cannot be read.
+// Design and reasoning: docs/design/residency.md.
 
 // GateErrCode is the JetStream err_code of a residency refusal
 // (JSStreamInvalidConfigF: the stream configuration is refused).

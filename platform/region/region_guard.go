@@ -20,46 +20,25 @@ import (
 
 // The residency guard: what stops a cross-border mirror or source of a
 // resident topic created directly through the JetStream API (the nats CLI,
-// any client of the platform account), which never passes through the
-// platform's own check (Regions.CheckStream, run by `platformctl region
-// mirror` and the control API).
-//
-// JetStream has no admission hook: a stream create request is answered by
-// the server, not by the platform. The guard therefore acts on the
-// server's own announcement of every stream created or updated
-// ($JS.EVENT.ADVISORY.STREAM.CREATED/UPDATED.<stream>), in every region,
-// within milliseconds:
+// any client of the platform account), bypassing Regions.CheckStream.
+// JetStream has no admission hook, so the guard acts on the server's
+// advisories of every stream created or updated, in every region:
 //
 //   - a created stream whose mirror or any source reads a topic resident
 //     in another region (or one of its DLQ streams) is deleted;
 //   - an updated stream that gained such a source loses that source (the
-//     update is undone; the rest of the stream is kept);
+//     rest of the stream is kept);
 //   - a push consumer of a stream holding resident data whose deliver
 //     subject the link carries is deleted (its deliveries in the
 //     milliseconds before are not undone);
-//   - every refusal is appended to the region's residency audit stream
-//     (AuditStream, subject AuditSubject.<region>.<stream>)
-//     and logged, naming the topic, its residency and the regions.
+//   - every refusal is appended to AuditStream (subject
+//     AuditSubject.<region>.<stream>) and logged.
 //
-// The stream exists for those milliseconds but never holds a resident
-// event: the link's deny list (LinkDeny) already refuses the consumer a
-// cross-domain mirror or source needs, so the guard turns a silently
-// starved copy into a visible refusal. Streams of other accounts are not
-// its concern: the link binds the platform account only, so no other
-// account has a path across the border.
-//
-// With GuardOptions.Gate the guard also runs the residency gate
-// (region_gate.go), which refuses such a create or update at the request
-// itself: the requester gets a JetStream API error and the stream never
-// exists. The guard then only sees what passes the gate unchecked (a
-// node restarted or an account updated moments ago, a source whose
-// region did not answer).
-//
-// Why not permissions instead (denying $JS.API.STREAM.CREATE/UPDATE to
-// everyone but the platform's own user)? It would refuse at the request
-// itself, but also every legitimate stream created with the nats CLI or
-// any tool by an operator of the platform account, and it needs a second
-// identity for the platform; the guard refuses exactly the violations.
+// Invariant: such a stream never holds a resident event (the link's deny
+// list, LinkDeny, refuses the consumer it needs); the guard makes the
+// starved copy a visible refusal. With GuardOptions.Gate the residency
+// gate (region_gate.go) refuses most violations at the request itself and
+// the guard is its backstop. Design: docs/design/residency.md.
 
 // AuditStream is the stream, in every region, holding the guard's
 // refusals (Refusal, JSON) under
