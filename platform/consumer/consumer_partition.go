@@ -117,10 +117,9 @@ func (r *partitionRunner) run() {
 			continue
 		}
 		// Read until the server ends the request (readBatch), even when
-		// released meanwhile: measured under load (go test -race, six
-		// processes), a 1 s client deadline with the server's expiry at
-		// 0.9 s let an event reach an abandoned request while the next
-		// pull got the key's later events. A release thus waits for the
+		// released meanwhile: a request abandoned by the client before the
+		// server expires it can still receive an event while the next
+		// pull gets the key's later events. A release thus waits for the
 		// request's end (at most fetchWait; what arrives while stopping
 		// is queued, never run, and delivered again by the next owner's
 		// reset), and no request of this runner outlives it to take the

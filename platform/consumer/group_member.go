@@ -158,8 +158,8 @@ func (m *Member) Start(ctx context.Context) error {
 		return fmt.Errorf("platform: group %s: watch membership: %w", m.cfg.Group, err)
 	}
 	// The first beat is tried again until ctx ends: one put may take
-	// longer than a heartbeat on a busy bucket leader (the loop shrugs
-	// that off; Start failed with it, in CI with 100 ms heartbeats).
+	// longer than a heartbeat on a busy bucket leader (the heartbeat loop
+	// tolerates that; Start must too).
 	for {
 		err := m.beat(ctx)
 		if err == nil {

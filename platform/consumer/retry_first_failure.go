@@ -24,7 +24,7 @@ import (
 // acknowledged or dead-lettered; the bucket's TTL bounds what a crash
 // leaves behind. The DLQRouter reads it too. If the bucket cannot be
 // reached the runtime keeps the time in memory only (a restart then loses
-// it, as before).
+// it).
 const FirstFailuresBucket = "platform_first_failures"
 
 // firstFailuresMaxAge bounds a record's life: far beyond any retry

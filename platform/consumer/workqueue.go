@@ -159,11 +159,9 @@ const (
 // claimLanes bounds how many pull inboxes Workers claim through at once
 // (and never more than Concurrency). A lane has one request at a time,
 // for as many jobs as it holds free slots for, so its claims are a
-// string of round trips to the consumer's leader; lanes let them overlap
-// (platformctl bench queue: Concurrency 8 drained 171 jobs/s through one
-// fetch loop, about 1,650 through 8 lanes; Concurrency 32 drained 2,673
-// through 16 lanes asking for one job each, 3,914 asking for their free
-// slots, against nats.go Consume's 5,500-5,800). Each idle lane keeps one
+// string of round trips to the consumer's leader; lanes let them overlap,
+// so throughput grows with the lanes instead of being bound by one round
+// trip per claim. Each idle lane keeps one
 // request waiting at the server (the consumer's MaxWaiting, 512 by
 // default, bounds them over all instances) and renews it every
 // queuePullExpiry.
