@@ -18,19 +18,16 @@ import (
 //
 // A caller that is not All:
 //
-//   - sees a DLQ (its list entry, entries, payloads, headers, fingerprint
-//     groups, previews) only when it may consume the DLQ's topic or queue
-//     (Consume), or, for a topic, one of its groups (ConsumeGroups): then
-//     only the entries that group dead-lettered;
+//   - sees a DLQ (entries, payloads, headers, fingerprints, previews) only
+//     when it may consume its topic or queue (Consume), or, for a topic,
+//     one of its groups (ConsumeGroups): then only that group's entries;
 //   - sees, approves, rejects, runs, pauses, resumes or cancels a redrive
 //     request only when it may see every entry the request froze;
 //   - files or runs a redrive only into a destination it may publish to
-//     (Publish: the DLQ's own topic or queue when the request names no
-//     destination);
+//     (Publish: the DLQ's own topic or queue when none is named);
 //   - files a redrive at most at MaxRate events/s: a request without a
-//     rate (unlimited) is given MaxRate, a request asking for more is
-//     refused (ErrInvalid) saying the quota, and runs or resumes none
-//     above it.
+//     rate is given MaxRate, one asking for more is refused (ErrInvalid)
+//     saying the quota, and none runs or resumes above it.
 //
 // Roles widen this: Viewer sees everything of the scope; Approver also
 // approves and rejects what it sees; Operator also files, runs, pauses,

@@ -156,8 +156,8 @@ type HistoryFilter struct {
 // readHistory returns the last f.Limit redrive records, oldest first: of
 // tenant only, or of every tenant and the admin account when tenant is "".
 // A read that meets no responders (a leader moving, or the ordered
-// consumer just created not yet registered where it runs: seen in CI
-// under load) is tried again, about ten seconds at most and bounded by
+// consumer just created not yet registered where it runs) is tried
+// again, about ten seconds at most and bounded by
 // ctx, as the tenancy audit reader does.
 func readHistory(ctx context.Context, js jetstream.JetStream, tenant string, f HistoryFilter) ([]AuditRecord, error) {
 	var out []AuditRecord

@@ -15,37 +15,23 @@ import (
 // Deletion of redriven entries. The deleter takes the acker's items in
 // order, removes the sent ones from the DLQ in batches, and only then
 // settles them (advances Progress.Next and counts them sent): the run's
-// position, and so its checkpoints and its completion, never run ahead of
-// the DLQ. An entry acknowledged but not yet deleted when a run crashes
-// lies beyond the checkpointed position: the next runner sends it again
-// with the same message id (dropped by the destination's duplicate
-// window) and deletes it then.
+// position, its checkpoints and its completion never run ahead of the
+// DLQ. An entry acknowledged but not deleted when a run crashes lies
+// beyond the checkpointed position: the next runner sends it again with
+// the same message id (dropped by the destination's duplicate window) and
+// deletes it then.
 //
-// A batch is removed with one purge where that is safe, one delete per
-// entry otherwise. Purging the DLQ below sequence s+1 is safe when every
-// entry still present at or below s is one this run has acknowledged:
-// the batch's entries form a contiguous stretch lo..s of the frozen
-// selection, each acknowledged or already gone, and nothing is present
-// below lo (the stream's first sequence is at least lo, or an earlier
-// purge of this run cleared everything below it). Sequences never come
-// back and new entries only ever get higher ones, so the check stays true
-// once made. Any other shape (a fingerprint selection with foreign
-// entries between, entries older than the selection still present) falls
+// A batch is removed with one purge below s+1 only when every entry still
+// present at or below s is one this run acknowledged (a contiguous stretch
+// lo..s of the frozen selection, nothing present below lo); sequences
+// never come back, so the check stays true once made. Otherwise it falls
 // back to deletes, deleteConcurrency at a time.
 //
-// Batches are gathered: a purge costs the broker mostly the same whatever
-// it removes (on each replica it loads the message block it cuts, writes
-// a tombstone per entry of that block, and rewrites the stream's index,
-// which lists every subject left: one per DLQ entry), so a few large
-// purges cost far less than many small ones. A batch is removed once it
-// is deleteDelay old if it is small (under deleteMin entries: a run at a
-// modest rate settles, and shows its progress, as promptly as ever), and
-// otherwise when it holds deleteBatch entries or is deleteMaxDelay old:
-// at an unlimited rate about one purge a second. A run that waits for its
-// deletions (drain: the end of a phase, a pause) asks for them at once
-// (flushNow). An entry acknowledged but not yet deleted when the run
-// crashes is sent again by the next runner (same id), so the delay bounds
-// those repeats too.
+// Batches are gathered, since a purge costs the broker about the same
+// whatever it removes: a small batch (under deleteMin) is removed once
+// deleteDelay old, a larger one at deleteBatch entries or deleteMaxDelay
+// old; flushNow removes at once (a drain, a pause). The delay also bounds
+// the repeats after a crash. Design: docs/design/redrive-deletion.md.
 const (
 	deleteBatch       = 32768
 	deleteMin         = 1024

@@ -66,8 +66,7 @@
 //     the credentials of the service's (internal/wire; wirepath.go): an
 //     entry's header block stays bytes from the read to the publish,
 //     filtered line by line, where nats.go decodes a map per message and
-//     encodes it again (platformctl bench redrive: cpu_ratio_vs_raw about
-//     1.2, against 1.35-1.6 through nats.go). Where wire cannot connect as
+//     encodes it again. Where wire cannot connect as
 //     the service does (TLS, a password or token, a JetStream domain, a
 //     tenant at its connection limit), and while its connection is down,
 //     the run uses nats.go (an ordered consumer, PublishMsg); the events

@@ -9,11 +9,9 @@ import (
 	"github.com/msgplatform/platform/platform"
 )
 
-// Regression (issue 6): a redrive of a whole DLQ at an unlimited rate
-// reported completed while most of its entries were still in the DLQ
-// (they were deleted one by one behind the sends, after the completion
-// was written). Completion now means: every entry sent exactly once and
-// gone from the DLQ.
+// A redrive of a whole DLQ at an unlimited rate reports completed only
+// once every entry was sent exactly once and is gone from the DLQ (the
+// deletions behind the sends are not left after the completion).
 func TestUnlimitedRedriveEmptiesDLQBeforeCompleting(t *testing.T) {
 	t.Parallel()
 	const n = 400

@@ -544,8 +544,8 @@ func TestPauseResumeProgress(t *testing.T) {
 	}
 	time.Sleep(600 * time.Millisecond)
 	// A rate at most the limit (a run on a loaded machine may fall
-	// behind it: the race detector with other packages' tests gave 26/s;
-	// TestRateLimitHolds measures how close it holds) and an ETA.
+	// far behind it, so no lower bound; TestRateLimitHolds checks how
+	// close it holds) and an ETA.
 	running, _ := s.Get(ctx, st.ID)
 	if running.Rate <= 0 || running.Rate > 70 || running.ETA <= 0 {
 		t.Errorf("progress: rate %.1f eta %s, want a rate in (0, 70] (limit 50/s) and an ETA", running.Rate, running.ETA)
@@ -653,10 +653,9 @@ func TestRunRetriedAfterCrashSendsNoDuplicates(t *testing.T) {
 }
 
 // The rate limit holds within ±5% over a 2,000-event run, measured from
-// the destination stream's own timestamps. At 500 events/s: the limit is
-// what is tested, and in CI, with other packages' tests on the same two
-// cores, a run at 1,000/s was once starved to 888/s (platformctl bench
-// redrive measures 1,000/s on a quiet machine: rate_ratio 0.999).
+// the destination stream's own timestamps. The rate is 500 events/s, low
+// enough that a shared, loaded machine does not starve the run below the
+// limit: the limit is what is tested, not the machine's throughput.
 func TestRateLimitHolds(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector slows the send path below 1,000 events/s")
@@ -670,8 +669,7 @@ func TestRateLimitHolds(t *testing.T) {
 // A slow start (the DLQ's state and the consumer on it take long to
 // come, a loaded meta leader) neither lowers the rate the run reports nor
 // lets the run burst to catch up: the clock and the rate's bucket start
-// with the first entry ready. Before, a 700 ms start at 500/s gave a
-// reported 408/s and a burst of 125 events at once.
+// with the first entry ready.
 func TestRateExcludesASlowStart(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector slows the send path")

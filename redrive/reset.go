@@ -26,13 +26,11 @@ import (
 //     every topic.
 //   - Once: ExecuteReset moves the request from approved to executing by
 //     compare-and-set on its revision before touching any consumer, so of
-//     two executions (or a retried click) exactly one resets the group
-//     and the other gets ErrConflict; the approval is consumed even when
-//     the reset then fails (a new request is needed).
-//   - Every transition (request, approve, execute with its result or
-//     failure) is appended to the platform-audit stream with who and why;
-//     an execution's record carries each partition's position before
-//     (current_seq) and after (new_seq) the move.
+//     two executions exactly one resets the group and the other gets
+//     ErrConflict; the approval is consumed even when the reset fails.
+//   - Every transition is appended to the platform-audit stream with who
+//     and why; an execution's record carries each partition's position
+//     before (current_seq) and after (new_seq) the move.
 //
 // The principal ("by") is the caller's, as platformd established it:
 // request, approve and execute through the control API need a request

@@ -229,8 +229,8 @@ func (rn *runner) run(ctx context.Context) error {
 	// The sending time and the rate's bucket start when the first entry
 	// is ready, not when the pipeline starts: reading the DLQ's state and
 	// opening the consumer on it take a round trip or two through the
-	// meta leader, up to a second on a loaded cluster, which a run at
-	// 1,000/s would otherwise never make up (its bucket holds 250 ms).
+	// meta leader, up to a second on a loaded cluster, which a fast run
+	// would otherwise never make up (its bucket holds only a short burst).
 	t0 := time.Now()
 	rn.firstEntry(ctx)
 	rn.lim = newLimiter(r.Rate)
