@@ -13,37 +13,22 @@ import (
 
 // Fast batches: a backlog is published as nats-server fast-ingest batches
 // (nats-server 2.14+, stream config allow_batched, which platform topics
-// set). The messages are the same (subject, headers, Nats-Msg-Id,
-// payload); only the reply subject differs, and the stream acknowledges
-// them once per flow window (every few hundred messages) instead of once
-// each, which saves the brokers and the relay a message per event.
+// set): the same messages, acknowledged once per flow window instead of
+// once each. Gap mode "fail" makes what a stream stored of a batch always a
+// prefix, so every publish of a batch gets exactly one outcome:
 //
-// The batches use gap mode "fail": the stream stores a batch in order and
-// stops at the first message it refuses (or misses), so what it has
-// stored of a batch is always a prefix. A flow ack for batch sequence N
-// says 1..N are stored (duplicates included: they are skipped like any
-// republish); the batch's final PubAck says how many were stored in all.
-// Every publish of a batch gets exactly one outcome:
-//
-//   - stored (flow ack or final count): ok. The stream does not say which
-//     of a batch's messages were duplicates, so those count as ok;
-//   - not stored (after the stored prefix when the batch ends, or the
-//     whole batch when the stream refuses batches): retried at once by a
-//     single publish, whose ack or error is exact (a refused event then
-//     backs off on its own, as any failed publish; the others go on);
+//   - stored (flow ack or final count): ok, duplicates included;
+//   - not stored (after the stored prefix, or the whole batch when the
+//     stream refuses batches): retried at once by a single publish, whose
+//     ack or error is exact;
 //   - no word for AckTimeout: unknown, retried by a single publish with
 //     the same Nats-Msg-Id.
 //
 // Per-key order needs nothing from the batch: a key still has at most one
-// publish in flight, batched or not.
-//
-// Only a backlog is batched: a batch opens when at least batchMin heads
-// are ready at once, and closes (end-of-batch commit, whose PubAck
-// reports the tail a flow ack would not) once nothing was added to it for
-// batchIdle. Steady traffic, one event at a time, goes by single publishes
-// and keeps its latency. So do the records of a term's first read (those
-// a previous holder most likely published but did not mark: their
-// duplicates stay visible in the metrics) and every retry.
+// publish in flight, batched or not. Only a backlog is batched (at least
+// batchMin heads ready at once; closed after batchIdle without additions):
+// steady traffic, a term's first read and every retry go by single
+// publishes. Details: docs/design/outbox-fast-batches.md.
 
 const (
 	batchMin  = 32

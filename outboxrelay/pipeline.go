@@ -13,9 +13,8 @@ import (
 // The relay's publishing pipeline, run for one lease term (one fencing
 // token). Three things overlap instead of running in turn:
 //
-//   - a reader fetches the next unsent records while earlier ones are being
-//     published, leaving out the records already in the pipeline (Store.Unsent's
-//     skip list);
+//   - a reader fetches the next unsent records while earlier ones are
+//     published, skipping those already in the pipeline (Store.Unsent);
 //   - the scheduler publishes async: the head of every key whose previous
 //     record was acked, up to MaxInFlight publishes awaiting an ack;
 //   - a marker marks the acked records sent, one batch while the next acks
@@ -30,11 +29,9 @@ import (
 // failed head is retried (same Nats-Msg-Id) before anything behind it.
 //
 // A key whose publish fails waits for its own backoff (exponential, full
-// jitter) while the other keys go on; its records stay in the pipeline
-// ("parked") so reads skip them instead of returning them again. Parked
-// records do not count against the read window, so a backlog of events
-// that cannot be published (a topic that does not exist) does not starve
-// the healthy keys, up to maxParked of them.
+// jitter) while the other keys go on; its records stay ("parked") so reads
+// skip them, and do not count against the read window, so up to maxParked
+// unpublishable records (a missing topic) do not starve healthy keys.
 
 // pipeline is the state of one lease term; only run's goroutine touches it.
 type pipeline struct {
@@ -284,10 +281,10 @@ func (p *pipeline) startRead(ctx context.Context, now time.Time, reads chan<- re
 	// A read returns at most as many records as the pipeline already
 	// holds, and at least one window (MaxInFlight): a backlog's reads grow
 	// 1, 1, 2, 4... windows up to BatchSize. A read of a large BatchSize
-	// takes a while (PostgreSQL under load: 130 ms for 5000 rows, while
-	// one window is acked in about 50 ms), so a full-size read right after
-	// the first window left the window empty until it returned; a read no
-	// larger than what is being published returns before that runs out.
+	// can take longer than acking one window, so a full-size read right
+	// after the first window would leave the window empty until it
+	// returned; a read no larger than what is being published returns
+	// before that runs out.
 	limit := min(p.r.cfg.BatchSize, max(p.r.cfg.MaxInFlight, len(p.inflight)-p.parked))
 	p.readLimit = limit
 	go func() {
@@ -311,13 +308,12 @@ func (p *pipeline) readDone(res readResult) {
 	if len(res.recs) < p.readLimit {
 		// Caught up: poll again after PollInterval, stretched by one
 		// PollInterval per publish window of records in the pipeline, up
-		// to 250ms. A read costs in proportion to its skip list: at the
-		// end of a backlog (10,000 records held, draining for another
-		// 400 ms) an empty read every 60 ms cost PostgreSQL ~6 ms of CPU
-		// each, a third of its CPU for the whole drain, taken from the
-		// brokers on a shared host. Those records take one ack round trip
-		// per window to publish anyway; a pipeline holding less than a
-		// window (steady traffic) polls every PollInterval as before.
+		// to maxPollStretch. A read costs in proportion to its skip list,
+		// so frequent empty reads at the end of a backlog would load the
+		// database (and the brokers on a shared host) for nothing: those
+		// records take one ack round trip per window to publish anyway. A
+		// pipeline holding less than a window (steady traffic) polls every
+		// PollInterval.
 		stretch := time.Duration(1 + len(p.inflight)/p.r.cfg.MaxInFlight)
 		p.nextRead = now.Add(min(p.r.cfg.PollInterval*stretch, max(p.r.cfg.PollInterval, maxPollStretch)))
 	}
