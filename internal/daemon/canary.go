@@ -67,8 +67,8 @@ func (d *Daemon) CanaryAges() []platform.CanaryAge {
 	return out
 }
 
-// tenantCanaries runs one platform.Canary per active tenant (issue 7
-// item 5): canaries go into every tenant topic and queue that does not
+// tenantCanaries runs one platform.Canary per active tenant: canaries go
+// into every tenant topic and queue that does not
 // opt out, and platform_canary_age_seconds{tenant,topic,group} is
 // exported for the tenant's groups.
 //

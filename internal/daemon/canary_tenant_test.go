@@ -13,7 +13,7 @@ import (
 	"github.com/msgplatform/platform/tenancy"
 )
 
-// Issue 7 item 5: canaries for a tenant's topics and queues. Tenant acme
+// Canaries for a tenant's topics and queues. Tenant acme
 // (publish-rate quota 2 events/s, policy reject) has topic payments (4
 // partitions, groups ledger and frozen), queue tasks and topic muted,
 // which opts out. Its services run on a platform service connection to

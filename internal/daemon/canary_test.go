@@ -170,7 +170,7 @@ func canaryAlert(t *testing.T, samples map[string]map[string]float64) []string {
 	return fired
 }
 
-// Issue 7, must show: a stalled group is detected by the canary while its
+// A stalled group is detected by the canary while its
 // offset lag stays small. Group stuck's handler blocks on one event; the
 // runtime keeps acking everything else (other keys, and the canaries
 // themselves), so its lag is a handful of events, but its ack floor stops

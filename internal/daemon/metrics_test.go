@@ -48,7 +48,7 @@ func TestMetricsExportAlertRuleInputs(t *testing.T) {
 	}
 }
 
-// Issue 6: the DLQ metrics cover tenant accounts too, labelled
+// The DLQ metrics cover tenant accounts too, labelled
 // tenant=<name> under the tenant's own names (read over a platform service
 // connection to the account), while the admin account's series keep
 // their labels (tenant="": the same series to Prometheus and its rules).

@@ -29,54 +29,32 @@ import (
 // people can approve each other's review-required redrives and group
 // resets on the platform scope (internal/principal).
 //
-//   - operator add: the caller sends a user public key it generated (the
-//     seed never leaves its machine); platformd signs a user JWT for it
-//     with the admin account's signing key from trust.json (named: alice
-//     is alice@platform) and records it in the replicated KV bucket
-//     principal.OperatorBucket with a compare-and-set create, so two
-//     concurrent adds of one name cannot both succeed.
-//   - The user JWT expires after the validity the request asks for
-//     (principal.OperatorAddRequest.Expiry: DefaultOperatorExpiry, 90
-//     days, unless it says otherwise; never only when asked explicitly),
-//     recorded with the operator and shown by operator list. From then on
-//     the broker refuses the operator's connections and the Verifier its
-//     signed requests; a new key is issued by revoke + add.
-//   - operator revoke: records "revoked.<key>" (the Verifier refuses the
-//     key from then on, on every platformd), then pushes the admin
-//     account's JWT with the key in its revocations to every node
-//     ($SYS.REQ.CLAIMS.UPDATE, as tenancy does for tenants): the broker
-//     closes the operator's connections and refuses new ones. Then the
-//     operator's record is marked revoked (compare-and-set).
-//   - add and revoke must be signed (--user-creds) by a platform
-//     principal: the bootstrap admin or an operator; tenant users are
-//     refused. Each change is audited in platform-audit (actor, action,
-//     target, before/after).
+//   - operator add: platformd signs a user JWT for a public key the caller
+//     generated (the seed never leaves its machine) with the admin
+//     account's signing key, valid for the requested expiry
+//     (DefaultOperatorExpiry unless asked otherwise), and records it in
+//     principal.OperatorBucket by compare-and-set create, so two adds of
+//     one name cannot both succeed.
+//   - operator revoke: records "revoked.<key>" (the Verifier refuses it on
+//     every platformd from then on), pushes the admin account JWT with the
+//     key revoked to every node (the broker closes and refuses its
+//     connections), then marks the record revoked.
+//   - add and revoke must be signed by a platform principal (the bootstrap
+//     admin or an operator; tenant users are refused) and are audited.
 //
-// Broker-level revocation and restarts: nodes preload the admin account
-// JWT of trust.json (resolver_preload), but nats-server stores a preload
-// only if it is newer than the JWT in the full resolver's directory
-// (DirJWTStore.saveIfNewer compares iat), so a restarted node keeps the
-// pushed JWT and its revocations. A node whose resolver directory is lost
-// starts with trust.json's JWT and gets the pushed one from its peers at
-// the resolver's next sync (interval 2 min); until then the broker on
-// that node accepts the revoked key, while the Verifier still refuses it
-// (the registry). A push also drops the in-process subject mappings of
-// the admin account (the residency gate reinstalls them within its 1 s
-// interval; the guard is the backstop meanwhile), as any account update.
-// At start (when the control API is registered) platformd re-issues and
-// pushes the admin account JWT if any operator was revoked
-// (reconcileOperatorRevocations); until then a restarted node may accept
-// a revoked operator's connection (see there).
+// Limit: a node that lost its resolver directory accepts a revoked key at
+// the broker until its resolver next syncs (the Verifier still refuses
+// it); platformd re-pushes the revocations at start
+// (reconcileOperatorRevocations). Details: docs/design/operators.md.
 
 // operatorBucket opens (create: or creates) the operator registry.
 //
 // Its reads are served by the stream leader, not by any replica through
 // direct get (the bucket is created, or updated, with AllowDirect off):
 // a revocation must be seen by the next check, and a replica that has not
-// caught up would answer "not revoked". Direct gets also had no responders
-// right after the bucket was created: the first operator add of a 3-node
-// platformd failed in CI with "nats: no responders available for
-// request" from its first read.
+// caught up would answer "not revoked". Direct gets may also have no
+// responders right after the bucket is created ("nats: no responders
+// available for request" on the first read).
 func (d *Daemon) operatorBucket(ctx context.Context, create bool) (jetstream.KeyValue, error) {
 	if kv := d.opKV.Load(); kv != nil {
 		return *kv, nil

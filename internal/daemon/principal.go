@@ -143,7 +143,7 @@ func (c caller) name(claimed string) string {
 
 // mayAct refuses a tenant's user acting outside its tenant (scope "" is
 // the platform admin account). An unsigned request holds the admin
-// credentials, so it may act anywhere, as before.
+// credentials, so it may act anywhere.
 func (c caller) mayAct(scope string) error {
 	if c.p == nil {
 		return nil

@@ -9,10 +9,9 @@
 // each message to the subscription's own goroutine, decodes the headers
 // into a map and encodes them again, and signals a flusher goroutine per
 // publish. The tenancy ingest, which only moves a tenant's publishes to
-// the stored subjects, uses this instead (platformctl bench quota:
-// bench.quota.unthrottled_over_raw), and so do redrive runs, which read
-// DLQ entries and publish them again with their header blocks filtered as
-// bytes (platformctl bench redrive: bench.redrive.ratio_vs_raw). A
+// the stored subjects, uses this instead, and so do redrive runs, which
+// read DLQ entries and publish them again with their header blocks
+// filtered as bytes. A
 // publisher that is not the read loop calls Flush when it has nothing
 // more to send right away.
 //
