@@ -15,11 +15,8 @@ import (
 // one only after 10 ms. With GOMAXPROCS at 2, a burst of one tenant's
 // admitted events (raft proposals, store writes) queues every other
 // tenant's hops behind it; with more slots than cores, the kernel
-// interleaves the threads instead. Measured with platformctl bench quota
-// on 2 cores (a 3-node fabric in one process, tenant A at its quota or
-// flooding, tenant B publishing 200 events/s): B's p99 with A flooding
-// over B alone was 1.54-1.84 at GOMAXPROCS 2 and 0.98-1.26 at 4 or 6,
-// for some more CPU per event at low load (more thread switches).
+// interleaves the threads instead, at the cost of some more CPU per event
+// at low load (more thread switches).
 const MinProcs = 4
 
 // SetProcs raises GOMAXPROCS to MinProcs where the machine has fewer CPUs
