@@ -15,8 +15,8 @@ import (
 
 // follow after a run: a status read older than the run's own revision (a
 // bucket replica that had not applied it, "approved") is read again, not
-// taken for the end of the run. CI once saw the run command end at once
-// with "approved: 0/12 done" while the run went on.
+// taken for the end of the run (which would end the run command at once
+// with "approved: 0/12 done" while the run goes on).
 func TestFollowSkipsReadsOlderThanTheRun(t *testing.T) {
 	f := natstest.RunFabric(t, 1)
 	creds, err := f.Trust().WriteCreds(t.TempDir())

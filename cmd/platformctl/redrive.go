@@ -247,9 +247,9 @@ func rateText(r float64) string {
 // follow prints a redrive's progress until it is no longer running.
 // since is the record's revision after the caller's own change (its run
 // or resume): the bucket's replicas answer reads too, and one that has
-// not applied that change yet returns an older record (in CI, "approved"
-// right after the run started, which ended the follow at once). Such a
-// read is not progress: it is asked again.
+// not applied that change yet returns an older record (e.g. "approved"
+// right after the run started, which would end the follow at once). Such
+// a read is not progress: it is asked again.
 func (g *globalOptions) follow(ctx context.Context, w io.Writer, scope, id string, since uint64, every time.Duration) error {
 	if every <= 0 {
 		every = time.Second

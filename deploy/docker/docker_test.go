@@ -135,8 +135,8 @@ func TestDockerRegionSurvivesNodeKills(t *testing.T) {
 	// 3. Restart both: quorum is back, nothing acknowledged is lost.
 	r.start(t, first, second)
 	restarted := time.Now()
-	// Generous: once, on a loaded CI machine, a restarted container's
-	// routes took longer than 90 s to resolve their peers' names.
+	// Generous: on a loaded machine a restarted container's routes can
+	// take minutes to resolve their peers' names.
 	r.waitReady(t, 180*time.Second)
 	r.waitStream(t, js, 3)
 	t.Logf("both restarted, region ready and stream current after %s", time.Since(restarted).Round(time.Millisecond))
