@@ -56,6 +56,7 @@ type gateRoute struct {
 	acks bool
 }
 
+// gateRoutes lists the gated request kinds, pulls first.
 var gateRoutes = []gateRoute{
 	{js: "$JS.API.CONSUMER.MSG.NEXT.", kind: "PULL", fwd: APIPrefix + "CONSUMER.MSG.NEXT."},
 	{js: "$JS.ACK.", kind: "ACK", fwd: fwdAck, acks: true},
@@ -140,14 +141,15 @@ func gateQueue(server string) string { return "platform-gate-" + server }
 // startGate subscribes the gate subjects: acks and direct gets on fwd
 // (queue group: each request is taken by one daemon), and pulls on a
 // connection dial opens to each of nodes (on fwd when there are none).
-func startGate(tenant, account string, fwd *wire.Conn, nodes []LocalNode, dial func(url string) (*wire.Conn, error), onAudit func(string)) (*gate, error) {
+func startGate(ctx context.Context, tenant, account string, fwd *wire.Conn, nodes []LocalNode, dial func(url string) (*wire.Conn, error), onAudit func(string)) (*gate, error) {
 	g := &gate{tenant: tenant, account: account, fwd: fwd, onAudit: onAudit}
 	fail := func(err error) (*gate, error) {
 		g.close()
 		return nil, err
 	}
+	pull := gateRoutes[0] // the PULL route
 	for _, r := range gateRoutes {
-		if r.kind == "PULL" && len(nodes) > 0 {
+		if r.kind == pull.kind && len(nodes) > 0 {
 			continue
 		}
 		if err := g.subscribe(fwd, ingestQueue, r, nil); err != nil {
@@ -158,7 +160,7 @@ func startGate(tenant, account string, fwd *wire.Conn, nodes []LocalNode, dial f
 		// A node that has not loaded a new tenant's account yet refuses
 		// the connection for a moment.
 		var conn *wire.Conn
-		err := retry.Do(context.Background(), retry.Policy{Initial: 50 * time.Millisecond, Max: 500 * time.Millisecond,
+		err := retry.Do(ctx, retry.Policy{Initial: 50 * time.Millisecond, Max: 500 * time.Millisecond,
 			MaxElapsed: gateDialFor, Retryable: func(error) bool { return true }}, func(context.Context) error {
 			var err error
 			conn, err = dial(n.ClientURL())
@@ -169,7 +171,7 @@ func startGate(tenant, account string, fwd *wire.Conn, nodes []LocalNode, dial f
 		}
 		ng := &nodeGate{conn: conn, node: n}
 		g.nodes = append(g.nodes, ng)
-		if err := g.subscribe(conn, gateQueue(conn.ServerName()), gateRoutes[0], ng); err != nil {
+		if err := g.subscribe(conn, gateQueue(conn.ServerName()), pull, ng); err != nil {
 			return fail(err)
 		}
 	}

@@ -354,7 +354,7 @@ func (m *Manager) startRuntime(ctx context.Context, t *Tenant) error {
 		o.URLs = []string{url} // a node's gate stays on its node
 		return wire.Dial(o)
 	}
-	if rt.g, err = startGate(t.Name, t.Account, fwd, m.cfg.Local, dial, func(detail string) {
+	if rt.g, err = startGate(ctx, t.Name, t.Account, fwd, m.cfg.Local, dial, func(detail string) {
 		m.auditAsync(Record{Actor: "platform-gate", Action: ActionGateRefused, Tenant: name, Detail: detail})
 	}); err != nil {
 		rt.in.close()

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -138,13 +139,15 @@ func (r *routeNet) delay(from, to int, d time.Duration) {
 }
 
 // copyDelayed copies src to dst, holding each chunk for the delay of the
-// link dir names at the time the chunk was read.
+// link dir names at the time the chunk was read. A chunk with no delay
+// is written at once when nothing is queued before it.
 func (r *routeNet) copyDelayed(dst io.Writer, src io.Reader, dir func() (from, to int)) {
 	type chunk struct {
 		b   []byte
 		due time.Time
 	}
 	ch := make(chan chunk, 4096)
+	var queued atomic.Int64 // chunks enqueued and not yet written
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -152,8 +155,11 @@ func (r *routeNet) copyDelayed(dst io.Writer, src io.Reader, dir func() (from, t
 			if w := time.Until(c.due); w > 0 {
 				time.Sleep(w)
 			}
-			if _, err := dst.Write(c.b); err != nil {
+			_, err := dst.Write(c.b)
+			queued.Add(-1)
+			if err != nil {
 				for range ch { // drain so the reader never blocks
+					queued.Add(-1)
 				}
 				return
 			}
@@ -167,7 +173,14 @@ func (r *routeNet) copyDelayed(dst io.Writer, src io.Reader, dir func() (from, t
 			r.mu.Lock()
 			d := r.delays[[2]int{from, to}]
 			r.mu.Unlock()
-			ch <- chunk{b: append([]byte(nil), buf[:n]...), due: time.Now().Add(d)}
+			if d == 0 && queued.Load() == 0 {
+				if _, werr := dst.Write(buf[:n]); werr != nil {
+					break
+				}
+			} else {
+				queued.Add(1)
+				ch <- chunk{b: append([]byte(nil), buf[:n]...), due: time.Now().Add(d)}
+			}
 		}
 		if err != nil {
 			break
