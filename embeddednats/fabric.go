@@ -37,6 +37,27 @@ func NewFabric(cfg FabricConfig, trust *Trust) (*Fabric, error) {
 	return NewFabricNodes(cfg, configs, trust)
 }
 
+// StartFabric builds and starts the nodes of cfg. Free ports are picked by
+// listening and closing, so another process can take one before its node
+// binds it; when cfg asks for picked ports (-1) and a node finds its port
+// taken, the fabric is built again on fresh ports, up to three times.
+func StartFabric(ctx context.Context, cfg FabricConfig, trust *Trust) (*Fabric, error) {
+	picked := cfg.Port < 0 || cfg.ClusterPort < 0
+	for attempt := 1; ; attempt++ {
+		f, err := NewFabric(cfg, trust)
+		if err != nil {
+			return nil, err
+		}
+		err = f.Start(ctx)
+		if err == nil {
+			return f, nil
+		}
+		if !picked || !errors.Is(err, ErrPortInUse) || attempt == 3 {
+			return nil, err
+		}
+	}
+}
+
 // NewFabricNodes builds a fabric from explicit node configurations (tests
 // use it to route the cluster through fault-injecting proxies). With
 // cfg.TLS, it sets trust.ClientTLS when unset, so Connect and every

@@ -27,14 +27,16 @@ type Remote struct {
 	Actor string
 }
 
-// NewFabric starts an in-process fabric as platformd runs one: with the
+// StartFabric starts an in-process fabric as platformd runs one: with the
 // scheduler slots platformd gives itself (embeddednats.SetProcs), so an
 // in-process figure is what platformd would show on this machine. The
-// value and its reason go to stderr.
-func NewFabric(cfg embeddednats.FabricConfig, trust *embeddednats.Trust) (*embeddednats.Fabric, error) {
+// value and its reason go to stderr. Start waits at most a minute.
+func StartFabric(ctx context.Context, cfg embeddednats.FabricConfig, trust *embeddednats.Trust) (*embeddednats.Fabric, error) {
 	procs, why := embeddednats.SetProcs()
 	fmt.Fprintf(os.Stderr, "bench: GOMAXPROCS %d (%s)\n", procs, why)
-	return embeddednats.NewFabric(cfg, trust)
+	sctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	return embeddednats.StartFabric(sctx, cfg, trust)
 }
 
 // WithFabric starts a temporary 3-node fabric in dir, with TLS on the
@@ -56,13 +58,8 @@ func WithFabric(ctx context.Context, dir string, sync bool, srvTLS tlsconf.Confi
 		}
 	}
 	cfg.LameDuck = 200 * time.Millisecond
-	f, err := NewFabric(cfg, trust)
+	f, err := StartFabric(ctx, cfg, trust)
 	if err != nil {
-		return err
-	}
-	sctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	if err := f.Start(sctx); err != nil {
 		return err
 	}
 	defer func() {
@@ -104,13 +101,8 @@ func Connect(ctx context.Context, remote Remote, inProcess bool) (*nats.Conn, fu
 	cfg := embeddednats.DefaultFabricConfig()
 	cfg.Port, cfg.ClusterPort, cfg.DataDir = -1, -1, dir
 	cfg.LameDuck = 200 * time.Millisecond
-	f, err := NewFabric(cfg, trust)
+	f, err := StartFabric(ctx, cfg, trust)
 	if err != nil {
-		return nil, nil, err
-	}
-	sctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	if err := f.Start(sctx); err != nil {
 		return nil, nil, err
 	}
 	nc, err := f.Connect(nats.MaxReconnects(-1))

@@ -165,14 +165,9 @@ func (b *groupBench) runInProcess(ctx context.Context) (groupBenchResult, error)
 	cfg.Port, cfg.ClusterPort, cfg.DataDir = -1, -1, dir
 	cfg.Durability.SyncAlways = b.o.SyncAlways
 	cfg.LameDuck = 200 * time.Millisecond
-	f, err := bench.NewFabric(cfg, trust)
-	if err != nil {
-		return groupBenchResult{}, err
-	}
-	sctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
 	b.logf("starting a 3-node fabric in %s (sync_always %v)", dir, b.o.SyncAlways)
-	if err := f.Start(sctx); err != nil {
+	f, err := bench.StartFabric(ctx, cfg, trust)
+	if err != nil {
 		return groupBenchResult{}, err
 	}
 	defer func() {

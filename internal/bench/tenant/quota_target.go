@@ -87,12 +87,7 @@ func newInProcessQuotaTarget(ctx context.Context, o QuotaOptions) (_ *inProcessQ
 	cfg.Port, cfg.ClusterPort, cfg.DataDir = -1, -1, t.dir
 	cfg.Durability.SyncAlways = o.SyncAlways
 	cfg.LameDuck = 200 * time.Millisecond
-	if t.f, err = bench.NewFabric(cfg, trust); err != nil {
-		return nil, err
-	}
-	sctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	if err = t.f.Start(sctx); err != nil {
+	if t.f, err = bench.StartFabric(ctx, cfg, trust); err != nil {
 		return nil, err
 	}
 	if t.nc, err = t.f.Connect(nats.MaxReconnects(-1)); err != nil {
@@ -105,6 +100,8 @@ func newInProcessQuotaTarget(ctx context.Context, o QuotaOptions) (_ *inProcessQ
 	if t.m, err = tenancy.NewManager(t.nc, trust, tenancy.Config{URL: t.f.ClientURLs(), Servers: n, Replicas: min(3, n), Local: tenancy.LocalNodes(t.f.Nodes())}); err != nil {
 		return nil, err
 	}
+	sctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
 	if err = t.m.Start(sctx); err != nil {
 		return nil, err
 	}
