@@ -455,13 +455,13 @@ func residentTopics(t *testing.T, here string) []platform.TopicSpec {
 // checkDerivedLinkDeny waits until every us node (the dialling side) has
 // applied the link deny list platformd derives: us.yaml's configured
 // subjects, region.LinkDeny of the resident topics of both regions
-// (eu's read through the peer connection) and the gate's forward subject,
+// (eu's read through the peer connection) and region.FixedLinkDeny,
 // read from each node's /metrics.
 func checkDerivedLinkDeny(t *testing.T, rig *rig) {
 	t.Helper()
 	usc := loadConfig(t, rig.here, "us.yaml")
 	resident := residentTopics(t, rig.here)
-	want := len(region.MergeDeny(usc.Node.Leaf.Remotes[0].Deny, region.LinkDeny(resident), []string{region.GateLinkDeny}))
+	want := len(region.MergeDeny(usc.Node.Leaf.Remotes[0].Deny, region.LinkDeny(resident), region.FixedLinkDeny()))
 	lines := []string{fmt.Sprintf("platform_region_link_deny_subjects %d", want)}
 	for _, tp := range resident {
 		lines = append(lines, fmt.Sprintf("platform_region_link_denied_resident{name=%q,region=%q} 1", tp.Name, tp.Residency))

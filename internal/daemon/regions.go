@@ -61,7 +61,7 @@ func (d *Daemon) startRegions(ctx context.Context) error {
 	for _, t := range d.cfg.Catalog.Topics {
 		topics = append(topics, t)
 	}
-	rc.Deny = region.MergeDeny(rc.Deny, region.CatalogLinkDeny(d.cfg.Catalog), []string{region.GateLinkDeny})
+	rc.Deny = region.MergeDeny(rc.Deny, region.CatalogLinkDeny(d.cfg.Catalog), region.FixedLinkDeny())
 	all, err := embeddednats.NewRegions(rc, d.trust)
 	if err != nil {
 		return err
@@ -298,7 +298,7 @@ func (d *Daemon) addResidents(ctx context.Context, residency string, names ...st
 	for _, n := range slices.Sorted(maps.Keys(rs.resident)) {
 		derived = append(derived, region.ResidentDeny(n)...)
 	}
-	deny := region.MergeDeny(d.cfg.Regions.Deny, derived, []string{region.GateLinkDeny})
+	deny := region.MergeDeny(d.cfg.Regions.Deny, derived, region.FixedLinkDeny())
 	if err := rs.all.SetDeny(ctx, deny); err != nil {
 		return fmt.Errorf("daemon: update the region link for resident %s: %w", strings.Join(names, ", "), err)
 	}

@@ -43,7 +43,8 @@ const linkDebounce = 250 * time.Millisecond
 //   - region.ResidentLinkDeny of every peer region (regions.peers): a
 //     resident topic of the other side must not cross either, and only
 //     the dialling side's list applies to the link,
-//   - region.GateLinkDeny (the residency gate's forward token).
+//   - region.FixedLinkDeny (the residency gate's forward token, the
+//     deliveries of streams' sources).
 //
 // A peer that cannot be read keeps its last known list (also kept in
 // data_dir/regions/link-peers.json across restarts): the list never

@@ -276,7 +276,7 @@ func TestNodeModeLinkDenyDerived(t *testing.T) {
 		for _, s := range us.LinkDeny() {
 			got[s] = true
 		}
-		want := []string{extra, region.GateLinkDeny}
+		want := append([]string{extra}, region.FixedLinkDeny()...)
 		for _, n := range names {
 			want = append(want, region.ResidentDeny(n)...)
 		}

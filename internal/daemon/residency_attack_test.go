@@ -190,13 +190,18 @@ func refusedByResidency(t *testing.T, what string, err error, want string) {
 
 // TestAttackPropagatedCopyMirroredAbroad: a region admin copies the
 // resident orders.eu into a stream of its own region (allowed: it stays
-// in eu), then a copy of that copy, and tries to mirror or source either
-// into us with the nats CLI and nats.go. Each is refused naming
-// orders.eu; us is unchanged; the copies cannot be read from us either;
+// in eu), then a copy of that copy, while us listens on $JS.S.> (the
+// deliveries of sources): us hears nothing. An in-region mirror of the
+// copy is refused. It tries to mirror or source either copy into us with
+// the nats CLI and nats.go. Each is refused naming orders.eu; us is
+// unchanged; the copies cannot be read from us either;
 // the residency report lists both copies as orders.eu's.
 func TestAttackPropagatedCopyMirroredAbroad(t *testing.T) {
 	a := newResidencyAttack(t)
 	ctx := a.ctx(90 * time.Second)
+	// JetStream delivers a stream's sources on $JS.S.<id>: a listener in
+	// us on every such subject hears nothing of the in-region copies.
+	sourced := a.listen("$JS.S.>")
 	copyCfg := jetstream.StreamConfig{Name: "orders_eu_copy", Replicas: 1, Sources: []*jetstream.StreamSource{{Name: platform.StreamName("orders.eu")}}}
 	b, _ := json.Marshal(copyCfg)
 	file := filepath.Join(t.TempDir(), "copy.json")
@@ -211,6 +216,16 @@ func TestAttackPropagatedCopyMirroredAbroad(t *testing.T) {
 	}
 	a.waitMsgs(a.jsEU, "orders_eu_copy", 5)
 	a.waitMsgs(a.jsEU, "orders_eu_copy2", 5)
+	if n := sourced.Load(); n != 0 {
+		t.Fatalf("us heard %d deliveries of the in-region copies on $JS.S.>", n)
+	}
+	// An in-region mirror delivers on $JS.M.<id>, which the link carries
+	// for the mirrors across regions: refused, source instead.
+	_, err := a.jsEU.CreateStream(ctx, jetstream.StreamConfig{Name: "orders_eu_mirror", Replicas: 1, Mirror: &jetstream.StreamSource{Name: "orders_eu_copy"}})
+	refusedByResidency(t, "in-region mirror of the copy", err, "source it instead")
+	if _, err := a.jsEU.Stream(ctx, "orders_eu_mirror"); !errors.Is(err, jetstream.ErrStreamNotFound) {
+		t.Fatalf("refused in-region mirror exists: %v", err)
+	}
 	before := a.usState()
 
 	// Domain is not in a configuration's JSON: the nats CLI's file names

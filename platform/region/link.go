@@ -48,12 +48,23 @@ func (t *LinkTable) AddCatalog(c platform.Catalog) {
 
 // Deny is the link's deny list: Configured, then ResidentDeny of every
 // resident (sorted, so the list does not depend on the order residents
-// were added), then GateLinkDeny; each subject once.
+// were added), then FixedLinkDeny; each subject once.
 func (t *LinkTable) Deny() []string {
 	var derived []string
 	for name := range t.Residents {
 		derived = append(derived, ResidentDeny(name)...)
 	}
 	sort.Strings(derived)
-	return MergeDeny(t.Configured, derived, []string{GateLinkDeny})
+	return MergeDeny(t.Configured, derived, FixedLinkDeny())
 }
+
+// SourceLinkDeny belongs on every region link's deny list: the deliver
+// subjects JetStream picks for a stream's sources ($JS.S.<id>) never
+// cross, so a copy of resident data sourced within its region is not
+// readable abroad by subscribing to them. A source across regions is
+// therefore not carried; CheckStream refuses one and names the mirror.
+const SourceLinkDeny = "$JS.S.>"
+
+// FixedLinkDeny are the subjects on every region link's deny list,
+// whatever is resident: GateLinkDeny and SourceLinkDeny.
+func FixedLinkDeny() []string { return []string{GateLinkDeny, SourceLinkDeny} }

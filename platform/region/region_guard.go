@@ -272,7 +272,9 @@ func (g *Guard) onConsumerAdvisory(r *Region) nats.MsgHandler {
 // region link carries. Deliveries made before the deletion (the
 // milliseconds since the advisory, if that subject had interest) are not
 // undone; the refusal is audited (remedy "consumer deleted"). A deliver
-// subject under _INBOX. is left alone: that is how in-region tools read
+// subject under SourceLinkDeny (a stream sourcing it in the region) is
+// left alone, as no link carries it. A deliver subject under _INBOX. is
+// left alone too: that is how in-region tools read
 // a stream with an ephemeral push consumer (nats kv watch, legacy ordered
 // consumers), and it is no defence against a client that names one on
 // purpose (see the README's residency section: not covered).
@@ -296,6 +298,7 @@ func (g *Guard) checkConsumer(ctx context.Context, e guardEvent) {
 	info := c.CachedInfo()
 	deliver := info.Config.DeliverSubject
 	covered := append(slices.Clone(res.Covered), cfg.Subjects...)
+	covered = append(covered, SourceLinkDeny)
 	if deliver == "" || strings.HasPrefix(deliver, "_INBOX.") || slices.ContainsFunc(covered, func(p string) bool { return subjectWithin(deliver, p) }) {
 		return
 	}

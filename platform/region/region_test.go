@@ -175,6 +175,37 @@ func TestResidencyEveryRouteRefused(t *testing.T) {
 
 // TestMirrorNonResident mirrors a non-resident topic from eu to us and
 // reads its lag down to zero; the mirror keeps the origin's sequences.
+// TestCheckStreamDeliveriesOnTheLink: JetStream delivers a source on
+// $JS.S.<id>, which no region link carries (SourceLinkDeny), and a mirror
+// on $JS.M.<id>, which the links carry for mirrors across regions. So a
+// source across regions is refused (it would never receive), as is a
+// mirror of resident data in its own region (its deliveries would cross);
+// a source in the region and a mirror across regions of open data pass.
+func TestCheckStreamDeliveriesOnTheLink(t *testing.T) {
+	_, rs := twoRegions(t, regionTopic("orders", ""), regionTopic("orders.eu", "eu"))
+	ctx := testCtx(t, 30*time.Second)
+	open, resident := platform.StreamName("orders"), platform.StreamName("orders.eu")
+	for _, c := range []struct {
+		what, in string
+		cfg      jetstream.StreamConfig
+		want     string // "" passes
+	}{
+		{"source across regions", "us", jetstream.StreamConfig{Name: "x", Subjects: []string{"x.>"}, Sources: []*jetstream.StreamSource{{Name: open, Domain: "eu"}}}, "sources are not carried across region links ($JS.S.> is denied on them)"},
+		{"mirror across regions", "us", jetstream.StreamConfig{Name: "x", Mirror: &jetstream.StreamSource{Name: open, Domain: "eu"}}, ""},
+		{"mirror of resident data in its region", "eu", jetstream.StreamConfig{Name: "x", Mirror: &jetstream.StreamSource{Name: resident}}, "topic orders.eu is resident in eu: a mirror of stream " + resident + " in the same region receives on $JS.M.<id>"},
+		{"source of resident data in its region", "eu", jetstream.StreamConfig{Name: "x", Subjects: []string{"x.>"}, Sources: []*jetstream.StreamSource{{Name: resident}}}, ""},
+		{"mirror of open data in its region", "eu", jetstream.StreamConfig{Name: "x", Mirror: &jetstream.StreamSource{Name: open}}, ""},
+	} {
+		err := rs.CheckStream(ctx, c.in, c.cfg)
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%s: refused: %v", c.what, err)
+		case c.want != "" && (!errors.Is(err, ErrResidency) || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%s: want ErrResidency naming %q, got %v", c.what, c.want, err)
+		}
+	}
+}
+
 func TestMirrorNonResident(t *testing.T) {
 	_, rs := twoRegions(t, regionTopic("orders", ""))
 	ctx := testCtx(t, 60*time.Second)

@@ -275,6 +275,13 @@ func (rs Regions) residencyViolationsOf(ctx context.Context, in string, cfg jets
 		if res.Residency != "" && self.Residency == "" {
 			self, via = res, src
 		}
+		if src != cfg.Mirror && from != at && (res.Residency == "" || res.Residency == in) {
+			unknown = append(unknown, fmt.Sprintf("a source of stream %s in region %s: sources are not carried across region links (%s is denied on them); mirror the topic instead", src.Name, from.Name, SourceLinkDeny))
+		}
+		if src == cfg.Mirror && from == at && res.Residency != "" {
+			out = append(out, sourceViolation{Source: src, Mirror: true, Topic: res.What,
+				Problem: fmt.Sprintf("%s is resident in %s: a mirror of stream %s in the same region receives on $JS.M.<id>, a subject the region link carries; source it instead", res.What, res.Residency, src.Name)})
+		}
 		if res.Residency != "" && res.Residency != in {
 			what := "a mirror"
 			if src != cfg.Mirror {
