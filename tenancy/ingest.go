@@ -12,11 +12,12 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/msgplatform/platform/internal/wire"
-	"github.com/msgplatform/platform/platform"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/time/rate"
+
+	"github.com/msgplatform/platform/internal/wire"
+	"github.com/msgplatform/platform/platform"
 )
 
 // HeaderTenant is the header the ingest stamps on every stored event: the
