@@ -23,6 +23,7 @@ import (
 	"github.com/msgplatform/platform/outboxrelay/pebbleoutbox"
 	"github.com/msgplatform/platform/outboxrelay/pgoutbox"
 	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/catalog"
 	"github.com/msgplatform/platform/platform/inbox/pebbleinbox"
 	"github.com/msgplatform/platform/platform/inbox/pginbox"
 )
@@ -208,7 +209,7 @@ func createTopic(t *testing.T, js jetstream.JetStream, name string) {
 	spec.Retention = platform.Retention{MaxAge: time.Hour}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := platform.NewReconciler(js, platform.ReconcilerOptions{}).ApplyTopic(ctx, spec, platform.ApplyOptions{}); err != nil {
+	if _, err := catalog.NewReconciler(js, catalog.ReconcilerOptions{}).ApplyTopic(ctx, spec, catalog.ApplyOptions{}); err != nil {
 		t.Fatalf("create topic %s: %v", name, err)
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/msgplatform/platform/internal/jsscan"
+	"github.com/msgplatform/platform/internal/parallel"
 )
 
 // Canary publishes canaries into every topic and queue of its JetStream
@@ -235,7 +236,7 @@ func (c *Canary) listObjects(ctx context.Context) ([]canaryObject, error) {
 				out = append(out, canaryObject{name: t.Name, stream: cfg.Name, partitions: t.Partitions})
 			}
 		case StreamKindQueue:
-			q, err := queueFromStream(cfg)
+			q, err := QueueFromStream(cfg)
 			if err == nil && q.CanaryEnabled() {
 				out = append(out, canaryObject{name: q.Name, stream: cfg.Name})
 			}
@@ -298,7 +299,7 @@ func (c *Canary) publish(ctx context.Context, slot time.Time) {
 			})
 		}
 	}
-	_ = parallel(ctx, 16, ops)
+	_ = parallel.Run(ctx, 16, ops)
 	failed := map[string]error{}
 	for _, r := range results {
 		switch {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/msgplatform/platform/embeddednats/natstest"
 	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/catalog"
 	"github.com/msgplatform/platform/platform/consumer"
 )
 
@@ -51,7 +52,7 @@ func TestCanaryMeasuresAckFloorsNotHandlers(t *testing.T) {
 		Queues: map[string]platform.QueueSpec{"jobs": jobs},
 		Groups: map[string]platform.GroupSpec{"healthy": {Name: "healthy", Topic: "orders"}, "stuck": {Name: "stuck", Topic: "orders"}},
 	}
-	if _, err := platform.NewReconciler(js, platform.ReconcilerOptions{}).Apply(ctx, cat, platform.ApplyOptions{}); err != nil {
+	if _, err := catalog.NewReconciler(js, catalog.ReconcilerOptions{}).Apply(ctx, cat, catalog.ApplyOptions{}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -171,7 +172,7 @@ func TestCanaryMeasuresAckFloorsNotHandlers(t *testing.T) {
 	waitProcessed(c, "jobs", "jobs", slot2)
 	// Every partition of the stuck group but one passes slot 2.
 	natstest.WaitFor(t, 20*time.Second, func() error {
-		st, err := platform.NewReconciler(js, platform.ReconcilerOptions{}).DescribeTopic(ctx, "orders")
+		st, err := catalog.NewReconciler(js, catalog.ReconcilerOptions{}).DescribeTopic(ctx, "orders")
 		if err != nil {
 			return err
 		}

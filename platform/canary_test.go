@@ -40,8 +40,8 @@ func TestCanaryOptOutIsRecordedOnTheStream(t *testing.T) {
 	}
 	q := DefaultQueueSpec("jobs")
 	q.Canary = &off
-	qcfg := queueStreamConfig(q)
-	qback, err := queueFromStream(&qcfg)
+	qcfg := QueueStreamConfig(q)
+	qback, err := QueueFromStream(&qcfg)
 	if err != nil || qback.CanaryEnabled() {
 		t.Fatalf("queue opt-out read back: %+v, %v", qback, err)
 	}

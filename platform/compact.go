@@ -26,8 +26,9 @@ import (
 // Retention still applies (max_age drops a key whose latest event is
 // older); with neither max_age nor max_bytes the size is bounded by the
 // number of keys. Switching an existing topic between delete and compact
-// is refused by Apply unless ApplyOptions.AllowCleanupChange: delete ->
-// compact deletes all but the latest event of every key immediately.
+// is refused by catalog.Reconciler without
+// catalog.ApplyOptions.AllowCleanupChange: delete -> compact deletes all
+// but the latest event of every key immediately.
 
 // TombstoneHeader marks an event that deletes its key on a compacted topic.
 const TombstoneHeader = "Event-Tombstone"
@@ -35,7 +36,9 @@ const TombstoneHeader = "Event-Tombstone"
 // msgTTLHeader is nats-server's per-message TTL header.
 const msgTTLHeader = "Nats-TTL"
 
-func (t TopicSpec) tombstoneRetention() time.Duration {
+// EffectiveTombstoneRetention is how long the compacted topic keeps a
+// tombstone: TombstoneRetention, or DefaultTombstoneRetention when it is 0.
+func (t TopicSpec) EffectiveTombstoneRetention() time.Duration {
 	if t.TombstoneRetention > 0 {
 		return t.TombstoneRetention
 	}
@@ -49,11 +52,11 @@ func (t TopicSpec) tombstoneRetention() time.Duration {
 // a tombstone would be one more event, deleting nothing.
 func TombstoneEvent(t TopicSpec, id, key string) (Event, error) {
 	if !t.Compacted() {
-		return Event{}, fmt.Errorf("%w: topic %q is not compacted (cleanup: %s); a tombstone would delete nothing", ErrInvalidEvent, t.Name, cleanupOf(t))
+		return Event{}, fmt.Errorf("%w: topic %q is not compacted (cleanup: %s); a tombstone would delete nothing", ErrInvalidEvent, t.Name, t.EffectiveCleanup())
 	}
 	h := nats.Header{}
 	h.Set(TombstoneHeader, "true")
-	h.Set(msgTTLHeader, fmt.Sprintf("%ds", int64(t.tombstoneRetention().Round(time.Second)/time.Second)))
+	h.Set(msgTTLHeader, fmt.Sprintf("%ds", int64(t.EffectiveTombstoneRetention().Round(time.Second)/time.Second)))
 	return Event{ID: id, Topic: t.Name, Key: key, Headers: h}, nil
 }
 

@@ -40,8 +40,7 @@ const (
 	DefaultDLQRetention = 14 * 24 * time.Hour
 	// MinDLQRetention is the shortest DLQ retention a spec may set: a DLQ
 	// entry is the only record of a failure, and a person must get to it.
-	MinDLQRetention    = time.Hour
-	dlqDuplicateWindow = 10 * time.Minute
+	MinDLQRetention = time.Hour
 )
 
 // DLQ entry headers. An entry's payload and its other headers are the
@@ -126,87 +125,6 @@ func (s DLQSpec) validateInto(p *validate.Problems, topicMaxAge time.Duration) {
 		p.Addf("dlq.owner", "must be a team name of at most 128 printable characters, got %q", s.Owner)
 	}
 }
-
-func dlqStreamConfig(name string, dlq DLQSpec, replicas int) jetstream.StreamConfig {
-	s := StreamName(name)
-	md := map[string]string{mdKind: StreamKindDLQ, MetaDLQOf: name}
-	setIf(md, mdOwner, dlq.Owner)
-	return jetstream.StreamConfig{
-		Name:                 DLQStream(name),
-		Description:          "platform dead letters of " + name,
-		Subjects:             []string{"$DLQ." + s + ".>"},
-		Retention:            jetstream.LimitsPolicy,
-		Storage:              jetstream.FileStorage,
-		Replicas:             replicas,
-		MaxAge:               dlq.Retention,
-		MaxBytes:             -1,
-		MaxMsgsPerSubject:    1,
-		Discard:              jetstream.DiscardNew,
-		DiscardNewPerSubject: true,
-		AllowDirect:          true,
-		Duplicates:           dlqDuplicateWindow,
-		Metadata:             md,
-	}
-}
-
-func dlqEventsStreamConfig(name string, dlq DLQSpec, replicas int) jetstream.StreamConfig {
-	s := StreamName(name)
-	md := map[string]string{mdKind: StreamKindDLQEvents, MetaDLQOf: name}
-	setIf(md, mdOwner, dlq.Owner)
-	return jetstream.StreamConfig{
-		Name:        DLQEventsStream(name),
-		Description: "platform delivery advisories of " + name,
-		Subjects: []string{
-			"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES." + s + ".*",
-			"$JS.EVENT.ADVISORY.CONSUMER.MSG_TERMINATED." + s + ".*",
-		},
-		Retention:   jetstream.LimitsPolicy,
-		Storage:     jetstream.FileStorage,
-		Replicas:    replicas,
-		MaxAge:      dlq.Retention,
-		MaxBytes:    -1,
-		Discard:     jetstream.DiscardOld,
-		AllowDirect: true,
-		Duplicates:  duplicateWindow,
-		Metadata:    md,
-	}
-}
-
-// planDLQ adds the creation or update of the DLQ and advisory streams of
-// a topic or queue to its plan item: their retention and owner follow
-// dlq (the object's DLQSettings), so changing dlq.retention
-// in the spec changes the MaxAge of both streams in place.
-func (p *plan) planDLQ(ctx context.Context, it *planItem, name string, dlq DLQSpec, replicas int) {
-	for _, want := range []jetstream.StreamConfig{dlqStreamConfig(name, dlq, replicas), dlqEventsStreamConfig(name, dlq, replicas)} {
-		info, err := p.stream(ctx, want.Name)
-		if err != nil {
-			p.failRead(err)
-			return
-		}
-		switch {
-		case info == nil:
-			it.change.Details = append(it.change.Details, fmt.Sprintf("%s: create stream %s (%s, retention %s)", kindOfConfig(want), want.Name, want.Subjects[0], want.MaxAge))
-			it.steps = append(it.steps, p.r.createStream(want))
-		case StreamKind(&info.Config) != StreamKind(&want):
-			p.conflict("dlq."+name, "stream %q exists and is not the platform's %s stream of %s; rename or delete it", want.Name, StreamKind(&want), name)
-			continue
-		default:
-			if d := diffStream(&info.Config, want); len(d) > 0 {
-				for _, l := range d {
-					it.change.Details = append(it.change.Details, want.Name+": "+l)
-				}
-				n := mergeStream(&info.Config, want)
-				n.MaxMsgsPerSubject, n.DiscardNewPerSubject = want.MaxMsgsPerSubject, want.DiscardNewPerSubject
-				it.steps = append(it.steps, p.r.updateStream(n))
-			}
-		}
-		if len(it.steps) > 0 && it.change.Action == "" {
-			it.change.Action = ActionUpdate
-		}
-	}
-}
-
-func kindOfConfig(c jetstream.StreamConfig) string { return c.Metadata[mdKind] }
 
 // ErrorClass is why a handler's failure ended the way it did; it is the
 // reason class of retry and DLQ metrics and of DLQ entries.

@@ -4,8 +4,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/msgplatform/platform/embeddednats/natstest"
 )
 
 // A DLQ retention that would lose dead letters early is refused, naming
@@ -49,45 +47,4 @@ func TestDLQSpecValidation(t *testing.T) {
 	if got := topic(30*24*time.Hour, 0, "").DLQSettings().Retention; got != 30*24*time.Hour {
 		t.Errorf("default DLQ retention of a 30-day topic: %s", got)
 	}
-}
-
-// The Reconciler applies the DLQ retention and owner of the spec to the
-// DLQ and advisory streams, and changes them in place on a later apply.
-func TestApplyDLQRetentionAndOwner(t *testing.T) {
-	t.Parallel()
-	f := natstest.RunFabric(t, 1)
-	js := f.JetStream()
-	ctx := testCtx(t, 60*time.Second)
-	r := NewReconciler(js, ReconcilerOptions{DefaultReplicas: 1})
-	topic := DefaultTopicSpec("payments")
-	topic.Replicas, topic.Owner = 1, "checkout"
-	topic.DLQ = DLQSpec{Retention: 336 * time.Hour, Owner: "payments-oncall"}
-	queue := DefaultQueueSpec("shipment-jobs")
-	queue.Replicas, queue.Owner = 1, "fulfilment"
-	cat := Catalog{Topics: map[string]TopicSpec{"payments": topic}, Queues: map[string]QueueSpec{"shipment-jobs": queue}}
-	if _, err := r.Apply(ctx, cat, ApplyOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	check := func(object string, age time.Duration, owner string) {
-		t.Helper()
-		for _, s := range []string{DLQStream(object), DLQEventsStream(object)} {
-			cfg := streamConfig(t, js, s)
-			if cfg.MaxAge != age || cfg.Metadata[mdOwner] != owner {
-				t.Errorf("%s: max_age %s owner %q, want %s %q", s, cfg.MaxAge, cfg.Metadata[mdOwner], age, owner)
-			}
-		}
-	}
-	check("payments", 336*time.Hour, "payments-oncall")
-	check("shipment-jobs", DefaultDLQRetention, "fulfilment")
-
-	topic.DLQ = DLQSpec{Retention: 720 * time.Hour}
-	cat.Topics["payments"] = topic
-	changes, err := r.Apply(ctx, cat, ApplyOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if a := actions(changes)["topic payments"]; a != ActionUpdate {
-		t.Errorf("changing the DLQ retention: action %q (changes %+v)", a, changes)
-	}
-	check("payments", 720*time.Hour, "checkout")
 }

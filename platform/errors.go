@@ -4,9 +4,10 @@ import "errors"
 
 // Sentinel errors. Match with errors.Is.
 //
-// Errors listing several problems (ErrInvalidSpec, ErrConflict and
-// ErrNotFound from Apply) are *validate.Error values naming each problem by
-// its configuration key, e.g. "topics.orders.partitions: ...".
+// Errors listing several problems (ErrInvalidSpec from Validate;
+// ErrInvalidSpec, ErrConflict and ErrNotFound from catalog's Apply) are
+// *validate.Error values naming each problem by its configuration key,
+// e.g. "topics.orders.partitions: ...".
 var (
 	// ErrInvalidSpec: a topic, queue or group declaration is malformed.
 	ErrInvalidSpec = errors.New("platform: invalid spec")

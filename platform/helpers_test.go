@@ -4,50 +4,9 @@ import (
 	"context"
 	"log/slog"
 	"os"
-	"strings"
-	"sync"
 	"testing"
 	"time"
-
-	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/msgplatform/platform/embeddednats/natstest"
 )
-
-// harborCart is the reference workload's catalog (a smaller retention to
-// keep tests honest about units, same shape).
-func harborCart() Catalog {
-	orders := DefaultTopicSpec("orders")
-	orders.Partitions = 24
-	orders.Key = "order:<orderId>"
-	orders.Owner = "checkout"
-	jobs := DefaultQueueSpec("shipment-jobs")
-	jobs.Owner = "fulfilment"
-	return Catalog{
-		Topics: map[string]TopicSpec{"orders": orders},
-		Queues: map[string]QueueSpec{"shipment-jobs": jobs},
-		Groups: map[string]GroupSpec{
-			"email-notifier":  {Name: "email-notifier", Topic: "orders"},
-			"sales-analytics": {Name: "sales-analytics", Topic: "orders"},
-			"fraud-monitor":   {Name: "fraud-monitor", Topic: "orders"},
-		},
-	}
-}
-
-// clone deep-copies a catalog so a test can change one object.
-func clone(c Catalog) Catalog {
-	out := Catalog{Topics: map[string]TopicSpec{}, Queues: map[string]QueueSpec{}, Groups: map[string]GroupSpec{}}
-	for k, v := range c.Topics {
-		out.Topics[k] = v
-	}
-	for k, v := range c.Queues {
-		out.Queues[k] = v
-	}
-	for k, v := range c.Groups {
-		out.Groups[k] = v
-	}
-	return out
-}
 
 func testCtx(t testing.TB, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
@@ -60,77 +19,4 @@ func testLogger(t testing.TB) *slog.Logger {
 		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	return nil
-}
-
-// apiRecorder records the JetStream API subjects a JetStream context
-// requests.
-type apiRecorder struct {
-	mu   sync.Mutex
-	subs []string
-}
-
-func (a *apiRecorder) reset() {
-	a.mu.Lock()
-	a.subs = nil
-	a.mu.Unlock()
-}
-
-// writes returns the recorded requests that change state.
-func (a *apiRecorder) writes() []string {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	var out []string
-	for _, s := range a.subs {
-		for _, w := range []string{".CREATE.", ".UPDATE.", ".DELETE.", ".DURABLE.CREATE."} {
-			if strings.Contains(s, w) {
-				out = append(out, s)
-				break
-			}
-		}
-	}
-	return out
-}
-
-// newTestReconciler returns a reconciler on the fabric whose API requests
-// are recorded.
-func newTestReconciler(t testing.TB, f *natstest.Fabric) (*Reconciler, *apiRecorder) {
-	t.Helper()
-	rec := &apiRecorder{}
-	js, err := jetstream.New(f.Conn(), jetstream.WithClientTrace(&jetstream.ClientTrace{
-		RequestSent: func(subj string, _ []byte) {
-			rec.mu.Lock()
-			rec.subs = append(rec.subs, subj)
-			rec.mu.Unlock()
-		},
-	}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return NewReconciler(js, ReconcilerOptions{Logger: testLogger(t)}), rec
-}
-
-func actions(changes []Change) map[string]Action {
-	out := map[string]Action{}
-	for _, c := range changes {
-		out[string(c.Kind)+" "+c.Name] = c.Action
-	}
-	return out
-}
-
-func streamConfig(t testing.TB, js jetstream.JetStream, name string) jetstream.StreamConfig {
-	t.Helper()
-	s, err := js.Stream(testCtx(t, 10*time.Second), name)
-	if err != nil {
-		t.Fatalf("stream %s: %v", name, err)
-	}
-	return s.CachedInfo().Config
-}
-
-func consumerConfig(t testing.TB, js jetstream.JetStream, stream, name string) jetstream.ConsumerConfig {
-	t.Helper()
-	c, err := js.Consumer(testCtx(t, 10*time.Second), stream, name)
-	if err != nil {
-		t.Fatalf("consumer %s/%s: %v", stream, name, err)
-	}
-	return c.CachedInfo().Config
 }

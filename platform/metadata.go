@@ -2,7 +2,6 @@ package platform
 
 import (
 	"fmt"
-	"maps"
 	"strconv"
 	"strings"
 	"time"
@@ -12,35 +11,43 @@ import (
 
 // The replicated record of a spec is the metadata of its stream (and of its
 // consumers): it survives node loss with the stream, and List, Describe and
-// the conflict checks of Apply read the spec back from it.
+// the conflict checks of Apply read the spec back from it. Keys read only
+// here are unexported.
 const (
-	mdPrefix      = "platform."
-	mdKind        = "platform.kind"
-	mdName        = "platform.name"
-	mdPartitions  = "platform.partitions"
-	mdKey         = "platform.key"
-	mdOwner       = "platform.owner"
-	mdLease       = "platform.lease"
-	mdMaxAttempts = "platform.max_attempts"
-	mdTopic       = "platform.topic"
-	mdCleanup     = "platform.cleanup"
-	mdTombstone   = "platform.tombstone_retention"
-	mdReview      = "platform.review"
-	mdCanary      = "platform.canary" // "off" when opted out
-	mdValidate    = "platform.validate"
-	mdEventType   = "platform.event_type"
-	mdTolerance   = "platform.tolerance"
+	mdName      = "platform.name"
+	mdCleanup   = "platform.cleanup"
+	mdTombstone = "platform.tombstone_retention"
+	mdReview    = "platform.review"
+	mdCanary    = "platform.canary" // "off" when opted out
+	mdValidate  = "platform.validate"
+	mdEventType = "platform.event_type"
 )
 
-// Metadata keys read outside the package: where a stream records its
-// residency, a partition consumer its group and partition, a DLQ stream
-// the topic or queue it serves, and a queue's consumer its queue.
+// Metadata keys read outside the package. Every platform key starts with
+// MetaPrefix; the Reconciler (platform/catalog) compares and updates only
+// those, and keeps any other key (the server's _nats.*) as it is.
 const (
-	MetaResidency = "platform.residency" // region the data must not leave
+	MetaPrefix = "platform."
+	// MetaKind is a platform stream's kind (StreamKindTopic, ...); a
+	// stream without it is not the platform's.
+	MetaKind = "platform.kind"
+	// A topic's partition count and key documentation, a topic's or
+	// queue's owner, a queue's lease and attempts.
+	MetaPartitions  = "platform.partitions"
+	MetaKey         = "platform.key"
+	MetaOwner       = "platform.owner"
+	MetaLease       = "platform.lease"
+	MetaMaxAttempts = "platform.max_attempts"
+	MetaResidency   = "platform.residency" // region the data must not leave
+	// A partition consumer's group, topic, partition and the group's
+	// declared tolerance.
 	MetaGroup     = "platform.group"
+	MetaTopic     = "platform.topic"
 	MetaPartition = "platform.partition"
-	MetaDLQOf     = "platform.dlq_of"
-	MetaQueue     = "platform.queue"
+	MetaTolerance = "platform.tolerance"
+	// The topic or queue a DLQ stream serves, and a queue consumer's queue.
+	MetaDLQOf = "platform.dlq_of"
+	MetaQueue = "platform.queue"
 )
 
 // Stream kinds: the values of a stream's platform.kind (StreamKind).
@@ -53,12 +60,12 @@ const (
 
 func topicMetadata(t TopicSpec) map[string]string {
 	md := map[string]string{
-		mdKind:       StreamKindTopic,
-		mdName:       t.Name,
-		mdPartitions: strconv.Itoa(t.Partitions),
+		MetaKind:       StreamKindTopic,
+		mdName:         t.Name,
+		MetaPartitions: strconv.Itoa(t.Partitions),
 	}
-	setIf(md, mdKey, t.Key)
-	setIf(md, mdOwner, t.Owner)
+	setIf(md, MetaKey, t.Key)
+	setIf(md, MetaOwner, t.Owner)
 	setIf(md, MetaResidency, t.Residency)
 	setIf(md, mdReview, t.Review)
 	if t.ValidateEvents {
@@ -70,19 +77,19 @@ func topicMetadata(t TopicSpec) map[string]string {
 	}
 	if t.Compacted() {
 		md[mdCleanup] = CleanupCompact
-		md[mdTombstone] = t.tombstoneRetention().String()
+		md[mdTombstone] = t.EffectiveTombstoneRetention().String()
 	}
 	return md
 }
 
 func queueMetadata(q QueueSpec) map[string]string {
 	md := map[string]string{
-		mdKind:        StreamKindQueue,
-		mdName:        q.Name,
-		mdLease:       q.Lease.String(),
-		mdMaxAttempts: strconv.Itoa(q.MaxAttempts),
+		MetaKind:        StreamKindQueue,
+		mdName:          q.Name,
+		MetaLease:       q.Lease.String(),
+		MetaMaxAttempts: strconv.Itoa(q.MaxAttempts),
 	}
-	setIf(md, mdOwner, q.Owner)
+	setIf(md, MetaOwner, q.Owner)
 	if !q.CanaryEnabled() {
 		md[mdCanary] = canaryOff
 	}
@@ -95,34 +102,10 @@ func setIf(md map[string]string, k, v string) {
 	}
 }
 
-// platformMetadata returns the platform.* subset of md (never nil).
-func platformMetadata(md map[string]string) map[string]string {
-	out := map[string]string{}
-	for k, v := range md {
-		if strings.HasPrefix(k, mdPrefix) {
-			out[k] = v
-		}
-	}
-	return out
-}
-
-// mergeMetadata keeps the keys of cur that are not the platform's (e.g. the
-// server's _nats.* keys) and sets the platform's from want.
-func mergeMetadata(cur, want map[string]string) map[string]string {
-	out := make(map[string]string, len(cur)+len(want))
-	for k, v := range cur {
-		if !strings.HasPrefix(k, mdPrefix) {
-			out[k] = v
-		}
-	}
-	maps.Copy(out, want)
-	return out
-}
-
 // StreamKind returns the platform kind recorded on a stream ("" for a stream
 // the platform does not manage).
 func StreamKind(cfg *jetstream.StreamConfig) string {
-	return cfg.Metadata[mdKind]
+	return cfg.Metadata[MetaKind]
 }
 
 // ObjectName returns the topic or queue name of a platform stream.
@@ -138,18 +121,18 @@ func TopicFromStream(cfg *jetstream.StreamConfig) (TopicSpec, error) {
 	if k := StreamKind(cfg); k != StreamKindTopic {
 		return TopicSpec{}, fmt.Errorf("platform: stream %q is not a topic (kind %q)", cfg.Name, k)
 	}
-	n, err := strconv.Atoi(cfg.Metadata[mdPartitions])
+	n, err := strconv.Atoi(cfg.Metadata[MetaPartitions])
 	if err != nil || n < 1 {
-		return TopicSpec{}, fmt.Errorf("platform: stream %q: metadata %s is %q, not a partition count", cfg.Name, mdPartitions, cfg.Metadata[mdPartitions])
+		return TopicSpec{}, fmt.Errorf("platform: stream %q: metadata %s is %q, not a partition count", cfg.Name, MetaPartitions, cfg.Metadata[MetaPartitions])
 	}
 	t := TopicSpec{
 		Name:           ObjectName(cfg),
 		Partitions:     n,
 		Replicas:       cfg.Replicas,
 		Retention:      Retention{MaxAge: cfg.MaxAge, MaxBytes: max(cfg.MaxBytes, 0)},
-		Key:            cfg.Metadata[mdKey],
+		Key:            cfg.Metadata[MetaKey],
 		Residency:      cfg.Metadata[MetaResidency],
-		Owner:          cfg.Metadata[mdOwner],
+		Owner:          cfg.Metadata[MetaOwner],
 		Review:         cfg.Metadata[mdReview],
 		Canary:         canaryFromMetadata(cfg.Metadata),
 		ValidateEvents: cfg.Metadata[mdValidate] == "true",
@@ -164,25 +147,25 @@ func TopicFromStream(cfg *jetstream.StreamConfig) (TopicSpec, error) {
 	return t, nil
 }
 
-// queueFromStream reads a queue spec back from its stream.
-func queueFromStream(cfg *jetstream.StreamConfig) (QueueSpec, error) {
+// QueueFromStream reads a queue spec back from its stream.
+func QueueFromStream(cfg *jetstream.StreamConfig) (QueueSpec, error) {
 	if k := StreamKind(cfg); k != StreamKindQueue {
 		return QueueSpec{}, fmt.Errorf("platform: stream %q is not a queue (kind %q)", cfg.Name, k)
 	}
-	lease, err := time.ParseDuration(cfg.Metadata[mdLease])
+	lease, err := time.ParseDuration(cfg.Metadata[MetaLease])
 	if err != nil {
-		return QueueSpec{}, fmt.Errorf("platform: stream %q: metadata %s is %q, not a duration", cfg.Name, mdLease, cfg.Metadata[mdLease])
+		return QueueSpec{}, fmt.Errorf("platform: stream %q: metadata %s is %q, not a duration", cfg.Name, MetaLease, cfg.Metadata[MetaLease])
 	}
-	attempts, err := strconv.Atoi(cfg.Metadata[mdMaxAttempts])
+	attempts, err := strconv.Atoi(cfg.Metadata[MetaMaxAttempts])
 	if err != nil {
-		return QueueSpec{}, fmt.Errorf("platform: stream %q: metadata %s is %q, not a number", cfg.Name, mdMaxAttempts, cfg.Metadata[mdMaxAttempts])
+		return QueueSpec{}, fmt.Errorf("platform: stream %q: metadata %s is %q, not a number", cfg.Name, MetaMaxAttempts, cfg.Metadata[MetaMaxAttempts])
 	}
 	return QueueSpec{
 		Name:        ObjectName(cfg),
 		Lease:       lease,
 		MaxAttempts: attempts,
 		Replicas:    cfg.Replicas,
-		Owner:       cfg.Metadata[mdOwner],
+		Owner:       cfg.Metadata[MetaOwner],
 		Canary:      canaryFromMetadata(cfg.Metadata),
 		Residency:   cfg.Metadata[MetaResidency],
 	}, nil

@@ -1,4 +1,4 @@
-package platform
+package platform_test
 
 import (
 	"errors"
@@ -10,39 +10,41 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/msgplatform/platform/embeddednats/natstest"
+	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/catalog"
 )
 
 func TestPublisherDedupesAndFailsClearlyWithoutQuorum(t *testing.T) {
 	f := natstest.RunFabric(t, 3)
 	js := f.JetStream()
-	rec := NewReconciler(js, ReconcilerOptions{})
-	spec := DefaultTopicSpec("orders")
+	rec := catalog.NewReconciler(js, catalog.ReconcilerOptions{})
+	spec := platform.DefaultTopicSpec("orders")
 	spec.Partitions = 4
-	if _, err := rec.ApplyTopic(testCtx(t, 30*time.Second), spec, ApplyOptions{}); err != nil {
+	if _, err := rec.ApplyTopic(platform.TestCtx(t, 30*time.Second), spec, catalog.ApplyOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	pub := NewPublisher(js, PublisherOptions{AckTimeout: 2 * time.Second, Registerer: reg})
-	ctx := testCtx(t, 2*time.Minute)
+	pub := platform.NewPublisher(js, platform.PublisherOptions{AckTimeout: 2 * time.Second, Registerer: reg})
+	ctx := platform.TestCtx(t, 2*time.Minute)
 
 	// Bad events are refused before anything is sent.
-	for _, ev := range []Event{
+	for _, ev := range []platform.Event{
 		{Topic: "orders", Key: "order:1"},
 		{ID: "e1", Topic: "orders", Key: "order.1"},
 		{ID: "e1", Topic: "Orders!", Key: "order:1"},
 	} {
-		if _, err := pub.Publish(ctx, ev); !errors.Is(err, ErrInvalidEvent) {
+		if _, err := pub.Publish(ctx, ev); !errors.Is(err, platform.ErrInvalidEvent) {
 			t.Errorf("Publish(%+v): err = %v, want ErrInvalidEvent", ev, err)
 		}
 	}
 
 	for i := range 50 {
-		if _, err := pub.Publish(ctx, Event{ID: fmt.Sprintf("evt-%d", i), Topic: "orders", Key: fmt.Sprintf("order:%d", i%7), Payload: []byte("x")}); err != nil {
+		if _, err := pub.Publish(ctx, platform.Event{ID: fmt.Sprintf("evt-%d", i), Topic: "orders", Key: fmt.Sprintf("order:%d", i%7), Payload: []byte("x")}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// A retried publish with the same id is stored once.
-	ack, err := pub.Publish(ctx, Event{ID: "evt-3", Topic: "orders", Key: "order:3", Payload: []byte("x")})
+	ack, err := pub.Publish(ctx, platform.Event{ID: "evt-3", Topic: "orders", Key: "order:3", Payload: []byte("x")})
 	if err != nil || !ack.Duplicate {
 		t.Fatalf("republish evt-3: ack %+v err %v, want a duplicate ack", ack, err)
 	}
@@ -52,9 +54,9 @@ func TestPublisherDedupesAndFailsClearlyWithoutQuorum(t *testing.T) {
 	f.Kill(2)
 	for i := range 3 {
 		start := time.Now()
-		_, err := pub.Publish(ctx, Event{ID: fmt.Sprintf("late-%d", i), Topic: "orders", Key: "order:1", Payload: []byte("x")})
+		_, err := pub.Publish(ctx, platform.Event{ID: fmt.Sprintf("late-%d", i), Topic: "orders", Key: "order:1", Payload: []byte("x")})
 		took := time.Since(start)
-		if !errors.Is(err, ErrPublishRefused) && !errors.Is(err, ErrPublishUnknown) {
+		if !errors.Is(err, platform.ErrPublishRefused) && !errors.Is(err, platform.ErrPublishUnknown) {
 			t.Fatalf("publish without quorum: err = %v, want refused or unknown", err)
 		}
 		if !strings.Contains(err.Error(), "quorum") || !strings.Contains(err.Error(), "same event id") {

@@ -3,6 +3,7 @@ package platform
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -316,4 +317,13 @@ func StreamName(name string) string {
 // one partition.
 func PartitionConsumer(group string, partition int) string {
 	return fmt.Sprintf("%s-p%d", group, partition)
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
 }

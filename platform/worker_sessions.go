@@ -2,10 +2,6 @@ package platform
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -83,32 +79,4 @@ type WorkerSession struct {
 	// from the cluster); a live peer gives its jobs back and removes the
 	// record, or, with none, the lease gives the jobs back.
 	Lost bool `json:"lost"`
-}
-
-// queueWorkers reads the sessions of queue's Workers instances, by ID.
-func queueWorkers(ctx context.Context, js jetstream.JetStream, queue string, now time.Time) ([]WorkerSession, error) {
-	kv, err := js.KeyValue(ctx, WorkerSessionsBucket)
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	prefix := StreamName(queue) + "."
-	entries, _, err := ReadSessionRecords(ctx, kv, prefix)
-	if err != nil {
-		return nil, err
-	}
-	var out []WorkerSession
-	for _, e := range entries {
-		var rec SessionRecord
-		_ = json.Unmarshal(e.Value(), &rec)
-		silent, ttl := max(now.Sub(e.Created()), 0), rec.TTL
-		if ttl <= 0 {
-			ttl = DefaultSessionTTL
-		}
-		out = append(out, WorkerSession{ID: strings.TrimPrefix(e.Key(), prefix), Jobs: len(rec.Jobs), Silent: silent, Lost: silent > ttl})
-	}
-	slices.SortFunc(out, func(a, b WorkerSession) int { return strings.Compare(a.ID, b.ID) })
-	return out, nil
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/msgplatform/platform/embeddednats/natstest"
 	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/catalog"
 )
 
 func testCtx(t testing.TB, d time.Duration) context.Context {
@@ -26,7 +27,7 @@ type env struct {
 	t   *testing.T
 	f   *natstest.Fabric
 	js  jetstream.JetStream
-	rec *platform.Reconciler
+	rec *catalog.Reconciler
 }
 
 func newEnv(t *testing.T, topics ...platform.TopicSpec) *env {
@@ -39,13 +40,13 @@ func newEnvNodes(t *testing.T, nodes int, topics ...platform.TopicSpec) *env {
 	t.Helper()
 	f := natstest.RunFabric(t, nodes)
 	js := f.JetStream()
-	rec := platform.NewReconciler(js, platform.ReconcilerOptions{DefaultReplicas: nodes})
+	rec := catalog.NewReconciler(js, catalog.ReconcilerOptions{DefaultReplicas: nodes})
 	ctx := testCtx(t, 30*time.Second)
 	for _, ts := range topics {
 		if ts.Replicas == 0 {
 			ts.Replicas = 1
 		}
-		if _, err := rec.ApplyTopic(ctx, ts, platform.ApplyOptions{}); err != nil {
+		if _, err := rec.ApplyTopic(ctx, ts, catalog.ApplyOptions{}); err != nil {
 			t.Fatalf("apply topic %s: %v", ts.Name, err)
 		}
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/msgplatform/platform/embeddednats/natstest"
 	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/catalog"
 )
 
 // The collector exports depth and oldest age per DLQ and per error
@@ -30,7 +31,7 @@ func TestCollectorFingerprintsAndExpiry(t *testing.T) {
 	ts := platform.DefaultTopicSpec("payments")
 	ts.Replicas, ts.Owner = 1, "checkout"
 	ts.DLQ = platform.DLQSpec{Owner: "payments-oncall"}
-	if _, err := platform.NewReconciler(js, platform.ReconcilerOptions{DefaultReplicas: 1}).ApplyTopic(ctx, ts, platform.ApplyOptions{}); err != nil {
+	if _, err := catalog.NewReconciler(js, catalog.ReconcilerOptions{DefaultReplicas: 1}).ApplyTopic(ctx, ts, catalog.ApplyOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	// 12 reasons: "card declined" 30 times (ids vary, one fingerprint),

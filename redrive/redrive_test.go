@@ -14,6 +14,7 @@ import (
 
 	"github.com/msgplatform/platform/embeddednats/natstest"
 	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/catalog"
 	"github.com/msgplatform/platform/platform/consumer"
 	"github.com/msgplatform/platform/tenancy"
 )
@@ -454,7 +455,7 @@ func TestDryRun(t *testing.T) {
 func TestCanaryPausesWhenSampleFailsAgain(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, topic("payments", "payments-team", ""))
-	if _, err := e.rec.ApplyGroup(testCtx(t, 10*time.Second), platform.GroupSpec{Name: "ledger", Topic: "payments"}, platform.ApplyOptions{}); err != nil {
+	if _, err := e.rec.ApplyGroup(testCtx(t, 10*time.Second), platform.GroupSpec{Name: "ledger", Topic: "payments"}, catalog.ApplyOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	e.deadLetter("payments", "ledger", 0, 30, permanent("card number %d is not a number"))

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/catalog"
 )
 
 // Review-gated group resets (replay): the redrive approval mechanism
@@ -51,25 +52,25 @@ const (
 type ResetRequest struct {
 	ID string `json:"id"`
 	// Reset is the move that runs once approved (never a dry run).
-	Reset     platform.GroupResetRequest `json:"reset"`
-	State     string                     `json:"state"`
-	Requester string                     `json:"requester"`
+	Reset     catalog.GroupResetRequest `json:"reset"`
+	State     string                    `json:"state"`
+	Requester string                    `json:"requester"`
 	// Authenticated says Requester was authenticated (set by the server).
-	Authenticated bool                 `json:"authenticated,omitempty"`
-	Reason        string               `json:"reason"`
-	Approver      string               `json:"approver,omitempty"`
-	ApproveReason string               `json:"approve_reason,omitempty"`
-	Executor      string               `json:"executor,omitempty"`
-	Created       time.Time            `json:"created"`
-	Approved      time.Time            `json:"approved,omitzero"`
-	Executed      time.Time            `json:"executed,omitzero"`
-	Result        *platform.GroupReset `json:"result,omitempty"`
-	Error         string               `json:"error,omitempty"`
+	Authenticated bool                `json:"authenticated,omitempty"`
+	Reason        string              `json:"reason"`
+	Approver      string              `json:"approver,omitempty"`
+	ApproveReason string              `json:"approve_reason,omitempty"`
+	Executor      string              `json:"executor,omitempty"`
+	Created       time.Time           `json:"created"`
+	Approved      time.Time           `json:"approved,omitzero"`
+	Executed      time.Time           `json:"executed,omitzero"`
+	Result        *catalog.GroupReset `json:"result,omitempty"`
+	Error         string              `json:"error,omitempty"`
 }
 
 // Resetter moves a group whose approval has been consumed:
-// platform.Reconciler.ResetGroupApproved.
-type Resetter func(ctx context.Context, req platform.GroupResetRequest) (platform.GroupReset, error)
+// catalog.Reconciler.ResetGroupApproved.
+type Resetter func(ctx context.Context, req catalog.GroupResetRequest) (catalog.GroupReset, error)
 
 // ResetPosition is one partition's move, as recorded in the audit log.
 type ResetPosition struct {
@@ -82,13 +83,13 @@ func resetKey(id string) string { return "reset." + id }
 // RequestReset stores a request to reset req.Group as given (its DryRun
 // and ApprovalID are ignored) by principal by, for reason. Both are
 // required.
-func (s *Service) RequestReset(ctx context.Context, req platform.GroupResetRequest, by, reason string) (ResetRequest, error) {
+func (s *Service) RequestReset(ctx context.Context, req catalog.GroupResetRequest, by, reason string) (ResetRequest, error) {
 	return s.RequestResetAs(ctx, req, by, reason, false)
 }
 
 // RequestResetAs is RequestReset recording whether by is an
 // authenticated principal (platformd: from a signed request).
-func (s *Service) RequestResetAs(ctx context.Context, req platform.GroupResetRequest, by, reason string, authenticated bool) (ResetRequest, error) {
+func (s *Service) RequestResetAs(ctx context.Context, req catalog.GroupResetRequest, by, reason string, authenticated bool) (ResetRequest, error) {
 	req.DryRun, req.ApprovalID = false, ""
 	var problems []string
 	if err := req.Validate(); err != nil {
@@ -150,9 +151,9 @@ func (s *Service) ApproveReset(ctx context.Context, id, by, reason string) (Rese
 // once). The result, or the failure, is stored on the request and
 // appended to the audit log with each partition's position before and
 // after.
-func (s *Service) ExecuteReset(ctx context.Context, id, by string, reset Resetter) (platform.GroupReset, error) {
+func (s *Service) ExecuteReset(ctx context.Context, id, by string, reset Resetter) (catalog.GroupReset, error) {
 	if strings.TrimSpace(by) == "" {
-		return platform.GroupReset{}, fmt.Errorf("%w: execute reset %s: the executing principal is required", ErrInvalid, id)
+		return catalog.GroupReset{}, fmt.Errorf("%w: execute reset %s: the executing principal is required", ErrInvalid, id)
 	}
 	r, err := s.updateReset(ctx, id, func(r *ResetRequest) error {
 		if r.State != ResetApproved {
@@ -162,7 +163,7 @@ func (s *Service) ExecuteReset(ctx context.Context, id, by string, reset Resette
 		return nil
 	})
 	if err != nil {
-		return platform.GroupReset{}, err
+		return catalog.GroupReset{}, err
 	}
 	req := r.Reset
 	req.ApprovalID = id
@@ -195,25 +196,25 @@ func (s *Service) ExecuteReset(ctx context.Context, id, by string, reset Resette
 	return out, nil
 }
 
-// RunReset runs req directly with reset (platform.Reconciler.ResetGroup,
+// RunReset runs req directly with reset (catalog.Reconciler.ResetGroup,
 // which refuses a topic marked review: required) as principal by, for
 // reason, and appends the reset to the audit log with each partition's
 // position before and after. A dry run changes nothing and is not
 // audited; a real one needs by and reason. A reset that failed after
 // moving some partitions is audited as group_reset.failed.
-func (s *Service) RunReset(ctx context.Context, req platform.GroupResetRequest, by, reason string, reset Resetter) (platform.GroupReset, error) {
+func (s *Service) RunReset(ctx context.Context, req catalog.GroupResetRequest, by, reason string, reset Resetter) (catalog.GroupReset, error) {
 	req.ApprovalID = ""
 	if req.DryRun {
 		return reset(ctx, req)
 	}
 	if strings.TrimSpace(by) == "" || strings.TrimSpace(reason) == "" {
-		return platform.GroupReset{}, fmt.Errorf("%w: group reset: who (by) and why (reason, --reason) are required; they go to the audit log", ErrInvalid)
+		return catalog.GroupReset{}, fmt.Errorf("%w: group reset: who (by) and why (reason, --reason) are required; they go to the audit log", ErrInvalid)
 	}
 	if err := checkReplayResidency(ctx, s.js, req); err != nil {
-		return platform.GroupReset{}, err
+		return catalog.GroupReset{}, err
 	}
 	out, err := reset(ctx, req)
-	if err != nil && (errors.Is(err, platform.ErrApprovalRequired) || errors.Is(err, platform.ErrInvalidSpec) || errors.Is(err, platform.ErrNotFound) || len(out.Partitions) == 0) {
+	if err != nil && (errors.Is(err, catalog.ErrApprovalRequired) || errors.Is(err, platform.ErrInvalidSpec) || errors.Is(err, platform.ErrNotFound) || len(out.Partitions) == 0) {
 		return out, err // refused: nothing moved
 	}
 	before, after := resetPositions(out)
@@ -229,7 +230,7 @@ func (s *Service) RunReset(ctx context.Context, req platform.GroupResetRequest, 
 
 // resetPositions are the per-partition positions before (next sequence
 // to process) and after a reset.
-func resetPositions(out platform.GroupReset) (before, after []ResetPosition) {
+func resetPositions(out catalog.GroupReset) (before, after []ResetPosition) {
 	for _, p := range out.Partitions {
 		before = append(before, ResetPosition{Partition: p.Partition, Seq: p.CurrentSeq})
 		after = append(after, ResetPosition{Partition: p.Partition, Seq: p.NewSeq})
@@ -237,7 +238,7 @@ func resetPositions(out platform.GroupReset) (before, after []ResetPosition) {
 	return before, after
 }
 
-func resetTarget(q platform.GroupResetRequest) string {
+func resetTarget(q catalog.GroupResetRequest) string {
 	switch {
 	case q.ToStart:
 		return "start"
@@ -337,20 +338,20 @@ const (
 	SubjResetList    = "group.reset.list"
 	// SubjResetRun runs (or dry-runs) a reset directly, audited; a topic
 	// marked review: required refuses it (body: ResetRequestBody, reply:
-	// platform.GroupReset).
+	// catalog.GroupReset).
 	SubjResetRun = "group.reset.run"
 )
 
 // ResetRequestBody asks for a reset (reply: ResetRequest). By is the
 // name an unsigned request gives; a signed one's principal replaces it.
 type ResetRequestBody struct {
-	Reset  platform.GroupResetRequest `json:"reset"`
-	By     string                     `json:"by"`
-	Reason string                     `json:"reason"`
+	Reset  catalog.GroupResetRequest `json:"reset"`
+	By     string                    `json:"by"`
+	Reason string                    `json:"reason"`
 }
 
 // ResetDecision approves or executes request ID, or shows it (reply:
-// ResetRequest, or platform.GroupReset for execute).
+// ResetRequest, or catalog.GroupReset for execute).
 type ResetDecision struct {
 	ID     string `json:"id"`
 	By     string `json:"by,omitempty"`

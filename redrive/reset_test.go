@@ -13,6 +13,7 @@ import (
 
 	"github.com/msgplatform/platform/embeddednats/natstest"
 	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/catalog"
 	"github.com/msgplatform/platform/redrive"
 )
 
@@ -72,14 +73,14 @@ func TestReviewGatedGroupReset(t *testing.T) {
 	js := f.JetStream()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	rec := platform.NewReconciler(js, platform.ReconcilerOptions{DefaultReplicas: 1})
+	rec := catalog.NewReconciler(js, catalog.ReconcilerOptions{DefaultReplicas: 1})
 	payments := platform.DefaultTopicSpec("payments")
 	payments.Replicas, payments.Partitions, payments.Review = 1, 2, platform.ReviewRequired
 	cat := platform.Catalog{
 		Topics: map[string]platform.TopicSpec{"payments": payments},
 		Groups: map[string]platform.GroupSpec{"a": {Name: "a", Topic: "payments"}, "b": {Name: "b", Topic: "payments"}},
 	}
-	if _, err := rec.Apply(ctx, cat, platform.ApplyOptions{}); err != nil {
+	if _, err := rec.Apply(ctx, cat, catalog.ApplyOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	for i := range 20 {
@@ -105,8 +106,8 @@ func TestReviewGatedGroupReset(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = s.Close(context.Background()) })
 
-	move := platform.GroupResetRequest{Group: "a", Topic: "payments", ToEnd: true}
-	if _, err := s.RunReset(ctx, move, "alice", "just do it", rec.ResetGroup); !errors.Is(err, platform.ErrApprovalRequired) {
+	move := catalog.GroupResetRequest{Group: "a", Topic: "payments", ToEnd: true}
+	if _, err := s.RunReset(ctx, move, "alice", "just do it", rec.ResetGroup); !errors.Is(err, catalog.ErrApprovalRequired) {
 		t.Fatalf("direct reset: %v, want ErrApprovalRequired", err)
 	}
 	dry := move
@@ -122,7 +123,7 @@ func TestReviewGatedGroupReset(t *testing.T) {
 		t.Fatalf("request: %+v, %v", req, err)
 	}
 	var calls atomic.Int32
-	resetter := func(ctx context.Context, r platform.GroupResetRequest) (platform.GroupReset, error) {
+	resetter := func(ctx context.Context, r catalog.GroupResetRequest) (catalog.GroupReset, error) {
 		calls.Add(1)
 		return rec.ResetGroupApproved(ctx, r)
 	}
@@ -193,11 +194,11 @@ func TestDirectGroupResetIsAudited(t *testing.T) {
 	js := f.JetStream()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	rec := platform.NewReconciler(js, platform.ReconcilerOptions{DefaultReplicas: 1})
+	rec := catalog.NewReconciler(js, catalog.ReconcilerOptions{DefaultReplicas: 1})
 	orders := platform.DefaultTopicSpec("orders")
 	orders.Replicas = 1
 	cat := platform.Catalog{Topics: map[string]platform.TopicSpec{"orders": orders}, Groups: map[string]platform.GroupSpec{"g": {Name: "g", Topic: "orders"}}}
-	if _, err := rec.Apply(ctx, cat, platform.ApplyOptions{}); err != nil {
+	if _, err := rec.Apply(ctx, cat, catalog.ApplyOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	for i := range 5 {
@@ -213,7 +214,7 @@ func TestDirectGroupResetIsAudited(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = s.Close(context.Background()) })
-	move := platform.GroupResetRequest{Group: "g", ToEnd: true}
+	move := catalog.GroupResetRequest{Group: "g", ToEnd: true}
 	if _, err := s.RunReset(ctx, move, "alice", "", rec.ResetGroup); !errors.Is(err, redrive.ErrInvalid) {
 		t.Fatalf("reset without a reason: %v, want ErrInvalid", err)
 	}

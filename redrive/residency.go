@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/catalog"
 	"github.com/msgplatform/platform/platform/region"
 )
 
@@ -62,7 +63,7 @@ const replayGroupMetadata = "platform.group"
 // resident topic when one of the group's consumers pushes its deliveries
 // on a subject outside the topic's resident subjects (see the file
 // comment).
-func checkReplayResidency(ctx context.Context, js jetstream.JetStream, req platform.GroupResetRequest) error {
+func checkReplayResidency(ctx context.Context, js jetstream.JetStream, req catalog.GroupResetRequest) error {
 	var streams []string
 	if req.Topic != "" {
 		streams = []string{platform.StreamName(req.Topic)}

@@ -10,7 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/msgplatform/platform/internal/attack"
-	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/catalog"
 	"github.com/msgplatform/platform/platform/region"
 )
 
@@ -35,11 +35,11 @@ func TestAttackReplayResidentGroupOntoCrossingSubject(t *testing.T) {
 		}
 	}
 	ran := 0
-	reset := func(context.Context, platform.GroupResetRequest) (platform.GroupReset, error) {
+	reset := func(context.Context, catalog.GroupResetRequest) (catalog.GroupReset, error) {
 		ran++
-		return platform.GroupReset{Partitions: []platform.GroupResetPosition{{}}}, nil
+		return catalog.GroupReset{Partitions: []catalog.GroupResetPosition{{}}}, nil
 	}
-	req := platform.GroupResetRequest{Group: "fraud", Topic: "orders.eu", ToStart: true}
+	req := catalog.GroupResetRequest{Group: "fraud", Topic: "orders.eu", ToStart: true}
 	if _, err := svc.RunReset(ctx, req, "mallory@platform", "attack", reset); !errors.Is(err, region.ErrResidency) || !strings.Contains(err.Error(), "leak.push.orders_eu") {
 		t.Fatalf("direct replay: want a residency refusal naming leak.push.orders_eu, got %v", err)
 	}
@@ -57,7 +57,7 @@ func TestAttackReplayResidentGroupOntoCrossingSubject(t *testing.T) {
 	if ci := c.CachedInfo(); ci.Delivered.Consumer != 0 || ci.AckFloor.Consumer != 0 {
 		t.Fatalf("consumer state changed: delivered %d, ack floor %d", ci.Delivered.Consumer, ci.AckFloor.Consumer)
 	}
-	if _, err := svc.RunReset(ctx, platform.GroupResetRequest{Group: "fraud", Topic: "orders", ToStart: true}, "ops@platform", "legit", reset); err != nil || ran != 1 {
+	if _, err := svc.RunReset(ctx, catalog.GroupResetRequest{Group: "fraud", Topic: "orders", ToStart: true}, "ops@platform", "legit", reset); err != nil || ran != 1 {
 		t.Fatalf("replay of the non-resident orders' group: %v (ran %d)", err, ran)
 	}
 	attack.Refused(t, "replay-resident-group-onto-crossing-subject")

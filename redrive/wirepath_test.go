@@ -18,6 +18,7 @@ import (
 
 	"github.com/msgplatform/platform/embeddednats/natstest"
 	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/catalog"
 )
 
 // A header block is read as nats.go reads it: the first value of a key,
@@ -209,10 +210,10 @@ func TestRunSurvivesItsNodeKilled(t *testing.T) {
 	t.Parallel()
 	f := natstest.RunFabric(t, 3)
 	js := f.JetStream()
-	e := &env{t: t, f: f, js: js, rec: platform.NewReconciler(js, platform.ReconcilerOptions{DefaultReplicas: 3})}
+	e := &env{t: t, f: f, js: js, rec: catalog.NewReconciler(js, catalog.ReconcilerOptions{DefaultReplicas: 3})}
 	ts := topic("orders", "checkout", "")
 	ts.Replicas = 3
-	if _, err := e.rec.ApplyTopic(testCtx(t, 30*time.Second), ts, platform.ApplyOptions{}); err != nil {
+	if _, err := e.rec.ApplyTopic(testCtx(t, 30*time.Second), ts, catalog.ApplyOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	const n = 3000

@@ -1,6 +1,9 @@
 package tenancy
 
-import "github.com/msgplatform/platform/platform"
+import (
+	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/catalog"
+)
 
 // Control API subjects (relative to the control prefix platform.v1).
 const (
@@ -43,22 +46,22 @@ type (
 		Purge bool   `json:"purge,omitempty"`
 	}
 	TopicRequest struct {
-		Actor   string                `json:"actor"`
-		Tenant  string                `json:"tenant"`
-		Spec    platform.TopicSpec    `json:"spec"`
-		Options platform.ApplyOptions `json:"options"`
+		Actor   string               `json:"actor"`
+		Tenant  string               `json:"tenant"`
+		Spec    platform.TopicSpec   `json:"spec"`
+		Options catalog.ApplyOptions `json:"options"`
 	}
 	QueueRequest struct {
-		Actor   string                `json:"actor"`
-		Tenant  string                `json:"tenant"`
-		Spec    platform.QueueSpec    `json:"spec"`
-		Options platform.ApplyOptions `json:"options"`
+		Actor   string               `json:"actor"`
+		Tenant  string               `json:"tenant"`
+		Spec    platform.QueueSpec   `json:"spec"`
+		Options catalog.ApplyOptions `json:"options"`
 	}
 	GroupRequest struct {
-		Actor   string                `json:"actor"`
-		Tenant  string                `json:"tenant"`
-		Spec    platform.GroupSpec    `json:"spec"`
-		Options platform.ApplyOptions `json:"options"`
+		Actor   string               `json:"actor"`
+		Tenant  string               `json:"tenant"`
+		Spec    platform.GroupSpec   `json:"spec"`
+		Options catalog.ApplyOptions `json:"options"`
 	}
 	UserRequest struct {
 		Actor  string   `json:"actor"`

@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/catalog"
 	"github.com/msgplatform/platform/tenancy"
 )
 
@@ -28,10 +29,10 @@ func TestGatePullArrivesAfterReplyInterest(t *testing.T) {
 	}
 	orders := platform.DefaultTopicSpec("orders")
 	orders.Partitions, orders.Replicas = 1, 3
-	if _, err := e.m.ApplyTopic(c, "test", "acme", orders, platform.ApplyOptions{}); err != nil {
+	if _, err := e.m.ApplyTopic(c, "test", "acme", orders, catalog.ApplyOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.m.ApplyGroup(c, "test", "acme", platform.GroupSpec{Name: "g", Topic: "orders"}, platform.ApplyOptions{}); err != nil {
+	if _, err := e.m.ApplyGroup(c, "test", "acme", platform.GroupSpec{Name: "g", Topic: "orders"}, catalog.ApplyOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	tjs, err := e.m.TenantJetStream("acme")

@@ -12,6 +12,7 @@ import (
 
 	"github.com/msgplatform/platform/embeddednats/natstest"
 	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/catalog"
 	"github.com/msgplatform/platform/tenancy"
 )
 
@@ -105,13 +106,13 @@ func (e *env) tenant(name string, q tenancy.Quota) {
 	}
 	orders := platform.DefaultTopicSpec("orders")
 	orders.Partitions = 2
-	if _, err := e.m.ApplyTopic(c, "test", name, orders, platform.ApplyOptions{}); err != nil {
+	if _, err := e.m.ApplyTopic(c, "test", name, orders, catalog.ApplyOptions{}); err != nil {
 		e.t.Fatalf("topic: %v", err)
 	}
-	if _, err := e.m.ApplyQueue(c, "test", name, platform.DefaultQueueSpec("shipment-jobs"), platform.ApplyOptions{}); err != nil {
+	if _, err := e.m.ApplyQueue(c, "test", name, platform.DefaultQueueSpec("shipment-jobs"), catalog.ApplyOptions{}); err != nil {
 		e.t.Fatalf("queue: %v", err)
 	}
-	if _, err := e.m.ApplyGroup(c, "test", name, platform.GroupSpec{Name: "email-notifier", Topic: "orders"}, platform.ApplyOptions{}); err != nil {
+	if _, err := e.m.ApplyGroup(c, "test", name, platform.GroupSpec{Name: "email-notifier", Topic: "orders"}, catalog.ApplyOptions{}); err != nil {
 		e.t.Fatalf("group: %v", err)
 	}
 }

@@ -18,7 +18,7 @@ import (
 	"github.com/msgplatform/platform/internal/retry"
 	"github.com/msgplatform/platform/internal/validate"
 	"github.com/msgplatform/platform/internal/wire"
-	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/catalog"
 )
 
 // Config configures a Manager.
@@ -149,7 +149,7 @@ type Manager struct {
 type runtime struct {
 	nc  *nats.Conn
 	js  jetstream.JetStream
-	rec *platform.Reconciler
+	rec *catalog.Reconciler
 	in  *ingest
 	g   *gate
 }
@@ -341,7 +341,7 @@ func (m *Manager) startRuntime(ctx context.Context, t *Tenant) error {
 		return fmt.Errorf("tenancy: connect the ingest of tenant %s: %w", t.Name, err)
 	}
 	rt := &runtime{nc: nc, js: js,
-		rec: platform.NewReconciler(js, platform.ReconcilerOptions{DefaultReplicas: m.cfg.Replicas, Logger: m.log})}
+		rec: catalog.NewReconciler(js, catalog.ReconcilerOptions{DefaultReplicas: m.cfg.Replicas, Logger: m.log})}
 	name := t.Name
 	rt.in = newIngest(t.Name, nc, fwd, t.Quota, m.statsLocked(t.Name), func(detail string) {
 		m.auditAsync(Record{Actor: "platform-ingest", Action: ActionQuotaHit, Tenant: name, Detail: detail})

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/catalog"
 )
 
 // checkObjectName refuses names that would reach into the stored
@@ -22,21 +23,21 @@ func checkObjectName(kind, name string) error {
 
 // ApplyTopic creates or updates a topic in the tenant's account (stored as
 // StoredName(spec.Name)) and starts taking publishes to spec.Name.<key>.
-func (m *Manager) ApplyTopic(ctx context.Context, actor, tenant string, spec platform.TopicSpec, o platform.ApplyOptions) (platform.Change, error) {
+func (m *Manager) ApplyTopic(ctx context.Context, actor, tenant string, spec platform.TopicSpec, o catalog.ApplyOptions) (catalog.Change, error) {
 	if spec.Replicas == 0 {
 		spec.Replicas = m.cfg.Replicas
 	}
 	if err := spec.Validate(); err != nil {
-		return platform.Change{}, err
+		return catalog.Change{}, err
 	}
 	if err := checkObjectName("topic", spec.Name); err != nil {
-		return platform.Change{}, err
+		return catalog.Change{}, err
 	}
 	stored := spec
 	stored.Name = StoredName(spec.Name)
-	return m.applyObject(ctx, actor, tenant, "topic.apply", spec.Name, o, func(t *Tenant, rt *runtime) (platform.Change, error) {
+	return m.applyObject(ctx, actor, tenant, "topic.apply", spec.Name, o, func(t *Tenant, rt *runtime) (catalog.Change, error) {
 		if t.Queues[spec.Name] {
-			return platform.Change{}, fmt.Errorf("%w: tenant %s has a queue named %s", ErrConflict, tenant, spec.Name)
+			return catalog.Change{}, fmt.Errorf("%w: tenant %s has a queue named %s", ErrConflict, tenant, spec.Name)
 		}
 		ch, err := rt.rec.ApplyTopic(ctx, stored, o)
 		if err != nil || o.DryRun {
@@ -48,21 +49,21 @@ func (m *Manager) ApplyTopic(ctx context.Context, actor, tenant string, spec pla
 }
 
 // ApplyQueue creates or updates a queue in the tenant's account.
-func (m *Manager) ApplyQueue(ctx context.Context, actor, tenant string, spec platform.QueueSpec, o platform.ApplyOptions) (platform.Change, error) {
+func (m *Manager) ApplyQueue(ctx context.Context, actor, tenant string, spec platform.QueueSpec, o catalog.ApplyOptions) (catalog.Change, error) {
 	if spec.Replicas == 0 {
 		spec.Replicas = m.cfg.Replicas
 	}
 	if err := spec.Validate(); err != nil {
-		return platform.Change{}, err
+		return catalog.Change{}, err
 	}
 	if err := checkObjectName("queue", spec.Name); err != nil {
-		return platform.Change{}, err
+		return catalog.Change{}, err
 	}
 	stored := spec
 	stored.Name = StoredName(spec.Name)
-	return m.applyObject(ctx, actor, tenant, "queue.apply", spec.Name, o, func(t *Tenant, rt *runtime) (platform.Change, error) {
+	return m.applyObject(ctx, actor, tenant, "queue.apply", spec.Name, o, func(t *Tenant, rt *runtime) (catalog.Change, error) {
 		if t.Topics[spec.Name] > 0 {
-			return platform.Change{}, fmt.Errorf("%w: tenant %s has a topic named %s", ErrConflict, tenant, spec.Name)
+			return catalog.Change{}, fmt.Errorf("%w: tenant %s has a topic named %s", ErrConflict, tenant, spec.Name)
 		}
 		ch, err := rt.rec.ApplyQueue(ctx, stored, o)
 		if err != nil || o.DryRun {
@@ -75,15 +76,15 @@ func (m *Manager) ApplyQueue(ctx context.Context, actor, tenant string, spec pla
 
 // ApplyGroup creates or updates a consumer group on one of the tenant's
 // topics.
-func (m *Manager) ApplyGroup(ctx context.Context, actor, tenant string, spec platform.GroupSpec, o platform.ApplyOptions) (platform.Change, error) {
+func (m *Manager) ApplyGroup(ctx context.Context, actor, tenant string, spec platform.GroupSpec, o catalog.ApplyOptions) (catalog.Change, error) {
 	if err := spec.Validate(); err != nil {
-		return platform.Change{}, err
+		return catalog.Change{}, err
 	}
 	stored := spec
 	stored.Topic = StoredName(spec.Topic)
-	return m.applyObject(ctx, actor, tenant, "group.apply", spec.Name, o, func(t *Tenant, rt *runtime) (platform.Change, error) {
+	return m.applyObject(ctx, actor, tenant, "group.apply", spec.Name, o, func(t *Tenant, rt *runtime) (catalog.Change, error) {
 		if t.Topics[spec.Topic] == 0 {
-			return platform.Change{}, fmt.Errorf("%w: tenant %s has no topic %q", ErrNotFound, tenant, spec.Topic)
+			return catalog.Change{}, fmt.Errorf("%w: tenant %s has no topic %q", ErrNotFound, tenant, spec.Topic)
 		}
 		ch, err := rt.rec.ApplyGroup(ctx, stored, o)
 		if err != nil || o.DryRun {
@@ -94,11 +95,11 @@ func (m *Manager) ApplyGroup(ctx context.Context, actor, tenant string, spec pla
 	})
 }
 
-func (m *Manager) applyObject(ctx context.Context, actor, tenant, action, name string, o platform.ApplyOptions,
-	apply func(t *Tenant, rt *runtime) (platform.Change, error)) (platform.Change, error) {
+func (m *Manager) applyObject(ctx context.Context, actor, tenant, action, name string, o catalog.ApplyOptions,
+	apply func(t *Tenant, rt *runtime) (catalog.Change, error)) (catalog.Change, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var ch platform.Change
+	var ch catalog.Change
 	_, err := m.change(ctx, actor, action, tenant, false, func(t *Tenant) (string, error) {
 		rt, err := m.runtimeOf(t)
 		if err != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/catalog"
 	"github.com/msgplatform/platform/tenancy"
 )
 
@@ -99,7 +100,7 @@ func TestRateQuotaMalformedDelete(t *testing.T) {
 		"bad update":     errOf(e.m.Update(ctx(t), "test", "harbor-retail", bad)),
 		"unknown user":   errOf(e.m.RevokeUser(ctx(t), "test", "harbor-retail", "ghost")),
 		"unknown acl":    errOf(e.m.AddUser(ctx(t), "test", "harbor-retail", tenancy.UserSpec{Name: "u", Pub: []string{"payments"}})),
-		"reserved topic": errOf(e.m.ApplyTopic(ctx(t), "test", "harbor-retail", platform.DefaultTopicSpec("stored.x"), platform.ApplyOptions{})),
+		"reserved topic": errOf(e.m.ApplyTopic(ctx(t), "test", "harbor-retail", platform.DefaultTopicSpec("stored.x"), catalog.ApplyOptions{})),
 		"duplicate":      errOf(e.m.Create(ctx(t), "test", tenancy.DefaultSpec("harbor-retail"))),
 		"with data":      e.m.Delete(ctx(t), "test", "harbor-retail", false),
 	} {

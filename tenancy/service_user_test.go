@@ -12,6 +12,7 @@ import (
 
 	"github.com/msgplatform/platform/embeddednats/natstest"
 	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/catalog"
 	"github.com/msgplatform/platform/tenancy"
 )
 
@@ -29,7 +30,7 @@ func TestServiceUserOfTenantAccount(t *testing.T) {
 	}
 	orders := platform.DefaultTopicSpec("orders")
 	orders.Replicas = 1
-	if _, err := e.m.ApplyTopic(c, "test", "acme", orders, platform.ApplyOptions{}); err != nil {
+	if _, err := e.m.ApplyTopic(c, "test", "acme", orders, catalog.ApplyOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	ten, err := e.m.Get(c, "acme")

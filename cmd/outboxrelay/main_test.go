@@ -26,6 +26,7 @@ import (
 	"github.com/msgplatform/platform/outboxrelay"
 	"github.com/msgplatform/platform/outboxrelay/pgoutbox"
 	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/catalog"
 )
 
 // buildBinary builds the command (static, as shipped) into a temp dir.
@@ -143,7 +144,7 @@ func TestBinaryKilledBetweenPublishAndMark(t *testing.T) {
 	const topic = "orders"
 	spec := platform.DefaultTopicSpec(topic)
 	spec.Partitions, spec.Replicas, spec.Owner = 4, 3, "test"
-	if _, err := platform.NewReconciler(js, platform.ReconcilerOptions{}).ApplyTopic(ctx, spec, platform.ApplyOptions{}); err != nil {
+	if _, err := catalog.NewReconciler(js, catalog.ReconcilerOptions{}).ApplyTopic(ctx, spec, catalog.ApplyOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	pool, err := pgxpool.New(ctx, dsn)

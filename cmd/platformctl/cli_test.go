@@ -14,6 +14,7 @@ import (
 	"github.com/msgplatform/platform/internal/control"
 	"github.com/msgplatform/platform/internal/daemon/daemontest"
 	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/catalog"
 )
 
 // runCLI runs platformctl with args against d and returns stdout.
@@ -166,18 +167,18 @@ func TestStatusAndDescribeOutputGolden(t *testing.T) {
 	}
 	checkGolden(t, "status.golden", out.String())
 
-	ts := platform.TopicStatus{
-		TopicInfo: platform.TopicInfo{
+	ts := catalog.TopicStatus{
+		TopicInfo: catalog.TopicInfo{
 			Spec: platform.TopicSpec{Name: "orders", Partitions: 3, Replicas: 3, Key: "order:<orderId>", Owner: "orders-team",
 				Retention: platform.Retention{MaxAge: 72 * time.Hour}},
-			Stream: platform.StreamStatus{Name: "orders", Messages: 10, Bytes: 10240, FirstSeq: 1, LastSeq: 10,
-				Cluster: platform.ClusterStatus{Leader: "local-n1", Replicas: []platform.ReplicaStatus{
+			Stream: catalog.StreamStatus{Name: "orders", Messages: 10, Bytes: 10240, FirstSeq: 1, LastSeq: 10,
+				Cluster: catalog.ClusterStatus{Leader: "local-n1", Replicas: []catalog.ReplicaStatus{
 					{Name: "local-n1", Leader: true, Current: true}, {Name: "local-n2", Current: true}, {Name: "local-n3"}}}},
 		},
-		Partitions: []platform.PartitionStatus{{Partition: 0, Messages: 4}, {Partition: 1, Messages: 3}, {Partition: 2, Messages: 3}},
-		Groups: []platform.GroupStatus{
+		Partitions: []catalog.PartitionStatus{{Partition: 0, Messages: 4}, {Partition: 1, Messages: 3}, {Partition: 2, Messages: 3}},
+		Groups: []catalog.GroupStatus{
 			{Name: "email-notifier", Pending: 0},
-			{Name: "sales-analytics", Pending: 5, OldestAge: 95 * time.Second, Partitions: []platform.GroupPartitionStatus{
+			{Name: "sales-analytics", Pending: 5, OldestAge: 95 * time.Second, Partitions: []catalog.GroupPartitionStatus{
 				{Partition: 0, Pending: 2}, {Partition: 1}, {Partition: 2, Pending: 3}}},
 		},
 	}

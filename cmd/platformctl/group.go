@@ -5,6 +5,7 @@ import (
 
 	"github.com/msgplatform/platform/internal/control"
 	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/catalog"
 )
 
 func newGroupCmd(g *globalOptions) *cobra.Command {
@@ -18,7 +19,7 @@ func newGroupCmd(g *globalOptions) *cobra.Command {
 
 func newGroupCreateCmd(g *globalOptions) *cobra.Command {
 	var spec platform.GroupSpec
-	var opts platform.ApplyOptions
+	var opts catalog.ApplyOptions
 	cmd := &cobra.Command{
 		Use:   "create NAME --topic TOPIC",
 		Short: "Create a consumer group on a topic (one durable position per partition)",

@@ -10,13 +10,13 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/catalog"
 	"github.com/msgplatform/platform/redrive"
 )
 
 func newGroupResetCmd(g *globalOptions) *cobra.Command {
 	var (
-		req    platform.GroupResetRequest
+		req    catalog.GroupResetRequest
 		toTime string
 		output string
 		review resetReviewFlags
@@ -81,7 +81,7 @@ recorded as unauthenticated:<--as> (--as is deprecated).`,
 			if !req.DryRun && review.reason == "" {
 				return usageError{errors.New("--reason is required: every reset is audited with who (--user-creds) and why")}
 			}
-			var out platform.GroupReset
+			var out catalog.GroupReset
 			if err := g.callAs(cmd.Context(), review.userCreds, redrive.SubjResetRun, redrive.ResetRequestBody{Reset: req, By: review.as, Reason: review.reason}, &out); err != nil {
 				return err
 			}
@@ -126,7 +126,7 @@ func parseResetTime(s string, now time.Time) (time.Time, error) {
 	return time.Time{}, fmt.Errorf("--to-time: want RFC 3339 (2026-03-01T12:00:00Z) or a duration ago (2h), got %q", s)
 }
 
-func writeGroupReset(w io.Writer, r platform.GroupReset) error {
+func writeGroupReset(w io.Writer, r catalog.GroupReset) error {
 	verb := "reset"
 	if r.DryRun {
 		verb = "dry run: would reset"

@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/catalog"
 	"github.com/msgplatform/platform/redrive"
 )
 
@@ -57,7 +57,7 @@ func (r *resetReviewFlags) validate() error {
 	return nil
 }
 
-func (r *resetReviewFlags) submit(cmd *cobra.Command, g *globalOptions, req platform.GroupResetRequest, output string) error {
+func (r *resetReviewFlags) submit(cmd *cobra.Command, g *globalOptions, req catalog.GroupResetRequest, output string) error {
 	var out redrive.ResetRequest
 	if err := g.callAs(cmd.Context(), r.userCreds, redrive.SubjResetRequest, redrive.ResetRequestBody{Reset: req, By: r.as, Reason: r.reason}, &out); err != nil {
 		return err
@@ -74,7 +74,7 @@ func (r *resetReviewFlags) decide(cmd *cobra.Command, g *globalOptions, output s
 	w := cmd.OutOrStdout()
 	body := redrive.ResetDecision{ID: r.id(), By: r.as, Reason: r.reason}
 	if r.execute != "" {
-		var out platform.GroupReset
+		var out catalog.GroupReset
 		if err := g.callAs(cmd.Context(), r.userCreds, redrive.SubjResetExecute, body, &out); err != nil {
 			return err
 		}

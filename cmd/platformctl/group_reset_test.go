@@ -11,15 +11,15 @@ import (
 	"github.com/msgplatform/platform/internal/control"
 	"github.com/msgplatform/platform/internal/daemon/daemontest"
 	"github.com/msgplatform/platform/internal/principal/principaltest"
-	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/catalog"
 )
 
 func TestGroupResetOutputGolden(t *testing.T) {
 	// The guide's figure: 36 M events at 50,000/s against 20,000/s ≈ 20 min.
-	d, ok := platform.DrainTime(36_000_000, 50_000, 20_000)
-	r := platform.GroupReset{
+	d, ok := catalog.DrainTime(36_000_000, 50_000, 20_000)
+	r := catalog.GroupReset{
 		Group: "sales-analytics", Topic: "orders", Target: "time 2026-03-01T12:00:00Z", DryRun: true,
-		Partitions: []platform.GroupResetPosition{
+		Partitions: []catalog.GroupResetPosition{
 			{Partition: 0, Consumer: "sales-analytics-p0", CurrentSeq: 70_000_001, Pending: 0, NewSeq: 34_000_001, ToProcess: 18_000_000},
 			{Partition: 1, Consumer: "sales-analytics-p1", CurrentSeq: 70_000_002, Pending: 0, NewSeq: 34_000_002, ToProcess: 18_000_000},
 		},

@@ -11,6 +11,7 @@ import (
 	"github.com/msgplatform/platform/internal/control"
 	"github.com/msgplatform/platform/internal/units"
 	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/catalog"
 )
 
 func newQueueCmd(g *globalOptions) *cobra.Command {
@@ -24,7 +25,7 @@ func newQueueCmd(g *globalOptions) *cobra.Command {
 
 func newQueueCreateCmd(g *globalOptions) *cobra.Command {
 	spec := platform.DefaultQueueSpec("")
-	var opts platform.ApplyOptions
+	var opts catalog.ApplyOptions
 	cmd := &cobra.Command{
 		Use:   "create NAME",
 		Short: "Create a work queue, or update its lease and attempts (idempotent)",
@@ -54,7 +55,7 @@ func newQueueListCmd(g *globalOptions) *cobra.Command {
 		Short: "List work queues",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var queues []platform.QueueInfo
+			var queues []catalog.QueueInfo
 			if err := g.call(cmd.Context(), control.SubjQueueList, nil, &queues); err != nil {
 				return err
 			}
@@ -82,7 +83,7 @@ func newQueueDescribeCmd(g *globalOptions) *cobra.Command {
 		Short: "Pending and leased jobs and the age of the oldest unfinished one",
 		Args:  exactArgs(1, "NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var st platform.QueueStatus
+			var st catalog.QueueStatus
 			if err := g.call(cmd.Context(), control.SubjQueueDescribe, control.NameRequest{Name: args[0]}, &st); err != nil {
 				return err
 			}
@@ -106,7 +107,7 @@ func newQueueDescribeCmd(g *globalOptions) *cobra.Command {
 
 // printQueueWorkers prints the queue's Workers instances from their
 // sessions: how many jobs each holds and when it last renewed.
-func printQueueWorkers(w io.Writer, st platform.QueueStatus) {
+func printQueueWorkers(w io.Writer, st catalog.QueueStatus) {
 	if st.WorkersError != "" {
 		fmt.Fprintf(w, "  workers:      unknown (%s)\n", st.WorkersError)
 		return

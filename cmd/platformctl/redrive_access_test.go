@@ -15,6 +15,7 @@ import (
 	"github.com/msgplatform/platform/internal/control"
 	"github.com/msgplatform/platform/internal/daemon/daemontest"
 	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/catalog"
 	"github.com/msgplatform/platform/redrive"
 	"github.com/msgplatform/platform/redrive/redrivetest"
 	"github.com/msgplatform/platform/tenancy"
@@ -86,7 +87,7 @@ func TestAttackCLIRoles(t *testing.T) {
 	defer cancel()
 	spec := platform.DefaultTopicSpec("payments")
 	spec.Replicas, spec.Review = 1, platform.ReviewRequired
-	if _, err := d.Tenants().ApplyTopic(ctx, "test", "harbor", spec, platform.ApplyOptions{}); err != nil {
+	if _, err := d.Tenants().ApplyTopic(ctx, "test", "harbor", spec, catalog.ApplyOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	nc, err := d.ConnectTenant(ctx, "harbor", "test")

@@ -14,6 +14,7 @@ import (
 
 	"github.com/msgplatform/platform/internal/capacity"
 	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/catalog"
 	"github.com/msgplatform/platform/tenancy"
 )
 
@@ -254,7 +255,7 @@ func newTenantDeleteCmd(g *globalOptions) *cobra.Command {
 
 func newTenantTopicCmd(g *globalOptions) *cobra.Command {
 	spec := platform.DefaultTopicSpec("")
-	var opts platform.ApplyOptions
+	var opts catalog.ApplyOptions
 	cmd := &cobra.Command{
 		Use:   "topic TENANT NAME",
 		Short: "Create or update a topic in the tenant's account (publish to NAME.<key>)",
@@ -276,7 +277,7 @@ func newTenantTopicCmd(g *globalOptions) *cobra.Command {
 
 func newTenantQueueCmd(g *globalOptions) *cobra.Command {
 	spec := platform.DefaultQueueSpec("")
-	var opts platform.ApplyOptions
+	var opts catalog.ApplyOptions
 	cmd := &cobra.Command{
 		Use:   "queue TENANT NAME",
 		Short: "Create or update a work queue in the tenant's account (publish to NAME.>)",
@@ -298,7 +299,7 @@ func newTenantQueueCmd(g *globalOptions) *cobra.Command {
 
 func newTenantGroupCmd(g *globalOptions) *cobra.Command {
 	var spec platform.GroupSpec
-	var opts platform.ApplyOptions
+	var opts catalog.ApplyOptions
 	cmd := &cobra.Command{
 		Use:   "group TENANT NAME --topic TOPIC",
 		Short: "Create a consumer group on one of the tenant's topics",

@@ -12,6 +12,7 @@ import (
 	"github.com/msgplatform/platform/internal/control"
 	"github.com/msgplatform/platform/internal/units"
 	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/catalog"
 )
 
 func newTopicCmd(g *globalOptions) *cobra.Command {
@@ -25,7 +26,7 @@ func newTopicCmd(g *globalOptions) *cobra.Command {
 
 func newTopicCreateCmd(g *globalOptions) *cobra.Command {
 	spec := platform.DefaultTopicSpec("")
-	var opts platform.ApplyOptions
+	var opts catalog.ApplyOptions
 	var maxBytes string
 	cmd := &cobra.Command{
 		Use:   "create NAME",
@@ -67,7 +68,7 @@ lowering replicas below 3 needs --allow-reduced-replicas.`,
 	return cmd
 }
 
-func addApplyFlags(cmd *cobra.Command, opts *platform.ApplyOptions) {
+func addApplyFlags(cmd *cobra.Command, opts *catalog.ApplyOptions) {
 	cmd.Flags().BoolVar(&opts.AllowReducedReplicas, "allow-reduced-replicas", false, "permit lowering replicas below 3")
 	cmd.Flags().BoolVar(&opts.DryRun, "dry-run", false, "show the change without applying it")
 }
@@ -75,20 +76,20 @@ func addApplyFlags(cmd *cobra.Command, opts *platform.ApplyOptions) {
 // apply sends one apply request to the control API and prints the change
 // it reports.
 func (g *globalOptions) apply(cmd *cobra.Command, subject string, req any, dry bool) error {
-	var ch platform.Change
+	var ch catalog.Change
 	if err := g.call(cmd.Context(), subject, req, &ch); err != nil {
 		return err
 	}
 	return writeChange(cmd.OutOrStdout(), ch, dry)
 }
 
-func writeChange(w io.Writer, ch platform.Change, dry bool) error {
+func writeChange(w io.Writer, ch catalog.Change, dry bool) error {
 	prefix := ""
 	if dry {
 		prefix = "dry run: would "
 	}
 	switch ch.Action {
-	case platform.ActionUnchanged:
+	case catalog.ActionUnchanged:
 		fmt.Fprintf(w, "%s %s: unchanged\n", ch.Kind, ch.Name)
 	default:
 		fmt.Fprintf(w, "%s%s %s %s\n", prefix, ch.Action, ch.Kind, ch.Name)
@@ -106,7 +107,7 @@ func newTopicListCmd(g *globalOptions) *cobra.Command {
 		Short: "List topics",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var topics []platform.TopicInfo
+			var topics []catalog.TopicInfo
 			if err := g.call(cmd.Context(), control.SubjTopicList, nil, &topics); err != nil {
 				return err
 			}
@@ -134,7 +135,7 @@ func newTopicDescribeCmd(g *globalOptions) *cobra.Command {
 		Short: "Per-partition message counts and, per group, pending events and the age of the oldest unprocessed one",
 		Args:  exactArgs(1, "NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var st platform.TopicStatus
+			var st catalog.TopicStatus
 			if err := g.call(cmd.Context(), control.SubjTopicDescribe, control.NameRequest{Name: args[0]}, &st); err != nil {
 				return err
 			}
@@ -152,7 +153,7 @@ func newTopicDescribeCmd(g *globalOptions) *cobra.Command {
 	return cmd
 }
 
-func writeTopicStatus(w io.Writer, st platform.TopicStatus) error {
+func writeTopicStatus(w io.Writer, st catalog.TopicStatus) error {
 	s := st.Spec
 	fmt.Fprintf(w, "Topic %s\n", s.Name)
 	fmt.Fprintf(w, "  subject:     %s.<key>   (stored as %s.<partition>.<key>)\n", s.Name, s.Name)
@@ -200,7 +201,7 @@ func writeTopicStatus(w io.Writer, st platform.TopicStatus) error {
 // (-o json has them all).
 const maxLaggingShown = 6
 
-func replicaHealth(c platform.ClusterStatus, want int) string {
+func replicaHealth(c catalog.ClusterStatus, want int) string {
 	if len(c.Replicas) == 0 {
 		return fmt.Sprintf("%d", want)
 	}

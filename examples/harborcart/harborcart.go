@@ -18,6 +18,7 @@ import (
 
 	"github.com/msgplatform/platform/internal/control"
 	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/catalog"
 	"github.com/msgplatform/platform/platform/consumer"
 )
 
@@ -145,7 +146,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 
 	// 1. The objects.
 	for _, g := range Groups {
-		var ch platform.Change
+		var ch catalog.Change
 		if err := control.Call(ctx, nc, control.SubjGroupApply, control.ApplyGroupRequest{Spec: platform.GroupSpec{Name: g, Topic: Topic}}, &ch); err != nil {
 			return fmt.Errorf("apply group %s: %w", g, err)
 		}
@@ -153,7 +154,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 	}
 	q := platform.DefaultQueueSpec(DemoQueue)
 	q.Lease, q.Owner = cfg.Lease, "fulfilment-team"
-	var ch platform.Change
+	var ch catalog.Change
 	if err := control.Call(ctx, nc, control.SubjQueueApply, control.ApplyQueueRequest{Spec: q}, &ch); err != nil {
 		return fmt.Errorf("apply queue %s: %w", DemoQueue, err)
 	}
@@ -414,7 +415,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 	return report(p, st, orders, dead, cfg, eventID, retryOnce)
 }
 
-func actionOf(c platform.Change) string {
+func actionOf(c catalog.Change) string {
 	if c.Action == "" {
 		return "unchanged"
 	}

@@ -17,6 +17,7 @@ const serverPrefix = "github.com/nats-io/nats-server"
 // outbox relay's binary. (The inbox contract is in platform itself.)
 var clientPackages = []string{
 	"platform",
+	"platform/catalog",
 	"platform/consumer",
 	"platform/schema",
 	"platform/inbox/pginbox",

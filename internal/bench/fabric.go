@@ -12,6 +12,7 @@ import (
 	"github.com/msgplatform/platform/embeddednats"
 	"github.com/msgplatform/platform/internal/tlsconf"
 	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/catalog"
 )
 
 // Remote is the platform at --server, as the command reaches it.
@@ -43,7 +44,7 @@ func StartFabric(ctx context.Context, cfg embeddednats.FabricConfig, trust *embe
 // client ports when srvTLS is set (a listener Config with its CA), runs
 // fn on it and stops it. Connections to a TLS fabric verify it against
 // srvTLS.CAFile as a service's client does.
-func WithFabric(ctx context.Context, dir string, sync bool, srvTLS tlsconf.Config, fn func(*nats.Conn, *platform.Reconciler) error) error {
+func WithFabric(ctx context.Context, dir string, sync bool, srvTLS tlsconf.Config, fn func(*nats.Conn, *catalog.Reconciler) error) error {
 	trust, err := embeddednats.NewTrust()
 	if err != nil {
 		return err
@@ -76,7 +77,7 @@ func WithFabric(ctx context.Context, dir string, sync bool, srvTLS tlsconf.Confi
 	if err != nil {
 		return err
 	}
-	return fn(nc, platform.NewReconciler(js, platform.ReconcilerOptions{DefaultReplicas: 3}))
+	return fn(nc, catalog.NewReconciler(js, catalog.ReconcilerOptions{DefaultReplicas: 3}))
 }
 
 // Connect connects to remote, or with inProcess starts a temporary
@@ -148,7 +149,7 @@ func createTopic(ctx context.Context, js jetstream.JetStream, name string) (func
 	spec.Owner = "platformctl-bench"
 	actx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if _, err := platform.NewReconciler(js, platform.ReconcilerOptions{}).ApplyTopic(actx, spec, platform.ApplyOptions{AllowReducedReplicas: true}); err != nil {
+	if _, err := catalog.NewReconciler(js, catalog.ReconcilerOptions{}).ApplyTopic(actx, spec, catalog.ApplyOptions{AllowReducedReplicas: true}); err != nil {
 		return nil, fmt.Errorf("create bench topic %s: %w", name, err)
 	}
 	return func() {

@@ -20,6 +20,7 @@ import (
 	"github.com/msgplatform/platform/internal/attack"
 	"github.com/msgplatform/platform/internal/console"
 	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/catalog"
 	"github.com/msgplatform/platform/redrive"
 	"github.com/msgplatform/platform/redrive/redrivetest"
 	"github.com/msgplatform/platform/tenancy"
@@ -63,12 +64,12 @@ func startAuthz(t *testing.T) *authz {
 		if topic == "payments" {
 			ts.Review = platform.ReviewRequired
 		}
-		if _, err := m.ApplyTopic(ctx, "test", "harbor", ts, platform.ApplyOptions{}); err != nil {
+		if _, err := m.ApplyTopic(ctx, "test", "harbor", ts, catalog.ApplyOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for _, g := range []string{"ledger", "fraud"} {
-		if _, err := m.ApplyGroup(ctx, "test", "harbor", platform.GroupSpec{Name: g, Topic: "payments"}, platform.ApplyOptions{}); err != nil {
+		if _, err := m.ApplyGroup(ctx, "test", "harbor", platform.GroupSpec{Name: g, Topic: "payments"}, catalog.ApplyOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}

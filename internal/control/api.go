@@ -1,6 +1,9 @@
 package control
 
-import "github.com/msgplatform/platform/platform"
+import (
+	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/catalog"
+)
 
 // Endpoint subjects, relative to SubjectPrefix.
 const (
@@ -16,25 +19,25 @@ const (
 )
 
 // GroupResetRequest moves a group's position on every partition (see
-// platform.Reconciler.ResetGroup); the reply is a platform.GroupReset.
-type GroupResetRequest = platform.GroupResetRequest
+// catalog.Reconciler.ResetGroup); the reply is a catalog.GroupReset.
+type GroupResetRequest = catalog.GroupResetRequest
 
 // ApplyTopicRequest creates or updates a topic.
 type ApplyTopicRequest struct {
-	Spec    platform.TopicSpec    `json:"spec"`
-	Options platform.ApplyOptions `json:"options"`
+	Spec    platform.TopicSpec   `json:"spec"`
+	Options catalog.ApplyOptions `json:"options"`
 }
 
 // ApplyQueueRequest creates or updates a queue.
 type ApplyQueueRequest struct {
-	Spec    platform.QueueSpec    `json:"spec"`
-	Options platform.ApplyOptions `json:"options"`
+	Spec    platform.QueueSpec   `json:"spec"`
+	Options catalog.ApplyOptions `json:"options"`
 }
 
 // ApplyGroupRequest creates or updates a consumer group.
 type ApplyGroupRequest struct {
-	Spec    platform.GroupSpec    `json:"spec"`
-	Options platform.ApplyOptions `json:"options"`
+	Spec    platform.GroupSpec   `json:"spec"`
+	Options catalog.ApplyOptions `json:"options"`
 }
 
 // NameRequest names one object.

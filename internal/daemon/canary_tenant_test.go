@@ -10,6 +10,7 @@ import (
 
 	"github.com/msgplatform/platform/embeddednats/natstest"
 	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/catalog"
 	"github.com/msgplatform/platform/tenancy"
 )
 
@@ -44,15 +45,15 @@ func TestCanaryTenantTopicDetectsStalledGroup(t *testing.T) {
 	tasks := platform.DefaultQueueSpec("tasks")
 	tasks.Replicas = 1
 	for _, ts := range []platform.TopicSpec{payments, muted} {
-		if _, err := m.ApplyTopic(ctx, "test", "acme", ts, platform.ApplyOptions{}); err != nil {
+		if _, err := m.ApplyTopic(ctx, "test", "acme", ts, catalog.ApplyOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := m.ApplyQueue(ctx, "test", "acme", tasks, platform.ApplyOptions{}); err != nil {
+	if _, err := m.ApplyQueue(ctx, "test", "acme", tasks, catalog.ApplyOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	for _, g := range []string{"ledger", "frozen"} {
-		if _, err := m.ApplyGroup(ctx, "test", "acme", platform.GroupSpec{Name: g, Topic: "payments"}, platform.ApplyOptions{}); err != nil {
+		if _, err := m.ApplyGroup(ctx, "test", "acme", platform.GroupSpec{Name: g, Topic: "payments"}, catalog.ApplyOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}

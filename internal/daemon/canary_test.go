@@ -28,6 +28,7 @@ import (
 	"github.com/msgplatform/platform/internal/control"
 	"github.com/msgplatform/platform/internal/daemon"
 	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/catalog"
 	"github.com/msgplatform/platform/platform/consumer"
 )
 
@@ -224,7 +225,7 @@ func TestCanaryDetectsStalledGroupWithSmallLag(t *testing.T) {
 		}
 		return nil
 	})
-	var st platform.TopicStatus
+	var st catalog.TopicStatus
 	if err := control.Call(ctx, nc, control.SubjTopicDescribe, control.NameRequest{Name: "orders"}, &st); err != nil {
 		t.Fatal(err)
 	}

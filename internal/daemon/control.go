@@ -14,6 +14,7 @@ import (
 
 	"github.com/msgplatform/platform/internal/control"
 	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/catalog"
 )
 
 func (d *Daemon) serveControl() (micro.Service, error) {
@@ -25,25 +26,25 @@ func (d *Daemon) serveControl() (micro.Service, error) {
 		{Name: "status", Subject: control.SubjStatus, Handle: control.JSON(func(ctx context.Context, _ struct{}) (control.Status, error) {
 			return d.Status(ctx)
 		})},
-		{Name: "topic_apply", Subject: control.SubjTopicApply, Handle: control.JSON(func(ctx context.Context, r control.ApplyTopicRequest) (platform.Change, error) {
+		{Name: "topic_apply", Subject: control.SubjTopicApply, Handle: control.JSON(func(ctx context.Context, r control.ApplyTopicRequest) (catalog.Change, error) {
 			return d.applyTopic(ctx, r.Spec, r.Options)
 		})},
-		{Name: "topic_list", Subject: control.SubjTopicList, Handle: control.JSON(func(ctx context.Context, _ struct{}) ([]platform.TopicInfo, error) {
+		{Name: "topic_list", Subject: control.SubjTopicList, Handle: control.JSON(func(ctx context.Context, _ struct{}) ([]catalog.TopicInfo, error) {
 			return d.rec.ListTopics(ctx)
 		})},
-		{Name: "topic_describe", Subject: control.SubjTopicDescribe, Handle: control.JSON(func(ctx context.Context, r control.NameRequest) (platform.TopicStatus, error) {
+		{Name: "topic_describe", Subject: control.SubjTopicDescribe, Handle: control.JSON(func(ctx context.Context, r control.NameRequest) (catalog.TopicStatus, error) {
 			return d.rec.DescribeTopic(ctx, r.Name)
 		})},
-		{Name: "queue_apply", Subject: control.SubjQueueApply, Handle: control.JSON(func(ctx context.Context, r control.ApplyQueueRequest) (platform.Change, error) {
+		{Name: "queue_apply", Subject: control.SubjQueueApply, Handle: control.JSON(func(ctx context.Context, r control.ApplyQueueRequest) (catalog.Change, error) {
 			return d.applyQueue(ctx, r.Spec, r.Options)
 		})},
-		{Name: "queue_list", Subject: control.SubjQueueList, Handle: control.JSON(func(ctx context.Context, _ struct{}) ([]platform.QueueInfo, error) {
+		{Name: "queue_list", Subject: control.SubjQueueList, Handle: control.JSON(func(ctx context.Context, _ struct{}) ([]catalog.QueueInfo, error) {
 			return d.rec.ListQueues(ctx)
 		})},
-		{Name: "queue_describe", Subject: control.SubjQueueDescribe, Handle: control.JSON(func(ctx context.Context, r control.NameRequest) (platform.QueueStatus, error) {
+		{Name: "queue_describe", Subject: control.SubjQueueDescribe, Handle: control.JSON(func(ctx context.Context, r control.NameRequest) (catalog.QueueStatus, error) {
 			return d.rec.DescribeQueue(ctx, r.Name)
 		})},
-		{Name: "group_apply", Subject: control.SubjGroupApply, Handle: control.JSON(func(ctx context.Context, r control.ApplyGroupRequest) (platform.Change, error) {
+		{Name: "group_apply", Subject: control.SubjGroupApply, Handle: control.JSON(func(ctx context.Context, r control.ApplyGroupRequest) (catalog.Change, error) {
 			return d.rec.ApplyGroup(ctx, r.Spec, r.Options)
 		})},
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/msgplatform/platform/internal/metrics"
 	"github.com/msgplatform/platform/internal/tlsconf"
 	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/catalog"
 	"github.com/msgplatform/platform/platform/consumer"
 	"github.com/msgplatform/platform/platform/region"
 	"github.com/msgplatform/platform/redrive"
@@ -50,7 +51,7 @@ type Daemon struct {
 
 	nc      *nats.Conn
 	js      jetstream.JetStream
-	rec     *platform.Reconciler
+	rec     *catalog.Reconciler
 	svc     micro.Service
 	tenants *tenancy.Manager
 	canary  *platform.Canary
@@ -143,7 +144,7 @@ func (d *Daemon) Start(ctx context.Context) (err error) {
 	if d.js, err = jetstream.New(d.nc); err != nil {
 		return err
 	}
-	d.rec = platform.NewReconciler(d.js, platform.ReconcilerOptions{DefaultReplicas: d.cfg.Durability().Replicas, Logger: d.log})
+	d.rec = catalog.NewReconciler(d.js, catalog.ReconcilerOptions{DefaultReplicas: d.cfg.Durability().Replicas, Logger: d.log})
 	d.own = newOwnMetrics(d.reg)
 	d.reg.MustRegister(metrics.NewNATSCollector(d.metricSource))
 	d.registerCatalogMetrics()
@@ -228,7 +229,7 @@ func (d *Daemon) startNodes(ctx context.Context) error {
 // (e.g. while a peer is still joining) until ctx ends. A conflict or an
 // invalid spec is returned at once: those need a person.
 func (d *Daemon) reconcile(ctx context.Context) error {
-	opts := platform.ApplyOptions{AllowReducedReplicas: d.cfg.Reconcile.AllowReducedReplicas, AllowCleanupChange: d.cfg.Reconcile.AllowCleanupChange}
+	opts := catalog.ApplyOptions{AllowReducedReplicas: d.cfg.Reconcile.AllowReducedReplicas, AllowCleanupChange: d.cfg.Reconcile.AllowCleanupChange}
 	backoff := 250 * time.Millisecond
 	for {
 		changes, err := d.rec.Apply(ctx, d.cfg.Catalog, opts)

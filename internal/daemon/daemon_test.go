@@ -21,6 +21,7 @@ import (
 	"github.com/msgplatform/platform/internal/daemon"
 	"github.com/msgplatform/platform/internal/daemon/daemontest"
 	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/catalog"
 )
 
 func startDaemon(t *testing.T, nodes int) (*daemon.Daemon, *conf.Config) {
@@ -106,7 +107,7 @@ func TestDaemonServesHealthMetricsAndControlAPI(t *testing.T) {
 	// Consumers learn of new messages a moment after the stream acks them:
 	// describe converges to 20 pending.
 	natstest.WaitFor(t, 10*time.Second, func() error {
-		var ts platform.TopicStatus
+		var ts catalog.TopicStatus
 		if err := control.Call(ctx, nc, control.SubjTopicDescribe, control.NameRequest{Name: "orders"}, &ts); err != nil {
 			return err
 		}
@@ -156,7 +157,7 @@ func TestControlAPIRefusesConflictsAndBadInput(t *testing.T) {
 	if !errors.Is(err, control.ErrConflict) || !strings.Contains(err.Error(), "per-key order") {
 		t.Fatalf("partition change: err = %v, want a conflict naming per-key order", err)
 	}
-	var ts platform.TopicStatus
+	var ts catalog.TopicStatus
 	if err := control.Call(ctx, nc, control.SubjTopicDescribe, control.NameRequest{Name: "orders"}, &ts); err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/msgplatform/platform/internal/control"
-	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/catalog"
 	"github.com/msgplatform/platform/platform/consumer"
 )
 
@@ -17,12 +17,12 @@ func (d *Daemon) groupEndpoints() []control.Endpoint {
 		// group.reset answers dry runs only: a reset that moves a group
 		// goes through group.reset.run (or request → approve → execute),
 		// which needs a reason and appends it to the audit stream.
-		{Name: "group_reset", Subject: control.SubjGroupReset, Handle: control.JSON(func(ctx context.Context, r control.GroupResetRequest) (platform.GroupReset, error) {
+		{Name: "group_reset", Subject: control.SubjGroupReset, Handle: control.JSON(func(ctx context.Context, r control.GroupResetRequest) (catalog.GroupReset, error) {
 			if !r.DryRun {
-				return platform.GroupReset{}, fmt.Errorf("%w: group.reset answers dry runs only; a reset that moves group %q is audited: use group.reset.run with a reason (platformctl group reset --reason WHY)", control.ErrInvalid, r.Group)
+				return catalog.GroupReset{}, fmt.Errorf("%w: group.reset answers dry runs only; a reset that moves group %q is audited: use group.reset.run with a reason (platformctl group reset --reason WHY)", control.ErrInvalid, r.Group)
 			}
 			out, err := d.rec.ResetGroup(ctx, r)
-			if errors.Is(err, platform.ErrApprovalRequired) {
+			if errors.Is(err, catalog.ErrApprovalRequired) {
 				err = refused{err}
 			}
 			return out, err

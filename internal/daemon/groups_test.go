@@ -13,6 +13,7 @@ import (
 	"github.com/msgplatform/platform/embeddednats/natstest"
 	"github.com/msgplatform/platform/internal/daemon/daemontest"
 	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/catalog"
 )
 
 // platformd routes dead letters for every topic and queue, declared or
@@ -36,7 +37,7 @@ func TestDaemonRoutesDeadLettersOfEveryObject(t *testing.T) {
 	// A queue applied after the daemon started (as through the control API).
 	late := platform.DefaultQueueSpec("refund-jobs")
 	late.Replicas, late.Lease, late.MaxAttempts = 1, time.Second, 1
-	if _, err := platform.NewReconciler(js, platform.ReconcilerOptions{}).ApplyQueue(ctx, late, platform.ApplyOptions{}); err != nil {
+	if _, err := catalog.NewReconciler(js, catalog.ReconcilerOptions{}).ApplyQueue(ctx, late, catalog.ApplyOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	natstest.WaitFor(t, 20*time.Second, func() error {

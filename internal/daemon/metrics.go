@@ -8,14 +8,14 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/catalog"
 	"github.com/msgplatform/platform/redrive"
 	"github.com/msgplatform/platform/tenancy"
 )
 
 // registerCatalogMetrics exports the catalog figures the alert rules join
 // on (platform_topic_retention_seconds, platform_group_info,
-// platform_group_tolerance_seconds; see platform.CatalogCollector), read
+// platform_group_tolerance_seconds; see catalog.Collector), read
 // from the broker at scrape time. Group tolerances come from the declared
 // catalog (groups.<name>.tolerance); a group applied through the control
 // API has the default.
@@ -23,7 +23,7 @@ import (
 // It also registers the DLQ metrics of tenant accounts (tenantDLQMetrics).
 func (d *Daemon) registerCatalogMetrics() {
 	groups := d.cfg.Catalog.Groups
-	d.reg.MustRegister(platform.NewCatalogCollector(d.rec, func(group string) time.Duration {
+	d.reg.MustRegister(catalog.NewCollector(d.rec, func(group string) time.Duration {
 		return groups[group].EffectiveTolerance()
 	}))
 	d.reg.MustRegister(&tenantDLQMetrics{d: d})

@@ -12,6 +12,7 @@ import (
 
 	"github.com/msgplatform/platform/embeddednats/natstest"
 	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/catalog"
 	"github.com/msgplatform/platform/redrive/redrivetest"
 	"github.com/msgplatform/platform/tenancy"
 )
@@ -62,7 +63,7 @@ func TestMetricsExportTenantDLQs(t *testing.T) {
 	}
 	spec := platform.DefaultTopicSpec("payments")
 	spec.Replicas, spec.Owner = 1, "payments-team"
-	if _, err := m.ApplyTopic(ctx, "test", "acme", spec, platform.ApplyOptions{}); err != nil {
+	if _, err := m.ApplyTopic(ctx, "test", "acme", spec, catalog.ApplyOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	nc, err := d.ConnectTenant(ctx, "acme", "test-acme")

@@ -23,6 +23,7 @@ import (
 	"github.com/msgplatform/platform/internal/principal"
 	"github.com/msgplatform/platform/internal/principal/principaltest"
 	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/catalog"
 	"github.com/msgplatform/platform/tenancy"
 )
 
@@ -120,7 +121,7 @@ func TestOperatorRegistry(t *testing.T) {
 	}
 	spec := platform.DefaultTopicSpec("ledger")
 	spec.Replicas = 1
-	if _, err := d.Tenants().ApplyTopic(ctx, "test", "harbor", spec, platform.ApplyOptions{}); err != nil {
+	if _, err := d.Tenants().ApplyTopic(ctx, "test", "harbor", spec, catalog.ApplyOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	uc, err := d.Tenants().AddUser(ctx, "test", "harbor", tenancy.UserSpec{Name: "hank", Pub: []string{"ledger"}})

@@ -20,6 +20,7 @@ import (
 	"github.com/msgplatform/platform/internal/principal"
 	"github.com/msgplatform/platform/internal/principal/principaltest"
 	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/catalog"
 	"github.com/msgplatform/platform/redrive"
 	"github.com/msgplatform/platform/redrive/redrivetest"
 	"github.com/msgplatform/platform/tenancy"
@@ -249,7 +250,7 @@ func TestSignedRedriveTenants(t *testing.T) {
 		if tn.review {
 			spec.Review = platform.ReviewRequired
 		}
-		if _, err := m.ApplyTopic(ctx, "test", tn.name, spec, platform.ApplyOptions{}); err != nil {
+		if _, err := m.ApplyTopic(ctx, "test", tn.name, spec, catalog.ApplyOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		for _, u := range tn.users {
@@ -293,7 +294,7 @@ func TestSignedRedriveTenants(t *testing.T) {
 		{"a meridian user approving harbor's request", users["frank"], redrive.SubjApprove, redrive.Action{Scope: "harbor", ID: st.ID}, "cannot act on tenant harbor"},
 		{"a tenant user on the platform account", users["carol"], redrive.SubjRequest, req("", "orders"), "cannot act on the platform admin account"},
 		{"a tenant user resetting a platform group", users["carol"], redrive.SubjResetRequest,
-			redrive.ResetRequestBody{Reset: platform.GroupResetRequest{Group: "email-notifier", ToStart: true}, Reason: "x"}, "cannot act on the platform admin account"},
+			redrive.ResetRequestBody{Reset: catalog.GroupResetRequest{Group: "email-notifier", ToStart: true}, Reason: "x"}, "cannot act on the platform admin account"},
 		{"self-approval", users["carol"], redrive.SubjApprove, redrive.Action{Scope: "harbor", ID: st.ID}, "someone else"},
 	}
 	succeeded := 0

@@ -16,6 +16,7 @@ import (
 	"github.com/msgplatform/platform/internal/daemon/daemontest"
 	"github.com/msgplatform/platform/internal/principal"
 	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/catalog"
 	"github.com/msgplatform/platform/redrive"
 	"github.com/msgplatform/platform/redrive/redrivetest"
 	"github.com/msgplatform/platform/tenancy"
@@ -48,7 +49,7 @@ func TestAttackControlRedrive(t *testing.T) {
 		if topic == "payments" {
 			ts.Review = platform.ReviewRequired
 		}
-		if _, err := m.ApplyTopic(ctx, "test", "harbor", ts, platform.ApplyOptions{}); err != nil {
+		if _, err := m.ApplyTopic(ctx, "test", "harbor", ts, catalog.ApplyOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/msgplatform/platform/embeddednats"
 	"github.com/msgplatform/platform/internal/control"
 	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/catalog"
 	"github.com/msgplatform/platform/platform/region"
 )
 
@@ -31,7 +32,7 @@ type regionsState struct {
 	all  *embeddednats.Regions
 	conn []*nats.Conn
 	list region.Regions
-	recs map[string]*platform.Reconciler
+	recs map[string]*catalog.Reconciler
 
 	mu       sync.Mutex
 	resident map[string]string // resident topics and queues known: name -> residency
@@ -66,7 +67,7 @@ func (d *Daemon) startRegions(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	rs := &regionsState{all: all, recs: map[string]*platform.Reconciler{}, resident: map[string]string{}}
+	rs := &regionsState{all: all, recs: map[string]*catalog.Reconciler{}, resident: map[string]string{}}
 	d.regions = rs
 	if err := all.Start(ctx); err != nil {
 		return err
@@ -93,7 +94,7 @@ func (d *Daemon) startRegions(ctx context.Context) error {
 		}
 		r := f.Config().Region
 		rs.list = append(rs.list, region.Region{Name: r.Name, Domain: r.Domain, JS: js})
-		rs.recs[r.Name] = platform.NewReconciler(js, platform.ReconcilerOptions{DefaultReplicas: f.Config().Durability.Replicas, Logger: d.log})
+		rs.recs[r.Name] = catalog.NewReconciler(js, catalog.ReconcilerOptions{DefaultReplicas: f.Config().Durability.Replicas, Logger: d.log})
 	}
 	home := all.Fabrics()[0]
 	d.nodes, d.region = home.Nodes(), home.Config().Region
@@ -102,7 +103,7 @@ func (d *Daemon) startRegions(ctx context.Context) error {
 	// reconciler gets the rest of the catalog.
 	cat := d.cfg.Catalog
 	cat.Topics, cat.Groups, cat.Queues = maps.Clone(cat.Topics), maps.Clone(cat.Groups), maps.Clone(cat.Queues)
-	opts := platform.ApplyOptions{AllowReducedReplicas: d.cfg.Reconcile.AllowReducedReplicas, AllowCleanupChange: d.cfg.Reconcile.AllowCleanupChange}
+	opts := catalog.ApplyOptions{AllowReducedReplicas: d.cfg.Reconcile.AllowReducedReplicas, AllowCleanupChange: d.cfg.Reconcile.AllowCleanupChange}
 	for name, t := range d.cfg.Catalog.Topics {
 		where := region.OfTopic(t, d.region.Name)
 		if where == d.region.Name {
@@ -171,24 +172,24 @@ func (d *Daemon) startRegions(ctx context.Context) error {
 // on the listening side of the link (node.leaf.port) every peer region's
 // platformds confirm it on their link deny list first (addPeerResident),
 // or the apply is refused and nothing is created.
-func (d *Daemon) applyTopic(ctx context.Context, spec platform.TopicSpec, o platform.ApplyOptions) (platform.Change, error) {
+func (d *Daemon) applyTopic(ctx context.Context, spec platform.TopicSpec, o catalog.ApplyOptions) (catalog.Change, error) {
 	rs := d.regions
 	if rs == nil {
 		if err := d.ownResidency("topic", spec.Name, spec.Residency); err != nil {
-			return platform.Change{}, err
+			return catalog.Change{}, err
 		}
 		if spec.Residency != "" && !o.DryRun {
 			// Bad input is refused before any link changes.
 			dry := o
 			dry.DryRun = true
 			if _, err := d.rec.ApplyTopic(ctx, spec, dry); err != nil {
-				return platform.Change{}, err
+				return catalog.Change{}, err
 			}
 			if err := d.addPeerResident(ctx, "topic", spec.Name); err != nil {
-				return platform.Change{}, err
+				return catalog.Change{}, err
 			}
 			if err := d.addLinkResident(spec.Name); err != nil {
-				return platform.Change{}, err
+				return catalog.Change{}, err
 			}
 		}
 		return d.rec.ApplyTopic(ctx, spec, o)
@@ -196,11 +197,11 @@ func (d *Daemon) applyTopic(ctx context.Context, spec platform.TopicSpec, o plat
 	where := region.OfTopic(spec, d.region.Name)
 	rec, err := rs.regionRec(ctx, where, "topic", spec.Name)
 	if err != nil {
-		return platform.Change{}, err
+		return catalog.Change{}, err
 	}
 	if spec.Residency != "" && !o.DryRun {
 		if err := d.addResident(ctx, spec.Name, spec.Residency); err != nil {
-			return platform.Change{}, err
+			return catalog.Change{}, err
 		}
 	}
 	return rec.ApplyTopic(ctx, spec, o)
@@ -210,24 +211,24 @@ func (d *Daemon) applyTopic(ctx context.Context, spec platform.TopicSpec, o plat
 // residency region (home without one), a resident queue on the link's
 // deny list before it is created; in mode node on the node's link deny
 // list first.
-func (d *Daemon) applyQueue(ctx context.Context, spec platform.QueueSpec, o platform.ApplyOptions) (platform.Change, error) {
+func (d *Daemon) applyQueue(ctx context.Context, spec platform.QueueSpec, o catalog.ApplyOptions) (catalog.Change, error) {
 	rs := d.regions
 	if rs == nil {
 		if err := d.ownResidency("queue", spec.Name, spec.Residency); err != nil {
-			return platform.Change{}, err
+			return catalog.Change{}, err
 		}
 		if spec.Residency != "" && !o.DryRun {
 			// Bad input is refused before any link changes.
 			dry := o
 			dry.DryRun = true
 			if _, err := d.rec.ApplyQueue(ctx, spec, dry); err != nil {
-				return platform.Change{}, err
+				return catalog.Change{}, err
 			}
 			if err := d.addPeerResident(ctx, "queue", spec.Name); err != nil {
-				return platform.Change{}, err
+				return catalog.Change{}, err
 			}
 			if err := d.addLinkResident(spec.Name); err != nil {
-				return platform.Change{}, err
+				return catalog.Change{}, err
 			}
 		}
 		return d.rec.ApplyQueue(ctx, spec, o)
@@ -235,11 +236,11 @@ func (d *Daemon) applyQueue(ctx context.Context, spec platform.QueueSpec, o plat
 	where := region.OfQueue(spec, d.region.Name)
 	rec, err := rs.regionRec(ctx, where, "queue", spec.Name)
 	if err != nil {
-		return platform.Change{}, err
+		return catalog.Change{}, err
 	}
 	if spec.Residency != "" && !o.DryRun {
 		if err := d.addResident(ctx, spec.Name, spec.Residency); err != nil {
-			return platform.Change{}, err
+			return catalog.Change{}, err
 		}
 	}
 	return rec.ApplyQueue(ctx, spec, o)
@@ -249,7 +250,7 @@ func (d *Daemon) applyQueue(ctx context.Context, spec platform.QueueSpec, o plat
 // name. It refuses a region that is not one of the installation's, and a
 // name whose primary stream already lives in another region (a second
 // primary).
-func (rs *regionsState) regionRec(ctx context.Context, where, kind, name string) (*platform.Reconciler, error) {
+func (rs *regionsState) regionRec(ctx context.Context, where, kind, name string) (*catalog.Reconciler, error) {
 	rec := rs.recs[where]
 	if rec == nil {
 		return nil, fmt.Errorf("%w: residency %q is not a region of this installation (regions: %s)", platform.ErrInvalidSpec, where, strings.Join(rs.all.Names(), ", "))

@@ -19,6 +19,7 @@ import (
 	"github.com/msgplatform/platform/internal/daemon"
 	"github.com/msgplatform/platform/internal/daemon/daemontest"
 	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/catalog"
 	"github.com/msgplatform/platform/platform/region"
 )
 
@@ -331,7 +332,7 @@ func TestNodeModeLinkDenyDerived(t *testing.T) {
 
 	// Resident topics applied later, through either region's control API,
 	// join the list without a YAML change or restart.
-	var ch platform.Change
+	var ch catalog.Change
 	if err := control.Call(ctx, ncEU, control.SubjTopicApply, control.ApplyTopicRequest{Spec: topic("payments.eu", "eu")}, &ch); err != nil {
 		t.Fatalf("apply payments.eu in eu: %v", err)
 	}
@@ -491,7 +492,7 @@ func TestNodeModeLinkDenyListeningSide(t *testing.T) {
 			t.Fatal(err)
 		}
 		time.Sleep(time.Second) // the subscription's interest crosses
-		var c platform.Change
+		var c catalog.Change
 		if err := control.Call(ctx, ncEU, control.SubjTopicApply, control.ApplyTopicRequest{Spec: spec}, &c); err != nil {
 			t.Fatalf("apply %s in eu: %v", spec.Name, err)
 		}
@@ -538,7 +539,7 @@ func TestNodeModeLinkDenyListeningSide(t *testing.T) {
 	// A resident queue applied in eu: on us's list when the apply returns.
 	work := platform.DefaultQueueSpec("work.eu")
 	work.Replicas, work.Residency = 1, "eu"
-	var qc platform.Change
+	var qc catalog.Change
 	if err := control.Call(ctx, ncEU, control.SubjQueueApply, control.ApplyQueueRequest{Spec: work}, &qc); err != nil {
 		t.Fatalf("apply queue work.eu in eu: %v", err)
 	}
@@ -564,7 +565,7 @@ func TestNodeModeLinkDenyListeningSide(t *testing.T) {
 	}
 	ccancel()
 	start := time.Now()
-	var c platform.Change
+	var c catalog.Change
 	err = control.Call(ctx, ncEU, control.SubjTopicApply, control.ApplyTopicRequest{Spec: topic("secret.eu", "eu")}, &c)
 	if err == nil || !strings.Contains(err.Error(), "peer region us") || !strings.Contains(err.Error(), "nothing was changed") || !strings.Contains(err.Error(), "secret.eu") {
 		t.Fatalf("resident secret.eu with us unreachable: want a refusal naming us and secret.eu, got %v", err)

@@ -6,7 +6,7 @@ import (
 
 	"github.com/msgplatform/platform/internal/control"
 	"github.com/msgplatform/platform/internal/principal"
-	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/catalog"
 	"github.com/msgplatform/platform/redrive"
 )
 
@@ -45,18 +45,18 @@ func (d *Daemon) resetReviewEndpoints(v *principal.Verifier) []control.Endpoint 
 			}
 			return s.ApproveReset(ctx, r.ID, c.name(r.By), r.Reason)
 		}),
-		signedRep(v, "group_reset_execute", redrive.SubjResetExecute, func(ctx context.Context, c caller, r redrive.ResetDecision) (platform.GroupReset, error) {
+		signedRep(v, "group_reset_execute", redrive.SubjResetExecute, func(ctx context.Context, c caller, r redrive.ResetDecision) (catalog.GroupReset, error) {
 			if err := authorize(c, "executing a group reset"); err != nil {
-				return platform.GroupReset{}, err
+				return catalog.GroupReset{}, err
 			}
 			return s.ExecuteReset(ctx, r.ID, c.name(r.By), d.rec.ResetGroupApproved)
 		}),
-		signedRep(v, "group_reset_run", redrive.SubjResetRun, func(ctx context.Context, c caller, r redrive.ResetRequestBody) (platform.GroupReset, error) {
+		signedRep(v, "group_reset_run", redrive.SubjResetRun, func(ctx context.Context, c caller, r redrive.ResetRequestBody) (catalog.GroupReset, error) {
 			if err := c.mayAct(""); err != nil {
-				return platform.GroupReset{}, err
+				return catalog.GroupReset{}, err
 			}
 			out, err := s.RunReset(ctx, r.Reset, c.name(r.By), r.Reason, d.rec.ResetGroup)
-			if errors.Is(err, platform.ErrApprovalRequired) {
+			if errors.Is(err, catalog.ErrApprovalRequired) {
 				err = refused{err}
 			}
 			return out, err

@@ -9,6 +9,7 @@ import (
 	"github.com/msgplatform/platform/conf"
 	"github.com/msgplatform/platform/internal/control"
 	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/catalog"
 	"github.com/msgplatform/platform/tenancy"
 )
 
@@ -112,13 +113,13 @@ func (d *Daemon) tenancyEndpoints() []control.Endpoint {
 		ep("tenant_delete", tenancy.SubjTenantDelete, func(ctx context.Context, r tenancy.NameRequest) (ok, error) {
 			return ok{true}, m.Delete(ctx, r.Actor, r.Name, r.Purge)
 		}),
-		ep("tenant_topic_apply", tenancy.SubjTenantTopic, func(ctx context.Context, r tenancy.TopicRequest) (platform.Change, error) {
+		ep("tenant_topic_apply", tenancy.SubjTenantTopic, func(ctx context.Context, r tenancy.TopicRequest) (catalog.Change, error) {
 			return m.ApplyTopic(ctx, r.Actor, r.Tenant, r.Spec, r.Options)
 		}),
-		ep("tenant_queue_apply", tenancy.SubjTenantQueue, func(ctx context.Context, r tenancy.QueueRequest) (platform.Change, error) {
+		ep("tenant_queue_apply", tenancy.SubjTenantQueue, func(ctx context.Context, r tenancy.QueueRequest) (catalog.Change, error) {
 			return m.ApplyQueue(ctx, r.Actor, r.Tenant, r.Spec, r.Options)
 		}),
-		ep("tenant_group_apply", tenancy.SubjTenantGroup, func(ctx context.Context, r tenancy.GroupRequest) (platform.Change, error) {
+		ep("tenant_group_apply", tenancy.SubjTenantGroup, func(ctx context.Context, r tenancy.GroupRequest) (catalog.Change, error) {
 			return m.ApplyGroup(ctx, r.Actor, r.Tenant, r.Spec, r.Options)
 		}),
 		ep("user_add", tenancy.SubjUserAdd, func(ctx context.Context, r tenancy.UserRequest) (tenancy.UserCreds, error) {

@@ -23,6 +23,7 @@ import (
 	"github.com/msgplatform/platform/internal/tlsconf"
 	"github.com/msgplatform/platform/internal/tlsconf/tlstest"
 	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/catalog"
 	"github.com/msgplatform/platform/tenancy"
 )
 
@@ -138,7 +139,7 @@ func TestNodeModeTLS(t *testing.T) {
 	}
 	orders := platform.DefaultTopicSpec("orders")
 	orders.Partitions = 2
-	if _, err := m.ApplyTopic(ctx, "test", "harbor-retail", orders, platform.ApplyOptions{}); err != nil {
+	if _, err := m.ApplyTopic(ctx, "test", "harbor-retail", orders, catalog.ApplyOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	uc, err := m.AddUser(ctx, "test", "harbor-retail", tenancy.UserSpec{Name: "producer", Pub: []string{"orders"}})

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/catalog"
 )
 
 // Failover and failback of a mirrored topic between regions.
@@ -418,7 +419,7 @@ func (rs Regions) Failover(ctx context.Context, req FailoverRequest) (Failover, 
 			plan[g] = make([]*FailoverPosition, spec.Partitions)
 		}
 	}
-	rec := platform.NewReconciler(to.JS, platform.ReconcilerOptions{RetryFor: 10 * time.Second})
+	rec := catalog.NewReconciler(to.JS, catalog.ReconcilerOptions{RetryFor: 10 * time.Second})
 	for g, parts := range plan {
 		for p := range parts {
 			if parts[p] != nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/msgplatform/platform/internal/jsscan"
 	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/catalog"
 )
 
 // Failback reverses a failover once the original region answers again,
@@ -226,7 +227,7 @@ func (rs Regions) Failback(ctx context.Context, req FailbackRequest) (Failback, 
 		m.Header.Set(jetstream.MsgIDHeader, id)
 		m.Data = s.msg.Data
 		var ack *jetstream.PubAck
-		err := platform.NewReconciler(to.JS, platform.ReconcilerOptions{}).Retry(ctx, "copy back event "+id, func(ctx context.Context) error {
+		err := catalog.NewReconciler(to.JS, catalog.ReconcilerOptions{}).Retry(ctx, "copy back event "+id, func(ctx context.Context) error {
 			var err error
 			ack, err = to.JS.PublishMsg(ctx, m, jetstream.WithExpectStream(stream))
 			return err
@@ -298,7 +299,7 @@ func (rs Regions) Failback(ctx context.Context, req FailbackRequest) (Failback, 
 	if err := l.Err(); err != nil && !errors.Is(err, jetstream.ErrEndOfData) {
 		return out, err
 	}
-	rec := platform.NewReconciler(to.JS, platform.ReconcilerOptions{RetryFor: 10 * time.Second})
+	rec := catalog.NewReconciler(to.JS, catalog.ReconcilerOptions{RetryFor: 10 * time.Second})
 	for _, mv := range moves {
 		name := platform.PartitionConsumer(mv.group, mv.partition)
 		want := platform.GroupConsumerConfig(platform.GroupSpec{Name: mv.group, Topic: req.Topic}, mv.partition)
@@ -334,7 +335,7 @@ func (rs Regions) Failback(ctx context.Context, req FailbackRequest) (Failback, 
 	// The region that just came back may still be electing leaders: a
 	// request that times out is tried again.
 	var st MirrorStatus
-	err = platform.NewReconciler(from.JS, platform.ReconcilerOptions{RetryFor: 30 * time.Second, AttemptTimeout: 10 * time.Second}).Retry(ctx, "mirror "+req.Topic+" in "+from.Name, func(ctx context.Context) error {
+	err = catalog.NewReconciler(from.JS, catalog.ReconcilerOptions{RetryFor: 30 * time.Second, AttemptTimeout: 10 * time.Second}).Retry(ctx, "mirror "+req.Topic+" in "+from.Name, func(ctx context.Context) error {
 		var err error
 		st, err = rs.Mirror(ctx, MirrorRequest{Topic: req.Topic, From: to.Name, To: from.Name, Replicas: fi.Config.Replicas})
 		return err

@@ -11,8 +11,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/msgplatform/platform/embeddednats/natstest"
-
 	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/catalog"
 )
 
 // TestFailoverFailback is the scenario on the in-process
@@ -26,8 +26,8 @@ func TestFailoverFailback(t *testing.T) {
 	rr, rs := twoRegions(t, regionTopic("orders", ""), regionTopic("ledger.eu", "eu"))
 	ctx := testCtx(t, 90*time.Second)
 	eu, us := &rs[0], &rs[1]
-	rec := platform.NewReconciler(eu.JS, platform.ReconcilerOptions{DefaultReplicas: 1})
-	if _, err := rec.Apply(ctx, platform.Catalog{Topics: map[string]platform.TopicSpec{"orders": regionTopic("orders", "")}, Groups: map[string]platform.GroupSpec{"mailer": {Name: "mailer", Topic: "orders"}}}, platform.ApplyOptions{AllowReducedReplicas: true}); err != nil {
+	rec := catalog.NewReconciler(eu.JS, catalog.ReconcilerOptions{DefaultReplicas: 1})
+	if _, err := rec.Apply(ctx, platform.Catalog{Topics: map[string]platform.TopicSpec{"orders": regionTopic("orders", "")}, Groups: map[string]platform.GroupSpec{"mailer": {Name: "mailer", Topic: "orders"}}}, catalog.ApplyOptions{AllowReducedReplicas: true}); err != nil {
 		t.Fatalf("apply group: %v", err)
 	}
 	const N, M = 40, 25

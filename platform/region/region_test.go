@@ -13,8 +13,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/msgplatform/platform/embeddednats/natstest"
-
 	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/catalog"
 )
 
 // twoRegions starts eu and us (one node each) linked by a leafnode whose
@@ -27,9 +27,9 @@ func twoRegions(t *testing.T, topics ...platform.TopicSpec) (*natstest.Regions, 
 		{Name: "eu", Domain: "eu", JS: rr.JetStream("eu")},
 		{Name: "us", Domain: "us", JS: rr.JetStream("us")},
 	}
-	rec := platform.NewReconciler(rs[0].JS, platform.ReconcilerOptions{DefaultReplicas: 1})
+	rec := catalog.NewReconciler(rs[0].JS, catalog.ReconcilerOptions{DefaultReplicas: 1})
 	for _, tp := range topics {
-		if _, err := rec.ApplyTopic(testCtx(t, 30*time.Second), tp, platform.ApplyOptions{AllowReducedReplicas: true}); err != nil {
+		if _, err := rec.ApplyTopic(testCtx(t, 30*time.Second), tp, catalog.ApplyOptions{AllowReducedReplicas: true}); err != nil {
 			t.Fatalf("apply %s: %v", tp.Name, err)
 		}
 	}
@@ -281,9 +281,9 @@ func TestResidencyQueue(t *testing.T) {
 		{Name: "us", Domain: "us", JS: rr.JetStream("us")},
 	}
 	ctx := testCtx(t, 90*time.Second)
-	rec := platform.NewReconciler(rs[0].JS, platform.ReconcilerOptions{DefaultReplicas: 1})
+	rec := catalog.NewReconciler(rs[0].JS, catalog.ReconcilerOptions{DefaultReplicas: 1})
 	for _, q := range []platform.QueueSpec{jobsEU, tasks} {
-		if _, err := rec.ApplyQueue(ctx, q, platform.ApplyOptions{}); err != nil {
+		if _, err := rec.ApplyQueue(ctx, q, catalog.ApplyOptions{}); err != nil {
 			t.Fatalf("apply queue %s: %v", q.Name, err)
 		}
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/msgplatform/platform/embeddednats/natstest"
 	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/catalog"
 	"github.com/msgplatform/platform/platform/schema"
 )
 
@@ -170,11 +171,11 @@ func TestValidatingPublisher(t *testing.T) {
 	js := f.JetStream()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	rec := platform.NewReconciler(js, platform.ReconcilerOptions{DefaultReplicas: 1})
+	rec := catalog.NewReconciler(js, catalog.ReconcilerOptions{DefaultReplicas: 1})
 	for _, name := range []string{"orders", "audit"} {
 		spec := platform.DefaultTopicSpec(name)
 		spec.Partitions, spec.Replicas, spec.Owner = 1, 1, "test"
-		if _, err := rec.ApplyTopic(ctx, spec, platform.ApplyOptions{AllowReducedReplicas: true}); err != nil {
+		if _, err := rec.ApplyTopic(ctx, spec, catalog.ApplyOptions{AllowReducedReplicas: true}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/msgplatform/platform/embeddednats/natstest"
 	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/catalog"
 	"github.com/msgplatform/platform/platform/schema"
 )
 
@@ -33,8 +34,8 @@ func TestValidationIsOptInPerTopic(t *testing.T) {
 	if err := (platform.TopicSpec{Name: "x", Partitions: 1, Replicas: 1, Retention: platform.Retention{MaxAge: time.Hour}, EventType: "OrderPlaced"}).Validate(); err == nil || !strings.Contains(err.Error(), "event_type") {
 		t.Fatalf("event_type without validate: %v, want a problem naming event_type", err)
 	}
-	rec := platform.NewReconciler(js, platform.ReconcilerOptions{DefaultReplicas: 1})
-	if _, err := rec.Apply(ctx, platform.Catalog{Topics: map[string]platform.TopicSpec{"payments": payments, "audit": audit, "orders": orders}}, platform.ApplyOptions{}); err != nil {
+	rec := catalog.NewReconciler(js, catalog.ReconcilerOptions{DefaultReplicas: 1})
+	if _, err := rec.Apply(ctx, platform.Catalog{Topics: map[string]platform.TopicSpec{"payments": payments, "audit": audit, "orders": orders}}, catalog.ApplyOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	reg, err := schema.New(js, schema.Config{Replicas: 1})

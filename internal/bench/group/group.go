@@ -20,6 +20,7 @@ import (
 	"github.com/msgplatform/platform/internal/bench"
 	"github.com/msgplatform/platform/internal/control"
 	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/catalog"
 	"github.com/msgplatform/platform/platform/consumer"
 )
 
@@ -184,13 +185,13 @@ func (b *groupBench) runInProcess(ctx context.Context) (groupBenchResult, error)
 	if b.js, err = jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(max(b.o.Window*2, 256))); err != nil {
 		return groupBenchResult{}, err
 	}
-	rec := platform.NewReconciler(b.js, platform.ReconcilerOptions{DefaultReplicas: 3})
+	rec := catalog.NewReconciler(b.js, catalog.ReconcilerOptions{DefaultReplicas: 3})
 	b.applyGroup = func(ctx context.Context, g platform.GroupSpec) error {
-		_, err := rec.ApplyGroup(ctx, g, platform.ApplyOptions{})
+		_, err := rec.ApplyGroup(ctx, g, catalog.ApplyOptions{})
 		return err
 	}
 	return b.run(ctx, func(ctx context.Context, t platform.TopicSpec) error {
-		_, err := rec.ApplyTopic(ctx, t, platform.ApplyOptions{AllowReducedReplicas: true})
+		_, err := rec.ApplyTopic(ctx, t, catalog.ApplyOptions{AllowReducedReplicas: true})
 		return err
 	})
 }
@@ -210,7 +211,7 @@ func (b *groupBench) runAgainst(ctx context.Context, remote bench.Remote) (group
 	}
 	return b.run(ctx, func(ctx context.Context, t platform.TopicSpec) error {
 		return control.Call(ctx, nc, control.SubjTopicApply, control.ApplyTopicRequest{
-			Spec: t, Options: platform.ApplyOptions{AllowReducedReplicas: true},
+			Spec: t, Options: catalog.ApplyOptions{AllowReducedReplicas: true},
 		}, nil)
 	})
 }

@@ -12,12 +12,12 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
-
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/msgplatform/platform/embeddednats"
 	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/catalog"
 	"github.com/msgplatform/platform/platform/region"
 )
 
@@ -88,11 +88,11 @@ func Run(ctx context.Context, out, progress io.Writer, rate int, d time.Duration
 		return fmt.Errorf("residency guard: %w", err)
 	}
 	defer guard.Stop()
-	rec := platform.NewReconciler(rs[0].JS, platform.ReconcilerOptions{DefaultReplicas: 1})
+	rec := catalog.NewReconciler(rs[0].JS, catalog.ReconcilerOptions{DefaultReplicas: 1})
 	for _, name := range []string{"bench.raw", "bench.mirrored"} {
 		t := platform.DefaultTopicSpec(name)
 		t.Replicas = 1
-		if _, err := rec.ApplyTopic(ctx, t, platform.ApplyOptions{AllowReducedReplicas: true}); err != nil {
+		if _, err := rec.ApplyTopic(ctx, t, catalog.ApplyOptions{AllowReducedReplicas: true}); err != nil {
 			return err
 		}
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/msgplatform/platform/internal/control"
 	"github.com/msgplatform/platform/internal/tlsconf"
 	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/catalog"
 	"github.com/msgplatform/platform/platform/schema"
 )
 
@@ -57,7 +58,7 @@ func Run(ctx context.Context, out io.Writer, remote bench.Remote, o Options, pop
 	defer nc.Close()
 	res, err := benchAgainst(ctx, nc, o, popts, func(ctx context.Context, spec platform.TopicSpec) error {
 		return control.Call(ctx, nc, control.SubjTopicApply, control.ApplyTopicRequest{
-			Spec: spec, Options: platform.ApplyOptions{AllowReducedReplicas: true},
+			Spec: spec, Options: catalog.ApplyOptions{AllowReducedReplicas: true},
 		}, nil)
 	})
 	if err != nil {
@@ -141,9 +142,9 @@ func benchSyncCompare(ctx context.Context, out io.Writer, o Options, popts bench
 }
 
 func benchFabric(ctx context.Context, dir string, sync bool, o Options, popts bench.PublishOptions) (res bench.Result, err error) {
-	err = bench.WithFabric(ctx, dir, sync, tlsconf.Config{}, func(nc *nats.Conn, rec *platform.Reconciler) error {
+	err = bench.WithFabric(ctx, dir, sync, tlsconf.Config{}, func(nc *nats.Conn, rec *catalog.Reconciler) error {
 		res, err = benchAgainst(ctx, nc, o, popts, func(ctx context.Context, spec platform.TopicSpec) error {
-			_, err := rec.ApplyTopic(ctx, spec, platform.ApplyOptions{AllowReducedReplicas: true})
+			_, err := rec.ApplyTopic(ctx, spec, catalog.ApplyOptions{AllowReducedReplicas: true})
 			return err
 		})
 		return err
@@ -162,7 +163,7 @@ func benchValidateCmd(ctx context.Context, out io.Writer, remote bench.Remote, o
 		defer nc.Close()
 		return benchValidate(ctx, out, nc, o, popts, func(ctx context.Context, spec platform.TopicSpec) error {
 			return control.Call(ctx, nc, control.SubjTopicApply, control.ApplyTopicRequest{
-				Spec: spec, Options: platform.ApplyOptions{AllowReducedReplicas: true},
+				Spec: spec, Options: catalog.ApplyOptions{AllowReducedReplicas: true},
 			}, nil)
 		})
 	}
@@ -171,9 +172,9 @@ func benchValidateCmd(ctx context.Context, out io.Writer, remote bench.Remote, o
 		return err
 	}
 	defer os.RemoveAll(dir)
-	return bench.WithFabric(ctx, dir, true, tlsconf.Config{}, func(nc *nats.Conn, rec *platform.Reconciler) error {
+	return bench.WithFabric(ctx, dir, true, tlsconf.Config{}, func(nc *nats.Conn, rec *catalog.Reconciler) error {
 		return benchValidate(ctx, out, nc, o, popts, func(ctx context.Context, spec platform.TopicSpec) error {
-			_, err := rec.ApplyTopic(ctx, spec, platform.ApplyOptions{AllowReducedReplicas: true})
+			_, err := rec.ApplyTopic(ctx, spec, catalog.ApplyOptions{AllowReducedReplicas: true})
 			return err
 		})
 	})

@@ -15,6 +15,7 @@ import (
 	"github.com/msgplatform/platform/internal/tlsconf"
 	"github.com/msgplatform/platform/internal/tlsconf/tlstest"
 	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/catalog"
 )
 
 // benchTLSMinRuns is the fewest runs of each side the TLS comparison
@@ -48,12 +49,12 @@ func benchTLSCompare(ctx context.Context, out io.Writer, o Options, popts bench.
 	one := popts
 	one.Runs = 1
 	results := map[bool][]bench.Result{}
-	err = bench.WithFabric(ctx, filepath.Join(root, "plain"), sync, tlsconf.Config{}, func(plainNC *nats.Conn, plainRec *platform.Reconciler) error {
-		return bench.WithFabric(ctx, filepath.Join(root, "tls"), sync, srv, func(tlsNC *nats.Conn, tlsRec *platform.Reconciler) error {
+	err = bench.WithFabric(ctx, filepath.Join(root, "plain"), sync, tlsconf.Config{}, func(plainNC *nats.Conn, plainRec *catalog.Reconciler) error {
+		return bench.WithFabric(ctx, filepath.Join(root, "tls"), sync, srv, func(tlsNC *nats.Conn, tlsRec *catalog.Reconciler) error {
 			js := map[bool]jetstream.JetStream{}
 			for tls, side := range map[bool]struct {
 				nc  *nats.Conn
-				rec *platform.Reconciler
+				rec *catalog.Reconciler
 			}{false: {plainNC, plainRec}, true: {tlsNC, tlsRec}} {
 				if tls != side.nc.TLSRequired() {
 					return fmt.Errorf("bench: the %s fabric's connection has TLS %t", map[bool]string{false: "plain", true: "tls"}[tls], side.nc.TLSRequired())
@@ -97,7 +98,7 @@ func benchTLSCompare(ctx context.Context, out io.Writer, o Options, popts bench.
 
 // benchPublishTopic creates the bench topic with rec and returns a JetStream
 // context on nc with room for --window publishes in flight.
-func benchPublishTopic(ctx context.Context, nc *nats.Conn, rec *platform.Reconciler, o Options) (jetstream.JetStream, error) {
+func benchPublishTopic(ctx context.Context, nc *nats.Conn, rec *catalog.Reconciler, o Options) (jetstream.JetStream, error) {
 	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(max(o.Window*2, 256)))
 	if err != nil {
 		return nil, err
@@ -108,7 +109,7 @@ func benchPublishTopic(ctx context.Context, nc *nats.Conn, rec *platform.Reconci
 	spec.Owner = "platformctl-bench"
 	actx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if _, err := rec.ApplyTopic(actx, spec, platform.ApplyOptions{AllowReducedReplicas: true}); err != nil {
+	if _, err := rec.ApplyTopic(actx, spec, catalog.ApplyOptions{AllowReducedReplicas: true}); err != nil {
 		return nil, fmt.Errorf("create bench topic %s: %w", o.Topic, err)
 	}
 	return js, nil

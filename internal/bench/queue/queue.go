@@ -13,6 +13,7 @@ import (
 
 	"github.com/msgplatform/platform/internal/bench"
 	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/catalog"
 	"github.com/msgplatform/platform/platform/consumer"
 )
 
@@ -67,7 +68,7 @@ func Run(ctx context.Context, out, progress io.Writer, remote bench.Remote, o Op
 	spec := platform.DefaultQueueSpec(name)
 	spec.Replicas, spec.Owner = 3, "platformctl-bench"
 	actx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	_, err = platform.NewReconciler(js, platform.ReconcilerOptions{}).ApplyQueue(actx, spec, platform.ApplyOptions{AllowReducedReplicas: true})
+	_, err = catalog.NewReconciler(js, catalog.ReconcilerOptions{}).ApplyQueue(actx, spec, catalog.ApplyOptions{AllowReducedReplicas: true})
 	cancel()
 	if err != nil {
 		return fmt.Errorf("create bench queue %s: %w", name, err)

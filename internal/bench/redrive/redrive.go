@@ -16,6 +16,7 @@ import (
 	"github.com/msgplatform/platform/internal/bench"
 	"github.com/msgplatform/platform/internal/tlsconf"
 	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/catalog"
 	"github.com/msgplatform/platform/redrive"
 )
 
@@ -116,7 +117,7 @@ func Run(ctx context.Context, out, progress io.Writer, o Options, size int) erro
 	}
 	defer os.RemoveAll(dir)
 	var res redriveBenchResult
-	err = bench.WithFabric(ctx, dir, o.SyncAlways, tlsconf.Config{}, func(nc *nats.Conn, rec *platform.Reconciler) error {
+	err = bench.WithFabric(ctx, dir, o.SyncAlways, tlsconf.Config{}, func(nc *nats.Conn, rec *catalog.Reconciler) error {
 		res, err = runBenchRedrive(ctx, nc, rec, o, size, progress)
 		return err
 	})
@@ -129,7 +130,7 @@ func Run(ctx context.Context, out, progress io.Writer, o Options, size int) erro
 
 const benchRedriveTopic = "bench-redrive"
 
-func runBenchRedrive(ctx context.Context, nc *nats.Conn, rec *platform.Reconciler, o Options, size int, progress io.Writer) (redriveBenchResult, error) {
+func runBenchRedrive(ctx context.Context, nc *nats.Conn, rec *catalog.Reconciler, o Options, size int, progress io.Writer) (redriveBenchResult, error) {
 	res := redriveBenchResult{requested: o.Rate}
 	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(max(o.Window*2, 4096)))
 	if err != nil {
@@ -137,7 +138,7 @@ func runBenchRedrive(ctx context.Context, nc *nats.Conn, rec *platform.Reconcile
 	}
 	spec := platform.DefaultTopicSpec(benchRedriveTopic)
 	spec.Partitions = o.Partitions
-	if _, err := rec.ApplyTopic(ctx, spec, platform.ApplyOptions{}); err != nil {
+	if _, err := rec.ApplyTopic(ctx, spec, catalog.ApplyOptions{}); err != nil {
 		return res, err
 	}
 	subject := func(i int) string { return platform.TopicSubject(benchRedriveTopic, "key-"+strconv.Itoa(i%o.Keys)) }

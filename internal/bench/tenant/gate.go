@@ -14,6 +14,7 @@ import (
 
 	"github.com/msgplatform/platform/internal/bench"
 	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/catalog"
 	"github.com/msgplatform/platform/tenancy"
 )
 
@@ -76,7 +77,7 @@ func RunGate(ctx context.Context, out, progress io.Writer, o GateOptions) error 
 	if err != nil {
 		return err
 	}
-	if _, err := platform.NewReconciler(ajs, platform.ReconcilerOptions{DefaultReplicas: 3}).ApplyGroup(sctx, platform.GroupSpec{Name: "bench", Topic: "orders"}, platform.ApplyOptions{}); err != nil {
+	if _, err := catalog.NewReconciler(ajs, catalog.ReconcilerOptions{DefaultReplicas: 3}).ApplyGroup(sctx, platform.GroupSpec{Name: "bench", Topic: "orders"}, catalog.ApplyOptions{}); err != nil {
 		return fmt.Errorf("bench gate: raw group: %w", err)
 	}
 	rjs, err := jetstream.New(t.raw)
@@ -88,7 +89,7 @@ func RunGate(ctx context.Context, out, progress io.Writer, o GateOptions) error 
 	if _, err := t.tenant(sctx, tenant, tenancy.DefaultQuota(), topic); err != nil {
 		return fmt.Errorf("bench gate: tenant: %w", err)
 	}
-	if _, err := t.m.ApplyGroup(sctx, "platformctl-bench", tenant, platform.GroupSpec{Name: "bench", Topic: "orders"}, platform.ApplyOptions{}); err != nil {
+	if _, err := t.m.ApplyGroup(sctx, "platformctl-bench", tenant, platform.GroupSpec{Name: "bench", Topic: "orders"}, catalog.ApplyOptions{}); err != nil {
 		return fmt.Errorf("bench gate: tenant group: %w", err)
 	}
 	uc, err := t.m.AddUser(sctx, "platformctl-bench", tenant, tenancy.UserSpec{Name: "member", Sub: []string{"bench"}})

@@ -14,6 +14,7 @@ import (
 	"github.com/msgplatform/platform/internal/bench"
 	"github.com/msgplatform/platform/internal/control"
 	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/catalog"
 	"github.com/msgplatform/platform/tenancy"
 )
 
@@ -112,7 +113,7 @@ func (t *inProcessQuotaTarget) tenant(ctx context.Context, name string, q tenanc
 	if _, err := t.m.Create(ctx, "platformctl-bench", tenancy.Spec{Name: name, Quota: q}); err != nil {
 		return nil, err
 	}
-	if _, err := t.m.ApplyTopic(ctx, "platformctl-bench", name, topic, platform.ApplyOptions{AllowReducedReplicas: true}); err != nil {
+	if _, err := t.m.ApplyTopic(ctx, "platformctl-bench", name, topic, catalog.ApplyOptions{AllowReducedReplicas: true}); err != nil {
 		return nil, err
 	}
 	uc, err := t.m.AddUser(ctx, "platformctl-bench", name, tenancy.UserSpec{Name: "producer", Pub: []string{topic.Name}})
@@ -124,7 +125,7 @@ func (t *inProcessQuotaTarget) applyRaw(ctx context.Context, spec platform.Topic
 	if err != nil {
 		return err
 	}
-	_, err = platform.NewReconciler(js, platform.ReconcilerOptions{DefaultReplicas: 3}).ApplyTopic(ctx, spec, platform.ApplyOptions{AllowReducedReplicas: true})
+	_, err = catalog.NewReconciler(js, catalog.ReconcilerOptions{DefaultReplicas: 3}).ApplyTopic(ctx, spec, catalog.ApplyOptions{AllowReducedReplicas: true})
 	return err
 }
 
@@ -260,7 +261,7 @@ func (t *remoteQuotaTarget) tenant(ctx context.Context, name string, q tenancy.Q
 	}
 	t.created = append(t.created, name)
 	if err := call(tenancy.SubjTenantTopic, tenancy.TopicRequest{Actor: t.remote.Actor, Tenant: name, Spec: topic,
-		Options: platform.ApplyOptions{AllowReducedReplicas: true}}, nil); err != nil {
+		Options: catalog.ApplyOptions{AllowReducedReplicas: true}}, nil); err != nil {
 		return nil, err
 	}
 	var uc tenancy.UserCreds
@@ -269,7 +270,7 @@ func (t *remoteQuotaTarget) tenant(ctx context.Context, name string, q tenancy.Q
 }
 
 func (t *remoteQuotaTarget) applyRaw(ctx context.Context, spec platform.TopicSpec) error {
-	return control.Call(ctx, t.nc, control.SubjTopicApply, control.ApplyTopicRequest{Spec: spec, Options: platform.ApplyOptions{AllowReducedReplicas: true}}, nil)
+	return control.Call(ctx, t.nc, control.SubjTopicApply, control.ApplyTopicRequest{Spec: spec, Options: catalog.ApplyOptions{AllowReducedReplicas: true}}, nil)
 }
 
 func (t *remoteQuotaTarget) ingest(context.Context, string) (ingestCounters, bool) {

@@ -1,4 +1,4 @@
-package platform
+package catalog
 
 import (
 	"errors"
@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/msgplatform/platform/embeddednats/natstest"
+	"github.com/msgplatform/platform/platform"
 )
 
 // metaLeader returns the index of the node leading the JetStream meta
@@ -84,7 +85,7 @@ func TestApplySurvivesNodeLoss(t *testing.T) {
 	q := next.Queues["shipment-jobs"]
 	q.Lease = 2 * time.Minute
 	next.Queues["shipment-jobs"] = q
-	next.Groups["loyalty"] = GroupSpec{Name: "loyalty", Topic: "orders"}
+	next.Groups["loyalty"] = platform.GroupSpec{Name: "loyalty", Topic: "orders"}
 	began := time.Now()
 	changes, err := r.Apply(ctx, next, ApplyOptions{})
 	if err != nil {
@@ -98,7 +99,7 @@ func TestApplySurvivesNodeLoss(t *testing.T) {
 	if sc := streamConfig(t, js, "orders"); sc.MaxAge != 24*time.Hour {
 		t.Errorf("orders max_age %s", sc.MaxAge)
 	}
-	if cc := consumerConfig(t, js, "shipment-jobs", QueueConsumer); cc.AckWait != 2*time.Minute {
+	if cc := consumerConfig(t, js, "shipment-jobs", platform.QueueConsumer); cc.AckWait != 2*time.Minute {
 		t.Errorf("lease %s", cc.AckWait)
 	}
 	began = time.Now()
@@ -112,7 +113,7 @@ func TestApplySurvivesNodeLoss(t *testing.T) {
 	more := clone(next)
 	for i := range 4 {
 		g := fmt.Sprintf("replay-%d", i)
-		more.Groups[g] = GroupSpec{Name: g, Topic: "orders"}
+		more.Groups[g] = platform.GroupSpec{Name: g, Topic: "orders"}
 	}
 	t.Logf("restart and catch-up took %s", time.Since(began))
 	victim = streamLeader(t, f, "orders")
@@ -142,7 +143,7 @@ func TestApplySurvivesNodeLoss(t *testing.T) {
 	// A new R3 topic is created on the surviving quorum too: the server
 	// places the third replica on the down node, which catches up when
 	// it is back.
-	pay := DefaultTopicSpec("payments")
+	pay := platform.DefaultTopicSpec("payments")
 	if ch, err := r.ApplyTopic(ctx, pay, ApplyOptions{}); err != nil || ch.Action != ActionCreate {
 		t.Fatalf("new R3 topic with a node down: %v %v", ch, err)
 	}

@@ -1,4 +1,4 @@
-package platform
+package catalog
 
 import (
 	"context"
@@ -12,12 +12,13 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/msgplatform/platform/internal/validate"
+	"github.com/msgplatform/platform/platform"
 )
 
 // ReconcilerOptions configures a Reconciler. The zero value is usable.
 type ReconcilerOptions struct {
 	// DefaultReplicas is used for topic and queue specs with Replicas 0
-	// (0 here means the package's DefaultReplicas, 3).
+	// (0 here means platform.DefaultReplicas, 3).
 	DefaultReplicas int
 	// Logger receives retries and applied changes (nil: discard).
 	Logger *slog.Logger
@@ -41,7 +42,7 @@ type Reconciler struct {
 // NewReconciler returns a Reconciler working through js.
 func NewReconciler(js jetstream.JetStream, opts ReconcilerOptions) *Reconciler {
 	if opts.DefaultReplicas == 0 {
-		opts.DefaultReplicas = DefaultReplicas
+		opts.DefaultReplicas = platform.DefaultReplicas
 	}
 	if opts.RetryFor <= 0 {
 		opts.RetryFor = 30 * time.Second
@@ -61,12 +62,12 @@ type ApplyOptions struct {
 	// AllowReducedReplicas permits lowering an existing topic's or queue's
 	// replicas below 3 (flag --allow-reduced-replicas, config
 	// allow_reduced_replicas: true). Without it such a change is an
-	// ErrConflict: fewer copies survive fewer node losses.
+	// platform.ErrConflict: fewer copies survive fewer node losses.
 	AllowReducedReplicas bool `json:"allow_reduced_replicas,omitempty"`
 	// AllowCleanupChange permits switching an existing topic between
 	// cleanup delete and compact (flag --allow-cleanup-change, config
 	// allow_cleanup_change: true). Without it such a change is an
-	// ErrConflict: it changes what history the topic keeps.
+	// platform.ErrConflict: it changes what history the topic keeps.
 	AllowCleanupChange bool `json:"allow_cleanup_change,omitempty"`
 	// DryRun plans and checks every change but applies none.
 	DryRun bool `json:"dry_run,omitempty"`
@@ -116,15 +117,15 @@ func (c Change) String() string {
 // topic, queue and group in it (objects not in the catalog are left
 // alone). It validates the whole catalog, then reads the current state of
 // every object and checks every change; if any is invalid
-// (ErrInvalidSpec), conflicting (ErrConflict) or refers to something
-// missing (ErrNotFound), it applies nothing and the error names each
-// problem by its configuration key. Otherwise it applies topics, then
+// (platform.ErrInvalidSpec), conflicting (platform.ErrConflict) or refers
+// to something missing (platform.ErrNotFound), it applies nothing and the
+// error names each problem by its configuration key. Otherwise it applies topics, then
 // queues, then groups, retrying transient JetStream errors, and returns one
 // Change per object in that order. If applying fails part-way (e.g. the
 // cluster lost its quorum), the error says which object failed and the
 // changes returned are those applied; Apply is idempotent, so running it
 // again finishes the job.
-func (r *Reconciler) Apply(ctx context.Context, c Catalog, o ApplyOptions) ([]Change, error) {
+func (r *Reconciler) Apply(ctx context.Context, c platform.Catalog, o ApplyOptions) ([]Change, error) {
 	c = r.withDefaults(c)
 	if err := c.Validate(); err != nil {
 		return nil, err
@@ -145,11 +146,11 @@ func (r *Reconciler) Apply(ctx context.Context, c Catalog, o ApplyOptions) ([]Ch
 }
 
 // ApplyTopic applies one topic (see Apply).
-func (r *Reconciler) ApplyTopic(ctx context.Context, spec TopicSpec, o ApplyOptions) (Change, error) {
+func (r *Reconciler) ApplyTopic(ctx context.Context, spec platform.TopicSpec, o ApplyOptions) (Change, error) {
 	if spec.Replicas == 0 {
 		spec.Replicas = r.opts.DefaultReplicas
 	}
-	if err := prefixed("topics."+spec.Name, spec.validateInto); err != nil {
+	if err := prefixed("topics."+spec.Name, spec.Validate()); err != nil {
 		return Change{}, err
 	}
 	p := r.newPlan(o)
@@ -158,11 +159,11 @@ func (r *Reconciler) ApplyTopic(ctx context.Context, spec TopicSpec, o ApplyOpti
 }
 
 // ApplyQueue applies one queue (see Apply).
-func (r *Reconciler) ApplyQueue(ctx context.Context, spec QueueSpec, o ApplyOptions) (Change, error) {
+func (r *Reconciler) ApplyQueue(ctx context.Context, spec platform.QueueSpec, o ApplyOptions) (Change, error) {
 	if spec.Replicas == 0 {
 		spec.Replicas = r.opts.DefaultReplicas
 	}
-	if err := prefixed("queues."+spec.Name, spec.validateInto); err != nil {
+	if err := prefixed("queues."+spec.Name, spec.Validate()); err != nil {
 		return Change{}, err
 	}
 	p := r.newPlan(o)
@@ -171,9 +172,9 @@ func (r *Reconciler) ApplyQueue(ctx context.Context, spec QueueSpec, o ApplyOpti
 }
 
 // ApplyGroup applies one group (see Apply). Its topic must exist
-// (ErrNotFound otherwise).
-func (r *Reconciler) ApplyGroup(ctx context.Context, spec GroupSpec, o ApplyOptions) (Change, error) {
-	if err := prefixed("groups."+spec.Name, spec.validateInto); err != nil {
+// (platform.ErrNotFound otherwise).
+func (r *Reconciler) ApplyGroup(ctx context.Context, spec platform.GroupSpec, o ApplyOptions) (Change, error) {
+	if err := prefixed("groups."+spec.Name, spec.Validate()); err != nil {
 		return Change{}, err
 	}
 	p := r.newPlan(o)
@@ -188,11 +189,12 @@ func one(changes []Change, err error) (Change, error) {
 	return changes[0], err
 }
 
-func prefixed(key string, check func(*validate.Problems)) error {
-	var p, out validate.Problems
-	check(&p)
-	out.Merge(key, p.Err(nil))
-	return out.Err(ErrInvalidSpec)
+// prefixed re-keys the problems of a spec's Validate under key (e.g.
+// "topics.orders"), as platform.Catalog.Validate keys them.
+func prefixed(key string, err error) error {
+	var out validate.Problems
+	out.Merge(key, err)
+	return out.Err(platform.ErrInvalidSpec)
 }
 
 // Retry runs op as the reconciler runs its own JetStream requests: each
@@ -205,8 +207,8 @@ func (r *Reconciler) Retry(ctx context.Context, what string, op func(ctx context
 
 // withDefaults returns a copy of c with Replicas 0 replaced by the
 // default.
-func (r *Reconciler) withDefaults(c Catalog) Catalog {
-	out := Catalog{Topics: map[string]TopicSpec{}, Queues: map[string]QueueSpec{}, Groups: map[string]GroupSpec{}}
+func (r *Reconciler) withDefaults(c platform.Catalog) platform.Catalog {
+	out := platform.Catalog{Topics: map[string]platform.TopicSpec{}, Queues: map[string]platform.QueueSpec{}, Groups: map[string]platform.GroupSpec{}}
 	for k, t := range c.Topics {
 		if t.Replicas == 0 {
 			t.Replicas = r.opts.DefaultReplicas

@@ -1,9 +1,10 @@
-package platform
+package catalog
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/msgplatform/platform/internal/jserr"
+	"github.com/msgplatform/platform/platform"
 )
 
 // Streams and consumers are compared on the fields the platform manages
@@ -61,12 +63,12 @@ func show(v any) string {
 // metadataLabels maps platform metadata keys to the configuration keys a
 // user knows them by.
 var metadataLabels = map[string]string{
-	mdPartitions:  "partitions",
-	mdKey:         "key",
-	mdOwner:       "owner",
-	MetaResidency: "residency",
-	mdLease:       "lease",
-	mdMaxAttempts: "max_attempts",
+	platform.MetaPartitions:  "partitions",
+	platform.MetaKey:         "key",
+	platform.MetaOwner:       "owner",
+	platform.MetaResidency:   "residency",
+	platform.MetaLease:       "lease",
+	platform.MetaMaxAttempts: "max_attempts",
 }
 
 func diffMetadata(d *diffs, prefix string, cur, want map[string]string) {
@@ -85,6 +87,30 @@ func diffMetadata(d *diffs, prefix string, cur, want map[string]string) {
 		}
 		d.cmp(label, c[k], w[k])
 	}
+}
+
+// platformMetadata returns the platform.* subset of md (never nil).
+func platformMetadata(md map[string]string) map[string]string {
+	out := map[string]string{}
+	for k, v := range md {
+		if strings.HasPrefix(k, platform.MetaPrefix) {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// mergeMetadata keeps the keys of cur that are not the platform's (e.g. the
+// server's _nats.* keys) and sets the platform's from want.
+func mergeMetadata(cur, want map[string]string) map[string]string {
+	out := make(map[string]string, len(cur)+len(want))
+	for k, v := range cur {
+		if !strings.HasPrefix(k, platform.MetaPrefix) {
+			out[k] = v
+		}
+	}
+	maps.Copy(out, want)
+	return out
 }
 
 // normLimit maps the server's "unlimited" (-1) and the client's (0) to 0.
@@ -249,13 +275,13 @@ func (p *plan) checkStreamName(key string, info *jetstream.StreamInfo, kind stri
 	if info == nil {
 		return true
 	}
-	switch k := StreamKind(&info.Config); k {
+	switch k := platform.StreamKind(&info.Config); k {
 	case kind:
 		return true
 	case "":
-		p.conflict(key, "stream %q already exists and is not managed by the platform (no %s metadata); choose another name, or move its data to a new %s and delete it", info.Config.Name, mdKind, kind)
-	case StreamKindTopic, StreamKindQueue:
-		p.conflict(key, "%q is already a %s; a %s cannot become a %s in place (different retention and delivery): declare the %s under another name, or drain and delete the %s first", ObjectName(&info.Config), k, k, kind, kind, k)
+		p.conflict(key, "stream %q already exists and is not managed by the platform (no %s metadata); choose another name, or move its data to a new %s and delete it", info.Config.Name, platform.MetaKind, kind)
+	case platform.StreamKindTopic, platform.StreamKindQueue:
+		p.conflict(key, "%q is already a %s; a %s cannot become a %s in place (different retention and delivery): declare the %s under another name, or drain and delete the %s first", platform.ObjectName(&info.Config), k, k, kind, kind, k)
 	default:
 		p.conflict(key, "stream %q records an unknown platform kind %q; inspect it before applying", info.Config.Name, k)
 	}

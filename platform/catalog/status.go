@@ -1,4 +1,4 @@
-package platform
+package catalog
 
 import (
 	"cmp"
@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/msgplatform/platform/platform"
 )
 
 // The read side: what `platformctl topic list|describe` and `queue list`
@@ -49,14 +51,14 @@ type StreamStatus struct {
 
 // TopicInfo is one line of `topic list`.
 type TopicInfo struct {
-	Spec   TopicSpec    `json:"spec"`
-	Stream StreamStatus `json:"stream"`
+	Spec   platform.TopicSpec `json:"spec"`
+	Stream StreamStatus       `json:"stream"`
 }
 
 // QueueInfo is one line of `queue list`.
 type QueueInfo struct {
-	Spec   QueueSpec    `json:"spec"`
-	Stream StreamStatus `json:"stream"`
+	Spec   platform.QueueSpec `json:"spec"`
+	Stream StreamStatus       `json:"stream"`
 }
 
 // ListTopics returns every platform topic, sorted by name.
@@ -67,10 +69,10 @@ func (r *Reconciler) ListTopics(ctx context.Context) ([]TopicInfo, error) {
 	}
 	out := []TopicInfo{}
 	for _, si := range infos {
-		if StreamKind(&si.Config) != StreamKindTopic {
+		if platform.StreamKind(&si.Config) != platform.StreamKindTopic {
 			continue
 		}
-		spec, err := TopicFromStream(&si.Config)
+		spec, err := platform.TopicFromStream(&si.Config)
 		if err != nil {
 			r.log.Warn("platform: skipping topic with damaged record", "stream", si.Config.Name, "err", err)
 			continue
@@ -89,10 +91,10 @@ func (r *Reconciler) ListQueues(ctx context.Context) ([]QueueInfo, error) {
 	}
 	out := []QueueInfo{}
 	for _, si := range infos {
-		if StreamKind(&si.Config) != StreamKindQueue {
+		if platform.StreamKind(&si.Config) != platform.StreamKindQueue {
 			continue
 		}
-		spec, err := queueFromStream(&si.Config)
+		spec, err := platform.QueueFromStream(&si.Config)
 		if err != nil {
 			r.log.Warn("platform: skipping queue with damaged record", "stream", si.Config.Name, "err", err)
 			continue

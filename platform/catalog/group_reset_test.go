@@ -1,4 +1,4 @@
-package platform
+package catalog
 
 import (
 	"errors"
@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/msgplatform/platform/embeddednats/natstest"
+	"github.com/msgplatform/platform/platform"
 )
 
 func TestDrainTimeGuideFigure(t *testing.T) {
@@ -46,7 +47,7 @@ func TestGroupResetRequestValidate(t *testing.T) {
 		if (err == nil) != tc.ok {
 			t.Errorf("%s: Validate() = %v, want ok=%v", tc.name, err, tc.ok)
 		}
-		if err != nil && !errors.Is(err, ErrInvalidSpec) {
+		if err != nil && !errors.Is(err, platform.ErrInvalidSpec) {
 			t.Errorf("%s: %v is not ErrInvalidSpec", tc.name, err)
 		}
 	}
@@ -69,27 +70,27 @@ func newResetFixture(t *testing.T, review string) resetFixture {
 	rec, _ := newTestReconciler(t, f)
 	js := f.JetStream()
 	ctx := testCtx(t, 60*time.Second)
-	topic := DefaultTopicSpec("payments")
+	topic := platform.DefaultTopicSpec("payments")
 	topic.Partitions = 3
 	topic.Replicas = 1
 	topic.Review = review
-	cat := Catalog{
-		Topics: map[string]TopicSpec{"payments": topic},
-		Groups: map[string]GroupSpec{"a": {Name: "a", Topic: "payments"}, "b": {Name: "b", Topic: "payments"}},
+	cat := platform.Catalog{
+		Topics: map[string]platform.TopicSpec{"payments": topic},
+		Groups: map[string]platform.GroupSpec{"a": {Name: "a", Topic: "payments"}, "b": {Name: "b", Topic: "payments"}},
 	}
 	if _, err := rec.Apply(ctx, cat, ApplyOptions{AllowReducedReplicas: true}); err != nil {
 		t.Fatal(err)
 	}
 	fx := resetFixture{rec: rec, js: js, after: map[int][]uint64{}, all: map[int][]uint64{}}
-	pub := NewPublisher(js, PublisherOptions{})
+	pub := platform.NewPublisher(js, platform.PublisherOptions{})
 	publish := func(from, to int, late bool) {
 		for i := from; i < to; i++ {
 			key := fmt.Sprintf("k%d", i)
-			ack, err := pub.Publish(ctx, Event{ID: fmt.Sprint(i), Topic: "payments", Key: key})
+			ack, err := pub.Publish(ctx, platform.Event{ID: fmt.Sprint(i), Topic: "payments", Key: key})
 			if err != nil {
 				t.Fatal(err)
 			}
-			p := PartitionOf(key, 3)
+			p := platform.PartitionOf(key, 3)
 			fx.all[p] = append(fx.all[p], ack.Sequence)
 			if late {
 				fx.after[p] = append(fx.after[p], ack.Sequence)
@@ -109,7 +110,7 @@ func newResetFixture(t *testing.T, review string) resetFixture {
 			continue
 		}
 		for p := range 3 {
-			if _, err := js.ResetConsumerToSequence(ctx, "payments", PartitionConsumer(g, p), 31); err != nil {
+			if _, err := js.ResetConsumerToSequence(ctx, "payments", platform.PartitionConsumer(g, p), 31); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -173,7 +174,7 @@ func TestGroupResetToTimeReprocessesExactlyEventsAfterT(t *testing.T) {
 		}
 	}
 	for p := range 3 {
-		ci, err := fx.js.Consumer(ctx, "payments", PartitionConsumer("a", p))
+		ci, err := fx.js.Consumer(ctx, "payments", platform.PartitionConsumer("a", p))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -187,12 +188,12 @@ func TestGroupResetToTimeReprocessesExactlyEventsAfterT(t *testing.T) {
 		t.Fatal(err)
 	}
 	for p := range 3 {
-		got := fetchGroup(t, fx.js, "payments", PartitionConsumer("a", p), "a")
+		got := fetchGroup(t, fx.js, "payments", platform.PartitionConsumer("a", p), "a")
 		if !slices.Equal(got, fx.after[p]) {
 			t.Errorf("group a partition %d reprocessed %v, want %v", p, got, fx.after[p])
 		}
 		// Group b untouched: nothing pending, nothing delivered.
-		if got := fetchGroup(t, fx.js, "payments", PartitionConsumer("b", p), "b"); len(got) != 0 {
+		if got := fetchGroup(t, fx.js, "payments", platform.PartitionConsumer("b", p), "b"); len(got) != 0 {
 			t.Errorf("group b partition %d got %v after resetting a", p, got)
 		}
 	}
@@ -202,14 +203,14 @@ func TestGroupResetToTimeReprocessesExactlyEventsAfterT(t *testing.T) {
 		t.Fatal(err)
 	}
 	for p := range 3 {
-		if got := fetchGroup(t, fx.js, "payments", PartitionConsumer("a", p), "a"); !slices.Equal(got, fx.all[p]) {
+		if got := fetchGroup(t, fx.js, "payments", platform.PartitionConsumer("a", p), "a"); !slices.Equal(got, fx.all[p]) {
 			t.Errorf("to start: partition %d got %v, want %v", p, got, fx.all[p])
 		}
 	}
 }
 
 func TestGroupResetRefusedOnReviewedTopic(t *testing.T) {
-	fx := newResetFixture(t, ReviewRequired)
+	fx := newResetFixture(t, platform.ReviewRequired)
 	ctx := testCtx(t, 30*time.Second)
 	_, err := fx.rec.ResetGroup(ctx, GroupResetRequest{Group: "a", ToStart: true})
 	if !errors.Is(err, ErrApprovalRequired) {
@@ -224,10 +225,10 @@ func TestGroupResetRefusedOnReviewedTopic(t *testing.T) {
 	if err != nil || !plan.ReviewRequired || plan.ToProcess != 30 {
 		t.Fatalf("dry run on a reviewed topic: %+v, %v", plan, err)
 	}
-	if got := fetchGroup(t, fx.js, "payments", PartitionConsumer("a", 0), "a"); len(got) != 0 {
+	if got := fetchGroup(t, fx.js, "payments", platform.PartitionConsumer("a", 0), "a"); len(got) != 0 {
 		t.Fatalf("refused reset moved the group: %v", got)
 	}
-	if _, err := fx.rec.ResetGroup(ctx, GroupResetRequest{Group: "nope", ToEnd: true}); !errors.Is(err, ErrNotFound) {
+	if _, err := fx.rec.ResetGroup(ctx, GroupResetRequest{Group: "nope", ToEnd: true}); !errors.Is(err, platform.ErrNotFound) {
 		t.Fatalf("unknown group: %v", err)
 	}
 }

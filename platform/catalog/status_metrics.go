@@ -1,26 +1,15 @@
-package platform
+package catalog
 
 import (
 	"context"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/msgplatform/platform/platform"
 )
 
-// DefaultGroupTolerance is the oldest unprocessed age a group accepts
-// when its spec sets no tolerance (the PlatformGroupOldestUnprocessed-
-// AboveTolerance alert's default).
-const DefaultGroupTolerance = 5 * time.Minute
-
-// EffectiveTolerance is the group's Tolerance, or DefaultGroupTolerance.
-func (g GroupSpec) EffectiveTolerance() time.Duration {
-	if g.Tolerance > 0 {
-		return g.Tolerance
-	}
-	return DefaultGroupTolerance
-}
-
-// CatalogCollector exports, at scrape time, what the alert rules need to
+// Collector exports, at scrape time, what the alert rules need to
 // know about the catalog (deploy/prometheus/rules.yaml):
 //
 //   - platform_topic_retention_seconds{topic}: the topic's max_age (topics
@@ -32,16 +21,16 @@ func (g GroupSpec) EffectiveTolerance() time.Duration {
 // metadata), so objects applied through the control API are included.
 // The tolerance is the one recorded on the group's consumers when it was
 // applied, else the tolerances function's (the declared catalog), else
-// DefaultGroupTolerance. A scrape that cannot list the catalog within
+// platform.DefaultGroupTolerance. A scrape that cannot list the catalog within
 // its timeout exports nothing for it (the alerts then fall back to their
 // defaults) rather than stale values.
-type CatalogCollector struct {
+type Collector struct {
 	r          *Reconciler
 	tolerances func(group string) time.Duration
 	timeout    time.Duration
 }
 
-var _ prometheus.Collector = (*CatalogCollector)(nil)
+var _ prometheus.Collector = (*Collector)(nil)
 
 var (
 	dTopicRetention = prometheus.NewDesc("platform_topic_retention_seconds",
@@ -52,22 +41,22 @@ var (
 		"Oldest unprocessed age the group tolerates before PlatformGroupOldestUnprocessedAboveTolerance fires (groups.<name>.tolerance, default 300 s).", []string{"group"}, nil)
 )
 
-// NewCatalogCollector returns a collector over r's catalog. tolerances
-// may be nil (every group then has DefaultGroupTolerance); a zero or
+// NewCollector returns a collector over r's catalog. tolerances
+// may be nil (every group then has platform.DefaultGroupTolerance); a zero or
 // negative result also means the default.
-func NewCatalogCollector(r *Reconciler, tolerances func(group string) time.Duration) *CatalogCollector {
-	return &CatalogCollector{r: r, tolerances: tolerances, timeout: 5 * time.Second}
+func NewCollector(r *Reconciler, tolerances func(group string) time.Duration) *Collector {
+	return &Collector{r: r, tolerances: tolerances, timeout: 5 * time.Second}
 }
 
 // Describe implements prometheus.Collector.
-func (c *CatalogCollector) Describe(ch chan<- *prometheus.Desc) {
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- dTopicRetention
 	ch <- dGroupInfo
 	ch <- dGroupTolerance
 }
 
 // Collect implements prometheus.Collector.
-func (c *CatalogCollector) Collect(ch chan<- prometheus.Metric) {
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	defer cancel()
 	topics, err := c.r.ListTopics(ctx)
@@ -80,14 +69,14 @@ func (c *CatalogCollector) Collect(ch chan<- prometheus.Metric) {
 		if t.Spec.Retention.MaxAge > 0 {
 			ch <- prometheus.MustNewConstMetric(dTopicRetention, prometheus.GaugeValue, t.Spec.Retention.MaxAge.Seconds(), t.Spec.Name)
 		}
-		cs, err := c.r.listConsumers(ctx, StreamName(t.Spec.Name))
+		cs, err := c.r.listConsumers(ctx, platform.StreamName(t.Spec.Name))
 		if err != nil {
 			c.r.log.Debug("platform: catalog metrics: list consumers", "topic", t.Spec.Name, "err", err)
 			continue
 		}
 		for _, ci := range cs {
-			g := ci.Config.Metadata[MetaGroup]
-			if g == "" || ci.Config.Metadata[mdTopic] != t.Spec.Name || seen[g+"\x00"+t.Spec.Name] {
+			g := ci.Config.Metadata[platform.MetaGroup]
+			if g == "" || ci.Config.Metadata[platform.MetaTopic] != t.Spec.Name || seen[g+"\x00"+t.Spec.Name] {
 				continue
 			}
 			seen[g+"\x00"+t.Spec.Name] = true
@@ -95,7 +84,7 @@ func (c *CatalogCollector) Collect(ch chan<- prometheus.Metric) {
 			if !seen[g] {
 				seen[g] = true
 				tol := c.tolerance(g)
-				if d, err := time.ParseDuration(ci.Config.Metadata[mdTolerance]); err == nil && d > 0 {
+				if d, err := time.ParseDuration(ci.Config.Metadata[platform.MetaTolerance]); err == nil && d > 0 {
 					tol = d // recorded on the group's consumers when it was applied
 				}
 				ch <- prometheus.MustNewConstMetric(dGroupTolerance, prometheus.GaugeValue, tol.Seconds(), g)
@@ -104,11 +93,11 @@ func (c *CatalogCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-func (c *CatalogCollector) tolerance(group string) time.Duration {
+func (c *Collector) tolerance(group string) time.Duration {
 	if c.tolerances != nil {
 		if d := c.tolerances(group); d > 0 {
 			return d
 		}
 	}
-	return DefaultGroupTolerance
+	return platform.DefaultGroupTolerance
 }

@@ -1,4 +1,4 @@
-package platform
+package catalog
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/msgplatform/platform/internal/validate"
+	"github.com/msgplatform/platform/platform"
 )
 
 // A plan is the reconciler's two-phase unit of work: every object is read
@@ -156,7 +157,7 @@ func (p *plan) err() error {
 	if p.readErr != nil {
 		return p.readErr
 	}
-	return errors.Join(p.conflicts.Err(ErrConflict), p.missing.Err(ErrNotFound))
+	return errors.Join(p.conflicts.Err(platform.ErrConflict), p.missing.Err(platform.ErrNotFound))
 }
 
 // run checks the plan and, unless it has problems or is a dry run,

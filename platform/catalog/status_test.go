@@ -1,4 +1,4 @@
-package platform
+package catalog
 
 import (
 	"encoding/json"
@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/msgplatform/platform/embeddednats/natstest"
+	"github.com/msgplatform/platform/platform"
 )
 
 // 100 events over 10 keys; group "billing" acks everything on some
@@ -21,12 +22,12 @@ func TestDescribeTopic(t *testing.T) {
 	r, _ := newTestReconciler(t, f)
 	js := f.JetStream()
 	ctx := testCtx(t, 60*time.Second)
-	orders := DefaultTopicSpec("orders")
+	orders := platform.DefaultTopicSpec("orders")
 	orders.Partitions = 8
 	orders.Owner = "checkout"
-	cat := Catalog{
-		Topics: map[string]TopicSpec{"orders": orders},
-		Groups: map[string]GroupSpec{
+	cat := platform.Catalog{
+		Topics: map[string]platform.TopicSpec{"orders": orders},
+		Groups: map[string]platform.GroupSpec{
 			"billing": {Name: "billing", Topic: "orders"},
 			"audit":   {Name: "audit", Topic: "orders"},
 		},
@@ -43,10 +44,10 @@ func TestDescribeTopic(t *testing.T) {
 	perPartition := make([]int, orders.Partitions)
 	for i := range 100 {
 		key := fmt.Sprintf("order:HC-%d", i%10)
-		if _, err := js.Publish(ctx, TopicSubject("orders", key), []byte(fmt.Sprint(i))); err != nil {
+		if _, err := js.Publish(ctx, platform.TopicSubject("orders", key), []byte(fmt.Sprint(i))); err != nil {
 			t.Fatal(err)
 		}
-		perPartition[PartitionOf(key, orders.Partitions)]++
+		perPartition[platform.PartitionOf(key, orders.Partitions)]++
 	}
 	published := time.Now()
 	time.Sleep(50 * time.Millisecond) // make ages measurable
@@ -71,7 +72,7 @@ func TestDescribeTopic(t *testing.T) {
 			ack = n / 2
 		}
 		wantPending[p] = uint64(n - ack)
-		c, err := js.Consumer(ctx, "orders", PartitionConsumer("billing", p))
+		c, err := js.Consumer(ctx, "orders", platform.PartitionConsumer("billing", p))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -94,7 +95,7 @@ func TestDescribeTopic(t *testing.T) {
 	}
 	var sum uint64
 	for p, ps := range st.Partitions {
-		if ps.Messages != uint64(perPartition[p]) || ps.Subject != PartitionSubject("orders", p) {
+		if ps.Messages != uint64(perPartition[p]) || ps.Subject != platform.PartitionSubject("orders", p) {
 			t.Errorf("partition %d: %+v, want %d messages", p, ps, perPartition[p])
 		}
 		sum += ps.Messages
@@ -148,7 +149,7 @@ func TestDescribeTopic(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, p := range []int{0, 1} {
-		m, err := stream.GetMsg(ctx, 1, jetstream.WithGetMsgSubject(PartitionSubject("orders", p)))
+		m, err := stream.GetMsg(ctx, 1, jetstream.WithGetMsgSubject(platform.PartitionSubject("orders", p)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -190,12 +191,12 @@ func TestQueueConsumerAndDescribe(t *testing.T) {
 	r, rec := newTestReconciler(t, f)
 	js := f.JetStream()
 	ctx := testCtx(t, 60*time.Second)
-	q := QueueSpec{Name: "shipment-jobs", Lease: 10 * time.Second, MaxAttempts: 3}
+	q := platform.QueueSpec{Name: "shipment-jobs", Lease: 10 * time.Second, MaxAttempts: 3}
 	ch, err := r.ApplyQueue(ctx, q, ApplyOptions{})
 	if err != nil || ch.Action != ActionCreate {
 		t.Fatalf("%v %v", ch, err)
 	}
-	if cc := consumerConfig(t, js, "shipment-jobs", QueueConsumer); cc.AckWait != 10*time.Second || cc.MaxDeliver != 3 {
+	if cc := consumerConfig(t, js, "shipment-jobs", platform.QueueConsumer); cc.AckWait != 10*time.Second || cc.MaxDeliver != 3 {
 		t.Errorf("consumer: ack wait %s, max deliver %d", cc.AckWait, cc.MaxDeliver)
 	}
 	if sc := streamConfig(t, js, "shipment-jobs"); sc.Replicas != 3 {
@@ -213,7 +214,7 @@ func TestQueueConsumerAndDescribe(t *testing.T) {
 			t.Errorf("details %q lack %q", ch.Details, want)
 		}
 	}
-	if cc := consumerConfig(t, js, "shipment-jobs", QueueConsumer); cc.AckWait != time.Minute || cc.MaxDeliver != 5 {
+	if cc := consumerConfig(t, js, "shipment-jobs", platform.QueueConsumer); cc.AckWait != time.Minute || cc.MaxDeliver != 5 {
 		t.Errorf("consumer after update: ack wait %s, max deliver %d", cc.AckWait, cc.MaxDeliver)
 	}
 
@@ -223,7 +224,7 @@ func TestQueueConsumerAndDescribe(t *testing.T) {
 		}
 	}
 	time.Sleep(20 * time.Millisecond)
-	c, err := js.Consumer(ctx, "shipment-jobs", QueueConsumer)
+	c, err := js.Consumer(ctx, "shipment-jobs", platform.QueueConsumer)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package platform
+package catalog
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/msgplatform/platform/internal/jsscan"
+	"github.com/msgplatform/platform/internal/parallel"
+	"github.com/msgplatform/platform/platform"
 )
 
 // Group reset (replay by time): move one group's position on every
@@ -67,10 +69,10 @@ type GroupResetRequest struct {
 // Validate reports every problem with the request.
 func (q GroupResetRequest) Validate() error {
 	var errs []error
-	if !groupNameRE.MatchString(q.Group) {
+	if !platform.ValidGroupName(q.Group) {
 		errs = append(errs, fmt.Errorf("group: must be a-z, 0-9 and '-', got %q", q.Group))
 	}
-	if q.Topic != "" && !objectNameRE.MatchString(q.Topic) {
+	if q.Topic != "" && !platform.ValidObjectName(q.Topic) {
 		errs = append(errs, fmt.Errorf("topic: not a topic name: %q", q.Topic))
 	}
 	n := 0
@@ -91,7 +93,7 @@ func (q GroupResetRequest) Validate() error {
 	if len(errs) == 0 {
 		return nil
 	}
-	return fmt.Errorf("%w: group reset: %w", ErrInvalidSpec, errors.Join(errs...))
+	return fmt.Errorf("%w: group reset: %w", platform.ErrInvalidSpec, errors.Join(errs...))
 }
 
 func (q GroupResetRequest) target() string {
@@ -167,9 +169,9 @@ func DrainTime(backlog uint64, consumeRate, arrivalRate float64) (d time.Duratio
 }
 
 // ResetGroup moves (or with DryRun, plans moving) the group's position on
-// every partition of its topic. Errors: ErrInvalidSpec for a bad request,
-// ErrNotFound for a missing group, topic or partition consumer,
-// ErrApprovalRequired for a topic marked review: required.
+// every partition of its topic. Errors: platform.ErrInvalidSpec for a bad
+// request, platform.ErrNotFound for a missing group, topic or partition
+// consumer, ErrApprovalRequired for a topic marked review: required.
 func (r *Reconciler) ResetGroup(ctx context.Context, req GroupResetRequest) (GroupReset, error) {
 	return r.resetGroup(ctx, req, false)
 }
@@ -180,7 +182,7 @@ func (r *Reconciler) ResetGroup(ctx context.Context, req GroupResetRequest) (Gro
 // (redrive.Service.ExecuteReset) may call it.
 func (r *Reconciler) ResetGroupApproved(ctx context.Context, req GroupResetRequest) (GroupReset, error) {
 	if req.ApprovalID == "" {
-		return GroupReset{}, fmt.Errorf("%w: group reset: an approved reset needs its approval id", ErrInvalidSpec)
+		return GroupReset{}, fmt.Errorf("%w: group reset: an approved reset needs its approval id", platform.ErrInvalidSpec)
 	}
 	return r.resetGroup(ctx, req, true)
 }
@@ -196,16 +198,16 @@ func (r *Reconciler) resetGroup(ctx context.Context, req GroupResetRequest, appr
 			return GroupReset{}, err
 		}
 	}
-	stream, si, err := r.platformStream(ctx, topic, StreamKindTopic)
+	stream, si, err := r.platformStream(ctx, topic, platform.StreamKindTopic)
 	if err != nil {
 		return GroupReset{}, err
 	}
-	spec, err := TopicFromStream(&si.Config)
+	spec, err := platform.TopicFromStream(&si.Config)
 	if err != nil {
 		return GroupReset{}, err
 	}
 	out := GroupReset{Group: req.Group, Topic: topic, Target: req.target(), DryRun: req.DryRun,
-		ReviewRequired: spec.Review == ReviewRequired}
+		ReviewRequired: spec.Review == platform.ReviewRequired}
 	if out.ReviewRequired && !req.DryRun && !approved {
 		return out, fmt.Errorf("%w: topic %q is marked review: required; resetting group %q on it needs a request approved by another person: platformctl group reset %s ... --request --reason WHY, then --approve ID (someone else), then --execute ID; nothing was changed", ErrApprovalRequired, topic, req.Group, req.Group)
 	}
@@ -246,7 +248,7 @@ func (r *Reconciler) resetGroup(ctx context.Context, req GroupResetRequest, appr
 		pos := &out.Partitions[p]
 		*pos = GroupResetPosition{Partition: p, Consumer: ci.Name, CurrentSeq: ci.AckFloor.Stream + 1, Pending: ci.NumPending + uint64(ci.NumAckPending)}
 		ops[p] = func(ctx context.Context) error {
-			filter := PartitionSubject(topic, p)
+			filter := platform.PartitionSubject(topic, p)
 			var (
 				seq, n uint64
 				found  bool
@@ -274,7 +276,7 @@ func (r *Reconciler) resetGroup(ctx context.Context, req GroupResetRequest, appr
 			})
 		}
 	}
-	if err := parallel(ctx, 8, ops); err != nil {
+	if err := parallel.Run(ctx, 8, ops); err != nil {
 		return out, fmt.Errorf("platform: reset group %q on topic %q: %w (partitions already moved stay moved; run the reset again to finish)", req.Group, topic, err)
 	}
 	for _, pos := range out.Partitions {
@@ -300,11 +302,11 @@ func (r *Reconciler) findGroupTopic(ctx context.Context, group string) (string, 
 	var found []string
 	for _, t := range topics {
 		err := r.do(ctx, "read group "+group+" on "+t.Spec.Name, func(ctx context.Context) error {
-			c, err := r.js.Consumer(ctx, StreamName(t.Spec.Name), PartitionConsumer(group, 0))
+			c, err := r.js.Consumer(ctx, platform.StreamName(t.Spec.Name), platform.PartitionConsumer(group, 0))
 			if err != nil {
 				return err
 			}
-			if c.CachedInfo().Config.Metadata[MetaGroup] == group {
+			if c.CachedInfo().Config.Metadata[platform.MetaGroup] == group {
 				found = append(found, t.Spec.Name)
 			}
 			return nil
@@ -315,15 +317,15 @@ func (r *Reconciler) findGroupTopic(ctx context.Context, group string) (string, 
 	}
 	switch len(found) {
 	case 0:
-		return "", fmt.Errorf("%w: no group %q on any topic", ErrNotFound, group)
+		return "", fmt.Errorf("%w: no group %q on any topic", platform.ErrNotFound, group)
 	case 1:
 		return found[0], nil
 	}
-	return "", fmt.Errorf("%w: group %q exists on topics %v; name one with --topic", ErrInvalidSpec, group, found)
+	return "", fmt.Errorf("%w: group %q exists on topics %v; name one with --topic", platform.ErrInvalidSpec, group, found)
 }
 
 // groupConsumers returns the group's consumer per partition and their
-// total pending; ErrNotFound if any partition has none.
+// total pending; platform.ErrNotFound if any partition has none.
 func (r *Reconciler) groupConsumers(ctx context.Context, stream, group string, partitions int) ([]*jetstream.ConsumerInfo, uint64, error) {
 	all, err := r.listConsumers(ctx, stream)
 	if err != nil {
@@ -333,8 +335,8 @@ func (r *Reconciler) groupConsumers(ctx context.Context, stream, group string, p
 	var missing []int
 	var pending uint64
 	for p := range partitions {
-		ci := all[PartitionConsumer(group, p)]
-		if ci == nil || ci.Config.Metadata[MetaGroup] != group {
+		ci := all[platform.PartitionConsumer(group, p)]
+		if ci == nil || ci.Config.Metadata[platform.MetaGroup] != group {
 			missing = append(missing, p)
 			continue
 		}
@@ -342,10 +344,10 @@ func (r *Reconciler) groupConsumers(ctx context.Context, stream, group string, p
 		pending += ci.NumPending + uint64(ci.NumAckPending)
 	}
 	if len(missing) == partitions {
-		return nil, 0, fmt.Errorf("%w: no group %q on stream %q", ErrNotFound, group, stream)
+		return nil, 0, fmt.Errorf("%w: no group %q on stream %q", platform.ErrNotFound, group, stream)
 	}
 	if len(missing) > 0 {
-		return nil, 0, fmt.Errorf("%w: group %q has no consumer on partition(s) %v; apply the group to repair it before resetting", ErrNotFound, group, missing)
+		return nil, 0, fmt.Errorf("%w: group %q has no consumer on partition(s) %v; apply the group to repair it before resetting", platform.ErrNotFound, group, missing)
 	}
 	return out, pending, nil
 }

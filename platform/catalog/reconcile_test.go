@@ -1,4 +1,4 @@
-package platform
+package catalog
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/msgplatform/platform/embeddednats/natstest"
 	"github.com/msgplatform/platform/internal/validate"
+	"github.com/msgplatform/platform/platform"
 )
 
 // The HarborCart catalog is created as specified, and applying it again
@@ -91,7 +92,7 @@ func TestApplyCreatesThenIsIdempotent(t *testing.T) {
 	if qc.Retention != jetstream.WorkQueuePolicy || qc.Subjects[0] != "shipment-jobs.>" || !qc.AllowDirect || qc.Metadata["platform.lease"] != "1m0s" {
 		t.Errorf("queue stream config: %+v", qc)
 	}
-	cc := consumerConfig(t, js, "shipment-jobs", QueueConsumer)
+	cc := consumerConfig(t, js, "shipment-jobs", platform.QueueConsumer)
 	if cc.AckWait != time.Minute || cc.MaxDeliver != 5 || cc.AckPolicy != jetstream.AckExplicitPolicy {
 		t.Errorf("queue consumer config: %+v", cc)
 	}
@@ -149,7 +150,7 @@ func TestApplyRefusesPartitionChange(t *testing.T) {
 	o.Partitions = 48
 	_, err := r.ApplyTopic(ctx, o, ApplyOptions{})
 	const want = "topics.orders.partitions: changing 24 -> 48 would move keys to other partitions and break per-key order; create a new topic (e.g. orders-v2) with 48 partitions and migrate consumers, or drain the backlog first"
-	if !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), want) {
+	if !errors.Is(err, platform.ErrConflict) || !strings.Contains(err.Error(), want) {
 		t.Fatalf("ApplyTopic: %v\nwant ErrConflict with %q", err, want)
 	}
 
@@ -159,14 +160,14 @@ func TestApplyRefusesPartitionChange(t *testing.T) {
 	bad := clone(cat)
 	o.Retention.MaxAge = time.Hour
 	bad.Topics["orders"] = o
-	bad.Topics["payments"] = DefaultTopicSpec("payments")
-	bad.Groups["ledger"] = GroupSpec{Name: "ledger", Topic: "payments"}
+	bad.Topics["payments"] = platform.DefaultTopicSpec("payments")
+	bad.Groups["ledger"] = platform.GroupSpec{Name: "ledger", Topic: "payments"}
 	q := bad.Queues["shipment-jobs"]
 	q.Lease = 5 * time.Minute
 	bad.Queues["shipment-jobs"] = q
 	for _, dry := range []bool{true, false} {
 		changes, err := r.Apply(ctx, bad, ApplyOptions{DryRun: dry})
-		if !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), want) || changes != nil {
+		if !errors.Is(err, platform.ErrConflict) || !strings.Contains(err.Error(), want) || changes != nil {
 			t.Fatalf("Apply(dry=%v): %v, %v", dry, changes, err)
 		}
 		var verr *validate.Error
@@ -184,7 +185,7 @@ func TestApplyRefusesPartitionChange(t *testing.T) {
 	if after.MaxAge != before.MaxAge || after.SubjectTransform.Destination != before.SubjectTransform.Destination || after.Metadata["platform.partitions"] != "24" {
 		t.Errorf("orders changed: %+v", after)
 	}
-	if cc := consumerConfig(t, js, "shipment-jobs", QueueConsumer); cc.AckWait != time.Minute {
+	if cc := consumerConfig(t, js, "shipment-jobs", platform.QueueConsumer); cc.AckWait != time.Minute {
 		t.Errorf("queue lease applied: %s", cc.AckWait)
 	}
 }
@@ -211,7 +212,7 @@ func TestApplyReducedReplicas(t *testing.T) {
 
 	_, err := r.Apply(ctx, low, ApplyOptions{})
 	var verr *validate.Error
-	if !errors.Is(err, ErrConflict) || !errors.As(err, &verr) || !verr.Has("topics.orders.replicas") || !verr.Has("queues.shipment-jobs.replicas") ||
+	if !errors.Is(err, platform.ErrConflict) || !errors.As(err, &verr) || !verr.Has("topics.orders.replicas") || !verr.Has("queues.shipment-jobs.replicas") ||
 		!strings.Contains(err.Error(), "lowering 3 -> 1") || !strings.Contains(err.Error(), "--allow-reduced-replicas") ||
 		!strings.Contains(err.Error(), "allow_reduced_replicas: true") {
 		t.Fatalf("want ErrConflict naming both objects and the flag, got %v", err)
@@ -240,7 +241,7 @@ func TestApplyReducedReplicas(t *testing.T) {
 		// While a consumer moves, its info request may go unanswered.
 		cctx, cancel := context.WithTimeout(ctx, time.Second)
 		defer cancel()
-		c, err := js.Consumer(cctx, "orders", PartitionConsumer("fraud-monitor", 3))
+		c, err := js.Consumer(cctx, "orders", platform.PartitionConsumer("fraud-monitor", 3))
 		if err != nil {
 			return err
 		}
@@ -264,20 +265,20 @@ func TestApplyReducedReplicas(t *testing.T) {
 func TestApplyRejectsBadSpecs(t *testing.T) {
 	r := NewReconciler(nil, ReconcilerOptions{}) // never reaches JetStream
 	ctx := testCtx(t, 5*time.Second)
-	bad := Catalog{
-		Topics: map[string]TopicSpec{
-			"orders": {Name: "orders", Partitions: 0, Replicas: 3, Retention: Retention{MaxAge: time.Hour}},
+	bad := platform.Catalog{
+		Topics: map[string]platform.TopicSpec{
+			"orders": {Name: "orders", Partitions: 0, Replicas: 3, Retention: platform.Retention{MaxAge: time.Hour}},
 			"Bad":    {Name: "Bad", Partitions: 2000, Replicas: 9},
 		},
-		Queues: map[string]QueueSpec{
+		Queues: map[string]platform.QueueSpec{
 			"jobs":  {Name: "jobs", Lease: 0, MaxAttempts: 0},
-			"o":     DefaultQueueSpec("o"),
-			"o.sub": DefaultQueueSpec("o.sub"),
+			"o":     platform.DefaultQueueSpec("o"),
+			"o.sub": platform.DefaultQueueSpec("o.sub"),
 		},
-		Groups: map[string]GroupSpec{"g": {Name: "g", Topic: "missing"}},
+		Groups: map[string]platform.GroupSpec{"g": {Name: "g", Topic: "missing"}},
 	}
 	_, err := r.Apply(ctx, bad, ApplyOptions{})
-	if !errors.Is(err, ErrInvalidSpec) {
+	if !errors.Is(err, platform.ErrInvalidSpec) {
 		t.Fatalf("want ErrInvalidSpec, got %v", err)
 	}
 	for _, want := range []string{
@@ -299,10 +300,10 @@ func TestApplyRejectsBadSpecs(t *testing.T) {
 	if strings.Contains(err.Error(), "queues.jobs.replicas") {
 		t.Errorf("replicas 0 should default: %v", err)
 	}
-	if _, err := r.ApplyTopic(ctx, TopicSpec{Name: "x"}, ApplyOptions{}); !errors.Is(err, ErrInvalidSpec) || !strings.Contains(err.Error(), "topics.x.partitions: must be 1..1024, got 0") {
+	if _, err := r.ApplyTopic(ctx, platform.TopicSpec{Name: "x"}, ApplyOptions{}); !errors.Is(err, platform.ErrInvalidSpec) || !strings.Contains(err.Error(), "topics.x.partitions: must be 1..1024, got 0") {
 		t.Errorf("ApplyTopic: %v", err)
 	}
-	if _, err := r.ApplyGroup(ctx, GroupSpec{Name: "G"}, ApplyOptions{}); !errors.Is(err, ErrInvalidSpec) || !strings.Contains(err.Error(), "groups.G.name") || !strings.Contains(err.Error(), "groups.G.topic") {
+	if _, err := r.ApplyGroup(ctx, platform.GroupSpec{Name: "G"}, ApplyOptions{}); !errors.Is(err, platform.ErrInvalidSpec) || !strings.Contains(err.Error(), "groups.G.name") || !strings.Contains(err.Error(), "groups.G.topic") {
 		t.Errorf("ApplyGroup: %v", err)
 	}
 }
@@ -315,54 +316,54 @@ func TestApplyRefusesForeignAndMissing(t *testing.T) {
 	r, _ := newTestReconciler(t, f)
 	js := f.JetStream()
 	ctx := testCtx(t, 60*time.Second)
-	orders := DefaultTopicSpec("orders")
+	orders := platform.DefaultTopicSpec("orders")
 	orders.Partitions = 8
 	if _, err := r.ApplyTopic(ctx, orders, ApplyOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.ApplyQueue(ctx, DefaultQueueSpec("jobs"), ApplyOptions{}); err != nil {
+	if _, err := r.ApplyQueue(ctx, platform.DefaultQueueSpec("jobs"), ApplyOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.ApplyQueue(ctx, DefaultQueueSpec("orders"), ApplyOptions{}); !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), `queues.orders: "orders" is already a topic`) {
+	if _, err := r.ApplyQueue(ctx, platform.DefaultQueueSpec("orders"), ApplyOptions{}); !errors.Is(err, platform.ErrConflict) || !strings.Contains(err.Error(), `queues.orders: "orders" is already a topic`) {
 		t.Errorf("queue over topic: %v", err)
 	}
-	if _, err := r.ApplyTopic(ctx, DefaultTopicSpec("jobs"), ApplyOptions{}); !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), `topics.jobs: "jobs" is already a queue`) {
+	if _, err := r.ApplyTopic(ctx, platform.DefaultTopicSpec("jobs"), ApplyOptions{}); !errors.Is(err, platform.ErrConflict) || !strings.Contains(err.Error(), `topics.jobs: "jobs" is already a queue`) {
 		t.Errorf("topic over queue: %v", err)
 	}
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "legacy", Subjects: []string{"legacy.>"}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.ApplyTopic(ctx, DefaultTopicSpec("legacy"), ApplyOptions{}); !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), `stream "legacy" already exists and is not managed by the platform`) {
+	if _, err := r.ApplyTopic(ctx, platform.DefaultTopicSpec("legacy"), ApplyOptions{}); !errors.Is(err, platform.ErrConflict) || !strings.Contains(err.Error(), `stream "legacy" already exists and is not managed by the platform`) {
 		t.Errorf("topic over foreign stream: %v", err)
 	}
 	// A new stream whose subjects a foreign stream already takes.
-	if _, err := r.ApplyTopic(ctx, DefaultTopicSpec("legacy.eu"), ApplyOptions{}); !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), `overlap those of stream "legacy"`) {
+	if _, err := r.ApplyTopic(ctx, platform.DefaultTopicSpec("legacy.eu"), ApplyOptions{}); !errors.Is(err, platform.ErrConflict) || !strings.Contains(err.Error(), `overlap those of stream "legacy"`) {
 		t.Errorf("overlapping subjects: %v", err)
 	}
 	// More replicas than servers fails at once, saying so.
-	big := DefaultTopicSpec("big")
+	big := platform.DefaultTopicSpec("big")
 	big.Replicas = 5
 	began := time.Now()
 	if _, err := r.ApplyTopic(ctx, big, ApplyOptions{}); err == nil || !strings.Contains(err.Error(), "replicas 5 needs 5 JetStream servers") || time.Since(began) > 15*time.Second {
 		t.Errorf("R5 on 3 servers: %v after %s", err, time.Since(began))
 	}
-	if _, err := r.ApplyGroup(ctx, GroupSpec{Name: "g", Topic: "nope"}, ApplyOptions{}); !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), `groups.g.topic: no topic "nope" exists`) {
+	if _, err := r.ApplyGroup(ctx, platform.GroupSpec{Name: "g", Topic: "nope"}, ApplyOptions{}); !errors.Is(err, platform.ErrNotFound) || !strings.Contains(err.Error(), `groups.g.topic: no topic "nope" exists`) {
 		t.Errorf("group of missing topic: %v", err)
 	}
-	if _, err := r.ApplyGroup(ctx, GroupSpec{Name: "g", Topic: "jobs"}, ApplyOptions{}); !errors.Is(err, ErrNotFound) {
+	if _, err := r.ApplyGroup(ctx, platform.GroupSpec{Name: "g", Topic: "jobs"}, ApplyOptions{}); !errors.Is(err, platform.ErrNotFound) {
 		t.Errorf("group of a queue: %v", err)
 	}
-	ch, err := r.ApplyGroup(ctx, GroupSpec{Name: "g", Topic: "orders"}, ApplyOptions{})
+	ch, err := r.ApplyGroup(ctx, platform.GroupSpec{Name: "g", Topic: "orders"}, ApplyOptions{})
 	if err != nil || ch.Action != ActionCreate {
 		t.Fatalf("group of existing topic: %v %v", ch, err)
 	}
 	// A stray partition consumer of the group is removed; a missing one
 	// is recreated.
-	stray := GroupConsumerConfig(GroupSpec{Name: "g", Topic: "orders"}, 9)
+	stray := platform.GroupConsumerConfig(platform.GroupSpec{Name: "g", Topic: "orders"}, 9)
 	if _, err := js.CreateConsumer(ctx, "orders", stray); err != nil {
 		t.Fatal(err)
 	}
-	ch, err = r.ApplyGroup(ctx, GroupSpec{Name: "g", Topic: "orders"}, ApplyOptions{})
+	ch, err = r.ApplyGroup(ctx, platform.GroupSpec{Name: "g", Topic: "orders"}, ApplyOptions{})
 	if err != nil || ch.Action != ActionUpdate || len(ch.Details) != 1 || !strings.Contains(ch.Details[0], "delete consumer g-p9") {
 		t.Fatalf("stray consumer: %v %v", ch, err)
 	}
@@ -372,7 +373,7 @@ func TestApplyRefusesForeignAndMissing(t *testing.T) {
 	if err := js.DeleteConsumer(ctx, "orders", "g-p0"); err != nil {
 		t.Fatal(err)
 	}
-	ch, err = r.ApplyGroup(ctx, GroupSpec{Name: "g", Topic: "orders"}, ApplyOptions{})
+	ch, err = r.ApplyGroup(ctx, platform.GroupSpec{Name: "g", Topic: "orders"}, ApplyOptions{})
 	if err != nil || ch.Action != ActionUpdate || len(ch.Details) != 1 || ch.Details[0] != "create 1 missing partition consumer(s)" {
 		t.Fatalf("missing consumer: %v %v", ch, err)
 	}

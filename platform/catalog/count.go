@@ -1,10 +1,8 @@
-package platform
+package catalog
 
 import (
 	"context"
 	"fmt"
-
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/msgplatform/platform/internal/jsscan"
 )
@@ -28,6 +26,3 @@ func (r *Reconciler) countMatching(ctx context.Context, stream, filter string) (
 	}
 	return uint64(len(msgs)) + pending, nil
 }
-
-// APIPrefix is the JetStream API subject prefix js uses.
-func APIPrefix(js jetstream.JetStream) string { return jsscan.APIPrefix(js) }

@@ -1,4 +1,4 @@
-package platform
+package catalog
 
 import (
 	"strings"
@@ -9,32 +9,33 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/msgplatform/platform/embeddednats/natstest"
+	"github.com/msgplatform/platform/platform"
 )
 
 // The catalog collector exports each topic's max_age, each group's topic
 // and tolerance (declared, else 300 s); a topic bounded by size only has
 // no retention series.
-func TestCatalogCollector(t *testing.T) {
+func TestCollector(t *testing.T) {
 	f := natstest.RunFabric(t, 1)
 	rec := NewReconciler(f.JetStream(), ReconcilerOptions{DefaultReplicas: 1, Logger: testLogger(t)})
-	orders := DefaultTopicSpec("orders")
+	orders := platform.DefaultTopicSpec("orders")
 	orders.Replicas = 1
-	clicks := TopicSpec{Name: "clicks", Partitions: 2, Replicas: 1, Retention: Retention{MaxBytes: 1 << 20}}
-	cat := Catalog{
-		Topics: map[string]TopicSpec{"orders": orders, "clicks": clicks},
-		Groups: map[string]GroupSpec{
+	clicks := platform.TopicSpec{Name: "clicks", Partitions: 2, Replicas: 1, Retention: platform.Retention{MaxBytes: 1 << 20}}
+	cat := platform.Catalog{
+		Topics: map[string]platform.TopicSpec{"orders": orders, "clicks": clicks},
+		Groups: map[string]platform.GroupSpec{
 			"fraud-monitor":  {Name: "fraud-monitor", Topic: "orders", Tolerance: 30 * time.Second},
 			"email-notifier": {Name: "email-notifier", Topic: "orders"},
 			"heatmap":        {Name: "heatmap", Topic: "clicks"},
 		},
 	}
-	if err := (GroupSpec{Name: "g", Topic: "orders", Tolerance: -time.Second}).Validate(); err == nil || !strings.Contains(err.Error(), "tolerance") {
+	if err := (platform.GroupSpec{Name: "g", Topic: "orders", Tolerance: -time.Second}).Validate(); err == nil || !strings.Contains(err.Error(), "tolerance") {
 		t.Fatalf("negative tolerance: %v, want a problem naming tolerance", err)
 	}
 	if _, err := rec.Apply(testCtx(t, 30*time.Second), cat, ApplyOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	c := NewCatalogCollector(rec, func(g string) time.Duration { return cat.Groups[g].Tolerance })
+	c := NewCollector(rec, func(g string) time.Duration { return cat.Groups[g].Tolerance })
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(c)
 	want := `

@@ -1,4 +1,4 @@
-package platform
+package catalog
 
 import (
 	"context"
@@ -9,6 +9,9 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/msgplatform/platform/internal/parallel"
+	"github.com/msgplatform/platform/platform"
 )
 
 // TopicStatus is `topic describe`: the spec, the stream, every partition
@@ -74,11 +77,11 @@ type GroupPartitionStatus struct {
 // next_by_subj from AckFloor+1): everything before the floor is
 // acknowledged, so that event is the oldest unprocessed one.
 func (r *Reconciler) DescribeTopic(ctx context.Context, name string) (TopicStatus, error) {
-	stream, si, err := r.platformStream(ctx, name, StreamKindTopic)
+	stream, si, err := r.platformStream(ctx, name, platform.StreamKindTopic)
 	if err != nil {
 		return TopicStatus{}, err
 	}
-	spec, err := TopicFromStream(&si.Config)
+	spec, err := platform.TopicFromStream(&si.Config)
 	if err != nil {
 		return TopicStatus{}, err
 	}
@@ -97,13 +100,13 @@ func (r *Reconciler) DescribeTopic(ctx context.Context, name string) (TopicStatu
 		Groups:     []GroupStatus{},
 	}
 	for p := range spec.Partitions {
-		st.Partitions[p] = PartitionStatus{Partition: p, Subject: PartitionSubject(spec.Name, p), Messages: counts[p]}
+		st.Partitions[p] = PartitionStatus{Partition: p, Subject: platform.PartitionSubject(spec.Name, p), Messages: counts[p]}
 	}
 
 	byGroup := map[string]map[int]*jetstream.ConsumerInfo{}
 	for _, ci := range consumers {
-		g := ci.Config.Metadata[MetaGroup]
-		p, err := strconv.Atoi(ci.Config.Metadata[MetaPartition])
+		g := ci.Config.Metadata[platform.MetaGroup]
+		p, err := strconv.Atoi(ci.Config.Metadata[platform.MetaPartition])
 		if g == "" || err != nil || p < 0 || p >= spec.Partitions {
 			continue
 		}
@@ -153,7 +156,7 @@ func (r *Reconciler) DescribeTopic(ctx context.Context, name string) (TopicStatu
 			ops = append(ops, func(ctx context.Context) error {
 				var ts time.Time
 				err := r.do(ctx, "read oldest pending of "+gp.Consumer, func(ctx context.Context) error {
-					m, err := stream.GetMsg(ctx, gp.AckFloor+1, jetstream.WithGetMsgSubject(PartitionSubject(spec.Name, gp.Partition)))
+					m, err := stream.GetMsg(ctx, gp.AckFloor+1, jetstream.WithGetMsgSubject(platform.PartitionSubject(spec.Name, gp.Partition)))
 					if errors.Is(err, jetstream.ErrMsgNotFound) {
 						return nil // acknowledged or expired meanwhile
 					}
@@ -173,7 +176,7 @@ func (r *Reconciler) DescribeTopic(ctx context.Context, name string) (TopicStatu
 			})
 		}
 	}
-	if err := parallel(ctx, 16, ops); err != nil {
+	if err := parallel.Run(ctx, 16, ops); err != nil {
 		return TopicStatus{}, err
 	}
 	for gi := range st.Groups {
@@ -187,20 +190,20 @@ func (r *Reconciler) DescribeTopic(ctx context.Context, name string) (TopicStatu
 // partitionCounts counts every partition's messages, re-reading (at most
 // 5 times) while the sum is below the leader's message count; it returns
 // the stream info the counts were checked against.
-func (r *Reconciler) partitionCounts(ctx context.Context, stream jetstream.Stream, spec TopicSpec, si *jetstream.StreamInfo) ([]uint64, *jetstream.StreamInfo, error) {
+func (r *Reconciler) partitionCounts(ctx context.Context, stream jetstream.Stream, spec platform.TopicSpec, si *jetstream.StreamInfo) ([]uint64, *jetstream.StreamInfo, error) {
 	counts := make([]uint64, spec.Partitions)
 	for round := 0; ; round++ {
 		ops := make([]func(context.Context) error, spec.Partitions)
 		for p := range spec.Partitions {
 			ops[p] = func(ctx context.Context) error {
-				return r.do(ctx, "count "+PartitionSubject(spec.Name, p), func(ctx context.Context) error {
-					n, err := r.countMatching(ctx, si.Config.Name, PartitionSubject(spec.Name, p))
+				return r.do(ctx, "count "+platform.PartitionSubject(spec.Name, p), func(ctx context.Context) error {
+					n, err := r.countMatching(ctx, si.Config.Name, platform.PartitionSubject(spec.Name, p))
 					counts[p] = n
 					return err
 				})
 			}
 		}
-		if err := parallel(ctx, 16, ops); err != nil {
+		if err := parallel.Run(ctx, 16, ops); err != nil {
 			return nil, nil, err
 		}
 		var sum uint64
@@ -245,25 +248,25 @@ type QueueStatus struct {
 	// the age of the stream's first message.
 	OldestAge time.Duration `json:"oldest_age"`
 	// Workers are the queue's Workers instances by their sessions (see
-	// WorkerSessionsBucket), lost ones included until a peer reclaims
+	// platform.WorkerSessionsBucket), lost ones included until a peer reclaims
 	// them; nil when they could not be read (WorkersError says why).
-	Workers      []WorkerSession `json:"workers"`
-	WorkersError string          `json:"workers_error,omitempty"`
+	Workers      []platform.WorkerSession `json:"workers"`
+	WorkersError string                   `json:"workers_error,omitempty"`
 }
 
 // DescribeQueue reads a queue's spec, stream and consumer.
 func (r *Reconciler) DescribeQueue(ctx context.Context, name string) (QueueStatus, error) {
-	_, si, err := r.platformStream(ctx, name, StreamKindQueue)
+	_, si, err := r.platformStream(ctx, name, platform.StreamKindQueue)
 	if err != nil {
 		return QueueStatus{}, err
 	}
-	spec, err := queueFromStream(&si.Config)
+	spec, err := platform.QueueFromStream(&si.Config)
 	if err != nil {
 		return QueueStatus{}, err
 	}
 	var ci *jetstream.ConsumerInfo
-	err = r.do(ctx, "read consumer "+si.Config.Name+"/"+QueueConsumer, func(ctx context.Context) error {
-		c, err := r.js.Consumer(ctx, si.Config.Name, QueueConsumer)
+	err = r.do(ctx, "read consumer "+si.Config.Name+"/"+platform.QueueConsumer, func(ctx context.Context) error {
+		c, err := r.js.Consumer(ctx, si.Config.Name, platform.QueueConsumer)
 		if err != nil {
 			return err
 		}
@@ -271,7 +274,7 @@ func (r *Reconciler) DescribeQueue(ctx context.Context, name string) (QueueStatu
 		return nil
 	})
 	if errors.Is(err, jetstream.ErrConsumerNotFound) {
-		return QueueStatus{}, fmt.Errorf("%w: queue %q has no %q consumer; apply the queue to repair it", ErrNotFound, name, QueueConsumer)
+		return QueueStatus{}, fmt.Errorf("%w: queue %q has no %q consumer; apply the queue to repair it", platform.ErrNotFound, name, platform.QueueConsumer)
 	}
 	if err != nil {
 		return QueueStatus{}, err
@@ -290,29 +293,29 @@ func (r *Reconciler) DescribeQueue(ctx context.Context, name string) (QueueStatu
 	if st.Workers, err = queueWorkers(ctx, r.js, name, st.At); err != nil {
 		st.WorkersError = err.Error()
 	} else if st.Workers == nil {
-		st.Workers = []WorkerSession{}
+		st.Workers = []platform.WorkerSession{}
 	}
 	return st, nil
 }
 
-// platformStream reads the stream of the named topic or queue; ErrNotFound
-// if there is none of that kind.
+// platformStream reads the stream of the named topic or queue;
+// platform.ErrNotFound if there is none of that kind.
 func (r *Reconciler) platformStream(ctx context.Context, name, kind string) (jetstream.Stream, *jetstream.StreamInfo, error) {
 	var s jetstream.Stream
 	err := r.do(ctx, "read "+kind+" "+name, func(ctx context.Context) error {
 		var err error
-		s, err = r.js.Stream(ctx, StreamName(name))
+		s, err = r.js.Stream(ctx, platform.StreamName(name))
 		return err
 	})
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		return nil, nil, fmt.Errorf("%w: no %s %q", ErrNotFound, kind, name)
+		return nil, nil, fmt.Errorf("%w: no %s %q", platform.ErrNotFound, kind, name)
 	}
 	if err != nil {
 		return nil, nil, err
 	}
 	si := s.CachedInfo()
-	if StreamKind(&si.Config) != kind {
-		return nil, nil, fmt.Errorf("%w: no %s %q (stream %q is not one)", ErrNotFound, kind, name, si.Config.Name)
+	if platform.StreamKind(&si.Config) != kind {
+		return nil, nil, fmt.Errorf("%w: no %s %q (stream %q is not one)", platform.ErrNotFound, kind, name, si.Config.Name)
 	}
 	return s, si, nil
 }

@@ -1,0 +1,78 @@
+package catalog
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/msgplatform/platform/platform"
+)
+
+func (p *plan) planQueue(ctx context.Context, q platform.QueueSpec) {
+	key := "queues." + q.Name
+	want := platform.QueueStreamConfig(q)
+	wantC := platform.QueueConsumerConfig(q)
+	info, err := p.stream(ctx, want.Name)
+	if err != nil {
+		p.failRead(err)
+		return
+	}
+	it := &planItem{change: Change{Kind: KindQueue, Name: q.Name}}
+	if info == nil {
+		p.checkSubjects(ctx, key, want)
+		it.change.Action = ActionCreate
+		it.change.Details = []string{
+			fmt.Sprintf("lease: %s", q.Lease),
+			fmt.Sprintf("max_attempts: %d", q.MaxAttempts),
+			fmt.Sprintf("replicas: %d", q.Replicas),
+			fmt.Sprintf("subjects: %s.> (consumer %q)", q.Name, platform.QueueConsumer),
+		}
+		if q.Owner != "" {
+			it.change.Details = append(it.change.Details, "owner: "+q.Owner)
+		}
+		if q.Residency != "" {
+			it.change.Details = append(it.change.Details, "residency: "+q.Residency)
+		}
+		it.steps = append(it.steps, p.r.createStream(want), p.r.createConsumer(want.Name, wantC))
+		p.planDLQ(ctx, it, q.Name, q.DLQSettings(), q.Replicas)
+		p.add(it)
+		return
+	}
+	if !p.checkStreamName(key, info, platform.StreamKindQueue) {
+		return
+	}
+	cur, err := platform.QueueFromStream(&info.Config)
+	if err != nil {
+		p.conflict(key, "%v; the queue's record is damaged, inspect the stream before applying", err)
+		return
+	}
+	p.checkReplicas(key, "queue", cur.Replicas, q.Replicas)
+	if info.Config.Storage != want.Storage || info.Config.Retention != want.Retention {
+		p.conflict(key, "stream %q has %s storage and %s retention, which cannot be changed in place (want %s, %s); recreate the queue",
+			want.Name, info.Config.Storage, info.Config.Retention, want.Storage, want.Retention)
+	}
+	if d := diffStream(&info.Config, want); len(d) > 0 {
+		it.change.Details = append(it.change.Details, d...)
+		it.steps = append(it.steps, p.r.updateStream(mergeStream(&info.Config, want)))
+	}
+	consumers, err := p.streamConsumers(ctx, want.Name)
+	if err != nil {
+		p.failRead(err)
+		return
+	}
+	switch ci := consumers[platform.QueueConsumer]; {
+	case ci == nil:
+		it.change.Details = append(it.change.Details, fmt.Sprintf("consumer %s: create", platform.QueueConsumer))
+		it.steps = append(it.steps, p.r.createConsumer(want.Name, wantC))
+	case len(immutableConsumer(&ci.Config, wantC)) > 0:
+		p.conflict(key, "consumer %q has %v, which cannot be changed in place; delete it (in-flight leases are lost) and apply again",
+			platform.QueueConsumer, immutableConsumer(&ci.Config, wantC))
+	default:
+		if d := diffConsumer("consumer "+platform.QueueConsumer+": ", &ci.Config, wantC); len(d) > 0 {
+			it.change.Details = append(it.change.Details, d...)
+			it.steps = append(it.steps, p.r.updateConsumer(want.Name, mergeConsumer(&ci.Config, wantC)))
+		}
+	}
+	it.change.Action = ActionUpdate
+	p.planDLQ(ctx, it, q.Name, q.DLQSettings(), q.Replicas)
+	p.add(it)
+}
