@@ -12,6 +12,7 @@ import (
 	"github.com/msgplatform/platform/internal/tlsconf"
 	"github.com/msgplatform/platform/internal/validate"
 	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/canary"
 	"github.com/msgplatform/platform/tenancy"
 )
 
@@ -49,7 +50,7 @@ type Config struct {
 	Control   ControlConfig   `mapstructure:"control"`
 	Reconcile ReconcileConfig `mapstructure:"reconcile"`
 	// Canary is platformd's canary (canary.interval, canary.tolerance).
-	Canary platform.CanaryConfig `mapstructure:"canary"`
+	Canary canary.Config `mapstructure:"canary"`
 	// Catalog is the declared topics, queues and groups: the top-level
 	// keys topics:, queues: and groups:, each a map keyed by name.
 	Catalog platform.Catalog `mapstructure:",squash"`
@@ -113,7 +114,7 @@ func baseConfig() Config {
 		Node:    embeddednats.DefaultConfig(),
 		HTTP:    HTTPConfig{Listen: "127.0.0.1:8080"},
 		Control: ControlConfig{Enabled: true},
-		Canary:  platform.DefaultCanaryConfig(),
+		Canary:  canary.DefaultConfig(),
 	}
 	c.Fabric.DataDir = ""
 	c.Fabric.Region = embeddednats.Region{Name: c.Fabric.Region.Name}

@@ -69,7 +69,7 @@ type TopicSpec struct {
 	// person, e.g. payment topics; "" otherwise.
 	Review string `mapstructure:"review" json:"review,omitempty"`
 	// Canary is false to opt the topic out of platformd's canary events
-	// (see canary.go); nil or true means on.
+	// (see platform/canary); nil or true means on.
 	Canary *bool `mapstructure:"canary" json:"canary,omitempty"`
 	// DLQ sets the retention and owner of the topic's dead-letter queue.
 	DLQ DLQSpec `mapstructure:"dlq" json:"dlq,omitzero"`

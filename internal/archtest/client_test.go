@@ -13,10 +13,12 @@ const module = "github.com/msgplatform/platform/"
 // serverPrefix is the broker's module: no client package may depend on it.
 const serverPrefix = "github.com/nats-io/nats-server"
 
-// clientPackages are what a service imports to use the platform, and the
-// outbox relay's binary. (The inbox contract is in platform itself.)
+// clientPackages are what a service imports to use the platform, the
+// canary monitor and the outbox relay's binary. (The inbox contract is in
+// platform itself.)
 var clientPackages = []string{
 	"platform",
+	"platform/canary",
 	"platform/catalog",
 	"platform/consumer",
 	"platform/schema",

@@ -9,7 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/canary"
 	"github.com/msgplatform/platform/tenancy"
 )
 
@@ -23,7 +23,7 @@ func (d *Daemon) startCanary(ctx context.Context) error {
 		d.log.Info("platformd: canary off (canary.interval is 0)")
 		return nil
 	}
-	c, err := platform.NewCanary(d.js, d.cfg.Canary, d.log)
+	c, err := canary.New(d.js, d.cfg.Canary, d.log)
 	if err != nil {
 		return err
 	}
@@ -56,7 +56,7 @@ func (d *Daemon) stopCanary(ctx context.Context) error {
 // CanaryAges returns every group's canary age, the platform account's
 // then the tenants' (Tenant set); nil when the canary is off or the
 // daemon not started.
-func (d *Daemon) CanaryAges() []platform.CanaryAge {
+func (d *Daemon) CanaryAges() []canary.Age {
 	if d.canary == nil {
 		return nil
 	}
@@ -67,7 +67,7 @@ func (d *Daemon) CanaryAges() []platform.CanaryAge {
 	return out
 }
 
-// tenantCanaries runs one platform.Canary per active tenant: canaries go
+// tenantCanaries runs one canary.Monitor per active tenant: canaries go
 // into every tenant topic and queue that does not
 // opt out, and platform_canary_age_seconds{tenant,topic,group} is
 // exported for the tenant's groups.
@@ -87,7 +87,7 @@ func (d *Daemon) CanaryAges() []platform.CanaryAge {
 // (suspend and resume through another daemon) restarts it.
 type tenantCanaries struct {
 	m   *tenancy.Manager
-	cfg platform.CanaryConfig
+	cfg canary.Config
 	d   *Daemon
 
 	mu     sync.Mutex
@@ -99,13 +99,13 @@ type tenantCanaries struct {
 }
 
 type tenantCanary struct {
-	c  *platform.Canary
+	c  *canary.Monitor
 	js jetstream.JetStream
 }
 
 var _ prometheus.Collector = (*tenantCanaries)(nil)
 
-func newTenantCanaries(m *tenancy.Manager, cfg platform.CanaryConfig, d *Daemon) *tenantCanaries {
+func newTenantCanaries(m *tenancy.Manager, cfg canary.Config, d *Daemon) *tenantCanaries {
 	return &tenantCanaries{m: m, cfg: cfg, d: d, by: map[string]*tenantCanary{}, stop: make(chan struct{}), done: make(chan struct{})}
 }
 
@@ -159,7 +159,7 @@ func (t *tenantCanaries) sync(ctx context.Context) {
 		if t.by[name] != nil {
 			continue
 		}
-		c, err := platform.NewTenantCanary(js, t.cfg, t.d.log, name, tenancy.StoredName(""))
+		c, err := canary.NewTenant(js, t.cfg, t.d.log, name, tenancy.StoredName(""))
 		if err == nil {
 			err = c.Start(ctx)
 		}
@@ -203,10 +203,10 @@ func (t *tenantCanaries) close(ctx context.Context) error {
 	return nil
 }
 
-func (t *tenantCanaries) ages() []platform.CanaryAge {
+func (t *tenantCanaries) ages() []canary.Age {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	var out []platform.CanaryAge
+	var out []canary.Age
 	for _, tc := range t.by {
 		out = append(out, tc.c.Ages()...)
 	}

@@ -28,6 +28,7 @@ import (
 	"github.com/msgplatform/platform/internal/control"
 	"github.com/msgplatform/platform/internal/daemon"
 	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/canary"
 	"github.com/msgplatform/platform/platform/catalog"
 	"github.com/msgplatform/platform/platform/consumer"
 )
@@ -45,7 +46,7 @@ func startCanaryDaemon(t *testing.T) (*daemon.Daemon, *conf.Config) {
 	cfg.Fabric.LameDuck = 200 * time.Millisecond
 	cfg.Fabric.Durability.Replicas = 1
 	cfg.HTTP.Listen = "127.0.0.1:0"
-	cfg.Canary = platform.CanaryConfig{Interval: canaryInterval}
+	cfg.Canary = canary.Config{Interval: canaryInterval}
 	off := false
 	orders := platform.DefaultTopicSpec("orders")
 	orders.Partitions, orders.Replicas = 4, 1

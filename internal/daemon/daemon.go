@@ -25,6 +25,7 @@ import (
 	"github.com/msgplatform/platform/internal/metrics"
 	"github.com/msgplatform/platform/internal/tlsconf"
 	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/canary"
 	"github.com/msgplatform/platform/platform/catalog"
 	"github.com/msgplatform/platform/platform/consumer"
 	"github.com/msgplatform/platform/platform/region"
@@ -54,7 +55,7 @@ type Daemon struct {
 	rec     *catalog.Reconciler
 	svc     micro.Service
 	tenants *tenancy.Manager
-	canary  *platform.Canary
+	canary  *canary.Monitor
 	redrive *redrive.Service
 	// dlqRouters dead-letters for every topic and queue (groups.go).
 	dlqRouters *consumer.DLQRouters

@@ -1,4 +1,4 @@
-package platform_test
+package canary_test
 
 import (
 	"context"
@@ -14,12 +14,13 @@ import (
 
 	"github.com/msgplatform/platform/embeddednats/natstest"
 	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/canary"
 	"github.com/msgplatform/platform/platform/catalog"
 	"github.com/msgplatform/platform/platform/consumer"
 )
 
 // canaryAge returns the age record of topic/group, or fails.
-func canaryAge(t *testing.T, c *platform.Canary, topic, group string) platform.CanaryAge {
+func canaryAge(t *testing.T, c *canary.Monitor, topic, group string) canary.Age {
 	t.Helper()
 	for _, a := range c.Ages() {
 		if a.Topic == topic && a.Group == group {
@@ -27,7 +28,7 @@ func canaryAge(t *testing.T, c *platform.Canary, topic, group string) platform.C
 		}
 	}
 	t.Fatalf("no canary age for %s/%s in %+v", topic, group, c.Ages())
-	return platform.CanaryAge{}
+	return canary.Age{}
 }
 
 // The canary, driven slot by slot: canaries reach no handler, the runtime
@@ -39,7 +40,7 @@ func TestCanaryMeasuresAckFloorsNotHandlers(t *testing.T) {
 	t.Parallel()
 	f := natstest.RunFabric(t, 1)
 	js := f.JetStream()
-	ctx := platform.TestCtx(t, 60*time.Second)
+	ctx := canary.TestCtx(t, 60*time.Second)
 	off := false
 	orders := platform.DefaultTopicSpec("orders")
 	orders.Partitions, orders.Replicas = 4, 1
@@ -67,7 +68,7 @@ func TestCanaryMeasuresAckFloorsNotHandlers(t *testing.T) {
 	saw := func(who string, m *consumer.Message) {
 		mu.Lock()
 		defer mu.Unlock()
-		if m.Canary() || strings.Contains(m.Subject, platform.CanaryKeyPrefix) || strings.HasSuffix(m.Subject, platform.CanaryQueueToken) {
+		if m.Canary() || strings.Contains(m.Subject, canary.KeyPrefix) || strings.HasSuffix(m.Subject, canary.QueueToken) {
 			canarySeen = append(canarySeen, who+" "+m.Subject)
 		}
 		handled[who]++
@@ -101,11 +102,11 @@ func TestCanaryMeasuresAckFloorsNotHandlers(t *testing.T) {
 	unblock := func() { releaseOnce.Do(func() { close(release) }) }
 	t.Cleanup(unblock) // before the members and workers close
 
-	c, err := platform.NewCanary(js, platform.CanaryConfig{Interval: time.Minute}, platform.TestLogger(t))
+	c, err := canary.New(js, canary.Config{Interval: time.Minute}, canary.TestLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	other, _ := platform.NewCanary(js, platform.CanaryConfig{Interval: time.Minute}, nil) // a second platformd
+	other, _ := canary.New(js, canary.Config{Interval: time.Minute}, nil) // a second platformd
 	if err := c.CheckNow(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +118,7 @@ func TestCanaryMeasuresAckFloorsNotHandlers(t *testing.T) {
 
 	c.PublishSlot(ctx, slot1)
 	other.PublishSlot(ctx, slot1) // repeats: stored once
-	waitProcessed := func(c *platform.Canary, topic, group string, slot time.Time) {
+	waitProcessed := func(c *canary.Monitor, topic, group string, slot time.Time) {
 		t.Helper()
 		natstest.WaitFor(t, 20*time.Second, func() error {
 			if err := c.CheckNow(ctx); err != nil {
@@ -204,7 +205,7 @@ func TestCanaryMeasuresAckFloorsNotHandlers(t *testing.T) {
 
 	// A restarted platformd has no memory: it finds the same answer in the
 	// stream (the newest canary at or below each ack floor).
-	fresh, _ := platform.NewCanary(js, platform.CanaryConfig{Interval: time.Minute}, nil)
+	fresh, _ := canary.New(js, canary.Config{Interval: time.Minute}, nil)
 	if err := fresh.CheckNow(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -275,7 +276,7 @@ func startMember(t *testing.T, js jetstream.JetStream, cfg consumer.MemberConfig
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := m.Start(platform.TestCtx(t, 30*time.Second)); err != nil {
+	if err := m.Start(canary.TestCtx(t, 30*time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = m.Close(context.Background()) })

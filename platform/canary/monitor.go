@@ -1,4 +1,4 @@
-package platform
+package canary
 
 import (
 	"context"
@@ -19,13 +19,14 @@ import (
 
 	"github.com/msgplatform/platform/internal/jsscan"
 	"github.com/msgplatform/platform/internal/parallel"
+	"github.com/msgplatform/platform/platform"
 )
 
-// Canary publishes canaries into every topic and queue of its JetStream
+// Monitor publishes canaries into every topic and queue of its JetStream
 // account that does not opt out, and measures per group the canary age
-// (see canary.go). It is a prometheus.Collector: register it once.
+// (see the package doc). It is a prometheus.Collector: register it once.
 //
-// How the age is computed, from the broker only: the Canary remembers
+// How the age is computed, from the broker only: the Monitor remembers
 // the stream sequence and slot time of every canary it publishes (a
 // repeat dropped by the stream's dedupe is acked with the stored
 // sequence, so several platformd processes remember the same ones). Every
@@ -35,15 +36,15 @@ import (
 // (e.g. after a restart) is looked up in the stream (a direct get of the
 // partition's last canary up to the floor); if the stream has none left
 // (retention, compaction) the age is reported as at least the age of the
-// oldest canary remembered, a lower bound (CanaryAge.LowerBound).
-type Canary struct {
+// oldest canary remembered, a lower bound (Age.LowerBound).
+type Monitor struct {
 	js  jetstream.JetStream
-	cfg CanaryConfig
+	cfg Config
 	log *slog.Logger
-	pub *Publisher
+	pub *platform.Publisher
 
 	// tenant and prefix are set for a tenant account's canary
-	// (NewTenantCanary): ages are labelled tenant, and prefix is cut from
+	// (NewTenant): ages are labelled tenant, and prefix is cut from
 	// the stored object names.
 	tenant, prefix string
 
@@ -56,17 +57,17 @@ type Canary struct {
 	looks   map[canaryCons]canaryLook
 
 	mu   sync.Mutex
-	ages map[canaryGroup]CanaryAge
+	ages map[canaryGroup]Age
 
 	cancel context.CancelFunc
 	done   chan struct{}
 	once   sync.Once
 }
 
-var _ prometheus.Collector = (*Canary)(nil)
+var _ prometheus.Collector = (*Monitor)(nil)
 
-// CanaryAge is one group's (or queue's) canary age.
-type CanaryAge struct {
+// Age is one group's (or queue's) canary age.
+type Age struct {
 	// Tenant is the tenant whose account holds the topic ("" for the
 	// platform account).
 	Tenant string `json:"tenant,omitempty"`
@@ -100,9 +101,9 @@ func (o canaryObject) queue() bool { return o.partitions == 0 }
 // subject is the stored subject of partition p's canaries.
 func (o canaryObject) subject(p int) string {
 	if o.queue() {
-		return o.name + "." + canaryQueueToken
+		return o.name + "." + queueToken
 	}
-	return StoredSubject(o.name, CanaryKey(o.partitions, p), o.partitions)
+	return platform.StoredSubject(o.name, Key(o.partitions, p), o.partitions)
 }
 
 type canaryPart struct {
@@ -126,27 +127,27 @@ type canaryLook struct {
 
 type canaryGroup struct{ topic, group string }
 
-const canaryAgeHelp = "Age of the newest canary the group has processed on every partition (ack floor at or past it); for a queue, group is the queue; tenant is set for a tenant account's groups."
+const ageHelp = "Age of the newest canary the group has processed on every partition (ack floor at or past it); for a queue, group is the queue; tenant is set for a tenant account's groups."
 
-// maxCanaryRecs bounds the canaries remembered per partition (a week at
+// maxRecs bounds the canaries remembered per partition (a week at
 // one a minute); older ones are looked up again if needed.
-const maxCanaryRecs = 10080
+const maxRecs = 10080
 
-// NewCanary returns a Canary publishing and measuring through js, which
+// New returns a Monitor publishing and measuring through js, which
 // must be bound to the account holding the topics and queues.
-func NewCanary(js jetstream.JetStream, cfg CanaryConfig, log *slog.Logger) (*Canary, error) {
+func New(js jetstream.JetStream, cfg Config, log *slog.Logger) (*Monitor, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	if !cfg.Enabled() {
-		return nil, fmt.Errorf("%w: canary: interval is 0 (off)", ErrInvalidSpec)
+		return nil, fmt.Errorf("%w: canary: interval is 0 (off)", platform.ErrInvalidSpec)
 	}
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	return &Canary{
-		js: js, cfg: cfg, log: log.With("component", "canary"), pub: NewPublisher(js, PublisherOptions{}),
-		ageD: prometheus.NewDesc("platform_canary_age_seconds", canaryAgeHelp, []string{"topic", "group"}, nil),
+	return &Monitor{
+		js: js, cfg: cfg, log: log.With("component", "canary"), pub: platform.NewPublisher(js, platform.PublisherOptions{}),
+		ageD: prometheus.NewDesc("platform_canary_age_seconds", ageHelp, []string{"topic", "group"}, nil),
 		tolD: prometheus.NewDesc("platform_canary_tolerance_seconds",
 			"Canary age past which a group is not processing accepted work.", nil, nil),
 		publishes: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -154,14 +155,14 @@ func NewCanary(js jetstream.JetStream, cfg CanaryConfig, log *slog.Logger) (*Can
 			Help: "Canaries published, by topic or queue and outcome (ok, duplicate: stored by another platformd, failed).",
 		}, []string{"topic", "outcome"}),
 		logs: map[canaryPart][]canaryRec{}, looks: map[canaryCons]canaryLook{},
-		ages: map[canaryGroup]CanaryAge{}, done: make(chan struct{}),
+		ages: map[canaryGroup]Age{}, done: make(chan struct{}),
 	}, nil
 }
 
 // Start reads the current ages once and starts publishing and measuring
 // in the background. The first canaries go out at the first multiple of
 // the interval at least one interval after Start.
-func (c *Canary) Start(ctx context.Context) error {
+func (c *Monitor) Start(ctx context.Context) error {
 	if err := c.check(ctx); err != nil {
 		c.log.Warn("platform: canary: first check", "err", err)
 	}
@@ -172,7 +173,7 @@ func (c *Canary) Start(ctx context.Context) error {
 }
 
 // Close stops publishing and waits for the loop within ctx. Idempotent.
-func (c *Canary) Close(ctx context.Context) error {
+func (c *Monitor) Close(ctx context.Context) error {
 	c.once.Do(func() {
 		if c.cancel == nil {
 			close(c.done)
@@ -198,9 +199,9 @@ func firstSlot(now time.Time, interval time.Duration) time.Time {
 	return s
 }
 
-func (c *Canary) run(ctx context.Context) {
+func (c *Monitor) run(ctx context.Context) {
 	defer close(c.done)
-	every := max(c.cfg.Interval/4, MinCanaryInterval)
+	every := max(c.cfg.Interval/4, MinInterval)
 	next := firstSlot(time.Now(), c.cfg.Interval)
 	for {
 		select {
@@ -221,7 +222,7 @@ func (c *Canary) run(ctx context.Context) {
 }
 
 // listObjects lists the topics and queues that take canaries.
-func (c *Canary) listObjects(ctx context.Context) ([]canaryObject, error) {
+func (c *Monitor) listObjects(ctx context.Context) ([]canaryObject, error) {
 	var out []canaryObject
 	l := c.js.ListStreams(ctx)
 	for si := range l.Info() {
@@ -229,14 +230,14 @@ func (c *Canary) listObjects(ctx context.Context) ([]canaryObject, error) {
 		if cfg.Mirror != nil || len(cfg.Sources) > 0 {
 			continue // a copy: its origin takes the canaries
 		}
-		switch StreamKind(cfg) {
-		case StreamKindTopic:
-			t, err := TopicFromStream(cfg)
+		switch platform.StreamKind(cfg) {
+		case platform.StreamKindTopic:
+			t, err := platform.TopicFromStream(cfg)
 			if err == nil && t.CanaryEnabled() {
 				out = append(out, canaryObject{name: t.Name, stream: cfg.Name, partitions: t.Partitions})
 			}
-		case StreamKindQueue:
-			q, err := QueueFromStream(cfg)
+		case platform.StreamKindQueue:
+			q, err := platform.QueueFromStream(cfg)
 			if err == nil && q.CanaryEnabled() {
 				out = append(out, canaryObject{name: q.Name, stream: cfg.Name})
 			}
@@ -250,7 +251,7 @@ func (c *Canary) listObjects(ctx context.Context) ([]canaryObject, error) {
 }
 
 // publish sends slot's canaries into every object last listed.
-func (c *Canary) publish(ctx context.Context, slot time.Time) {
+func (c *Monitor) publish(ctx context.Context, slot time.Time) {
 	if c.objects == nil {
 		objs, err := c.listObjects(ctx)
 		if err != nil {
@@ -281,7 +282,7 @@ func (c *Canary) publish(ctx context.Context, slot time.Time) {
 			ops = append(ops, func(ctx context.Context) error {
 				actx, cancel := context.WithTimeout(ctx, 5*time.Second)
 				defer cancel()
-				ack, err := c.js.PublishMsg(actx, &nats.Msg{Subject: o.subject(0), Header: canaryHeader()}, jetstream.WithMsgID(canaryQueueID(o.name, slot)))
+				ack, err := c.js.PublishMsg(actx, &nats.Msg{Subject: o.subject(0), Header: header()}, jetstream.WithMsgID(queueID(o.name, slot)))
 				r := result{name: o.name, part: canaryPart{o.stream, 0}, err: err}
 				if err == nil {
 					r.seq, r.dup = ack.Sequence, ack.Duplicate
@@ -293,7 +294,7 @@ func (c *Canary) publish(ctx context.Context, slot time.Time) {
 		}
 		for p := range o.partitions {
 			ops = append(ops, func(ctx context.Context) error {
-				ack, err := c.pub.Publish(ctx, Event{ID: canaryTopicID(o.name, p, slot), Topic: o.name, Key: CanaryKey(o.partitions, p), Headers: canaryHeader()})
+				ack, err := c.pub.Publish(ctx, platform.Event{ID: topicID(o.name, p, slot), Topic: o.name, Key: Key(o.partitions, p), Headers: header()})
 				add(result{name: o.name, part: canaryPart{o.stream, p}, seq: ack.Sequence, dup: ack.Duplicate, err: err})
 				return nil
 			})
@@ -321,10 +322,10 @@ func (c *Canary) publish(ctx context.Context, slot time.Time) {
 	}
 }
 
-func canaryHeader() nats.Header { return nats.Header{CanaryHeader: []string{"true"}} }
+func header() nats.Header { return nats.Header{platform.CanaryHeader: []string{"true"}} }
 
 // remember inserts rec into its partition's log, in sequence order.
-func (c *Canary) remember(part canaryPart, rec canaryRec) {
+func (c *Monitor) remember(part canaryPart, rec canaryRec) {
 	recs := c.logs[part]
 	i, found := slices.BinarySearchFunc(recs, rec.seq, func(r canaryRec, seq uint64) int {
 		switch {
@@ -351,13 +352,13 @@ func newestAtOrBelow(recs []canaryRec, floor uint64) int {
 }
 
 // check reads every group's ack floors and updates the ages.
-func (c *Canary) check(ctx context.Context) error {
+func (c *Monitor) check(ctx context.Context) error {
 	objs, err := c.listObjects(ctx)
 	if err != nil {
 		return err
 	}
 	c.objects = objs
-	ages := map[canaryGroup]CanaryAge{}
+	ages := map[canaryGroup]Age{}
 	seenParts := map[canaryPart]bool{}
 	seenCons := map[canaryCons]bool{}
 	var errs []error
@@ -379,7 +380,7 @@ func (c *Canary) check(ctx context.Context) error {
 			continue
 		}
 		for g, parts := range floors {
-			age := CanaryAge{Tenant: c.tenant, Topic: c.display(o.name), Group: g}
+			age := Age{Tenant: c.tenant, Topic: c.display(o.name), Group: g}
 			if o.queue() {
 				age.Group = age.Topic
 			}
@@ -429,7 +430,7 @@ type canaryFloor struct {
 
 // floors returns the ack floor of every group of o, by group and
 // partition (a queue: its workers consumer, as group o.name, partition 0).
-func (c *Canary) floors(ctx context.Context, o canaryObject) (map[string]map[int]canaryFloor, error) {
+func (c *Monitor) floors(ctx context.Context, o canaryObject) (map[string]map[int]canaryFloor, error) {
 	s, err := c.js.Stream(ctx, o.stream)
 	if err != nil {
 		return nil, fmt.Errorf("platform: canary: %s: %w", o.name, err)
@@ -439,13 +440,13 @@ func (c *Canary) floors(ctx context.Context, o canaryObject) (map[string]map[int
 	for ci := range l.Info() {
 		g, p := o.name, 0
 		if o.queue() {
-			if ci.Name != QueueConsumer {
+			if ci.Name != platform.QueueConsumer {
 				continue
 			}
 		} else {
-			g = ci.Config.Metadata[MetaGroup]
-			n, err := strconv.Atoi(ci.Config.Metadata[MetaPartition])
-			if g == "" || err != nil || n < 0 || n >= o.partitions || ci.Name != PartitionConsumer(g, n) {
+			g = ci.Config.Metadata[platform.MetaGroup]
+			n, err := strconv.Atoi(ci.Config.Metadata[platform.MetaPartition])
+			if g == "" || err != nil || n < 0 || n >= o.partitions || ci.Name != platform.PartitionConsumer(g, n) {
 				continue
 			}
 			p = n
@@ -471,7 +472,7 @@ func (c *Canary) floors(ctx context.Context, o canaryObject) (map[string]map[int
 // queue has processed a canary once a worker claimed it (the consumer
 // delivered past it) and it is gone from the work-queue stream (acked).
 // It checks at most the 3 newest canaries delivered above the ack floor.
-func (c *Canary) queueFloor(ctx context.Context, s jetstream.Stream, o canaryObject, ackFloor, delivered uint64) uint64 {
+func (c *Monitor) queueFloor(ctx context.Context, s jetstream.Stream, o canaryObject, ackFloor, delivered uint64) uint64 {
 	recs := c.logs[canaryPart{o.stream, 0}]
 	for i, n := newestAtOrBelow(recs, delivered), 0; i >= 0 && recs[i].seq > ackFloor && n < 3; i, n = i-1, n+1 {
 		_, err := s.GetMsg(ctx, recs[i].seq)
@@ -490,7 +491,7 @@ func (c *Canary) queueFloor(ctx context.Context, s jetstream.Stream, o canaryObj
 // consumer's ack floor. lower is true when none is known and rec is the
 // oldest canary above the floor instead (the age is at least its age);
 // ok is false when no canary of the partition is known at all.
-func (c *Canary) processed(ctx context.Context, o canaryObject, p int, f canaryFloor) (rec canaryRec, lower, ok bool) {
+func (c *Monitor) processed(ctx context.Context, o canaryObject, p int, f canaryFloor) (rec canaryRec, lower, ok bool) {
 	part := canaryPart{o.stream, p}
 	recs := c.logs[part]
 	if i := newestAtOrBelow(recs, f.floor); i >= 0 && !recs[i].looked {
@@ -528,7 +529,7 @@ func (c *Canary) processed(ctx context.Context, o canaryObject, p int, f canaryF
 // lookup finds the newest canary of partition p stored at or below
 // floor: one batched direct get ({"multi_last":[subject],"up_to_seq":
 // floor}), served by any current replica. seq 0: none stored.
-func (c *Canary) lookup(ctx context.Context, o canaryObject, p int, floor uint64) (canaryRec, error) {
+func (c *Monitor) lookup(ctx context.Context, o canaryObject, p int, floor uint64) (canaryRec, error) {
 	if floor == 0 {
 		return canaryRec{}, nil
 	}
@@ -550,7 +551,7 @@ func (c *Canary) lookup(ctx context.Context, o canaryObject, p int, floor uint64
 	if err != nil {
 		return canaryRec{}, fmt.Errorf("platform: canary: %w", err)
 	}
-	at, ok := canarySlotOf(msg.Header.Get(jetstream.MsgIDHeader))
+	at, ok := slotOf(msg.Header.Get(jetstream.MsgIDHeader))
 	if !ok {
 		if at, err = time.Parse(time.RFC3339Nano, msg.Header.Get(jetstream.TimeStampHeaer)); err != nil {
 			return canaryRec{}, fmt.Errorf("platform: canary: direct get %s: no time for seq %d", o.stream, seq)
@@ -561,7 +562,7 @@ func (c *Canary) lookup(ctx context.Context, o canaryObject, p int, floor uint64
 
 // prune forgets the canaries of partition p every group has processed
 // past (keeping the newest each group processed), and bounds the log.
-func (c *Canary) prune(part canaryPart, floors map[string]map[int]canaryFloor, p int) {
+func (c *Monitor) prune(part canaryPart, floors map[string]map[int]canaryFloor, p int) {
 	recs := c.logs[part]
 	if len(recs) == 0 {
 		return
@@ -574,7 +575,7 @@ func (c *Canary) prune(part canaryPart, floors map[string]map[int]canaryFloor, p
 		}
 		keep = min(keep, max(newestAtOrBelow(recs, f.floor), 0))
 	}
-	keep = max(keep, len(recs)-maxCanaryRecs)
+	keep = max(keep, len(recs)-maxRecs)
 	if keep > 0 {
 		c.logs[part] = slices.Clone(recs[keep:])
 	}
@@ -582,11 +583,11 @@ func (c *Canary) prune(part canaryPart, floors map[string]map[int]canaryFloor, p
 
 // Ages returns every group's canary age as of now, sorted by topic and
 // group.
-func (c *Canary) Ages() []CanaryAge {
+func (c *Monitor) Ages() []Age {
 	now := time.Now()
 	tol := c.cfg.EffectiveTolerance()
 	c.mu.Lock()
-	out := make([]CanaryAge, 0, len(c.ages))
+	out := make([]Age, 0, len(c.ages))
 	for _, a := range c.ages {
 		a.Age = max(now.Sub(a.Processed), 0)
 		a.Stalled = a.Age > tol
@@ -602,50 +603,50 @@ func (c *Canary) Ages() []CanaryAge {
 	return out
 }
 
-// NewTenantCanary returns the Canary of a tenant's account: js is bound
+// NewTenant returns the Monitor of a tenant's account: js is bound
 // to that account (a platform service user of it), and its topics and
 // queues are stored under prefix (tenancy.StoredName("")): the canary
 // publishes straight to their stored subjects, so canaries never pass the
 // tenant's ingest (no publish-rate quota, not counted as the tenant's
 // accepted publishes). Ages carry Tenant and the tenant's own object
-// names; export them with CollectAges (the platform Canary is the one
+// names; export them with CollectAges (the platform Monitor is the one
 // registered).
-func NewTenantCanary(js jetstream.JetStream, cfg CanaryConfig, log *slog.Logger, tenant, prefix string) (*Canary, error) {
+func NewTenant(js jetstream.JetStream, cfg Config, log *slog.Logger, tenant, prefix string) (*Monitor, error) {
 	if tenant == "" {
-		return nil, fmt.Errorf("%w: canary: tenant name is empty", ErrInvalidSpec)
+		return nil, fmt.Errorf("%w: canary: tenant name is empty", platform.ErrInvalidSpec)
 	}
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	c, err := NewCanary(js, cfg, log.With("tenant", tenant))
+	c, err := New(js, cfg, log.With("tenant", tenant))
 	if err != nil {
 		return nil, err
 	}
 	c.tenant, c.prefix = tenant, prefix
-	c.ageD = prometheus.NewDesc("platform_canary_age_seconds", canaryAgeHelp, []string{"topic", "group"}, prometheus.Labels{"tenant": tenant})
+	c.ageD = prometheus.NewDesc("platform_canary_age_seconds", ageHelp, []string{"topic", "group"}, prometheus.Labels{"tenant": tenant})
 	return c, nil
 }
 
 // display is the name of a stored object as its owner knows it.
-func (c *Canary) display(name string) string { return strings.TrimPrefix(name, c.prefix) }
+func (c *Monitor) display(name string) string { return strings.TrimPrefix(name, c.prefix) }
 
 // CollectAges sends platform_canary_age_seconds of every group (labelled
-// tenant for a tenant's Canary) and nothing else.
-func (c *Canary) CollectAges(ch chan<- prometheus.Metric) {
+// tenant for a tenant's Monitor) and nothing else.
+func (c *Monitor) CollectAges(ch chan<- prometheus.Metric) {
 	for _, a := range c.Ages() {
 		ch <- prometheus.MustNewConstMetric(c.ageD, prometheus.GaugeValue, a.Age.Seconds(), a.Topic, a.Group)
 	}
 }
 
 // Describe implements prometheus.Collector.
-func (c *Canary) Describe(ch chan<- *prometheus.Desc) {
+func (c *Monitor) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.ageD
 	ch <- c.tolD
 	c.publishes.Describe(ch)
 }
 
 // Collect implements prometheus.Collector.
-func (c *Canary) Collect(ch chan<- prometheus.Metric) {
+func (c *Monitor) Collect(ch chan<- prometheus.Metric) {
 	c.CollectAges(ch)
 	ch <- prometheus.MustNewConstMetric(c.tolD, prometheus.GaugeValue, c.cfg.EffectiveTolerance().Seconds())
 	c.publishes.Collect(ch)
