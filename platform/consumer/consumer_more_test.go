@@ -19,6 +19,7 @@ import (
 
 	"github.com/msgplatform/platform/embeddednats/natstest"
 	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/catalog"
 )
 
 // recordingTracer is a minimal OpenTelemetry TracerProvider (the SDK is
@@ -343,7 +344,7 @@ func TestDLQRouterCapturesMsgTerminated(t *testing.T) {
 	ctx := testCtx(t, 60*time.Second)
 	applyGroup(t, js, "returns", 1, "refunder")
 	q := platform.DefaultQueueSpec("label-jobs")
-	if _, err := platform.NewReconciler(js, platform.ReconcilerOptions{}).ApplyQueue(ctx, q, platform.ApplyOptions{}); err != nil {
+	if _, err := catalog.NewReconciler(js, catalog.ReconcilerOptions{}).ApplyQueue(ctx, q, catalog.ApplyOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	router := NewDLQRouter(js, []string{"returns", "label-jobs"}, testLogger(t))

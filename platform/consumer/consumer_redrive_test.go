@@ -14,6 +14,7 @@ import (
 
 	"github.com/msgplatform/platform/embeddednats/natstest"
 	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/catalog"
 	"github.com/msgplatform/platform/platform/consumer"
 	"github.com/msgplatform/platform/redrive"
 )
@@ -34,7 +35,7 @@ func TestRedriveReachesOnlyTheFailedGroup(t *testing.T) {
 		Topics: map[string]platform.TopicSpec{"payments": topic},
 		Groups: map[string]platform.GroupSpec{"ledger": {Name: "ledger", Topic: "payments"}, "mailer": {Name: "mailer", Topic: "payments"}},
 	}
-	if _, err := platform.NewReconciler(js, platform.ReconcilerOptions{DefaultReplicas: 1}).Apply(ctx, cat, platform.ApplyOptions{}); err != nil {
+	if _, err := catalog.NewReconciler(js, catalog.ReconcilerOptions{DefaultReplicas: 1}).Apply(ctx, cat, catalog.ApplyOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	var ledgerSeen, mailerSeen atomic.Int32

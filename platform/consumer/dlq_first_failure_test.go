@@ -12,6 +12,7 @@ import (
 
 	"github.com/msgplatform/platform/embeddednats/natstest"
 	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/catalog"
 )
 
 // A consumer process crashes between two attempts of a failing event;
@@ -25,8 +26,8 @@ func TestFirstFailureSurvivesConsumerCrash(t *testing.T) {
 	ctx := testCtx(t, 60*time.Second)
 	spec := platform.DefaultTopicSpec("refunds")
 	spec.Replicas = 1
-	if _, err := platform.NewReconciler(js, platform.ReconcilerOptions{}).Apply(ctx, platform.Catalog{Topics: map[string]platform.TopicSpec{"refunds": spec},
-		Groups: map[string]platform.GroupSpec{"notifier": {Name: "notifier", Topic: "refunds"}}}, platform.ApplyOptions{}); err != nil {
+	if _, err := catalog.NewReconciler(js, catalog.ReconcilerOptions{}).Apply(ctx, platform.Catalog{Topics: map[string]platform.TopicSpec{"refunds": spec},
+		Groups: map[string]platform.GroupSpec{"notifier": {Name: "notifier", Topic: "refunds"}}}, catalog.ApplyOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	var mu sync.Mutex

@@ -17,6 +17,7 @@ import (
 
 	"github.com/msgplatform/platform/embeddednats/natstest"
 	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/catalog"
 )
 
 // applyGroup applies a topic with the given partitions and a group on it.
@@ -29,7 +30,7 @@ func applyGroup(t *testing.T, js jetstream.JetStream, topic string, partitions i
 	for _, g := range groups {
 		cat.Groups[g] = platform.GroupSpec{Name: g, Topic: topic}
 	}
-	if _, err := platform.NewReconciler(js, platform.ReconcilerOptions{}).Apply(testCtx(t, 60*time.Second), cat, platform.ApplyOptions{}); err != nil {
+	if _, err := catalog.NewReconciler(js, catalog.ReconcilerOptions{}).Apply(testCtx(t, 60*time.Second), cat, catalog.ApplyOptions{}); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/msgplatform/platform/embeddednats"
 	"github.com/msgplatform/platform/embeddednats/natstest"
 	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/catalog"
 )
 
 // queueFabric runs a fabric of nodes nodes and applies q to it: the
@@ -27,7 +28,7 @@ func queueFabric(t *testing.T, nodes int, q platform.QueueSpec, timeout time.Dur
 	f := natstest.RunFabric(t, nodes)
 	js := f.JetStream()
 	ctx := testCtx(t, timeout)
-	if _, err := platform.NewReconciler(js, platform.ReconcilerOptions{}).ApplyQueue(ctx, q, platform.ApplyOptions{}); err != nil {
+	if _, err := catalog.NewReconciler(js, catalog.ReconcilerOptions{}).ApplyQueue(ctx, q, catalog.ApplyOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	return f, js, ctx
@@ -554,7 +555,7 @@ func TestQueueDescribeShowsWorkers(t *testing.T) {
 	q := platform.DefaultQueueSpec("shipment-jobs")
 	q.Replicas = 1
 	_, js, ctx := queueFabric(t, 1, q, 60*time.Second)
-	r := platform.NewReconciler(js, platform.ReconcilerOptions{})
+	r := catalog.NewReconciler(js, catalog.ReconcilerOptions{})
 	entered := make(chan struct{}, 1)
 	w := startWorkers(t, ctx, js, WorkersConfig{Queue: "shipment-jobs", Concurrency: 2, ID: "box-1", NoDLQRouter: true,
 		SessionHeartbeat: 100 * time.Millisecond, SessionTTL: time.Second}, heldUntilCancelled(entered))
