@@ -5,6 +5,11 @@
 // DecodeError(err) (dead-lettered at once). It imports platform;
 // platform never imports it, and it links no broker.
 //
+// Each delivery passes one chain of Middleware, the same for Member and
+// Workers: skip canaries, skip events redriven to another group, then
+// dead-letter, retry or acknowledge by the handler's result, around the
+// span, the panic recovery, the config's own Middleware and the handler.
+//
 // Guarantees:
 //   - Per-key order in a group: one member owns a partition at a time
 //     (assignment in GroupMembersBucket, written by the lowest live member

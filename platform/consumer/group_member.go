@@ -51,6 +51,9 @@ type MemberConfig struct {
 	// NoDLQRouter: do not run a DLQRouter for the group's topic (run one
 	// elsewhere, e.g. in the daemon).
 	NoDLQRouter bool
+	// Middleware wraps the handler, the first outermost, inside the
+	// runtime's own steps (see Middleware).
+	Middleware []Middleware
 }
 
 func (c *MemberConfig) ensureDefaults() {
@@ -121,6 +124,9 @@ func NewMember(js jetstream.JetStream, cfg MemberConfig, handler Handler) (*Memb
 		errs = append(errs, fmt.Errorf("ttl: must be at least 2 heartbeats (%s), got %s", 2*cfg.Heartbeat, cfg.TTL))
 	}
 	if err := cfg.Retry.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := checkMiddleware(cfg.Middleware); err != nil {
 		errs = append(errs, err)
 	}
 	if len(errs) > 0 {
