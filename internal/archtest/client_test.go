@@ -18,6 +18,7 @@ const serverPrefix = "github.com/nats-io/nats-server"
 var clientPackages = []string{
 	"platform",
 	"platform/consumer",
+	"platform/dlq",
 	"platform/schema",
 	"platform/inbox/pginbox",
 	"platform/inbox/pebbleinbox",

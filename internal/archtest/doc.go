@@ -2,10 +2,10 @@
 // its behaviour; it has no code of its own.
 //
 // Guarantee: the packages a service imports to use the platform (platform,
-// platform/schema, the inbox backends, outboxrelay and its stores) and the
-// outbox relay's binary link no nats-server package. A service therefore
-// builds without the broker, as Litestream's backends import the root
-// package and never the reverse.
+// platform/consumer, platform/dlq, platform/schema, the inbox backends,
+// outboxrelay and its stores) and the outbox relay's binary link no
+// nats-server package. A service therefore builds without the broker, as
+// Litestream's backends import the root package and never the reverse.
 //
 // Failure handled: an import added to a client package, directly or
 // through any dependency, that pulls the broker in. TestClientLinksNoServer

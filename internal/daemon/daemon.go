@@ -25,7 +25,7 @@ import (
 	"github.com/msgplatform/platform/internal/metrics"
 	"github.com/msgplatform/platform/internal/tlsconf"
 	"github.com/msgplatform/platform/platform"
-	"github.com/msgplatform/platform/platform/consumer"
+	"github.com/msgplatform/platform/platform/dlq"
 	"github.com/msgplatform/platform/platform/region"
 	"github.com/msgplatform/platform/redrive"
 	"github.com/msgplatform/platform/tenancy"
@@ -56,7 +56,7 @@ type Daemon struct {
 	canary  *platform.Canary
 	redrive *redrive.Service
 	// dlqRouters dead-letters for every topic and queue (groups.go).
-	dlqRouters *consumer.DLQRouters
+	dlqRouters *dlq.Routers
 	// redrives are the tenants' redrive services (redrive.go).
 	redrives *redriveScopes
 

@@ -5,14 +5,14 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/dlq"
 )
 
 // deadLetter copies a failure no step below settled (permanent, decode, or
 // the last attempt) to the object's DLQ, with its first failure (this
-// process's, or the one in FirstFailuresBucket), then terminates it. If
+// process's, or the one in dlq.FirstFailuresBucket), then terminates it. If
 // the copy fails the event is not terminated but nak'd after the
-// policy's longest delay; if the broker gives up first, the DLQRouter
+// policy's longest delay; if the broker gives up first, the dlq.Router
 // copies it.
 func (s *settler) deadLetter(next Handler) Handler {
 	return func(ctx context.Context, m *Message) error {
@@ -28,11 +28,11 @@ func (s *settler) deadLetter(next Handler) Handler {
 		if !ok {
 			// Not seen failing by this process: the first failure, or an
 			// earlier one recorded by a process that crashed or lost the
-			// partition since (FirstFailuresBucket).
+			// partition since (dlq.FirstFailuresBucket).
 			first = now
 			if m.Attempt > 1 {
 				fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-				if t, found := s.failures.recorded(fctx, s.stream, s.consumer, m.Seq); found {
+				if t, found := s.failures.Recorded(fctx, s.stream, s.consumer, m.Seq); found {
 					first = t
 				}
 				cancel()
@@ -42,14 +42,14 @@ func (s *settler) deadLetter(next Handler) Handler {
 			s.mu.Unlock()
 		}
 		reason := err.Error()
-		if class == platform.ClassTransient {
+		if class == dlq.ClassTransient {
 			reason = fmt.Sprintf("gave up after %d attempts: %s", m.Attempt, reason)
 		}
-		d := deadLetter{
-			object: s.object, stream: s.stream, seq: m.Seq, subject: m.Subject,
-			consumer: s.consumer, group: s.group, payload: m.Data, headers: m.Header,
-			reason: reason, class: class, attempts: uint64(m.Attempt), published: m.Published,
-			first: first, last: now,
+		f := dlq.Failure{
+			Object: s.object, Stream: s.stream, Seq: m.Seq, Subject: m.Subject,
+			Consumer: s.consumer, Group: s.group, Payload: m.Data, Headers: m.Header,
+			Reason: reason, Class: class, Attempts: uint64(m.Attempt), Published: m.Published,
+			First: first, Last: now,
 		}
 		dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
@@ -57,7 +57,7 @@ func (s *settler) deadLetter(next Handler) Handler {
 			m.outcome = outcomeFenced
 			return err
 		}
-		if werr := writeDLQ(dctx, s.js, d); werr != nil {
+		if werr := dlq.Write(dctx, s.js, f); werr != nil {
 			// Not copied, so not terminated: retry the dead-lettering later.
 			s.metrics.dlqFailed(s.group)
 			_ = m.raw.NakWithDelay(s.policy.Ceiling(len(s.policy.Delays)))

@@ -4,14 +4,14 @@ import (
 	"context"
 	"time"
 
-	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/dlq"
 )
 
 // retry naks a transient failure with attempts left (ClassOf, against the
 // consumer's MaxDeliver) after a full-jitter backoff, or after the
 // policy's longest delay when the retry budget is spent, so nothing
 // blocks the partition while it waits. The first failure of an event is
-// recorded (here, and in FirstFailuresBucket off the settling path) for
+// recorded (here, and in dlq.FirstFailuresBucket off the settling path) for
 // its DLQ entry.
 func (s *settler) retry(next Handler) Handler {
 	return func(ctx context.Context, m *Message) error {
@@ -20,7 +20,7 @@ func (s *settler) retry(next Handler) Handler {
 			return err
 		}
 		class := ClassOf(err)
-		if class != platform.ClassTransient || !s.settleable(m) {
+		if class != dlq.ClassTransient || !s.settleable(m) {
 			return err
 		}
 		now := time.Now()

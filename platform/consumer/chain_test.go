@@ -12,6 +12,7 @@ import (
 
 	"github.com/msgplatform/platform/embeddednats/natstest"
 	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/dlq"
 )
 
 // tracer records, per event, the steps of a chain in the order they ran.
@@ -99,11 +100,11 @@ func TestMiddlewareRunsInOrderAroundTheHandler(t *testing.T) {
 		object string
 	}{{"member", member, "mw-orders"}, {"workers", workers, "mw-jobs"}} {
 		natstest.WaitFor(t, 20*time.Second, func() error {
-			es, err := platform.ReadDLQ(ctx, js, c.object)
+			es, err := dlq.Read(ctx, js, c.object)
 			if err != nil || len(es) != 1 {
 				return fmt.Errorf("%s: DLQ of %s: %d entries, %v", c.name, c.object, len(es), err)
 			}
-			if e := es[0]; e.Class != platform.ClassPermanent || e.Attempts != 1 || string(e.Payload) != "bad" {
+			if e := es[0]; e.Class != dlq.ClassPermanent || e.Attempts != 1 || string(e.Payload) != "bad" {
 				return fmt.Errorf("%s: DLQ entry %+v, want bad, permanent, 1 attempt", c.name, e)
 			}
 			return nil

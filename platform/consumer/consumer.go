@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/dlq"
 )
 
 // Handler handles one event. A nil error acknowledges it. Any other error
@@ -87,7 +88,7 @@ type settler struct {
 	partition   string      // metrics label ("" for queues)
 	fenced      func() bool // checked right before anything is sent to the broker
 
-	failures  *failureLog // FirstFailuresBucket (nil: memory only)
+	failures  *dlq.FirstFailures // dlq.FirstFailuresBucket (nil: memory only)
 	mu        sync.Mutex
 	firstFail map[uint64]time.Time // by stream seq, this process's view
 	groups    map[string]bool      // groups consuming the topic (consumer_redrive.go)
@@ -116,7 +117,7 @@ func (s *settler) recordFirst(seq uint64, now time.Time) {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		t := s.failures.first(ctx, s.stream, s.consumer, seq, now)
+		t := s.failures.Record(ctx, s.stream, s.consumer, seq, now)
 		if !t.Before(now) {
 			return
 		}
@@ -137,7 +138,7 @@ func (s *settler) forget(ctx context.Context, msg *Message) {
 	s.mu.Unlock()
 	if msg.Attempt > 1 {
 		fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		s.failures.forget(fctx, s.stream, s.consumer, msg.Seq)
+		s.failures.Forget(fctx, s.stream, s.consumer, msg.Seq)
 		cancel()
 	}
 }

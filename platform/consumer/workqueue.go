@@ -16,6 +16,7 @@ import (
 
 	"github.com/msgplatform/platform/internal/retry"
 	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/dlq"
 )
 
 // WorkersConfig configures the workers of a queue.
@@ -31,7 +32,7 @@ type WorkersConfig struct {
 	Retry    RetryPolicy
 	Metrics  *Metrics
 	Logger   *slog.Logger
-	// NoDLQRouter: do not run a DLQRouter for the queue.
+	// NoDLQRouter: do not run a dlq.Router for the queue.
 	NoDLQRouter bool
 	// ID names this Workers instance's session (default: a random id).
 	ID string
@@ -75,7 +76,7 @@ type Workers struct {
 	stopJobs context.CancelFunc
 	loopDone chan struct{}
 	wg       sync.WaitGroup
-	router   *DLQRouter
+	router   *dlq.Router
 	sess     *sessions
 	crashed  atomic.Bool
 	once     sync.Once
@@ -135,11 +136,11 @@ func (w *Workers) Start(ctx context.Context) error {
 	if err := w.startSessions(ctx); err != nil {
 		return err
 	}
-	set.failures = newFailureLog(w.js, w.sess.replicas)
+	set.failures = dlq.NewFirstFailures(w.js, w.sess.replicas)
 	admit, run := set.compose(w.underLease, w.cfg.Middleware, w.handler)
 	w.chain = admit(run)
 	if !w.cfg.NoDLQRouter {
-		w.router = NewDLQRouter(w.js, []string{w.cfg.Queue}, w.log)
+		w.router = dlq.NewRouter(w.js, []string{w.cfg.Queue}, w.log)
 		if err := w.router.Start(ctx); err != nil {
 			return err
 		}
