@@ -1,21 +1,16 @@
 package platform
 
 import (
-	"context"
-	"errors"
-	"fmt"
 	"strconv"
 	"strings"
 	"time"
 	"unicode"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/msgplatform/platform/internal/validate"
 )
 
-// Dead-letter streams. Every topic and queue <name> (stream S =
+// Dead-letter streams (their entries, writing and reading them, and the
+// router are platform/dlq's). Every topic and queue <name> (stream S =
 // StreamName(name)) has two streams next to it, created by the Reconciler:
 //
 //   - S_dlq, subjects $DLQ.S.>: one entry per dead-lettered event, on
@@ -29,7 +24,7 @@ import (
 //     it too. (The id names the consumer as well as the seq: two groups of
 //     one topic may each dead-letter the same event.)
 //   - S_dlq_events: the broker's MAX_DELIVERIES and MSG_TERMINATED
-//     advisories about S's consumers, captured so that the DLQRouter can
+//     advisories about S's consumers, captured so that the dlq.Router can
 //     dead-letter an event whose consumer died on its last attempt, even
 //     if no router was running at that moment.
 //
@@ -41,26 +36,6 @@ const (
 	// MinDLQRetention is the shortest DLQ retention a spec may set: a DLQ
 	// entry is the only record of a failure, and a person must get to it.
 	MinDLQRetention = time.Hour
-)
-
-// DLQ entry headers. An entry's payload and its other headers are the
-// original event's, unchanged.
-const (
-	HeaderDLQReason       = "Platform-Dlq-Reason"
-	HeaderDLQClass        = "Platform-Dlq-Class"
-	HeaderDLQAttempts     = "Platform-Dlq-Attempts" // NumDelivered as the broker counted it
-	HeaderDLQStream       = "Platform-Dlq-Stream"
-	HeaderDLQSeq          = "Platform-Dlq-Seq"
-	HeaderDLQSubject      = "Platform-Dlq-Subject"
-	HeaderDLQConsumer     = "Platform-Dlq-Consumer"
-	HeaderDLQGroup        = "Platform-Dlq-Group" // group or queue name
-	HeaderDLQTenant       = "Platform-Dlq-Tenant"
-	HeaderDLQFirstFailure = "Platform-Dlq-First-Failure" // RFC 3339 nanoseconds
-	HeaderDLQLastFailure  = "Platform-Dlq-Last-Failure"
-	HeaderDLQPublished    = "Platform-Dlq-Published" // broker append time of the original
-	// HeaderTenant is the header carrying the tenant of an event, copied
-	// into HeaderDLQTenant.
-	HeaderTenant = "Platform-Tenant"
 )
 
 // DLQStream is the dead-letter stream of a topic or queue.
@@ -124,94 +99,4 @@ func (s DLQSpec) validateInto(p *validate.Problems, topicMaxAge time.Duration) {
 	if len(s.Owner) > 128 || strings.ContainsFunc(s.Owner, unicode.IsControl) {
 		p.Addf("dlq.owner", "must be a team name of at most 128 printable characters, got %q", s.Owner)
 	}
-}
-
-// ErrorClass is why a handler's failure ended the way it did; it is the
-// reason class of retry and DLQ metrics and of DLQ entries.
-type ErrorClass string
-
-// Error classes.
-const (
-	// ClassTransient: the handler failed and may succeed later (the
-	// default for any error). Retried with backoff up to MaxAttempts.
-	ClassTransient ErrorClass = "transient"
-	// ClassPermanent: the handler said retrying cannot help
-	// (Permanent(err)). Dead-lettered at once.
-	ClassPermanent ErrorClass = "permanent"
-	// ClassDecode: the event could not be decoded or validated
-	// (DecodeError(err)). Dead-lettered at once.
-	ClassDecode ErrorClass = "decode"
-	// ClassMaxDeliveries: the broker stopped delivering the event after
-	// MaxDeliver attempts without hearing the last attempt's outcome (the
-	// consumer died during it). Written by the DLQRouter.
-	ClassMaxDeliveries ErrorClass = "max_deliveries"
-	// ClassTerminated: a client terminated the event without copying it to
-	// the DLQ first. Written by the DLQRouter.
-	ClassTerminated ErrorClass = "terminated"
-)
-
-// DLQEntry is a dead-lettered event as read back from a DLQ stream.
-type DLQEntry struct {
-	// Seq is the entry's sequence in the DLQ stream; Time its append time.
-	Seq  uint64
-	Time time.Time
-	// Payload and Headers are the original event's (Headers also holds
-	// the Platform-Dlq-* fields below).
-	Payload  []byte
-	Headers  nats.Header
-	Reason   string
-	Class    ErrorClass
-	Attempts int
-	// Stream, StreamSeq and Subject locate the original event.
-	Stream    string
-	StreamSeq uint64
-	Subject   string
-	Consumer  string
-	Group     string
-	Tenant    string
-	// FirstFailure and LastFailure are the consumer's clock; Published is
-	// the broker's append time of the original event.
-	FirstFailure, LastFailure, Published time.Time
-}
-
-// ParseDLQEntry reads an entry from a raw DLQ stream message.
-func ParseDLQEntry(m *jetstream.RawStreamMsg) DLQEntry {
-	h := m.Header
-	e := DLQEntry{
-		Seq: m.Sequence, Time: m.Time, Payload: m.Data, Headers: h,
-		Reason: h.Get(HeaderDLQReason), Class: ErrorClass(h.Get(HeaderDLQClass)),
-		Stream: h.Get(HeaderDLQStream), Subject: h.Get(HeaderDLQSubject),
-		Consumer: h.Get(HeaderDLQConsumer), Group: h.Get(HeaderDLQGroup), Tenant: h.Get(HeaderDLQTenant),
-	}
-	e.Attempts, _ = strconv.Atoi(h.Get(HeaderDLQAttempts))
-	e.StreamSeq, _ = strconv.ParseUint(h.Get(HeaderDLQSeq), 10, 64)
-	e.FirstFailure, _ = time.Parse(time.RFC3339Nano, h.Get(HeaderDLQFirstFailure))
-	e.LastFailure, _ = time.Parse(time.RFC3339Nano, h.Get(HeaderDLQLastFailure))
-	e.Published, _ = time.Parse(time.RFC3339Nano, h.Get(HeaderDLQPublished))
-	return e
-}
-
-// ReadDLQ returns every entry of the DLQ of a topic or queue, oldest
-// first (for tests, tools and the redrive layer's preview).
-func ReadDLQ(ctx context.Context, js jetstream.JetStream, name string) ([]DLQEntry, error) {
-	s, err := js.Stream(ctx, DLQStream(name))
-	if err != nil {
-		return nil, fmt.Errorf("platform: DLQ of %s: %w", name, err)
-	}
-	info, err := s.Info(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("platform: DLQ of %s: %w", name, err)
-	}
-	var out []DLQEntry
-	for seq := info.State.FirstSeq; seq > 0 && seq <= info.State.LastSeq; seq++ {
-		m, err := s.GetMsg(ctx, seq)
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("platform: DLQ of %s seq %d: %w", name, seq, err)
-		}
-		out = append(out, ParseDLQEntry(m))
-	}
-	return out, nil
 }

@@ -20,7 +20,7 @@ const (
 	groupPinnedTTL     = 2 * time.Minute
 	// groupMaxDeliver is the attempts per event (the runtime's
 	// MaxAttempts): after it the broker stops redelivering and emits the
-	// MAX_DELIVERIES advisory the DLQRouter turns into a DLQ entry.
+	// MAX_DELIVERIES advisory the dlq.Router turns into a DLQ entry.
 	groupMaxDeliver = 5
 )
 

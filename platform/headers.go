@@ -32,3 +32,8 @@ func IsPlatformHeader(key string) bool {
 // group that failed. An event without the header, or naming this group,
 // is handled as usual.
 const HeaderRedriveGroup = "Platform-Redrive-Group"
+
+// HeaderTenant carries the tenant of an event (stamped by the ingest from
+// the authenticated account); a DLQ entry copies it into
+// dlq.HeaderTenant.
+const HeaderTenant = "Platform-Tenant"

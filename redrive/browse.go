@@ -15,6 +15,7 @@ import (
 
 	"github.com/msgplatform/platform/internal/jsscan"
 	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/dlq"
 )
 
 // Stream metadata keys the platform writes on its streams (platform/
@@ -250,7 +251,7 @@ func (l lister) resolve(ctx context.Context, name string) (dlqRef, error) {
 
 // toEntry converts a raw DLQ message.
 func toEntry(m *jetstream.RawStreamMsg, full bool) Entry {
-	d := platform.ParseDLQEntry(m)
+	d := dlq.ParseEntry(m)
 	e := Entry{
 		Seq: d.Seq, Time: d.Time, Reason: d.Reason, Class: string(d.Class), Attempts: d.Attempts,
 		Stream: d.Stream, StreamSeq: d.StreamSeq, Subject: d.Subject, Consumer: d.Consumer, Group: d.Group, Tenant: d.Tenant,

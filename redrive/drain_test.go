@@ -6,7 +6,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/dlq"
 )
 
 // A redrive of a whole DLQ at an unlimited rate reports completed only
@@ -95,19 +95,19 @@ func TestDLQOwnerFromDLQSpec(t *testing.T) {
 func TestRedriveRemovesOnlyWhatItSent(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, topic("orders", "checkout", ""))
-	e.deadLetter("orders", "email-notifier", 0, 120, func(i int) (platform.ErrorClass, string) {
+	e.deadLetter("orders", "email-notifier", 0, 120, func(i int) (dlq.ErrorClass, string) {
 		if i%2 == 0 {
-			return platform.ClassPermanent, "card declined"
+			return dlq.ClassPermanent, "card declined"
 		}
-		return platform.ClassTransient, "ledger timed out"
+		return dlq.ClassTransient, "ledger timed out"
 	})
 	s := e.service(nil)
 	ctx := testCtx(t, 60*time.Second)
-	dlq, err := e.js.Stream(ctx, "orders_dlq")
+	dlqStream, err := e.js.Stream(ctx, "orders_dlq")
 	if err != nil {
 		t.Fatal(err)
 	}
-	declined := Fingerprint(string(platform.ClassPermanent), "card declined")
+	declined := Fingerprint(string(dlq.ClassPermanent), "card declined")
 	run := func(sel Selection, want int) {
 		t.Helper()
 		st, err := s.Submit(ctx, req("orders", "alice", sel))
@@ -127,7 +127,7 @@ func TestRedriveRemovesOnlyWhatItSent(t *testing.T) {
 		t.Helper()
 		out := map[uint64]string{}
 		if err := scan(ctx, e.js, "orders_dlq", 1, func(m *jetstream.RawStreamMsg) bool {
-			out[m.Sequence] = m.Header.Get(platform.HeaderDLQReason)
+			out[m.Sequence] = m.Header.Get(dlq.HeaderReason)
 			return true
 		}); err != nil {
 			t.Fatal(err)
@@ -153,7 +153,7 @@ func TestRedriveRemovesOnlyWhatItSent(t *testing.T) {
 		}
 	}
 	run(Selection{All: true}, 60)
-	if info, err := dlq.Info(ctx); err != nil || info.State.Msgs != 0 {
+	if info, err := dlqStream.Info(ctx); err != nil || info.State.Msgs != 0 {
 		t.Fatalf("after redriving all: %v entries left (%v)", info.State.Msgs, err)
 	}
 }

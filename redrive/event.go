@@ -8,7 +8,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/dlq"
 )
 
 // The redriven event of a DLQ entry, built from the entry's header block
@@ -116,25 +116,25 @@ func (rn *runner) prepare(f fetched) item {
 		return item{idx: f.idx, seq: f.seq, skip: true, gone: true}
 	}
 	src := f.e.hdr
-	// Only the headers the send needs (not ParseDLQEntry, not toEntry: no
+	// Only the headers the send needs (not dlq.ParseEntry, not toEntry: no
 	// fingerprint, no time parsing on the hot path), in one pass.
 	var e Entry
 	var seqv, origID, eventID string
 	headerLines(src, func(_, k, v []byte) bool {
 		switch string(k) {
-		case platform.HeaderDLQSubject:
+		case dlq.HeaderSubject:
 			if e.Subject == "" {
 				e.Subject = string(v)
 			}
-		case platform.HeaderDLQGroup:
+		case dlq.HeaderGroup:
 			if e.Group == "" {
 				e.Group = string(v)
 			}
-		case platform.HeaderDLQStream:
+		case dlq.HeaderStream:
 			if e.Stream == "" {
 				e.Stream = string(v)
 			}
-		case platform.HeaderDLQSeq:
+		case dlq.HeaderSeq:
 			if seqv == "" {
 				seqv = string(v)
 			}

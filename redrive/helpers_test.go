@@ -14,6 +14,7 @@ import (
 	"github.com/msgplatform/platform/embeddednats/natstest"
 	"github.com/msgplatform/platform/platform"
 	"github.com/msgplatform/platform/platform/catalog"
+	"github.com/msgplatform/platform/platform/dlq"
 )
 
 func testCtx(t testing.TB, d time.Duration) context.Context {
@@ -92,7 +93,7 @@ func (e *env) serviceOn(js jetstream.JetStream, mod func(*Config)) *Service {
 
 // deadLetter publishes n events to topic and dead-letters each as the
 // consumer runtime does (same subject, headers and id), with reason(i).
-func (e *env) deadLetter(topic, consumer string, from, n int, reason func(i int) (platform.ErrorClass, string)) []uint64 {
+func (e *env) deadLetter(topic, consumer string, from, n int, reason func(i int) (dlq.ErrorClass, string)) []uint64 {
 	e.t.Helper()
 	ctx := testCtx(e.t, 60*time.Second)
 	stream := platform.StreamName(topic)
@@ -136,17 +137,17 @@ func (e *env) deadLetter(topic, consumer string, from, n int, reason func(i int)
 		class, why := reason(from + k)
 		now := time.Now().UTC().Format(time.RFC3339Nano)
 		h.Set("Platform-Event-Id", orig.Header.Get(nats.MsgIdHdr))
-		h.Set(platform.HeaderDLQReason, why)
-		h.Set(platform.HeaderDLQClass, string(class))
-		h.Set(platform.HeaderDLQAttempts, "5")
-		h.Set(platform.HeaderDLQStream, stream)
-		h.Set(platform.HeaderDLQSeq, strconv.FormatUint(seq, 10))
-		h.Set(platform.HeaderDLQSubject, orig.Subject)
-		h.Set(platform.HeaderDLQConsumer, consumer+"-p0")
-		h.Set(platform.HeaderDLQGroup, consumer)
-		h.Set(platform.HeaderDLQTenant, "harbor-retail")
-		h.Set(platform.HeaderDLQFirstFailure, now)
-		h.Set(platform.HeaderDLQLastFailure, now)
+		h.Set(dlq.HeaderReason, why)
+		h.Set(dlq.HeaderClass, string(class))
+		h.Set(dlq.HeaderAttempts, "5")
+		h.Set(dlq.HeaderStream, stream)
+		h.Set(dlq.HeaderSeq, strconv.FormatUint(seq, 10))
+		h.Set(dlq.HeaderSubject, orig.Subject)
+		h.Set(dlq.HeaderConsumer, consumer+"-p0")
+		h.Set(dlq.HeaderGroup, consumer)
+		h.Set(dlq.HeaderTenant, "harbor-retail")
+		h.Set(dlq.HeaderFirstFailure, now)
+		h.Set(dlq.HeaderLastFailure, now)
 		m := &nats.Msg{Subject: platform.DLQSubject(stream, consumer+"-p0", seq), Header: h, Data: orig.Data}
 		f, err := e.js.PublishMsgAsync(m)
 		if err != nil {
@@ -168,9 +169,9 @@ func (e *env) deadLetter(topic, consumer string, from, n int, reason func(i int)
 	return dlqSeqs
 }
 
-func permanent(why string) func(int) (platform.ErrorClass, string) {
-	return func(i int) (platform.ErrorClass, string) {
-		return platform.ClassPermanent, fmt.Sprintf(why, i)
+func permanent(why string) func(int) (dlq.ErrorClass, string) {
+	return func(i int) (dlq.ErrorClass, string) {
+		return dlq.ClassPermanent, fmt.Sprintf(why, i)
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/msgplatform/platform/embeddednats/natstest"
 	"github.com/msgplatform/platform/platform"
 	"github.com/msgplatform/platform/platform/catalog"
+	"github.com/msgplatform/platform/platform/dlq"
 )
 
 // The collector exports depth and oldest age per DLQ and per error
@@ -38,26 +39,26 @@ func TestCollectorFingerprintsAndExpiry(t *testing.T) {
 	// "gateway <word>" 20 down to 10 times for 11 others.
 	words := []string{"alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet", "kilo"}
 	seq := uint64(0)
-	dead := func(class platform.ErrorClass, reason string) {
+	dead := func(class dlq.ErrorClass, reason string) {
 		seq++
 		h := nats.Header{}
-		h.Set(platform.HeaderDLQReason, reason)
-		h.Set(platform.HeaderDLQClass, string(class))
-		h.Set(platform.HeaderDLQStream, "payments")
-		h.Set(platform.HeaderDLQSeq, strconv.FormatUint(seq, 10))
-		h.Set(platform.HeaderDLQGroup, "ledger")
+		h.Set(dlq.HeaderReason, reason)
+		h.Set(dlq.HeaderClass, string(class))
+		h.Set(dlq.HeaderStream, "payments")
+		h.Set(dlq.HeaderSeq, strconv.FormatUint(seq, 10))
+		h.Set(dlq.HeaderGroup, "ledger")
 		if _, err := js.PublishMsg(ctx, &nats.Msg{Subject: platform.DLQSubject("payments", "ledger-p0", seq), Header: h, Data: []byte("{}")}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	start := time.Now()
 	for i := range 30 {
-		dead(platform.ClassPermanent, fmt.Sprintf("card %d declined", 4000+i))
+		dead(dlq.ClassPermanent, fmt.Sprintf("card %d declined", 4000+i))
 	}
 	total := 30
 	for k, w := range words {
 		for range 20 - k {
-			dead(platform.ClassTransient, "gateway "+w+" unavailable")
+			dead(dlq.ClassTransient, "gateway "+w+" unavailable")
 			total++
 		}
 	}
@@ -105,8 +106,8 @@ func TestCollectorFingerprintsAndExpiry(t *testing.T) {
 		fps[label(m, "fingerprint")] = m.GetGauge().GetValue()
 		sum += m.GetGauge().GetValue()
 	}
-	card := Fingerprint(string(platform.ClassPermanent), "card 4000 declined")
-	if len(fps) != 6 || fps[card] != 30 || fps[Fingerprint(string(platform.ClassTransient), "gateway alpha unavailable")] != 20 {
+	card := Fingerprint(string(dlq.ClassPermanent), "card 4000 declined")
+	if len(fps) != 6 || fps[card] != 30 || fps[Fingerprint(string(dlq.ClassTransient), "gateway alpha unavailable")] != 20 {
 		t.Errorf("fingerprint depths %v: want the top 5 (card declined: 30, gateway alpha: 20, ...) and other", fps)
 	}
 	// Beyond the top 5 (30, 20, 19, 18, 17): 16+15+...+10 = 91.

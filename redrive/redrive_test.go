@@ -16,6 +16,7 @@ import (
 	"github.com/msgplatform/platform/platform"
 	"github.com/msgplatform/platform/platform/catalog"
 	"github.com/msgplatform/platform/platform/consumer"
+	"github.com/msgplatform/platform/platform/dlq"
 	"github.com/msgplatform/platform/tenancy"
 )
 
@@ -63,8 +64,8 @@ func TestBrowse(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, topic("payments", "payments-team", platform.ReviewRequired), topic("orders", "checkout", ""))
 	e.deadLetter("payments", "ledger", 0, 6, permanent("card number %d is not a number"))
-	e.deadLetter("payments", "ledger", 6, 3, func(i int) (platform.ErrorClass, string) {
-		return platform.ClassMaxDeliveries, fmt.Sprintf("no outcome after %d deliveries", 5)
+	e.deadLetter("payments", "ledger", 6, 3, func(i int) (dlq.ErrorClass, string) {
+		return dlq.ClassMaxDeliveries, fmt.Sprintf("no outcome after %d deliveries", 5)
 	})
 	s := e.service(nil)
 	ctx := testCtx(t, 30*time.Second)
@@ -95,7 +96,7 @@ func TestBrowse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if string(one.Payload) != `{"order":1}` || one.Headers[platform.HeaderDLQReason][0] != "card number 1 is not a number" || one.Attempts != 5 {
+	if string(one.Payload) != `{"order":1}` || one.Headers[dlq.HeaderReason][0] != "card number 1 is not a number" || one.Attempts != 5 {
 		t.Errorf("show = %+v", one)
 	}
 	if _, err := s.Show(ctx, "payments", 99); !errors.Is(err, ErrNotFound) {
@@ -422,7 +423,7 @@ func TestDryRun(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, topic("orders", "checkout", ""))
 	e.deadLetter("orders", "email-notifier", 0, 4, permanent("template %d missing"))
-	e.deadLetter("orders", "fraud-monitor", 4, 2, func(int) (platform.ErrorClass, string) { return platform.ClassDecode, "bad json" })
+	e.deadLetter("orders", "fraud-monitor", 4, 2, func(int) (dlq.ErrorClass, string) { return dlq.ClassDecode, "bad json" })
 	s := e.service(nil)
 	ctx := testCtx(t, 30*time.Second)
 	r := req("orders", "alice", Selection{All: true})

@@ -7,7 +7,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/dlq"
 )
 
 // watcher counts the redriven events of one request that reach the
@@ -41,7 +41,7 @@ func startWatcher(ctx context.Context, js jetstream.JetStream, stream string, fr
 		if !w.seen[seq] {
 			w.seen[seq] = true
 			if w.first == "" {
-				w.first = h.Get(platform.HeaderDLQReason)
+				w.first = h.Get(dlq.HeaderReason)
 			}
 		}
 	})

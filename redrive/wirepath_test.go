@@ -19,6 +19,7 @@ import (
 	"github.com/msgplatform/platform/embeddednats/natstest"
 	"github.com/msgplatform/platform/platform"
 	"github.com/msgplatform/platform/platform/catalog"
+	"github.com/msgplatform/platform/platform/dlq"
 )
 
 // A header block is read as nats.go reads it: the first value of a key,
@@ -82,19 +83,19 @@ func TestParseAckReply(t *testing.T) {
 func TestPrepareKeepsTheEntrysHeaders(t *testing.T) {
 	t.Parallel()
 	entry := nats.Header{
-		"Platform-Tenant":         {"harbor-retail"},
-		"Trace":                   {"a", "b"},
-		"traceparent":             {"00-abc-01"},
-		"Nats-Msg-Id":             {"evt-9"},
-		"Nats-Expected-Stream":    {"x"},
-		"Platform-Event-Id":       {"evt-9"},
-		"Platform-Redrive-Group":  {"stale"},
-		HeaderDLQSeq:              {"3"},
-		platform.HeaderDLQSubject: {"orders.p.3.order:9"},
-		platform.HeaderDLQGroup:   {"billing"},
-		platform.HeaderDLQStream:  {"orders"},
-		platform.HeaderDLQSeq:     {"77"},
-		platform.HeaderDLQReason:  {"boom"},
+		"Platform-Tenant":        {"harbor-retail"},
+		"Trace":                  {"a", "b"},
+		"traceparent":            {"00-abc-01"},
+		"Nats-Msg-Id":            {"evt-9"},
+		"Nats-Expected-Stream":   {"x"},
+		"Platform-Event-Id":      {"evt-9"},
+		"Platform-Redrive-Group": {"stale"},
+		HeaderDLQSeq:             {"3"},
+		dlq.HeaderSubject:        {"orders.p.3.order:9"},
+		dlq.HeaderGroup:          {"billing"},
+		dlq.HeaderStream:         {"orders"},
+		dlq.HeaderSeq:            {"77"},
+		dlq.HeaderReason:         {"boom"},
 	}
 	rn := &runner{id: "r1", object: "orders", kind: "topic"}
 	it := rn.prepare(fetched{idx: 0, seq: 12, e: &rawEntry{hdr: encodeHeader(entry), data: []byte("payload")}})
@@ -123,7 +124,7 @@ func TestPrepareKeepsTheEntrysHeaders(t *testing.T) {
 	}
 	// A short entry whose block cannot hold the redrive's headers (built
 	// in place otherwise): the same headers, in a new block.
-	short := nats.Header{platform.HeaderDLQSubject: {"orders.p.3.order:9"}, platform.HeaderDLQGroup: {"g"}, "Platform-Event-Id": {"e"}}
+	short := nats.Header{dlq.HeaderSubject: {"orders.p.3.order:9"}, dlq.HeaderGroup: {"g"}, "Platform-Event-Id": {"e"}}
 	it = rn.prepare(fetched{seq: 14, e: &rawEntry{hdr: encodeHeader(short)}})
 	if got, err := nats.DecodeHeadersMsg(it.hdr); err != nil || !reflect.DeepEqual(got, nats.Header{
 		"Nats-Msg-Id": {"redrive:r1:14"}, HeaderOriginalMsgID: {"e"}, HeaderForGroup: {"g"}}) {

@@ -20,6 +20,7 @@ import (
 	"github.com/msgplatform/platform/platform"
 	"github.com/msgplatform/platform/platform/catalog"
 	"github.com/msgplatform/platform/platform/consumer"
+	"github.com/msgplatform/platform/platform/dlq"
 )
 
 // Names of the HarborCart objects the example uses. The orders topic, its
@@ -375,7 +376,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 	}()
 
 	// 6. Wait for the outcome, then check it.
-	var dead []platform.DLQEntry
+	var dead []dlq.Entry
 	done := func() bool {
 		st.mu.Lock()
 		defer st.mu.Unlock()
@@ -387,7 +388,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 		if shippedOf(st, orders) < len(orders) {
 			return false
 		}
-		es, err := platform.ReadDLQ(ctx, js, Topic)
+		es, err := dlq.Read(ctx, js, Topic)
 		if err != nil {
 			return false
 		}
@@ -424,7 +425,7 @@ func actionOf(c catalog.Change) string {
 
 // report prints every check and returns a *ChecksFailedError if one
 // failed.
-func report(p *printer, st *state, orders []Order, dead []platform.DLQEntry, cfg Config, eventID func(string) string, retryOnce string) error {
+func report(p *printer, st *state, orders []Order, dead []dlq.Entry, cfg Config, eventID func(string) string, retryOnce string) error {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	var failed []string
@@ -445,7 +446,7 @@ func report(p *printer, st *state, orders []Order, dead []platform.DLQEntry, cfg
 	complete := true
 	for _, e := range dead {
 		groups[e.Group] = true
-		complete = complete && e.Class == platform.ClassDecode && e.Attempts == 1 && e.Reason != "" && e.Tenant == Tenant && len(e.Payload) > 0
+		complete = complete && e.Class == dlq.ClassDecode && e.Attempts == 1 && e.Reason != "" && e.Tenant == Tenant && len(e.Payload) > 0
 	}
 	check(len(dead) == len(Groups) && len(groups) == len(Groups) && complete,
 		"the poison order is in the orders DLQ once per group (%d entries, groups %v), class decode after 1 attempt, with its reason, payload and tenant", len(dead), slices.Sorted(maps.Keys(groups)))

@@ -21,6 +21,7 @@ var clientPackages = []string{
 	"platform/canary",
 	"platform/catalog",
 	"platform/consumer",
+	"platform/dlq",
 	"platform/schema",
 	"platform/inbox/pginbox",
 	"platform/inbox/pebbleinbox",

@@ -2,9 +2,9 @@
 // its behaviour; it has no code of its own.
 //
 // Guarantee: the packages a service imports to use the platform (platform,
-// platform/catalog, platform/consumer, platform/schema, the inbox
-// backends, outboxrelay and its stores), platform/canary and the outbox
-// relay's binary link no nats-server package. A service therefore
+// platform/catalog, platform/consumer, platform/dlq, platform/schema, the
+// inbox backends, outboxrelay and its stores), platform/canary and the
+// outbox relay's binary link no nats-server package. A service therefore
 // builds without the broker, as Litestream's backends import the root
 // package and never the reverse.
 //

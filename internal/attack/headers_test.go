@@ -11,6 +11,7 @@ import (
 
 	"github.com/msgplatform/platform/internal/attack"
 	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/dlq"
 	"github.com/msgplatform/platform/tenancy"
 )
 
@@ -34,7 +35,7 @@ func TestAttackForgedPlatformHeaders(t *testing.T) {
 		platform.CanaryHeader:         "true",
 		platform.HeaderRedriveGroup:   "fraud-monitor",
 		platform.OriginalMsgIDHeader:  "evt-someone-elses",
-		platform.HeaderDLQReason:      "forged",
+		dlq.HeaderReason:              "forged",
 		platform.HeaderTenant:         "meridian",
 		"Platform-Not-Yet-Invented":   "x",
 		"Platform-Redrive-Dlq-Seq":    "1",

@@ -27,7 +27,7 @@ import (
 	"github.com/msgplatform/platform/platform"
 	"github.com/msgplatform/platform/platform/canary"
 	"github.com/msgplatform/platform/platform/catalog"
-	"github.com/msgplatform/platform/platform/consumer"
+	"github.com/msgplatform/platform/platform/dlq"
 	"github.com/msgplatform/platform/platform/region"
 	"github.com/msgplatform/platform/redrive"
 	"github.com/msgplatform/platform/tenancy"
@@ -58,7 +58,7 @@ type Daemon struct {
 	canary  *canary.Monitor
 	redrive *redrive.Service
 	// dlqRouters dead-letters for every topic and queue (groups.go).
-	dlqRouters *consumer.DLQRouters
+	dlqRouters *dlq.Routers
 	// redrives are the tenants' redrive services (redrive.go).
 	redrives *redriveScopes
 

@@ -8,7 +8,7 @@ import (
 
 	"github.com/msgplatform/platform/internal/control"
 	"github.com/msgplatform/platform/platform/catalog"
-	"github.com/msgplatform/platform/platform/consumer"
+	"github.com/msgplatform/platform/platform/dlq"
 )
 
 // groupEndpoints are the control API's group operations beyond apply.
@@ -51,7 +51,7 @@ const dlqRouterRefresh = 5 * time.Second
 // peers restart) is not fatal: the routers retry every dlqRouterRefresh,
 // and the DLQ events stream keeps what arrives meanwhile.
 func (d *Daemon) startDLQRouters(ctx context.Context) error {
-	d.dlqRouters = consumer.NewDLQRouters(d.js, dlqRouterRefresh, d.log)
+	d.dlqRouters = dlq.NewRouters(d.js, dlqRouterRefresh, d.log)
 	if err := d.dlqRouters.Start(ctx); err != nil {
 		d.log.Warn("platformd: DLQ routers not all bound yet; retrying every "+dlqRouterRefresh.String(), "err", err)
 	}
@@ -66,4 +66,4 @@ func (d *Daemon) stopDLQRouters(ctx context.Context) error {
 }
 
 // DLQRouters returns the daemon's DLQ routers (nil before Start).
-func (d *Daemon) DLQRouters() *consumer.DLQRouters { return d.dlqRouters }
+func (d *Daemon) DLQRouters() *dlq.Routers { return d.dlqRouters }

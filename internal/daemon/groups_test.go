@@ -14,6 +14,7 @@ import (
 	"github.com/msgplatform/platform/internal/daemon/daemontest"
 	"github.com/msgplatform/platform/platform"
 	"github.com/msgplatform/platform/platform/catalog"
+	"github.com/msgplatform/platform/platform/dlq"
 )
 
 // platformd routes dead letters for every topic and queue, declared or
@@ -58,14 +59,14 @@ func TestDaemonRoutesDeadLettersOfEveryObject(t *testing.T) {
 
 	for _, c := range []struct {
 		object, subject, group string
-		class                  platform.ErrorClass
+		class                  dlq.ErrorClass
 	}{
-		{"orders", subj, "email-notifier", platform.ClassTerminated},
-		{"refund-jobs", "refund-jobs.refund.42", "refund-jobs", platform.ClassMaxDeliveries},
+		{"orders", subj, "email-notifier", dlq.ClassTerminated},
+		{"refund-jobs", "refund-jobs.refund.42", "refund-jobs", dlq.ClassMaxDeliveries},
 	} {
-		var e platform.DLQEntry
+		var e dlq.Entry
 		natstest.WaitFor(t, 30*time.Second, func() error {
-			es, err := platform.ReadDLQ(ctx, js, c.object)
+			es, err := dlq.Read(ctx, js, c.object)
 			if err != nil || len(es) != 1 {
 				return fmt.Errorf("DLQ of %s: %d entries (%v)", c.object, len(es), err)
 			}

@@ -1,29 +1,31 @@
 package consumer
 
 import (
+	"context"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/msgplatform/platform/platform"
 )
 
-// canary settles raw if it is a canary: acks it (unless fenced) without
-// running the handler and records when it was processed. It reports
-// whether raw was a canary; a canary is never handed to a handler, even
-// when fenced (the partition's next owner acks it).
-func (s *settler) canary(raw jetstream.Msg, fenced func() bool) bool {
-	if !platform.IsCanary(raw.Headers()) {
-		return false
+// skipCanary acknowledges a canary without passing it on, and records
+// when it was processed: a canary never reaches a handler, even when
+// fenced (the partition's next owner acks it).
+func (s *settler) skipCanary(next Handler) Handler {
+	return func(ctx context.Context, m *Message) error {
+		if !platform.IsCanary(m.Header) {
+			return next(ctx, m)
+		}
+		if !s.settleable(m) {
+			return nil
+		}
+		if err := m.raw.Ack(); err == nil {
+			s.metrics.canaryProcessed(s.group, s.partition, time.Now())
+		}
+		m.outcome = outcomeAcked
+		return nil
 	}
-	if fenced() {
-		return true
-	}
-	if err := raw.Ack(); err == nil {
-		s.metrics.canaryProcessed(s.group, s.partition, time.Now())
-	}
-	return true
 }
 
 // newCanaryGauge is Metrics' record of the last canary processed.

@@ -3,7 +3,6 @@ package consumer
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"time"
 
@@ -11,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/dlq"
 )
 
 // Handler handles one event. A nil error acknowledges it. Any other error
@@ -38,8 +38,9 @@ type Message struct {
 	// Published is the broker's append time.
 	Published time.Time
 
-	fence uint64
-	raw   jetstream.Msg
+	fence   uint64
+	raw     jetstream.Msg
+	outcome outcome // set by the chain's settling step
 }
 
 // Canary reports whether the message is a canary. The runtime never hands
@@ -71,18 +72,9 @@ func newMessage(raw jetstream.Msg, meta *jetstream.MsgMetadata, fence uint64) *M
 	}
 }
 
-// outcome is how a delivery was settled.
-type outcome int
-
-const (
-	outcomeAcked  outcome = iota
-	outcomeRetry          // NakWithDelay: will come back
-	outcomeDead           // copied to the DLQ, then terminated
-	outcomeFenced         // not settled: the consumer lost the right to
-)
-
-// settler turns a handler's result into ack, delayed nak or dead letter,
-// for one consumer of one topic or queue.
+// settler is the state the delivery chain's steps share (chain.go), for
+// one consumer of one topic or queue: who it is, its retry policy and
+// budget, its metrics, and the first failures it has seen.
 type settler struct {
 	js          jetstream.JetStream
 	object      string // topic or queue name
@@ -93,101 +85,25 @@ type settler struct {
 	maxAttempts int
 	budget      *budget
 	metrics     *Metrics
-	partition   string // metrics label ("" for queues)
+	partition   string      // metrics label ("" for queues)
+	fenced      func() bool // checked right before anything is sent to the broker
 
-	failures  *failureLog // FirstFailuresBucket (nil: memory only)
+	failures  *dlq.FirstFailures // dlq.FirstFailuresBucket (nil: memory only)
 	mu        sync.Mutex
 	firstFail map[uint64]time.Time // by stream seq, this process's view
 	groups    map[string]bool      // groups consuming the topic (consumer_redrive.go)
 }
 
-func newSettler(js jetstream.JetStream, object, consumer, group string, policy RetryPolicy, maxDeliver int, b *budget, m *Metrics, partition string) *settler {
+func newSettler(js jetstream.JetStream, object, consumer, group string, policy RetryPolicy, maxDeliver int, b *budget, m *Metrics, partition string, fenced func() bool) *settler {
 	attempts := policy.MaxAttempts
 	if maxDeliver > 0 {
 		attempts = maxDeliver // the broker's count wins
 	}
 	return &settler{
 		js: js, object: object, stream: platform.StreamName(object), consumer: consumer, group: group,
-		policy: policy, maxAttempts: attempts, budget: b, metrics: m, partition: partition,
+		policy: policy, maxAttempts: attempts, budget: b, metrics: m, partition: partition, fenced: fenced,
 		firstFail: map[uint64]time.Time{},
 	}
-}
-
-// settle acts on herr for msg. fenced is checked right before anything is
-// sent to the broker: a consumer that lost the partition settles nothing.
-func (s *settler) settle(ctx context.Context, msg *Message, herr error, fenced func() bool) outcome {
-	if fenced() {
-		return outcomeFenced
-	}
-	if herr == nil {
-		s.forget(ctx, msg)
-		if err := msg.raw.Ack(); err != nil {
-			return outcomeRetry // the lease expires and it comes back
-		}
-		s.metrics.processed(s.group, s.partition)
-		return outcomeAcked
-	}
-	class := ClassOf(herr)
-	now := time.Now()
-	s.mu.Lock()
-	first, ok := s.firstFail[msg.Seq]
-	s.mu.Unlock()
-	retry := class == platform.ClassTransient && msg.Attempt < s.maxAttempts
-	if !ok {
-		// Not seen failing by this process: the first failure, or an
-		// earlier one recorded by a process that crashed or lost the
-		// partition since (FirstFailuresBucket).
-		first = now
-		if !retry && msg.Attempt > 1 {
-			fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			if t, found := s.failures.recorded(fctx, s.stream, s.consumer, msg.Seq); found {
-				first = t
-			}
-			cancel()
-		}
-		s.mu.Lock()
-		s.firstFail[msg.Seq] = first
-		s.mu.Unlock()
-		if retry {
-			s.recordFirst(msg.Seq, now)
-		}
-	}
-	if retry {
-		delay := s.policy.Backoff(msg.Attempt)
-		if !s.budget.take() {
-			delay = s.policy.Ceiling(len(s.policy.Delays))
-			s.metrics.budgetExhausted(s.group)
-		}
-		s.metrics.retried(s.group, s.partition, class)
-		_ = msg.raw.NakWithDelay(delay)
-		return outcomeRetry
-	}
-	reason := herr.Error()
-	if class == platform.ClassTransient {
-		reason = fmt.Sprintf("gave up after %d attempts: %s", msg.Attempt, reason)
-	}
-	d := deadLetter{
-		object: s.object, stream: s.stream, seq: msg.Seq, subject: msg.Subject,
-		consumer: s.consumer, group: s.group, payload: msg.Data, headers: msg.Header,
-		reason: reason, class: class, attempts: uint64(msg.Attempt), published: msg.Published,
-		first: first, last: now,
-	}
-	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if fenced() {
-		return outcomeFenced
-	}
-	if err := writeDLQ(dctx, s.js, d); err != nil {
-		// Not copied, so not terminated: retry the dead-lettering later.
-		// If the broker gives up first, the router copies it.
-		s.metrics.dlqFailed(s.group)
-		_ = msg.raw.NakWithDelay(s.policy.Ceiling(len(s.policy.Delays)))
-		return outcomeRetry
-	}
-	s.forget(ctx, msg)
-	s.metrics.deadLettered(s.group, s.partition, class)
-	_ = msg.raw.TermWithReason(truncate("platform: dead-lettered ("+string(class)+"): "+reason, 200))
-	return outcomeDead
 }
 
 // recordFirst records now as the event's first failure in the bucket,
@@ -201,7 +117,7 @@ func (s *settler) recordFirst(seq uint64, now time.Time) {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		t := s.failures.first(ctx, s.stream, s.consumer, seq, now)
+		t := s.failures.Record(ctx, s.stream, s.consumer, seq, now)
 		if !t.Before(now) {
 			return
 		}
@@ -222,7 +138,7 @@ func (s *settler) forget(ctx context.Context, msg *Message) {
 	s.mu.Unlock()
 	if msg.Attempt > 1 {
 		fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		s.failures.forget(fctx, s.stream, s.consumer, msg.Seq)
+		s.failures.Forget(fctx, s.stream, s.consumer, msg.Seq)
 		cancel()
 	}
 }
@@ -232,16 +148,6 @@ func truncate(s string, n int) string {
 		return s
 	}
 	return s[:n]
-}
-
-// callHandler runs h, turning a panic into a transient error.
-func callHandler(ctx context.Context, h Handler, m *Message) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("platform: handler panic: %v", r)
-		}
-	}()
-	return h(ctx, m)
 }
 
 // readBatch hands each event of batch to fn until the server ends the

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/dlq"
 )
 
 // Metrics is the consumer runtime's Prometheus collector. Members
@@ -212,13 +213,13 @@ func (c *Metrics) handled(group, partition string, d time.Duration) {
 	}
 }
 
-func (c *Metrics) retried(group, partition string, class platform.ErrorClass) {
+func (c *Metrics) retried(group, partition string, class dlq.ErrorClass) {
 	if c != nil {
 		c.retriesC.WithLabelValues(group, partition, string(class)).Inc()
 	}
 }
 
-func (c *Metrics) deadLettered(group, partition string, class platform.ErrorClass) {
+func (c *Metrics) deadLettered(group, partition string, class dlq.ErrorClass) {
 	if c != nil {
 		c.deadC.WithLabelValues(group, partition, string(class)).Inc()
 	}

@@ -30,6 +30,8 @@ type partitionRunner struct {
 	fence uint64
 	cons  jetstream.Consumer
 	set   *settler
+	admit Handler // the chain down to the key's lane (enqueue)
+	chain Handler // the chain from the lane down to the handler
 
 	fetchCtx    context.Context // cancelled to stop fetching
 	stopFetch   context.CancelFunc
@@ -64,11 +66,13 @@ func newPartitionRunner(m *Member, p int, fence uint64, c jetstream.Consumer) *p
 	info := c.CachedInfo()
 	r := &partitionRunner{
 		m: m, p: p, fence: fence, cons: c,
-		set: newSettler(m.js, m.topic.Name, info.Name, m.cfg.Group, m.cfg.Retry, info.Config.MaxDeliver,
-			m.budget, m.cfg.Metrics, itoa(p)),
 		lanes: map[string]*lane{}, space: make(chan struct{}, 1), loopDone: make(chan struct{}),
 	}
+	r.set = newSettler(m.js, m.topic.Name, info.Name, m.cfg.Group, m.cfg.Retry, info.Config.MaxDeliver,
+		m.budget, m.cfg.Metrics, itoa(p), r.fenced)
 	r.set.failures = m.failures
+	admit, run := r.set.compose(r.slot, m.cfg.Middleware, m.handler)
+	r.admit, r.chain = admit(r.enqueue), run
 	r.fetchCtx, r.stopFetch = context.WithCancel(context.Background())
 	r.handlerCtx, r.stopHandler = context.WithCancel(context.Background())
 	return r
@@ -326,32 +330,44 @@ func (r *partitionRunner) dispatch(msg jetstream.Msg) {
 	if !r.inSequence(meta.Sequence.Consumer) && !r.held(key, seq) {
 		return // after a lost delivery: it comes again with the reset
 	}
-	if r.set.canary(msg, r.fenced) || r.set.skipRedrive(msg, r.fenced) {
-		return // acked here, never handed to the handler
-	}
+	_ = r.admit(r.handlerCtx, r.message(msg, meta, key))
+}
+
+// message is the delivery of raw to the handler.
+func (r *partitionRunner) message(raw jetstream.Msg, meta *jetstream.MsgMetadata, key string) *Message {
+	m := newMessage(raw, meta, r.fence)
+	m.Key, m.Partition = key, r.p
+	return m
+}
+
+// enqueue is where the chain waits for the key's lane: m runs (r.chain)
+// at once if its key has nothing running, parked or queued, else after
+// what is ahead of it.
+func (r *partitionRunner) enqueue(_ context.Context, m *Message) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	l := r.lanes[key]
+	l := r.lanes[m.Key]
 	if l == nil {
 		l = &lane{}
-		r.lanes[key] = l
+		r.lanes[m.Key] = l
 	}
-	switch {
+	switch seq := m.Seq; {
 	case l.parked == seq:
 		l.parked = 0
 		r.buffered++
-		r.start(l, key, msg, meta)
+		r.start(l, m)
 	case l.current != nil && seqOf(l.current) == seq:
 		// A redelivery of the running event (its lease lapsed): the
 		// running handler settles it.
-	case replaceQueued(l, seq, msg):
+	case replaceQueued(l, seq, m.raw):
 	case l.current != nil || l.parked != 0 || len(l.queue) > 0 || r.stopping:
 		r.buffered++
-		l.queue = append(l.queue, msg)
+		l.queue = append(l.queue, m.raw)
 	default:
 		r.buffered++
-		r.start(l, key, msg, meta)
+		r.start(l, m)
 	}
+	return nil
 }
 
 func seqOf(m jetstream.Msg) uint64 {
@@ -372,28 +388,36 @@ func replaceQueued(l *lane, seq uint64, msg jetstream.Msg) bool {
 	return false
 }
 
-// start runs msg's handler. r.mu is held.
-func (r *partitionRunner) start(l *lane, key string, msg jetstream.Msg, meta *jetstream.MsgMetadata) {
-	l.current = msg
+// start runs the chain for m. r.mu is held.
+func (r *partitionRunner) start(l *lane, m *Message) {
+	l.current = m.raw
 	r.wg.Add(1)
-	go r.handle(l, key, msg, meta)
+	go r.handle(l, m)
 }
 
-func (r *partitionRunner) handle(l *lane, key string, raw jetstream.Msg, meta *jetstream.MsgMetadata) {
-	defer r.wg.Done()
-	m := newMessage(raw, meta, r.fence)
-	m.Key, m.Partition = key, r.p
-	res := outcomeFenced
-	select {
-	case r.m.sem <- struct{}{}:
-		ctx, span := startConsumeSpan(r.handlerCtx, m, r.m.cfg.Group)
-		start := time.Now()
-		herr := callHandler(ctx, r.m.handler, m)
-		span.end(herr)
-		r.m.cfg.Metrics.handled(r.m.cfg.Group, itoa(r.p), time.Since(start))
+// slot is the member's step around the handler: it waits for one of
+// MaxConcurrency slots, or, if the partition is released first, settles
+// nothing.
+func (r *partitionRunner) slot(next Handler) Handler {
+	return func(ctx context.Context, m *Message) error {
+		select {
+		case r.m.sem <- struct{}{}:
+		case <-ctx.Done():
+			m.outcome = outcomeFenced
+			return ctx.Err()
+		}
+		err := next(ctx, m)
 		<-r.m.sem
-		res = r.set.settle(r.handlerCtx, m, herr, r.fenced)
-	case <-r.handlerCtx.Done():
+		return err
+	}
+}
+
+func (r *partitionRunner) handle(l *lane, m *Message) {
+	defer r.wg.Done()
+	_ = r.chain(r.handlerCtx, m)
+	res := m.outcome
+	if res == outcomePending {
+		res = outcomeFenced // settled by nothing
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -406,13 +430,13 @@ func (r *partitionRunner) handle(l *lane, key string, raw jetstream.Msg, meta *j
 		next := l.queue[0]
 		l.queue = l.queue[1:]
 		if nm, err := next.Metadata(); err == nil {
-			r.start(l, key, next, nm)
+			r.start(l, r.message(next, nm, m.Key))
 		} else {
 			r.buffered--
 		}
 	}
 	if l.current == nil && l.parked == 0 && len(l.queue) == 0 {
-		delete(r.lanes, key)
+		delete(r.lanes, m.Key)
 	}
 	select {
 	case r.space <- struct{}{}:

@@ -11,12 +11,12 @@ import (
 	"github.com/msgplatform/platform/platform"
 )
 
-// redriveForOther reports whether raw is a redriven event meant for
+// redriveForOther reports whether m is a redriven event meant for
 // another group of the same topic. A queue has one consumer, so it never
 // skips; nor does a group when the named group does not consume this
 // topic (a redrive sent to another destination is for its consumers).
-func (s *settler) redriveForOther(raw jetstream.Msg) bool {
-	g := raw.Headers().Get(platform.HeaderRedriveGroup)
+func (s *settler) redriveForOther(m *Message) bool {
+	g := m.Header.Get(platform.HeaderRedriveGroup)
 	if g == "" || g == s.group || s.partition == "" {
 		return false
 	}
@@ -54,19 +54,22 @@ func (s *settler) groupConsumes(group string) bool {
 }
 
 // skipRedrive acknowledges a redriven event meant for another group
-// without handing it to the handler. It reports whether raw was such an
-// event (settled here, or left alone if fenced: the next owner skips it).
-func (s *settler) skipRedrive(raw jetstream.Msg, fenced func() bool) bool {
-	if !s.redriveForOther(raw) {
-		return false
+// without passing it on (or leaves it alone if fenced: the next owner
+// skips it).
+func (s *settler) skipRedrive(next Handler) Handler {
+	return func(ctx context.Context, m *Message) error {
+		if !s.redriveForOther(m) {
+			return next(ctx, m)
+		}
+		if !s.settleable(m) {
+			return nil
+		}
+		if err := m.raw.Ack(); err == nil {
+			s.metrics.redriveSkipped(s.group, s.partition)
+		}
+		m.outcome = outcomeAcked
+		return nil
 	}
-	if fenced() {
-		return true
-	}
-	if err := raw.Ack(); err == nil {
-		s.metrics.redriveSkipped(s.group, s.partition)
-	}
-	return true
 }
 
 func newRedriveSkippedCounter() *prometheus.CounterVec {

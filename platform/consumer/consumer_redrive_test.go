@@ -16,6 +16,7 @@ import (
 	"github.com/msgplatform/platform/platform"
 	"github.com/msgplatform/platform/platform/catalog"
 	"github.com/msgplatform/platform/platform/consumer"
+	"github.com/msgplatform/platform/platform/dlq"
 	"github.com/msgplatform/platform/redrive"
 )
 
@@ -70,7 +71,7 @@ func TestRedriveReachesOnlyTheFailedGroup(t *testing.T) {
 		t.Fatal(err)
 	}
 	natstest.WaitFor(t, 20*time.Second, func() error {
-		es, err := platform.ReadDLQ(ctx, js, "payments")
+		es, err := dlq.Read(ctx, js, "payments")
 		if err != nil || len(es) != 1 || mailerSeen.Load() != 1 {
 			return fmt.Errorf("DLQ %d entries (%v), mailer saw %d", len(es), err, mailerSeen.Load())
 		}
@@ -112,7 +113,7 @@ func TestRedriveReachesOnlyTheFailedGroup(t *testing.T) {
 	if n := ledgerSeen.Load(); n != 2 {
 		t.Errorf("ledger's handler saw the event %d times, want 2", n)
 	}
-	if es, _ := platform.ReadDLQ(ctx, js, "payments"); len(es) != 0 {
+	if es, _ := dlq.Read(ctx, js, "payments"); len(es) != 0 {
 		t.Errorf("DLQ still holds %d entries after the redrive succeeded", len(es))
 	}
 	for _, g := range []string{"ledger", "mailer"} {

@@ -2,6 +2,7 @@ package consumer
 
 import (
 	"context"
+	"time"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -36,4 +37,17 @@ func startConsumeSpan(ctx context.Context, m *Message, consumer string) (context
 			attribute.Int("messaging.delivery.attempt", m.Attempt),
 		))
 	return ctx, consumeSpan{span: span}
+}
+
+// trace runs the rest of the chain in the consumer span of the delivery,
+// ended with the error it returns, and records the time it took.
+func (s *settler) trace(next Handler) Handler {
+	return func(ctx context.Context, m *Message) error {
+		ctx, span := startConsumeSpan(ctx, m, s.group)
+		start := time.Now()
+		err := next(ctx, m)
+		span.end(err)
+		s.metrics.handled(s.group, s.partition, time.Since(start))
+		return err
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/msgplatform/platform/embeddednats/natstest"
 	"github.com/msgplatform/platform/platform"
 	"github.com/msgplatform/platform/platform/catalog"
+	"github.com/msgplatform/platform/platform/dlq"
 )
 
 // A consumer process crashes between two attempts of a failing event;
@@ -62,7 +64,7 @@ func TestFirstFailureSurvivesConsumerCrash(t *testing.T) {
 	// NAK, and on a loaded machine creating the bucket may take longer
 	// than the first backoff).
 	natstest.WaitFor(t, 10*time.Second, func() error {
-		kv, err := js.KeyValue(ctx, FirstFailuresBucket)
+		kv, err := js.KeyValue(ctx, dlq.FirstFailuresBucket)
 		if err != nil {
 			return err
 		}
@@ -84,9 +86,9 @@ func TestFirstFailureSurvivesConsumerCrash(t *testing.T) {
 	startMember(t, js, fastMember("notifier", "m2"), func(ctx context.Context, m *Message) error {
 		return errors.New("refund service unavailable")
 	})
-	var e platform.DLQEntry
+	var e dlq.Entry
 	natstest.WaitFor(t, 40*time.Second, func() error {
-		es, err := platform.ReadDLQ(ctx, js, "refunds")
+		es, err := dlq.Read(ctx, js, "refunds")
 		if err != nil || len(es) != 1 {
 			return fmt.Errorf("%d DLQ entries (%v)", len(es), err)
 		}
@@ -104,12 +106,12 @@ func TestFirstFailureSurvivesConsumerCrash(t *testing.T) {
 	}
 	// The record is gone once the event is dead-lettered (it is deleted
 	// right after the DLQ entry is written, so wait for it a little).
-	kv, err := js.KeyValue(ctx, FirstFailuresBucket)
+	kv, err := js.KeyValue(ctx, dlq.FirstFailuresBucket)
 	if err != nil {
 		t.Fatal(err)
 	}
 	natstest.WaitFor(t, 5*time.Second, func() error {
-		if _, err := kv.Get(ctx, failureKey("refunds", e.Consumer, e.StreamSeq)); !errors.Is(err, jetstream.ErrKeyNotFound) {
+		if _, err := kv.Get(ctx, "refunds."+e.Consumer+"."+strconv.FormatUint(e.StreamSeq, 10)); !errors.Is(err, jetstream.ErrKeyNotFound) {
 			return fmt.Errorf("first-failure record left after dead-lettering: %v", err)
 		}
 		return nil

@@ -16,6 +16,7 @@ import (
 
 	"github.com/msgplatform/platform/embeddednats/natstest"
 	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/dlq"
 )
 
 // counterSum sums every series of a metric family in c.
@@ -87,10 +88,10 @@ func TestGroupRetriesAndDeadLetters(t *testing.T) {
 		publish(fmt.Sprintf("good-%d", i), "good")
 	}
 
-	var entries []platform.DLQEntry
+	var entries []dlq.Entry
 	natstest.WaitFor(t, 30*time.Second, func() error {
 		var err error
-		entries, err = platform.ReadDLQ(ctx, js, "payments")
+		entries, err = dlq.Read(ctx, js, "payments")
 		if err != nil {
 			return err
 		}
@@ -144,14 +145,14 @@ func TestGroupRetriesAndDeadLetters(t *testing.T) {
 	if len(attempts["poison-1"]) != 1 {
 		t.Errorf("permanent failure attempted %d times, want 1", len(attempts["poison-1"]))
 	}
-	byID := map[string]platform.DLQEntry{}
+	byID := map[string]dlq.Entry{}
 	for _, e := range entries {
 		byID[e.Headers.Get("X-Order")] = e
 	}
 	for id, want := range map[string]struct {
-		class    platform.ErrorClass
+		class    dlq.ErrorClass
 		attempts int
-	}{"poison-1": {platform.ClassPermanent, 1}, "flaky-1": {platform.ClassTransient, 5}} {
+	}{"poison-1": {dlq.ClassPermanent, 1}, "flaky-1": {dlq.ClassTransient, 5}} {
 		e, ok := byID[id]
 		if !ok {
 			t.Fatalf("no DLQ entry for %s", id)
@@ -212,7 +213,7 @@ func TestGroupKilledOnLastAttemptDeadLettersOnce(t *testing.T) {
 		}
 		return errors.New("downstream timeout")
 	})
-	router := NewDLQRouter(js, []string{"refunds"}, testLogger(t))
+	router := dlq.NewRouter(js, []string{"refunds"}, testLogger(t))
 	if err := router.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -245,7 +246,7 @@ func TestGroupKilledOnLastAttemptDeadLettersOnce(t *testing.T) {
 		}
 	}
 	natstest.WaitFor(t, 20*time.Second, func() error {
-		es, err := platform.ReadDLQ(ctx, js, "refunds")
+		es, err := dlq.Read(ctx, js, "refunds")
 		if err != nil {
 			return err
 		}
@@ -258,7 +259,7 @@ func TestGroupKilledOnLastAttemptDeadLettersOnce(t *testing.T) {
 		return nil
 	})
 	time.Sleep(1500 * time.Millisecond) // nothing more arrives
-	es, err := platform.ReadDLQ(ctx, js, "refunds")
+	es, err := dlq.Read(ctx, js, "refunds")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -266,7 +267,7 @@ func TestGroupKilledOnLastAttemptDeadLettersOnce(t *testing.T) {
 		t.Fatalf("%d DLQ entries, want exactly 1", len(es))
 	}
 	e := es[0]
-	if e.Class != platform.ClassMaxDeliveries || e.Attempts != 5 || string(e.Payload) != "r1" || e.Group != "notifier" || e.StreamSeq != 1 {
+	if e.Class != dlq.ClassMaxDeliveries || e.Attempts != 5 || string(e.Payload) != "r1" || e.Group != "notifier" || e.StreamSeq != 1 {
 		t.Fatalf("entry: %+v", e)
 	}
 }

@@ -2,8 +2,13 @@
 // Member joins a consumer group and handles the partitions assigned to
 // it; Workers take jobs from a queue. A Handler gets a *Message and
 // returns nil (acknowledged), an error (retried) or Permanent(err) /
-// DecodeError(err) (dead-lettered at once). It imports platform;
-// platform never imports it, and it links no broker.
+// DecodeError(err) (dead-lettered at once). It imports platform and
+// platform/dlq, neither of which imports it, and it links no broker.
+//
+// Each delivery passes one chain of Middleware, the same for Member and
+// Workers: skip canaries, skip events redriven to another group, then
+// dead-letter, retry or acknowledge by the handler's result, around the
+// span, the panic recovery, the config's own Middleware and the handler.
 //
 // Guarantees:
 //   - Per-key order in a group: one member owns a partition at a time
@@ -23,14 +28,13 @@
 //     MaxDeliver. A RetryBudget per consumer turns a dependency's outage
 //     into a trickle of retries at the longest delay, not a storm.
 //   - Dead letters: a failure that is permanent, a decode failure, or the
-//     last attempt is written once to the object's DLQ stream
-//     ($DLQ.<stream>.<consumer>.<seq>, one entry per subject) with the
+//     last attempt is written once to the object's DLQ (dlq.Write: the
 //     original payload and headers, the reason, its class, the attempt
-//     count and the first and last failure times (the first is kept in
-//     FirstFailuresBucket across crashes and handovers), then
-//     terminated on its consumer. The DLQRouter writes the entry for an
-//     event the broker stopped delivering (MAX_DELIVERIES) or a client
-//     terminated.
+//     count and the first and last failure times, the first kept in
+//     dlq.FirstFailuresBucket across crashes and handovers), then
+//     terminated on its consumer. Member and Workers run a dlq.Router
+//     for their object (unless NoDLQRouter), which writes the entry for
+//     an event the broker stopped delivering or a client terminated.
 //   - Fencing: NATS applies an ack by stream sequence whoever sends it,
 //     so a runner settles (ack, nak, dead-letter) only while it holds the
 //     partition and its membership was renewed less than TTL-Heartbeat

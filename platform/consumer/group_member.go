@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nuid"
 
 	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/dlq"
 )
 
 // GroupMembersBucket is the replicated KV bucket holding every group's
@@ -48,9 +49,12 @@ type MemberConfig struct {
 	DrainTimeout time.Duration
 	Metrics      *Metrics
 	Logger       *slog.Logger
-	// NoDLQRouter: do not run a DLQRouter for the group's topic (run one
+	// NoDLQRouter: do not run a dlq.Router for the group's topic (run one
 	// elsewhere, e.g. in the daemon).
 	NoDLQRouter bool
+	// Middleware wraps the handler, the first outermost, inside the
+	// runtime's own steps (see Middleware).
+	Middleware []Middleware
 }
 
 func (c *MemberConfig) ensureDefaults() {
@@ -97,9 +101,9 @@ type Member struct {
 	gen      uint64
 	lastBeat time.Time // last successful heartbeat (local clock)
 
-	router    *DLQRouter
-	failures  *failureLog // FirstFailuresBucket
-	paused    atomic.Bool // test hook: stop heartbeating (a stalled process)
+	router    *dlq.Router
+	failures  *dlq.FirstFailures // dlq.FirstFailuresBucket
+	paused    atomic.Bool        // test hook: stop heartbeating (a stalled process)
 	cancel    context.CancelFunc
 	done      chan struct{}
 	closeOnce sync.Once
@@ -121,6 +125,9 @@ func NewMember(js jetstream.JetStream, cfg MemberConfig, handler Handler) (*Memb
 		errs = append(errs, fmt.Errorf("ttl: must be at least 2 heartbeats (%s), got %s", 2*cfg.Heartbeat, cfg.TTL))
 	}
 	if err := cfg.Retry.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := checkMiddleware(cfg.Middleware); err != nil {
 		errs = append(errs, err)
 	}
 	if len(errs) > 0 {
@@ -174,9 +181,9 @@ func (m *Member) Start(ctx context.Context) error {
 		case <-time.After(m.cfg.Heartbeat / 2):
 		}
 	}
-	m.failures = newFailureLog(m.js, topic.Replicas)
+	m.failures = dlq.NewFirstFailures(m.js, topic.Replicas)
 	if !m.cfg.NoDLQRouter {
-		m.router = NewDLQRouter(m.js, []string{topic.Name}, m.log)
+		m.router = dlq.NewRouter(m.js, []string{topic.Name}, m.log)
 		if err := m.router.Start(ctx); err != nil {
 			_ = w.Stop()
 			return err

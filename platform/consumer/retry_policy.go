@@ -9,10 +9,11 @@ import (
 	"time"
 
 	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/dlq"
 )
 
 type classifiedError struct {
-	class platform.ErrorClass
+	class dlq.ErrorClass
 	err   error
 }
 
@@ -25,7 +26,7 @@ func Permanent(err error) error {
 	if err == nil {
 		return nil
 	}
-	return &classifiedError{class: platform.ClassPermanent, err: err}
+	return &classifiedError{class: dlq.ClassPermanent, err: err}
 }
 
 // DecodeError marks err as a decode or validation failure of the event
@@ -34,14 +35,14 @@ func DecodeError(err error) error {
 	if err == nil {
 		return nil
 	}
-	return &classifiedError{class: platform.ClassDecode, err: err}
+	return &classifiedError{class: dlq.ClassDecode, err: err}
 }
 
 // ClassOf returns the class of a handler error: permanent or decode if err
 // wraps Permanent or DecodeError (or a *json.SyntaxError /
 // *json.UnmarshalTypeError, which are decode failures), transient
 // otherwise. ClassOf(nil) is "".
-func ClassOf(err error) platform.ErrorClass {
+func ClassOf(err error) dlq.ErrorClass {
 	if err == nil {
 		return ""
 	}
@@ -52,9 +53,9 @@ func ClassOf(err error) platform.ErrorClass {
 	var se *json.SyntaxError
 	var ue *json.UnmarshalTypeError
 	if errors.As(err, &se) || errors.As(err, &ue) {
-		return platform.ClassDecode
+		return dlq.ClassDecode
 	}
-	return platform.ClassTransient
+	return dlq.ClassTransient
 }
 
 // RetryPolicy decides when a transient failure is retried.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/msgplatform/platform/internal/retry"
 	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/dlq"
 )
 
 // WorkersConfig configures the workers of a queue.
@@ -31,7 +32,7 @@ type WorkersConfig struct {
 	Retry    RetryPolicy
 	Metrics  *Metrics
 	Logger   *slog.Logger
-	// NoDLQRouter: do not run a DLQRouter for the queue.
+	// NoDLQRouter: do not run a dlq.Router for the queue.
 	NoDLQRouter bool
 	// ID names this Workers instance's session (default: a random id).
 	ID string
@@ -39,6 +40,9 @@ type WorkersConfig struct {
 	// (default 1s); SessionTTL how long a session may go unrenewed before
 	// live peers give its jobs back (default 5s). See WorkerSessionsBucket.
 	SessionHeartbeat, SessionTTL time.Duration
+	// Middleware wraps the handler, the first outermost, inside the
+	// runtime's own steps (see Middleware).
+	Middleware []Middleware
 }
 
 // Workers compete for the jobs of a queue through its one durable
@@ -64,7 +68,7 @@ type Workers struct {
 	budget  *budget
 
 	cons     jetstream.Consumer
-	set      *settler
+	chain    Handler // the delivery chain of a job (chain.go)
 	lease    time.Duration
 	sem      chan struct{}
 	cancel   context.CancelFunc
@@ -72,7 +76,7 @@ type Workers struct {
 	stopJobs context.CancelFunc
 	loopDone chan struct{}
 	wg       sync.WaitGroup
-	router   *DLQRouter
+	router   *dlq.Router
 	sess     *sessions
 	crashed  atomic.Bool
 	once     sync.Once
@@ -97,6 +101,9 @@ func NewWorkers(js jetstream.JetStream, cfg WorkersConfig, handler Handler) (*Wo
 	}
 	if cfg.MaxLease < 0 {
 		errs = append(errs, fmt.Errorf("max_lease: must be >= 0, got %s", cfg.MaxLease))
+	}
+	if err := checkMiddleware(cfg.Middleware); err != nil {
+		errs = append(errs, err)
 	}
 	if cfg.SessionHeartbeat == 0 {
 		cfg.SessionHeartbeat = DefaultSessionHeartbeat
@@ -125,13 +132,15 @@ func (w *Workers) Start(ctx context.Context) error {
 	if w.cfg.MaxLease == 0 {
 		w.cfg.MaxLease = 10 * w.lease
 	}
-	w.set = newSettler(w.js, w.cfg.Queue, platform.QueueConsumer, w.cfg.Queue, w.cfg.Retry, info.Config.MaxDeliver, w.budget, w.cfg.Metrics, "")
+	set := newSettler(w.js, w.cfg.Queue, platform.QueueConsumer, w.cfg.Queue, w.cfg.Retry, info.Config.MaxDeliver, w.budget, w.cfg.Metrics, "", w.crashed.Load)
 	if err := w.startSessions(ctx); err != nil {
 		return err
 	}
-	w.set.failures = newFailureLog(w.js, w.sess.replicas)
+	set.failures = dlq.NewFirstFailures(w.js, w.sess.replicas)
+	admit, run := set.compose(w.underLease, w.cfg.Middleware, w.handler)
+	w.chain = admit(run)
 	if !w.cfg.NoDLQRouter {
-		w.router = NewDLQRouter(w.js, []string{w.cfg.Queue}, w.log)
+		w.router = dlq.NewRouter(w.js, []string{w.cfg.Queue}, w.log)
 		if err := w.router.Start(ctx); err != nil {
 			return err
 		}
@@ -365,31 +374,30 @@ func (w *Workers) job(raw jetstream.Msg) {
 	defer func() { <-w.sem }()
 	w.sess.hold(raw.Reply())
 	defer w.sess.release(raw.Reply())
-	if w.set.canary(raw, w.crashed.Load) || w.set.skipRedrive(raw, w.crashed.Load) {
-		return // acked here, never handed to the handler
-	}
 	meta, err := raw.Metadata()
 	if err != nil {
 		return
 	}
-	m := newMessage(raw, meta, 0)
-	ctx, cancel := context.WithTimeout(w.jobCtx, w.cfg.MaxLease)
-	defer cancel()
-	go w.renew(ctx, raw)
-	ctx, span := startConsumeSpan(ctx, m, w.cfg.Queue)
-	start := time.Now()
-	herr := callHandler(ctx, w.handler, m)
-	span.end(herr)
-	w.cfg.Metrics.handled(w.cfg.Queue, "", time.Since(start))
-	cancel()
-	if w.crashed.Load() {
-		return
+	_ = w.chain(context.Background(), newMessage(raw, meta, 0))
+}
+
+// underLease is the workers' step around the handler: the handler's ctx ends
+// at MaxLease or when the workers stop their jobs, the job's lease is
+// renewed until then, and a job that fails while the workers close is
+// given back at once.
+func (w *Workers) underLease(next Handler) Handler {
+	return func(_ context.Context, m *Message) error {
+		ctx, cancel := context.WithTimeout(w.jobCtx, w.cfg.MaxLease)
+		defer cancel()
+		go w.renew(ctx, m.raw)
+		err := next(ctx, m)
+		cancel()
+		if err != nil && !w.crashed.Load() && w.jobCtx.Err() != nil {
+			_ = m.raw.Nak() // closing: give it back now
+			m.outcome = outcomeRetry
+		}
+		return err
 	}
-	if w.jobCtx.Err() != nil && herr != nil {
-		_ = raw.Nak() // closing: give it back now
-		return
-	}
-	w.set.settle(context.Background(), m, herr, w.crashed.Load)
 }
 
 // renew keeps the job's lease while ctx lives (at most MaxLease).

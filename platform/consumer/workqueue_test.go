@@ -18,6 +18,7 @@ import (
 	"github.com/msgplatform/platform/embeddednats/natstest"
 	"github.com/msgplatform/platform/platform"
 	"github.com/msgplatform/platform/platform/catalog"
+	"github.com/msgplatform/platform/platform/dlq"
 )
 
 // queueFabric runs a fabric of nodes nodes and applies q to it: the
@@ -122,7 +123,7 @@ func TestWorkersLeasesAndDeadLetters(t *testing.T) {
 		if got.Load() == nil {
 			return errors.New("crashed job not back yet")
 		}
-		es, err := platform.ReadDLQ(ctx, js, "shipment-jobs")
+		es, err := dlq.Read(ctx, js, "shipment-jobs")
 		if err != nil || len(es) != 1 {
 			return fmt.Errorf("dlq: %d entries, %v", len(es), err)
 		}
@@ -141,8 +142,8 @@ func TestWorkersLeasesAndDeadLetters(t *testing.T) {
 	if n := longDeliveries.Load(); n != 1 {
 		t.Errorf("long job delivered %d times, want 1 (its lease renewed)", n)
 	}
-	es, _ := platform.ReadDLQ(ctx, js, "shipment-jobs")
-	if e := es[0]; e.Class != platform.ClassPermanent || e.Attempts != 1 || string(e.Payload) != "bad" || e.Group != "shipment-jobs" {
+	es, _ := dlq.Read(ctx, js, "shipment-jobs")
+	if e := es[0]; e.Class != dlq.ClassPermanent || e.Attempts != 1 || string(e.Payload) != "bad" || e.Group != "shipment-jobs" {
 		t.Errorf("entry %+v", e)
 	}
 }

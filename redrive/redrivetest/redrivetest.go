@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/dlq"
 )
 
 // DeadLetter publishes n events (ids evt-<topic>-<i>, keys order:<i>,
@@ -48,17 +49,17 @@ func DeadLetter(t testing.TB, js jetstream.JetStream, topic, group string, from,
 		now := time.Now().UTC().Format(time.RFC3339Nano)
 		consumer := group + "-p0"
 		h.Set("Platform-Event-Id", orig.Header.Get(nats.MsgIdHdr))
-		h.Set(platform.HeaderDLQReason, fmt.Sprintf(reason, i))
-		h.Set(platform.HeaderDLQClass, string(platform.ClassPermanent))
-		h.Set(platform.HeaderDLQAttempts, "1")
-		h.Set(platform.HeaderDLQStream, stream)
-		h.Set(platform.HeaderDLQSeq, strconv.FormatUint(ack.Sequence, 10))
-		h.Set(platform.HeaderDLQSubject, orig.Subject)
-		h.Set(platform.HeaderDLQConsumer, consumer)
-		h.Set(platform.HeaderDLQGroup, group)
-		h.Set(platform.HeaderDLQTenant, "harbor-retail")
-		h.Set(platform.HeaderDLQFirstFailure, now)
-		h.Set(platform.HeaderDLQLastFailure, now)
+		h.Set(dlq.HeaderReason, fmt.Sprintf(reason, i))
+		h.Set(dlq.HeaderClass, string(dlq.ClassPermanent))
+		h.Set(dlq.HeaderAttempts, "1")
+		h.Set(dlq.HeaderStream, stream)
+		h.Set(dlq.HeaderSeq, strconv.FormatUint(ack.Sequence, 10))
+		h.Set(dlq.HeaderSubject, orig.Subject)
+		h.Set(dlq.HeaderConsumer, consumer)
+		h.Set(dlq.HeaderGroup, group)
+		h.Set(dlq.HeaderTenant, "harbor-retail")
+		h.Set(dlq.HeaderFirstFailure, now)
+		h.Set(dlq.HeaderLastFailure, now)
 		dack, err := js.PublishMsg(ctx, &nats.Msg{Subject: platform.DLQSubject(stream, consumer, ack.Sequence), Header: h, Data: orig.Data})
 		if err != nil {
 			t.Fatalf("redrivetest: dead-letter: %v", err)

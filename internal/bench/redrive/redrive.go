@@ -17,6 +17,7 @@ import (
 	"github.com/msgplatform/platform/internal/tlsconf"
 	"github.com/msgplatform/platform/platform"
 	"github.com/msgplatform/platform/platform/catalog"
+	"github.com/msgplatform/platform/platform/dlq"
 	"github.com/msgplatform/platform/redrive"
 )
 
@@ -237,11 +238,11 @@ func (o Options) profile(phase string, run int) (func(), error) {
 // and returns the DLQ sequence of the first.
 func fillDLQ(ctx context.Context, js jetstream.JetStream, from uint64, n int, o Options, payload []byte) (uint64, error) {
 	stream := platform.StreamName(benchRedriveTopic)
-	dlq, err := js.Stream(ctx, platform.DLQStream(benchRedriveTopic))
+	dlqStream, err := js.Stream(ctx, platform.DLQStream(benchRedriveTopic))
 	if err != nil {
 		return 0, err
 	}
-	info, err := dlq.Info(ctx)
+	info, err := dlqStream.Info(ctx)
 	if err != nil {
 		return 0, err
 	}
@@ -273,16 +274,16 @@ func fillDLQ(ctx context.Context, js jetstream.JetStream, from uint64, n int, o 
 		key := "key-" + strconv.Itoa(int(seq)%o.Keys)
 		h := nats.Header{}
 		h.Set("Platform-Event-Id", "bench-"+strconv.FormatUint(seq, 10))
-		h.Set(platform.HeaderDLQReason, "bench: downstream rejected the event")
-		h.Set(platform.HeaderDLQClass, string(platform.ClassPermanent))
-		h.Set(platform.HeaderDLQAttempts, "1")
-		h.Set(platform.HeaderDLQStream, stream)
-		h.Set(platform.HeaderDLQSeq, strconv.FormatUint(seq, 10))
-		h.Set(platform.HeaderDLQSubject, platform.StoredSubject(benchRedriveTopic, key, o.Partitions))
-		h.Set(platform.HeaderDLQConsumer, consumer)
-		h.Set(platform.HeaderDLQGroup, "bench")
-		h.Set(platform.HeaderDLQFirstFailure, now)
-		h.Set(platform.HeaderDLQLastFailure, now)
+		h.Set(dlq.HeaderReason, "bench: downstream rejected the event")
+		h.Set(dlq.HeaderClass, string(dlq.ClassPermanent))
+		h.Set(dlq.HeaderAttempts, "1")
+		h.Set(dlq.HeaderStream, stream)
+		h.Set(dlq.HeaderSeq, strconv.FormatUint(seq, 10))
+		h.Set(dlq.HeaderSubject, platform.StoredSubject(benchRedriveTopic, key, o.Partitions))
+		h.Set(dlq.HeaderConsumer, consumer)
+		h.Set(dlq.HeaderGroup, "bench")
+		h.Set(dlq.HeaderFirstFailure, now)
+		h.Set(dlq.HeaderLastFailure, now)
 		f, err := js.PublishMsgAsync(&nats.Msg{Subject: platform.DLQSubject(stream, consumer, seq), Header: h, Data: payload})
 		if err != nil {
 			close(futs)

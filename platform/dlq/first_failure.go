@@ -1,4 +1,4 @@
-package consumer
+package dlq
 
 import (
 	"context"
@@ -17,25 +17,26 @@ import (
 // cannot carry a header added on retry (a NAK redelivers it unchanged), so
 // without this record a consumer process restarted between attempts, or
 // a member taking over the partition, would write the DLQ entry's first
-// failure as its own last one. The record is created (compare-and-set:
-// the first writer wins) when an event's first failure is retried, just
-// after its NAK (so the backoff is not held up; a crash within that
-// moment loses the record), read on the failures after, and deleted when the event is
-// acknowledged or dead-lettered; the bucket's TTL bounds what a crash
-// leaves behind. The DLQRouter reads it too. If the bucket cannot be
-// reached the runtime keeps the time in memory only (a restart then loses
-// it).
+// failure as its own last one. The consumer runtime creates the record
+// (compare-and-set: the first writer wins) when an event's first failure
+// is retried, just after its NAK (so the backoff is not held up; a crash
+// within that moment loses the record), reads it on the failures after,
+// and deletes it when the event is acknowledged or dead-lettered; the
+// bucket's TTL bounds what a crash leaves behind. The Router reads it
+// too. If the bucket cannot be reached the runtime keeps the time in
+// memory only (a restart then loses it).
 const FirstFailuresBucket = "platform_first_failures"
 
 // firstFailuresMaxAge bounds a record's life: far beyond any retry
 // schedule (HarborCart: 2+4+8+16 s).
 const firstFailuresMaxAge = 7 * 24 * time.Hour
 
-// failureLog is the runtime's view of FirstFailuresBucket. It binds the
-// bucket on first use and creates it only when a failure must be
-// recorded, so a consumer that never fails makes no call for it (nil:
-// memory only).
-type failureLog struct {
+// FirstFailures is a view of FirstFailuresBucket. It binds the bucket on
+// first use and creates it only when a failure must be recorded, so a
+// consumer that never fails makes no call for it. Its methods are safe
+// for concurrent use; on a nil *FirstFailures they record nothing and
+// find nothing.
+type FirstFailures struct {
 	js       jetstream.JetStream
 	replicas int
 
@@ -43,12 +44,14 @@ type failureLog struct {
 	kv jetstream.KeyValue
 }
 
-func newFailureLog(js jetstream.JetStream, replicas int) *failureLog {
-	return &failureLog{js: js, replicas: min(max(replicas, 1), 3)}
+// NewFirstFailures returns a view of the bucket in js's account, created
+// (if it must be) with replicas clamped to [1, 3].
+func NewFirstFailures(js jetstream.JetStream, replicas int) *FirstFailures {
+	return &FirstFailures{js: js, replicas: min(max(replicas, 1), 3)}
 }
 
 // bucket binds (or, with create, creates) the bucket; nil if it cannot.
-func (f *failureLog) bucket(ctx context.Context, create bool) jetstream.KeyValue {
+func (f *FirstFailures) bucket(ctx context.Context, create bool) jetstream.KeyValue {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.kv != nil {
@@ -75,9 +78,10 @@ func failureKey(stream, consumer string, seq uint64) string {
 	return stream + "." + consumer + "." + strconv.FormatUint(seq, 10)
 }
 
-// first records now as the first failure of the event unless one is
-// recorded already, and returns the recorded time.
-func (f *failureLog) first(ctx context.Context, stream, consumer string, seq uint64, now time.Time) time.Time {
+// Record records now as the first failure of the event unless one is
+// recorded already, and returns the recorded time (now if the bucket
+// cannot be reached).
+func (f *FirstFailures) Record(ctx context.Context, stream, consumer string, seq uint64, now time.Time) time.Time {
 	if f == nil {
 		return now
 	}
@@ -96,8 +100,8 @@ func (f *failureLog) first(ctx context.Context, stream, consumer string, seq uin
 	return now
 }
 
-// recorded returns the recorded first failure of the event, if any.
-func (f *failureLog) recorded(ctx context.Context, stream, consumer string, seq uint64) (time.Time, bool) {
+// Recorded returns the recorded first failure of the event, if any.
+func (f *FirstFailures) Recorded(ctx context.Context, stream, consumer string, seq uint64) (time.Time, bool) {
 	if f == nil {
 		return time.Time{}, false
 	}
@@ -117,9 +121,9 @@ func lookupFailure(ctx context.Context, kv jetstream.KeyValue, key string) (time
 	return t, err == nil
 }
 
-// forget deletes the event's record (best effort: MaxAge removes what
-// is left).
-func (f *failureLog) forget(ctx context.Context, stream, consumer string, seq uint64) {
+// Forget deletes the event's record (best effort: the bucket's TTL
+// removes what is left).
+func (f *FirstFailures) Forget(ctx context.Context, stream, consumer string, seq uint64) {
 	if f == nil {
 		return
 	}

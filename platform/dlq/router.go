@@ -1,4 +1,4 @@
-package consumer
+package dlq
 
 import (
 	"context"
@@ -19,11 +19,11 @@ import (
 	"github.com/msgplatform/platform/platform"
 )
 
-// DLQRouterConsumer is the durable consumer of a DLQ events stream that
+// RouterConsumer is the durable consumer of a DLQ events stream that
 // DLQ routers share (competing: each advisory is handled by one of them).
-const DLQRouterConsumer = "dlq-router"
+const RouterConsumer = "dlq-router"
 
-// DLQRouter turns the captured MAX_DELIVERIES and MSG_TERMINATED
+// Router turns the captured MAX_DELIVERIES and MSG_TERMINATED
 // advisories of topics and queues into DLQ entries. MAX_DELIVERIES means
 // the broker stopped delivering an event whose last attempt never
 // reported (its consumer died during it): the router copies the event by
@@ -35,9 +35,9 @@ const DLQRouterConsumer = "dlq-router"
 // terminated, or by another router) are left alone: one entry per event
 // and consumer.
 //
-// Members and Workers run a router for their own object unless told not
-// to; platformd runs one for every object (DLQRouters).
-type DLQRouter struct {
+// consumer.Member and consumer.Workers run a router for their own object
+// unless told not to; platformd runs one for every object (Routers).
+type Router struct {
 	js      jetstream.JetStream
 	objects []string
 	log     *slog.Logger
@@ -47,21 +47,21 @@ type DLQRouter struct {
 	once   sync.Once
 }
 
-// NewDLQRouter returns a router for the named topics and queues.
-func NewDLQRouter(js jetstream.JetStream, objects []string, log *slog.Logger) *DLQRouter {
+// NewRouter returns a router for the named topics and queues.
+func NewRouter(js jetstream.JetStream, objects []string, log *slog.Logger) *Router {
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	return &DLQRouter{js: js, objects: objects, log: log}
+	return &Router{js: js, objects: objects, log: log}
 }
 
 // Start binds to every object's events stream (it must exist: apply the
 // topic or queue first) and starts routing.
-func (r *DLQRouter) Start(ctx context.Context) error {
+func (r *Router) Start(ctx context.Context) error {
 	var cons []jetstream.Consumer
 	for _, obj := range r.objects {
 		c, err := r.js.CreateOrUpdateConsumer(ctx, platform.DLQEventsStream(obj), jetstream.ConsumerConfig{
-			Durable: DLQRouterConsumer, Description: "platform DLQ router of " + obj,
+			Durable: RouterConsumer, Description: "platform DLQ router of " + obj,
 			AckPolicy: jetstream.AckExplicitPolicy, AckWait: 30 * time.Second, DeliverPolicy: jetstream.DeliverAllPolicy,
 		})
 		if err != nil {
@@ -79,7 +79,7 @@ func (r *DLQRouter) Start(ctx context.Context) error {
 }
 
 // Close stops routing. Idempotent.
-func (r *DLQRouter) Close(ctx context.Context) error {
+func (r *Router) Close(ctx context.Context) error {
 	r.once.Do(func() {
 		if r.cancel != nil {
 			r.cancel()
@@ -106,7 +106,7 @@ const routerPullExpiry = 10 * time.Second
 // the consumer's AckWait), and an idle router sends a request every
 // routerPullExpiry instead of every fetchWait. The subscription is
 // started again if it ends by itself.
-func (r *DLQRouter) run(ctx context.Context, object string, c jetstream.Consumer) {
+func (r *Router) run(ctx context.Context, object string, c jetstream.Consumer) {
 	defer r.wg.Done()
 	var busy sync.Mutex // held while an advisory is routed
 	stopped := false    // under busy
@@ -157,7 +157,7 @@ const (
 	advisoryTerminated = "io.nats.jetstream.advisory.v1.terminated"
 )
 
-func (r *DLQRouter) route(ctx context.Context, object string, data []byte) error {
+func (r *Router) route(ctx context.Context, object string, data []byte) error {
 	var a deliveryAdvisory
 	if err := json.Unmarshal(data, &a); err != nil || a.StreamSeq == 0 {
 		return nil // not an advisory the router understands: skip it
@@ -168,7 +168,7 @@ func (r *DLQRouter) route(ctx context.Context, object string, data []byte) error
 	actx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	subj := platform.DLQSubject(a.Stream, a.Consumer, a.StreamSeq)
-	if ok, err := dlqEntryExists(actx, r.js, object, subj); err != nil {
+	if ok, err := entryExists(actx, r.js, object, subj); err != nil {
 		return err
 	} else if ok {
 		return nil
@@ -177,43 +177,43 @@ func (r *DLQRouter) route(ctx context.Context, object string, data []byte) error
 	if err != nil {
 		return err
 	}
-	d := deadLetter{
-		object: object, stream: a.Stream, seq: a.StreamSeq, consumer: a.Consumer, group: a.Consumer,
-		attempts: a.Deliveries, last: a.Time,
+	d := Failure{
+		Object: object, Stream: a.Stream, Seq: a.StreamSeq, Consumer: a.Consumer, Group: a.Consumer,
+		Attempts: a.Deliveries, Last: a.Time,
 	}
 	if c, err := r.js.Consumer(actx, a.Stream, a.Consumer); err == nil {
 		md := c.CachedInfo().Config.Metadata
 		if g := md[platform.MetaGroup]; g != "" {
-			d.group = g
+			d.Group = g
 		} else if q := md[platform.MetaQueue]; q != "" {
-			d.group = q
+			d.Group = q
 		}
 	}
 	if a.Type == advisoryMaxDeliver {
-		d.class = platform.ClassMaxDeliveries
-		d.reason = "no outcome after " + strconv.FormatUint(a.Deliveries, 10) + " deliveries: the consumer stopped or crashed during its last attempt"
+		d.Class = ClassMaxDeliveries
+		d.Reason = "no outcome after " + strconv.FormatUint(a.Deliveries, 10) + " deliveries: the consumer stopped or crashed during its last attempt"
 	} else {
-		d.class = platform.ClassTerminated
-		d.reason = "terminated without a DLQ copy: " + a.Reason
+		d.Class = ClassTerminated
+		d.Reason = "terminated without a DLQ copy: " + a.Reason
 	}
 	orig, err := s.GetMsg(actx, a.StreamSeq)
 	switch {
 	case err == nil:
-		d.subject, d.payload, d.headers, d.published = orig.Subject, orig.Data, orig.Header, orig.Time
+		d.Subject, d.Payload, d.Headers, d.Published = orig.Subject, orig.Data, orig.Header, orig.Time
 	case errors.Is(err, jetstream.ErrMsgNotFound):
-		d.reason += " (the event is no longer in the stream; payload lost)"
+		d.Reason += " (the event is no longer in the stream; payload lost)"
 	default:
 		return err
 	}
 	// The first failure, if the runtime recorded one before retrying.
-	failures := newFailureLog(r.js, 1)
-	if t, ok := failures.recorded(actx, a.Stream, a.Consumer, a.StreamSeq); ok {
-		d.first = t
+	failures := NewFirstFailures(r.js, 1)
+	if t, ok := failures.Recorded(actx, a.Stream, a.Consumer, a.StreamSeq); ok {
+		d.First = t
 	}
-	if err := writeDLQ(actx, r.js, d); err != nil {
+	if err := Write(actx, r.js, d); err != nil {
 		return err
 	}
-	failures.forget(actx, a.Stream, a.Consumer, a.StreamSeq)
+	failures.Forget(actx, a.Stream, a.Consumer, a.StreamSeq)
 	// A work queue keeps an event its consumer gave up on: remove it now
 	// that it is in the DLQ.
 	if platform.StreamKind(&s.CachedInfo().Config) == platform.StreamKindQueue && err == nil && orig != nil {
@@ -224,9 +224,9 @@ func (r *DLQRouter) route(ctx context.Context, object string, data []byte) error
 	return nil
 }
 
-// DLQObjects returns the topics and queues of the account that have a
+// Objects returns the topics and queues of the account that have a
 // DLQ events stream (every object the Reconciler applied), by name.
-func DLQObjects(ctx context.Context, js jetstream.JetStream) ([]string, error) {
+func Objects(ctx context.Context, js jetstream.JetStream) ([]string, error) {
 	var out []string
 	it := js.ListStreams(ctx)
 	for info := range it.Info() {
@@ -241,39 +241,39 @@ func DLQObjects(ctx context.Context, js jetstream.JetStream) ([]string, error) {
 	return out, nil
 }
 
-// DLQRouters runs one DLQRouter for every topic and queue of an account,
+// Routers runs one Router for every topic and queue of an account,
 // as platformd does: at Start for every object applied so far, then every
 // Refresh for objects applied later (through the control API or another
 // daemon). Routers of one object compete on its durable consumer, so
 // running them next to the routers of Members and Workers is safe: each
 // advisory is handled once, and an entry already written is left alone.
-type DLQRouters struct {
+type Routers struct {
 	js      jetstream.JetStream
 	log     *slog.Logger
 	refresh time.Duration
 
 	mu      sync.Mutex
-	routers map[string]*DLQRouter
+	routers map[string]*Router
 	cancel  context.CancelFunc
 	done    chan struct{}
 	once    sync.Once
 }
 
-// NewDLQRouters returns routers for every object of js's account,
+// NewRouters returns routers for every object of js's account,
 // looking for new objects every refresh (default 10 s).
-func NewDLQRouters(js jetstream.JetStream, refresh time.Duration, log *slog.Logger) *DLQRouters {
+func NewRouters(js jetstream.JetStream, refresh time.Duration, log *slog.Logger) *Routers {
 	if refresh <= 0 {
 		refresh = 10 * time.Second
 	}
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	return &DLQRouters{js: js, log: log, refresh: refresh, routers: map[string]*DLQRouter{}}
+	return &Routers{js: js, log: log, refresh: refresh, routers: map[string]*Router{}}
 }
 
 // Start routes for every object applied so far; it returns the first
 // failure to bind (the objects bound so far keep routing until Close).
-func (s *DLQRouters) Start(ctx context.Context) error {
+func (s *Routers) Start(ctx context.Context) error {
 	err := s.sync(ctx)
 	rctx, cancel := context.WithCancel(context.Background())
 	s.cancel, s.done = cancel, make(chan struct{})
@@ -282,13 +282,13 @@ func (s *DLQRouters) Start(ctx context.Context) error {
 }
 
 // Objects returns the objects routed now, by name.
-func (s *DLQRouters) Objects() []string {
+func (s *Routers) Objects() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return slices.Sorted(maps.Keys(s.routers))
 }
 
-func (s *DLQRouters) loop(ctx context.Context) {
+func (s *Routers) loop(ctx context.Context) {
 	defer close(s.done)
 	t := time.NewTicker(s.refresh)
 	defer t.Stop()
@@ -307,8 +307,8 @@ func (s *DLQRouters) loop(ctx context.Context) {
 }
 
 // sync starts a router for every object that has none yet.
-func (s *DLQRouters) sync(ctx context.Context) error {
-	objects, err := DLQObjects(ctx, s.js)
+func (s *Routers) sync(ctx context.Context) error {
+	objects, err := Objects(ctx, s.js)
 	if err != nil {
 		return err
 	}
@@ -320,7 +320,7 @@ func (s *DLQRouters) sync(ctx context.Context) error {
 		if running {
 			continue
 		}
-		r := NewDLQRouter(s.js, []string{obj}, s.log)
+		r := NewRouter(s.js, []string{obj}, s.log)
 		if err := r.Start(ctx); err != nil {
 			errs = append(errs, err)
 			continue
@@ -334,7 +334,7 @@ func (s *DLQRouters) sync(ctx context.Context) error {
 }
 
 // Close stops every router within ctx. Idempotent.
-func (s *DLQRouters) Close(ctx context.Context) error {
+func (s *Routers) Close(ctx context.Context) error {
 	var errs []error
 	s.once.Do(func() {
 		if s.cancel != nil {
