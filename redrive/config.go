@@ -47,9 +47,10 @@ type Config struct {
 	// Checkpoint is how often a run writes its progress (default 250ms);
 	// a pause or cancel takes effect within about one checkpoint.
 	Checkpoint time.Duration
-	// LeaseTTL: a running redrive whose record was not written for this
-	// long has lost its runner (crash, node loss) and is adopted by
-	// another instance (default 10s; must exceed Checkpoint several times).
+	// LeaseTTL: a running redrive whose runner did not renew the run's
+	// lease (internal/kvlease; renewed every Checkpoint) for this long has
+	// lost its runner (crash, node loss) and is adopted by another
+	// instance (default 10s; must exceed Checkpoint several times).
 	LeaseTTL time.Duration
 	// AdoptInterval is how often instances look for such runs (default 2s).
 	AdoptInterval time.Duration

@@ -81,9 +81,9 @@
 //     and an entry acknowledged but not deleted before a crash is sent
 //     again (same id) and deleted by the next runner; a retried run skips
 //     entries already gone. The position is written every Checkpoint,
-//     fenced by an epoch; a run whose record was not written for LeaseTTL
-//     (its runner crashed) is adopted by another instance and continues
-//     from it. Deletions are gathered (a purge costs the broker about the
+//     fenced by an epoch; a run whose runner did not renew the run's
+//     lease (internal/kvlease) for LeaseTTL (it crashed) is adopted by
+//     another instance and continues from it. Deletions are gathered (a purge costs the broker about the
 //     same whatever it removes): for up to 100 ms while few entries come,
 //     up to a second or 32768 entries at high rates, so a crash re-sends
 //     (same ids) at most about a second of events beyond the checkpoint;

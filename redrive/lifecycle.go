@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/msgplatform/platform/internal/kvlease"
 	"github.com/msgplatform/platform/internal/retry"
 )
 
@@ -144,6 +145,9 @@ func (s *Service) claim(ctx context.Context, id, actor, note string, resume bool
 			return Status{}, fmt.Errorf("redrive: read DLQ %s to watch for re-failures", r.WatchDLQ)
 		}
 	}
+	if err := s.ensureLease(ctx, id); err != nil {
+		return Status{}, err
+	}
 	if err := s.lock(ctx, r.DLQStream, id); err != nil {
 		return Status{}, err
 	}
@@ -184,7 +188,7 @@ func (s *Service) claim(ctx context.Context, id, actor, note string, resume bool
 	s.auditf(ctx, AuditRecord{Actor: actor, Action: action, Target: id, Detail: note, After: map[string]any{
 		"dlq": r.Object, "runner": r.Runner, "epoch": r.Epoch, "total": r.Total, "next": r.Progress.Next,
 		"rate": r.Rate, "sample_size": r.SampleSize, "approved_by": r.ApprovedBy}})
-	s.startLocal(id, r.Epoch)
+	s.startLocal(id, r.Epoch, nil)
 	return r.status(rev), nil
 }
 
@@ -305,7 +309,9 @@ func (s *Service) awaitStopped(ctx context.Context, id string, rev uint64) {
 	}
 }
 
-func (s *Service) startLocal(id string, epoch uint64) {
+// startLocal runs id in epoch here, holding its lease l (nil: the run
+// takes it).
+func (s *Service) startLocal(id string, epoch uint64, l *kvlease.Lease) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed || s.ctx == nil {
@@ -325,7 +331,7 @@ func (s *Service) startLocal(id string, epoch uint64) {
 		defer cancel()
 		defer localSignals.Delete(lr)
 		defer close(sig.done)
-		s.execute(ctx, id, epoch, sig.h)
+		s.execute(ctx, id, epoch, sig.h, l)
 		s.mu.Lock()
 		if s.runs[id] == lr {
 			delete(s.runs, id)
@@ -340,7 +346,8 @@ func (s *Service) runningLocally(id string) bool {
 	return s.runs[id] != nil
 }
 
-// adoptLoop takes over running redrives whose runner stopped writing.
+// adoptLoop takes over running redrives whose runner stopped renewing
+// their lease.
 func (s *Service) adoptLoop() {
 	defer s.wg.Done()
 	t := time.NewTicker(s.cfg.AdoptInterval)
@@ -355,6 +362,9 @@ func (s *Service) adoptLoop() {
 	}
 }
 
+// adopt ticks a standby handle on the lease of every run running
+// elsewhere and adopts those whose lease it acquires. The standby handles
+// are adoptLoop's alone.
 func (s *Service) adopt(ctx context.Context) {
 	kl, err := s.kv.ListKeysFiltered(ctx, "req.*")
 	if err != nil {
@@ -365,6 +375,14 @@ func (s *Service) adopt(ctx context.Context) {
 		ids = append(ids, strings.TrimPrefix(k, "req."))
 	}
 	_ = kl.Stop()
+	watched := map[string]bool{}
+	defer func() {
+		for id := range s.standbys {
+			if !watched[id] {
+				delete(s.standbys, id)
+			}
+		}
+	}()
 	for _, id := range ids {
 		if ctx.Err() != nil {
 			return
@@ -373,14 +391,24 @@ func (s *Service) adopt(ctx context.Context) {
 		if err != nil || r.State != StateRunning || s.runningLocally(id) {
 			continue
 		}
-		silent := time.Since(e.Created())
-		if silent < s.cfg.LeaseTTL {
+		watched[id] = true
+		sb := s.standbys[id]
+		if sb == nil || sb.epoch != r.Epoch {
+			sb = &standby{epoch: r.Epoch, l: s.runLease(id)}
+			s.standbys[id] = sb
+		}
+		if tok, _ := sb.l.Tick(ctx); tok == 0 {
 			continue
 		}
+		delete(s.standbys, id)
+		silent := time.Since(e.Created())
 		seen, old := e.Revision(), r.Runner
 		r, _, err = s.update(ctx, id, func(r *Redrive) error {
 			if r.State != StateRunning {
 				return errState(r, "adopt")
+			}
+			if r.Epoch != sb.epoch {
+				return fmt.Errorf("%w: redrive %s was claimed again (epoch %d)", ErrConflict, id, r.Epoch)
 			}
 			r.Runner = s.cfg.Instance
 			r.Epoch++
@@ -390,11 +418,12 @@ func (s *Service) adopt(ctx context.Context) {
 			return nil
 		})
 		if err != nil {
+			sb.l.Drop()
 			continue
 		}
 		s.log.Warn("redrive: adopted a run whose runner went silent", "request", id, "runner", old, "silent", silent, "revision", seen)
 		s.auditf(ctx, AuditRecord{Actor: s.cfg.Instance, Action: ActionAdopt, Target: id,
 			Detail: fmt.Sprintf("runner %s silent for %s; continuing from entry %d of %d", old, silent.Round(time.Millisecond), r.Progress.Next, r.Total)})
-		s.startLocal(id, r.Epoch)
+		s.startLocal(id, r.Epoch, sb.l)
 	}
 }

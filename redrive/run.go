@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/time/rate"
 
+	"github.com/msgplatform/platform/internal/kvlease"
 	"github.com/msgplatform/platform/internal/retry"
 	"github.com/msgplatform/platform/internal/wire"
 )
@@ -27,11 +28,21 @@ var (
 const canaryActor = "redrive-canary"
 
 // execute runs a claimed redrive until it completes, pauses or loses its
-// claim. A failure it cannot get past (the destination refuses events,
-// the DLQ cannot be read) pauses it with the reason, for a person to
-// decide.
-func (s *Service) execute(ctx context.Context, id string, epoch uint64, h *halter) {
+// claim, holding the run's lease l (nil: it takes it first; without it
+// the run does not start, and is adopted after LeaseTTL). A failure it
+// cannot get past (the destination refuses events, the DLQ cannot be
+// read) pauses it with the reason, for a person to decide.
+func (s *Service) execute(ctx context.Context, id string, epoch uint64, h *halter, l *kvlease.Lease) {
+	if l == nil {
+		var err error
+		if l, err = s.takeLease(ctx, id); err != nil {
+			s.log.Error("redrive: cannot take the run's lease; it is adopted after the lease TTL", "request", id, "err", err)
+			return
+		}
+	}
+	defer l.Drop() // kept, not released: see lease.go
 	rn := &runner{s: s, id: id, epoch: epoch, h: h}
+	defer rn.holdLease(ctx, l)()
 	err := rn.run(ctx)
 	switch {
 	case err == nil, errors.Is(err, errFenced), errors.Is(err, errCrashed), ctx.Err() != nil:

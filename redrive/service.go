@@ -44,7 +44,10 @@ type Service struct {
 	mu     sync.Mutex
 	runs   map[string]*localRun
 	closed bool
-	once   sync.Once
+	// standbys are adoptLoop's handles on the leases of runs running
+	// elsewhere (lease.go).
+	standbys map[string]*standby
+	once     sync.Once
 
 	// The runs' shared connection (wirepath.go), guarded by wmu.
 	wmu      sync.Mutex
@@ -77,7 +80,7 @@ func New(js jetstream.JetStream, cfg Config) (*Service, error) {
 	if a == nil {
 		a = NewStreamAuditor(ctl, cfg.Replicas)
 	}
-	return &Service{js: js, ctl: ctl, cfg: cfg, log: log, l: lister{js: js, prefix: cfg.NamePrefix}, audit: a, runs: map[string]*localRun{}}, nil
+	return &Service{js: js, ctl: ctl, cfg: cfg, log: log, l: lister{js: js, prefix: cfg.NamePrefix}, audit: a, runs: map[string]*localRun{}, standbys: map[string]*standby{}}, nil
 }
 
 // Start opens (or creates) the bucket and starts adopting runs whose

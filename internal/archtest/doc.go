@@ -6,7 +6,9 @@
 // inbox backends, outboxrelay and its stores), platform/canary and the
 // outbox relay's binary link no nats-server package. A service therefore
 // builds without the broker, as Litestream's backends import the root
-// package and never the reverse.
+// package and never the reverse. The module's graph, which such a service
+// downloads, holds none of the heavy modules only tests use (the browser
+// driver, the Prometheus server): their tests live in nested modules.
 //
 // Failure handled: an import added to a client package, directly or
 // through any dependency, that pulls the broker in. TestClientLinksNoServer

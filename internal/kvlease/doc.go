@@ -1,6 +1,7 @@
 // Package kvlease is the platform's one fenced lease: a single active
 // holder among processes that share a JetStream KV bucket, used wherever
-// one instance must act alone (an outbox's relay, a tenant's ingest).
+// one instance must act alone (an outbox's relay, a tenant's ingest, a
+// redrive run).
 //
 // The protocol, on one key:
 //   - Acquire: Create the key (absent or deleted), or Update it at the
@@ -19,6 +20,9 @@
 //     process's own clock are compared, never clocks between machines.
 //   - Release deletes the key at the holder's revision, so a standby takes
 //     over at its next Tick after a clean shutdown.
+//   - Take acquires at once, whoever holds the key: only for a process
+//     another fenced write already made the holder (a redrive run claimed
+//     on its record); the previous holder's next renewal gets ErrLost.
 //
 // A Lease is safe for concurrent use; Tick is meant to be called from one
 // loop, every TTL/4 or more often.

@@ -120,6 +120,45 @@ func (l *Lease) Tick(ctx context.Context) (uint64, error) {
 	return l.acquired(nrev, start, err)
 }
 
+// Take acquires the lease now, whoever holds it: for a process that a
+// fenced write elsewhere has already made the rightful holder (a redrive
+// run claimed by a compare-and-set on its record), where waiting a TTL
+// for the previous holder would only delay it. The previous holder's
+// next renewal fails with ErrLost. A write that lands between Take's
+// read and its write is overwritten by reading again, up to 10 times
+// (each attempt bounded by TTL/4).
+func (l *Lease) Take(ctx context.Context) (uint64, error) {
+	for attempt := 1; ; attempt++ {
+		tok, err := l.take(ctx)
+		if !jserr.WrongRevision(err) {
+			return tok, err
+		}
+		if ctx.Err() != nil || attempt >= 10 {
+			return 0, fmt.Errorf("kvlease: take lease %s: %w", l.key, err)
+		}
+	}
+}
+
+func (l *Lease) take(ctx context.Context) (uint64, error) {
+	ctx, cancel := context.WithTimeout(ctx, l.cfg.TTL/4)
+	defer cancel()
+	start := time.Now()
+	var rev uint64
+	entry, err := l.kv.Get(ctx, l.key)
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+		rev, err = l.kv.Create(ctx, l.key, l.value())
+	case err != nil:
+		return 0, fmt.Errorf("kvlease: take lease %s: %w", l.key, err)
+	default:
+		rev, err = l.kv.Update(ctx, l.key, l.value(), entry.Revision())
+	}
+	if jserr.WrongRevision(err) {
+		return 0, err
+	}
+	return l.acquired(rev, start, err)
+}
+
 // acquired records an acquisition attempt's outcome: a conflict means
 // another process was faster.
 func (l *Lease) acquired(rev uint64, start time.Time, err error) (uint64, error) {

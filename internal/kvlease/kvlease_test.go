@@ -145,3 +145,52 @@ func TestOursIsTakenBackAtOnce(t *testing.T) {
 		t.Fatal("took someone else's live lease")
 	}
 }
+
+// Take acquires at once from a live holder (no TTL), with a higher
+// token; the old holder's next renewal says it lost, and a standby still
+// waits a whole TTL of the new holder's silence. On an absent key Take
+// creates it.
+func TestTakeFromALiveHolder(t *testing.T) {
+	_, kv := bucket(t)
+	ctx := context.Background()
+	const ttl = 600 * time.Millisecond
+	a := kvlease.New(kv, "run", named("a"), kvlease.Config{TTL: ttl})
+	b := kvlease.New(kv, "run", named("b"), kvlease.Config{TTL: ttl})
+	c := kvlease.New(kv, "run", named("c"), kvlease.Config{TTL: ttl})
+	tb, err := b.Take(ctx)
+	if err != nil || tb == 0 {
+		t.Fatalf("b takes an absent lease: token %d, %v", tb, err)
+	}
+	ta, err := a.Tick(ctx)
+	if err != nil || ta != 0 {
+		t.Fatalf("a ticks b's live lease: token %d, %v; want 0", ta, err)
+	}
+	if tb, err = b.Tick(ctx); tb == 0 || err != nil {
+		t.Fatalf("b's renewal: token %d, %v", tb, err)
+	}
+	start := time.Now()
+	ta, err = a.Take(ctx)
+	if err != nil || ta <= tb || a.Token() != ta {
+		t.Fatalf("a takes from b: token %d (b's %d), Token %d, %v", ta, tb, a.Token(), err)
+	}
+	if d := time.Since(start); d > ttl/2 {
+		t.Fatalf("Take waited %v", d)
+	}
+	if tok, err := b.Tick(ctx); tok != 0 || !errors.Is(err, kvlease.ErrLost) {
+		t.Fatalf("b's renewal after a took over: token %d, %v; want 0, ErrLost", tok, err)
+	}
+	got, err := kv.Get(ctx, "run")
+	if err != nil || string(got.Value()) != "a" {
+		t.Fatalf("key holds %q (%v), want a", got.Value(), err)
+	}
+	// a renews; c, a standby, never acquires.
+	for range 8 {
+		if tok, _ := c.Tick(ctx); tok != 0 {
+			t.Fatal("c acquired while a renews")
+		}
+		if tok, err := a.Tick(ctx); tok != ta || err != nil {
+			t.Fatalf("a's renewal: token %d, %v; want %d", tok, err, ta)
+		}
+		time.Sleep(ttl / 4)
+	}
+}

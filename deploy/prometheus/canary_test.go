@@ -1,4 +1,4 @@
-package daemon_test
+package prometheus
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -88,6 +89,18 @@ func startCanaryDaemon(t *testing.T) (*daemon.Daemon, *conf.Config) {
 	}
 }
 
+// httpGet returns the status and body of GET path on the daemon's HTTP port.
+func httpGet(t *testing.T, d *daemon.Daemon, path string) (int, string) {
+	t.Helper()
+	resp, err := http.Get("http://" + d.HTTPAddr().String() + path)
+	if err != nil {
+		t.Fatalf("GET %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
 // scrape returns the daemon's /metrics samples named name, keyed by their
 // labels ("group=stuck,topic=orders").
 func scrape(t *testing.T, d *daemon.Daemon, names ...string) map[string]map[string]float64 {
@@ -117,11 +130,11 @@ func scrape(t *testing.T, d *daemon.Daemon, names ...string) map[string]map[stri
 	return out
 }
 
-// canaryAlert evaluates deploy/prometheus's PlatformCanaryMissing rule on
+// canaryAlert evaluates the PlatformCanaryMissing rule of rules.yaml on
 // the scraped canary series and returns the groups it fires for.
 func canaryAlert(t *testing.T, samples map[string]map[string]float64) []string {
 	t.Helper()
-	rgs, errs := rulefmt.ParseFile("../../deploy/prometheus/rules.yaml", false, model.UTF8Validation, parser.NewParser(parser.Options{}), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	rgs, errs := rulefmt.ParseFile("rules.yaml", false, model.UTF8Validation, parser.NewParser(parser.Options{}), slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}
