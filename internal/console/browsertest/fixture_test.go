@@ -11,6 +11,7 @@ import (
 
 	"github.com/msgplatform/platform/internal/daemon/daemontest"
 	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/catalog"
 	"github.com/msgplatform/platform/redrive/redrivetest"
 	"github.com/msgplatform/platform/tenancy"
 )
@@ -48,7 +49,7 @@ func (f *fixture) tenantTopic(t *testing.T, tenant, topic string, review bool, n
 	if review {
 		spec.Review = platform.ReviewRequired
 	}
-	if _, err := m.ApplyTopic(ctx, "test", tenant, spec, platform.ApplyOptions{}); err != nil {
+	if _, err := m.ApplyTopic(ctx, "test", tenant, spec, catalog.ApplyOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	for _, u := range users {
