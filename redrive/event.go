@@ -83,21 +83,6 @@ func headerValue(hdr []byte, key string) string {
 	return v
 }
 
-// headerStatus is the status code of a header block ("NATS/1.0 408
-// Request Timeout": 408), 0 for none.
-func headerStatus(hdr []byte) int {
-	line, _, _ := bytes.Cut(hdr, []byte("\r\n"))
-	rest, ok := bytes.CutPrefix(line, []byte("NATS/1.0 "))
-	if !ok || len(rest) < 3 {
-		return 0
-	}
-	n, err := strconv.Atoi(string(rest[:3]))
-	if err != nil {
-		return 0
-	}
-	return n
-}
-
 // keepHeader reports whether a DLQ entry's header (its key as read) is
 // carried over to the redriven event: not the broker's, the DLQ writer's
 // or an earlier redrive's (set afresh).

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/msgplatform/platform/internal/jspull"
 	"github.com/msgplatform/platform/internal/wire"
 )
 
@@ -147,41 +147,6 @@ type delivery struct {
 // outstanding, so the consumer delivers while the run sends.
 const pullBatch = 1024
 
-// parseAckReply reads the stream and delivery sequences and the pending
-// count from a consumer's reply subject after "$JS.ACK." (v1: 7 tokens,
-// stream.consumer.delivered.sseq.dseq.ts.pending; v2: 9 or more, with
-// the domain and account hash before them).
-func parseAckReply(r []byte) (sseq, dseq, pending uint64, ok bool) {
-	var tok [12][]byte
-	n := 0
-	for len(r) > 0 && n < len(tok) {
-		i := bytes.IndexByte(r, '.')
-		if i < 0 {
-			tok[n], r = r, nil
-		} else {
-			tok[n], r = r[:i], r[i+1:]
-		}
-		n++
-	}
-	off := 0
-	switch {
-	case n == 7:
-	case n >= 9:
-		off = 2
-	default:
-		return 0, 0, 0, false
-	}
-	num := func(b []byte) (uint64, bool) {
-		v, err := strconv.ParseUint(string(b), 10, 64)
-		return v, err == nil
-	}
-	var ok1, ok2, ok3 bool
-	sseq, ok1 = num(tok[3+off])
-	dseq, ok2 = num(tok[4+off])
-	pending, ok3 = num(tok[6+off])
-	return sseq, dseq, pending, ok1 && ok2 && ok3
-}
-
 // streamWire is stream over the run's wire connection: a pull consumer
 // (AckNone, in memory, R1, as nats.go's ordered consumer) from the first
 // frozen entry left, read with two pull requests outstanding. A gap in the
@@ -213,7 +178,7 @@ func (rn *runner) streamWire(ctx context.Context, wc *wire.Conn, idx int, view *
 		var d delivery
 		if r, ok := bytes.CutPrefix(m.Reply, []byte("$JS.ACK.")); ok {
 			var ok bool
-			if d.sseq, d.dseq, d.pending, ok = parseAckReply(r); !ok {
+			if d.sseq, d.dseq, d.pending, ok = jspull.ParseAckReply(r); !ok {
 				d.status = -1
 			} else {
 				buf := make([]byte, len(m.Header)+len(m.Data))
@@ -221,10 +186,10 @@ func (rn *runner) streamWire(ctx context.Context, wc *wire.Conn, idx int, view *
 				copy(buf[n:], m.Data)
 				d.e = &rawEntry{hdr: buf[:n:n], data: buf[n:]}
 			}
-		} else if d.status = headerStatus(m.Header); d.status == 0 {
+		} else if d.status = jspull.StatusOf(m.Header); d.status == 0 {
 			d.status = -1
-		} else if d.status == 408 {
-			d.left, _ = strconv.Atoi(headerValue(m.Header, "Nats-Pending-Messages"))
+		} else if d.status == jspull.Expired {
+			d.left, _ = strconv.Atoi(headerValue(m.Header, jspull.PendingMessagesHeader))
 		}
 		select {
 		case ch <- d:
@@ -236,8 +201,8 @@ func (rn *runner) streamWire(ctx context.Context, wc *wire.Conn, idx int, view *
 		return idx
 	}
 	defer func() { _ = wc.Unsubscribe(sid) }()
-	next := fmt.Sprintf("%sCONSUMER.MSG.NEXT.%s.%s", apiPrefixOf(rn.s.js), rn.dlqName, name)
-	req := fmt.Appendf(nil, `{"batch":%d,"expires":%d}`, pullBatch, int64(5*time.Second))
+	next := jspull.NextSubject(apiPrefixOf(rn.s.js), rn.dlqName, name)
+	req := jspull.Request{Batch: pullBatch, Expires: 5 * time.Second}.Body()
 	outstanding := 0 // requested and not yet read
 	pull := func() bool {
 		if err := wc.Publish(next, nil, []byte(inbox), nil, req); err != nil {
@@ -275,8 +240,8 @@ func (rn *runner) streamWire(ctx context.Context, wc *wire.Conn, idx int, view *
 		}
 		if d.status != 0 {
 			switch d.status {
-			case 100: // a heartbeat
-			case 404, 408: // a request ended with d.left undelivered
+			case jspull.Heartbeat:
+			case jspull.NoMessages, jspull.Expired: // a request ended with d.left undelivered
 				outstanding = max(0, outstanding-d.left)
 			default:
 				return idx

@@ -37,12 +37,6 @@ func TestHeaderBlockHelpers(t *testing.T) {
 	if want := []string{"A", "B", "A", "Nats-Sequence"}; !reflect.DeepEqual(keys, want) {
 		t.Errorf("lines %q, want %q", keys, want)
 	}
-	for b, want := range map[string]int{"NATS/1.0 408 Request Timeout\r\nNats-Pending-Messages: 3\r\n\r\n": 408,
-		"NATS/1.0 100 Idle Heartbeat\r\n\r\n": 100, "NATS/1.0\r\nA: 1\r\n\r\n": 0, "": 0, "NATS/1.0 4x": 0} {
-		if got := headerStatus([]byte(b)); got != want {
-			t.Errorf("headerStatus(%q) = %d, want %d", b, got, want)
-		}
-	}
 	h := nats.Header{"B": {"x"}, "A": {"1", "2"}}
 	enc := encodeHeader(h)
 	if string(enc) != "NATS/1.0\r\nA: 1\r\nA: 2\r\nB: x\r\n\r\n" {
@@ -54,25 +48,6 @@ func TestHeaderBlockHelpers(t *testing.T) {
 	}
 	if encodeHeader(nil) != nil {
 		t.Error("no header: want nil")
-	}
-}
-
-func TestParseAckReply(t *testing.T) {
-	t.Parallel()
-	for r, want := range map[string][3]uint64{
-		"orders_dlq.c1.1.17.5.1796031622018820084.2999":              {17, 5, 2999},
-		"hub.ACCHASH.orders_dlq.c1.2.18.6.1796031622018820084.0.xyz": {18, 6, 0},
-		"hub.ACCHASH.orders_dlq.c1.2.18.6.1796031622018820084.0":     {18, 6, 0},
-	} {
-		s, d, p, ok := parseAckReply([]byte(r))
-		if !ok || [3]uint64{s, d, p} != want {
-			t.Errorf("%s: %d %d %d %v, want %v", r, s, d, p, ok, want)
-		}
-	}
-	for _, bad := range []string{"", "a.b.c", "orders_dlq.c1.1.x.5.1.2", "s.c.1.2.3.4"} {
-		if _, _, _, ok := parseAckReply([]byte(bad)); ok {
-			t.Errorf("%q parsed", bad)
-		}
 	}
 }
 

@@ -2,14 +2,15 @@ package consumer
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/msgplatform/platform/internal/jspull"
 	"github.com/msgplatform/platform/platform"
 )
 
@@ -50,38 +51,27 @@ func newPullInbox(js jetstream.JetStream, stream, consumer string) (*pullInbox, 
 	return p, nil
 }
 
-// pullRequest is a request for messages (nats-server's JSApiConsumerGetNextRequest).
-type pullRequest struct {
-	Batch     int           `json:"batch"`
-	Expires   time.Duration `json:"expires"`
-	Heartbeat time.Duration `json:"idle_heartbeat,omitempty"`
-}
-
 // request asks for up to req.Batch messages (at most pullBuffer), waiting
 // at the server up to req.Expires, with a heartbeat every req.Heartbeat
 // while it waits.
-func (p *pullInbox) request(req pullRequest) error {
+func (p *pullInbox) request(req jspull.Request) error {
 	req.Batch = min(req.Batch, pullBuffer)
-	body, err := json.Marshal(req)
-	if err != nil {
-		return err
-	}
-	return p.nc.PublishRequest(p.next, p.sub.Subject, body)
+	return p.nc.PublishRequest(p.next, p.sub.Subject, req.Body())
 }
 
 func (p *pullInbox) close() { _ = p.sub.Unsubscribe() }
 
 // pullStatus classifies a message on a pullInbox: a message of the
-// stream (""), a heartbeat ("100"), or the end of a request: "408"
-// (expired), "409" (ended by the server: max waiting exceeded, leader
-// changed, consumer deleted...), "404" (no messages), "423" (the pin id
-// it carried is not the group's), "503" (no responders: no consumer
-// answers).
-func pullStatus(m *nats.Msg) (code, desc string) {
+// stream (0), or a jspull status code (a heartbeat, or the end of a
+// request) with its description.
+func pullStatus(m *nats.Msg) (code int, desc string) {
 	if len(m.Data) > 0 || m.Header == nil {
-		return "", ""
+		return 0, ""
 	}
-	code = m.Header.Get("Status")
+	code, err := strconv.Atoi(m.Header.Get("Status"))
+	if err != nil {
+		return 0, ""
+	}
 	return code, m.Header.Get("Description")
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/msgplatform/platform/internal/jspull"
 	"github.com/msgplatform/platform/internal/retry"
 	"github.com/msgplatform/platform/platform"
 	"github.com/msgplatform/platform/platform/dlq"
@@ -261,7 +262,7 @@ func (w *Workers) claimLane(ctx context.Context) {
 					break more
 				}
 			}
-			if err := in.request(pullRequest{Batch: reserved, Expires: queuePullExpiry, Heartbeat: queuePullHeartbeat}); err != nil {
+			if err := in.request(jspull.Request{Batch: reserved, Expires: queuePullExpiry, Heartbeat: queuePullHeartbeat}); err != nil {
 				refused(err.Error())
 				continue
 			}
@@ -273,7 +274,7 @@ func (w *Workers) claimLane(ctx context.Context) {
 		case m := <-in.msgs: // read while waiting for a slot too: nothing waits unseen
 			heard = time.Now()
 			switch code, desc := pullStatus(m); code {
-			case "": // a job
+			case 0: // a job
 				if asked--; asked <= 0 {
 					live = false // the request has what it asked for
 				}
@@ -284,19 +285,19 @@ func (w *Workers) claimLane(ctx context.Context) {
 				} else {
 					w.hold(ctx, &pulledMsg{nc: in.nc, msg: m})
 				}
-			case "100": // a heartbeat: the request waits
-			case "408", "404": // expired
+			case jspull.Heartbeat: // the request waits
+			case jspull.Expired, jspull.NoMessages:
 				live = false
-			case "409":
+			case jspull.Ended:
 				live = false
 				if strings.Contains(desc, "Leadership Change") || strings.Contains(desc, "Server Shutdown") {
 					retry.Sleep(ctx, 50*time.Millisecond) // a new leader takes the next
 				} else {
-					refused(code + " " + desc) // consumer deleted, too many waiting...
+					refused(fmt.Sprintf("%d %s", code, desc)) // consumer deleted, too many waiting...
 				}
-			default: // 503: no consumer answers
+			default: // NoResponders: no consumer answers
 				live = false
-				refused(code + " " + desc)
+				refused(fmt.Sprintf("%d %s", code, desc))
 			}
 		case <-tick.C:
 			if live && time.Since(heard) > presumeGone {
@@ -345,7 +346,7 @@ func (w *Workers) unclaim(in *pullInbox) {
 		return
 	}
 	giveBack := func(m *nats.Msg) {
-		if code, _ := pullStatus(m); code == "" {
+		if code, _ := pullStatus(m); code == 0 {
 			_ = (&pulledMsg{nc: in.nc, msg: m}).Nak()
 		}
 	}
