@@ -195,11 +195,20 @@ func TestReviewRequiredNeedsAnotherApprover(t *testing.T) {
 	if left, _ := s.Entries(ctx, EntryFilter{DLQ: "payments"}); len(left) != 0 {
 		t.Errorf("%d entries left in the DLQ", len(left))
 	}
-	// Audit: who and why, and each DLQ seq linked to its message id.
-	hist, err := s.History(ctx, HistoryFilter{ID: st.ID})
-	if err != nil {
-		t.Fatal(err)
-	}
+	// Audit: who and why, and each DLQ seq linked to its message id. The
+	// completion is recorded in the audit just after the record says
+	// completed.
+	var hist []AuditRecord
+	natstest.WaitFor(t, 10*time.Second, func() error {
+		var err error
+		if hist, err = s.History(ctx, HistoryFilter{ID: st.ID}); err != nil {
+			return err
+		}
+		if len(hist) == 0 || hist[len(hist)-1].Action != ActionComplete {
+			return fmt.Errorf("history of %d records lacks the completion", len(hist))
+		}
+		return nil
+	})
 	var actions []string
 	links := 0
 	for _, h := range hist {

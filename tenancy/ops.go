@@ -362,8 +362,8 @@ func (m *Manager) Delete(ctx context.Context, actor, name string, purge bool) er
 // purgeAccount deletes every stream of t's account (its topics, queues,
 // DLQs and the consumers on them) through the system account, with
 // JetStream's account purge (the meta leader proposes each stream's
-// removal), and returns once no server that answers reports a stream of
-// the account.
+// removal), and returns once no server holds a replica of them (a server
+// silent for ten seconds is taken to be down).
 // For a suspended tenant, whose account no connection may enter.
 func (m *Manager) purgeAccount(ctx context.Context, t *Tenant) error {
 	if m.sys == nil {
@@ -391,22 +391,24 @@ func (m *Manager) purgeAccount(ctx context.Context, t *Tenant) error {
 	if err != nil {
 		return err
 	}
+	// Every replica is gone from every server before it returns; a node
+	// that does not answer for downDelay is taken to be down: it holds its
+	// replicas until it is back, and deletes them then (the meta leader
+	// has removed the streams).
+	const downDelay = 10 * time.Second
+	purged := time.Now()
 	return tryUntil(ctx, func(ctx context.Context) error {
-		tiers, answered, err := m.storageFromServers(ctx, t.Account)
+		left, answered, err := m.replicasOnServers(ctx, t.Account)
 		if err != nil {
 			return err
 		}
-		if answered == 0 {
+		switch {
+		case answered == 0:
 			return errors.New("no server answered")
-		}
-		// A node down holds its replicas until it is back; the meta
-		// leader has removed the streams, and it deletes them then.
-		left := 0
-		for _, tu := range tiers {
-			left += tu.Streams
-		}
-		if left > 0 {
-			return fmt.Errorf("%d stream(s) left", left)
+		case left > 0:
+			return fmt.Errorf("%d stream replica(s) left", left)
+		case answered < m.cfg.Servers && time.Since(purged) < downDelay:
+			return fmt.Errorf("%d of %d servers answered", answered, m.cfg.Servers)
 		}
 		return nil
 	})

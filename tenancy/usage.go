@@ -249,6 +249,30 @@ func (m *Manager) storageFromServers(ctx context.Context, account string) (tiers
 	return tiers, answered, nil
 }
 
+// replicasOnServers counts the stream replicas of account that the
+// servers answering hold (every replica, not the leaders only), and how
+// many servers answered.
+func (m *Manager) replicasOnServers(ctx context.Context, account string) (replicas, answered int, err error) {
+	if m.sys == nil {
+		return 0, 0, errors.New("no system account connection")
+	}
+	body, _ := json.Marshal(server.JSzOptions{Streams: true})
+	answered, err = gather.Collect(ctx, m.sys, fmt.Sprintf("$SYS.REQ.ACCOUNT.%s.JSZ", account), body, gather.Options{Want: m.cfg.Servers, Wait: 500 * time.Millisecond}, func(msg *nats.Msg) (bool, error) {
+		var r struct {
+			Data  *server.AccountDetail `json:"data"`
+			Error *server.ApiError      `json:"error"`
+		}
+		if json.Unmarshal(msg.Data, &r) != nil || (r.Data == nil && r.Error == nil) {
+			return false, nil
+		}
+		if r.Data != nil {
+			replicas += len(r.Data.Streams)
+		}
+		return true, nil
+	})
+	return replicas, answered, err
+}
+
 func routed(m *server.MsgBytes) int64 {
 	if m == nil {
 		return 0

@@ -70,6 +70,10 @@ func TestGroupRetriesAndDeadLetters(t *testing.T) {
 	metrics := NewMetrics()
 	cfg := fastMember("ledger", "m1")
 	cfg.Metrics = metrics
+	// The only member: a lease generous enough that a loaded machine's
+	// late heartbeat does not fence it (a fenced delivery is not acked
+	// and comes back, which would count it twice below).
+	cfg.Heartbeat, cfg.TTL = 500*time.Millisecond, 10*time.Second
 	startMember(t, js, cfg, handler)
 
 	pub := platform.NewPublisher(js, platform.PublisherOptions{})
