@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/msgplatform/platform/internal/parallel"
 	"github.com/msgplatform/platform/internal/retry"
 	"github.com/msgplatform/platform/platform"
 	"github.com/msgplatform/platform/platform/dlq"
@@ -427,8 +428,7 @@ func (w *Workers) Close(ctx context.Context) error {
 		}
 		w.cancel()
 		<-w.loopDone
-		done := make(chan struct{})
-		go func() { w.wg.Wait(); close(done) }()
+		done := parallel.Done(&w.wg)
 		select {
 		case <-done:
 		case <-ctx.Done():
