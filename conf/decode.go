@@ -310,14 +310,11 @@ func fieldsOf(t reflect.Type) map[string]reflect.Type {
 	out := map[string]reflect.Type{}
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
-		if !f.IsExported() {
+		name, squash, ok := settingKey(f)
+		if !ok {
 			continue
 		}
-		name, opts, _ := strings.Cut(f.Tag.Get("mapstructure"), ",")
-		if name == "-" {
-			continue
-		}
-		if strings.Contains(opts, "squash") || (f.Anonymous && name == "") {
+		if squash || (f.Anonymous && name == "") {
 			for k, v := range fieldsOf(f.Type) {
 				out[k] = v
 			}
@@ -329,6 +326,20 @@ func fieldsOf(t reflect.Type) map[string]reflect.Type {
 		out[strings.ToLower(name)] = f.Type
 	}
 	return out
+}
+
+// settingKey returns field f's mapstructure tag name ("" for none) and
+// whether ",squash" merges its fields into its parent's; ok is false for
+// a field that is not a setting (unexported, or tagged "-").
+func settingKey(f reflect.StructField) (name string, squash, ok bool) {
+	if !f.IsExported() {
+		return "", false, false
+	}
+	name, opts, _ := strings.Cut(f.Tag.Get("mapstructure"), ",")
+	if name == "-" {
+		return "", false, false
+	}
+	return name, strings.Contains(opts, "squash"), true
 }
 
 // nearest returns the key of fields closest to k (edit distance <= 2), or
