@@ -68,13 +68,9 @@ func Run(ctx context.Context, out io.Writer, remote bench.Remote, o Options, pop
 	return nil
 }
 
-// benchAgainst creates the bench topic with apply, runs the benchmark on
-// nc and deletes the topic's stream unless --keep.
-func benchAgainst(ctx context.Context, nc *nats.Conn, o Options, popts bench.PublishOptions, apply func(context.Context, platform.TopicSpec) error) (bench.Result, error) {
-	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(max(o.Window*2, 256)))
-	if err != nil {
-		return bench.Result{}, err
-	}
+// createTopic creates the bench topic of o with apply, within 30s, and
+// returns its spec.
+func createTopic(ctx context.Context, o Options, apply func(context.Context, platform.TopicSpec) error) (platform.TopicSpec, error) {
 	spec := platform.DefaultTopicSpec(o.Topic)
 	spec.Partitions, spec.Replicas = o.Partitions, o.Replicas
 	spec.Retention = platform.Retention{MaxAge: time.Hour}
@@ -82,7 +78,20 @@ func benchAgainst(ctx context.Context, nc *nats.Conn, o Options, popts bench.Pub
 	actx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if err := apply(actx, spec); err != nil {
-		return bench.Result{}, fmt.Errorf("create bench topic %s: %w", o.Topic, err)
+		return spec, fmt.Errorf("create bench topic %s: %w", o.Topic, err)
+	}
+	return spec, nil
+}
+
+// benchAgainst creates the bench topic with apply, runs the benchmark on
+// nc and deletes the topic's stream unless --keep.
+func benchAgainst(ctx context.Context, nc *nats.Conn, o Options, popts bench.PublishOptions, apply func(context.Context, platform.TopicSpec) error) (bench.Result, error) {
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(max(o.Window*2, 256)))
+	if err != nil {
+		return bench.Result{}, err
+	}
+	if _, err := createTopic(ctx, o, apply); err != nil {
+		return bench.Result{}, err
 	}
 	if !o.Keep {
 		defer func() {
@@ -198,14 +207,11 @@ func benchValidate(ctx context.Context, out io.Writer, nc *nats.Conn, o Options,
 	if err != nil {
 		return err
 	}
-	spec := platform.DefaultTopicSpec(o.Topic)
-	spec.Partitions, spec.Replicas = o.Partitions, o.Replicas
-	spec.Retention = platform.Retention{MaxAge: time.Hour}
-	spec.Owner = "platformctl-bench"
 	actx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if err := apply(actx, spec); err != nil {
-		return fmt.Errorf("create bench topic %s: %w", o.Topic, err)
+	spec, err := createTopic(actx, o, apply)
+	if err != nil {
+		return err
 	}
 	if !o.Keep {
 		defer func() {
