@@ -3,8 +3,10 @@ package conf
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -279,7 +281,7 @@ func checkKeys(ps *problems, t reflect.Type, raw any, path string) {
 	case t == durationType:
 	case t.Kind() == reflect.Struct && isMap:
 		fields := fieldsOf(t)
-		for _, k := range sortedKeys(m) {
+		for _, k := range slices.Sorted(maps.Keys(m)) {
 			ft, ok := fields[k]
 			if !ok {
 				msg := "unknown key"
@@ -292,7 +294,7 @@ func checkKeys(ps *problems, t reflect.Type, raw any, path string) {
 			checkKeys(ps, ft, m[k], join(path, k))
 		}
 	case t.Kind() == reflect.Map && isMap:
-		for _, k := range sortedKeys(m) {
+		for _, k := range slices.Sorted(maps.Keys(m)) {
 			checkKeys(ps, t.Elem(), m[k], join(path, k))
 		}
 	case t.Kind() == reflect.Slice:
@@ -346,7 +348,7 @@ func settingKey(f reflect.StructField) (name string, squash, ok bool) {
 // "".
 func nearest(k string, fields map[string]reflect.Type) string {
 	best, bestD := "", 3
-	for _, f := range sortedKeys(fields) {
+	for _, f := range slices.Sorted(maps.Keys(fields)) {
 		if d := editDistance(k, f); d < bestD {
 			best, bestD = f, d
 		}

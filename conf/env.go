@@ -1,8 +1,10 @@
 package conf
 
 import (
+	"maps"
 	"os"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -36,13 +38,13 @@ func envKeys(t reflect.Type, file any, path []string, out *[]envKey) {
 	case t.Kind() == reflect.Struct:
 		m, _ := file.(map[string]any)
 		fields := fieldsOf(t)
-		for _, k := range sortedKeys(fields) {
+		for _, k := range slices.Sorted(maps.Keys(fields)) {
 			envKeys(fields[k], m[k], append(path[:len(path):len(path)], k), out)
 		}
 		return
 	case t.Kind() == reflect.Map:
 		m, _ := file.(map[string]any)
-		for _, k := range sortedKeys(m) {
+		for _, k := range slices.Sorted(maps.Keys(m)) {
 			envKeys(t.Elem(), m[k], append(path[:len(path):len(path)], k), out)
 		}
 		return

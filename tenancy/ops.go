@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -62,7 +63,7 @@ func (m *Manager) Create(ctx context.Context, actor string, spec Spec) (Tenant, 
 // Existing tenants are left as they are (their quota may have been
 // changed with `tenant update` since).
 func (m *Manager) EnsureDeclared(ctx context.Context, specs map[string]Spec) error {
-	for _, name := range sortedKeys(specs) {
+	for _, name := range slices.Sorted(maps.Keys(specs)) {
 		_, err := m.Create(ctx, "platformd (declared in configuration)", specs[name])
 		if err != nil && !errors.Is(err, ErrConflict) {
 			return fmt.Errorf("tenancy: declared tenant %s: %w", name, err)
@@ -316,13 +317,13 @@ func (m *Manager) Delete(ctx context.Context, actor, name string, purge bool) er
 	objects := len(t.Topics) + len(t.Queues)
 	if objects > 0 && !purge {
 		return fmt.Errorf("%w: tenant %s has %d topic(s) and queue(s) with their data (%v %v); delete refuses to lose data: pass --purge to delete them too",
-			ErrConflict, name, objects, sortedKeys(t.Topics), sortedKeys(t.Queues))
+			ErrConflict, name, objects, slices.Sorted(maps.Keys(t.Topics)), slices.Sorted(maps.Keys(t.Queues)))
 	}
 	if objects > 0 {
 		rt, err := m.runtimeOf(t)
 		switch {
 		case err == nil:
-			for _, n := range append(sortedKeys(t.Topics), sortedKeys(t.Queues)...) {
+			for _, n := range append(slices.Sorted(maps.Keys(t.Topics)), slices.Sorted(maps.Keys(t.Queues))...) {
 				if err := rt.js.DeleteStream(ctx, StreamName(n)); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
 					return fmt.Errorf("tenancy: purge %s of %s: %w", n, name, err)
 				}
@@ -420,7 +421,7 @@ func (m *Manager) purgeAccount(ctx context.Context, t *Tenant) error {
 // account, and a tenant later created with t's name would show them
 // without getting them. Callers hold m.mu.
 func (m *Manager) dropShares(ctx context.Context, actor string, t *Tenant) error {
-	for _, topic := range sortedKeys(t.Exports) {
+	for _, topic := range slices.Sorted(maps.Keys(t.Exports)) {
 		for _, reader := range t.Exports[topic] {
 			_, err := m.change(ctx, actor, "share.revoke", reader, true, func(r *Tenant) (string, error) {
 				n := len(r.Imports)
@@ -580,7 +581,7 @@ func (m *Manager) ListUsers(ctx context.Context, tenant string) ([]User, error) 
 		return nil, err
 	}
 	out := make([]User, 0, len(t.Users))
-	for _, k := range sortedKeys(t.Users) {
+	for _, k := range slices.Sorted(maps.Keys(t.Users)) {
 		out = append(out, t.Users[k])
 	}
 	return out, nil
