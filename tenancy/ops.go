@@ -526,12 +526,10 @@ func (m *Manager) UpdateUser(ctx context.Context, actor, tenant string, u UserSp
 	defer m.mu.Unlock()
 	var out User
 	t, err := m.change(ctx, actor, "user.update", tenant, true, func(t *Tenant) (string, error) {
-		old, ok := t.Users[u.Name]
+		old, err := t.liveUser(u.Name)
 		switch {
-		case !ok:
-			return "", fmt.Errorf("%w: tenant %s has no user %q", ErrNotFound, t.Name, u.Name)
-		case old.Revoked != nil:
-			return "", fmt.Errorf("%w: user %s of %s was revoked at %s", ErrConflict, u.Name, t.Name, old.Revoked.Format(time.RFC3339))
+		case err != nil:
+			return "", err
 		case old.ScopeKey == "":
 			return "", fmt.Errorf("%w: user %s of %s was issued with its permissions in its credentials (before live permission changes); revoke it and add it again", ErrConflict, u.Name, t.Name)
 		}
