@@ -5,7 +5,6 @@ import (
 	"os"
 	"reflect"
 	"slices"
-	"sort"
 	"strings"
 )
 
@@ -76,11 +75,7 @@ func envLayer(keys []envKey, env map[string]string, ps *problems) map[string]any
 	for _, k := range keys {
 		byName[k.name] = append(byName[k.name], k)
 	}
-	names := make([]string, 0, len(byName))
-	for n := range byName {
-		names = append(names, n)
-	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(byName))
 
 	layer := map[string]any{}
 	for _, name := range names {

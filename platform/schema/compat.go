@@ -196,12 +196,7 @@ func typeNames(t map[string]bool) string {
 	if t == nil {
 		return "any type"
 	}
-	names := make([]string, 0, len(t))
-	for k := range t {
-		names = append(names, k)
-	}
-	sort.Strings(names)
-	return strings.Join(names, "|")
+	return strings.Join(slices.Sorted(maps.Keys(t)), "|")
 }
 
 // check records every way a document valid under w can be invalid under
