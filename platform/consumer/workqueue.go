@@ -437,12 +437,7 @@ func (w *Workers) Close(ctx context.Context) error {
 		}
 		w.stopJobs()
 		w.sess.close(ctx, true)
-		if w.router != nil {
-			_ = w.router.Close(ctx)
-		}
-		if w.cfg.Metrics != nil {
-			w.cfg.Metrics.removeWorkers(w)
-		}
+		w.detach(ctx)
 	})
 	return nil
 }
@@ -454,11 +449,17 @@ func (w *Workers) crash() {
 		w.cancel()
 		w.stopJobs()
 		w.sess.close(context.Background(), false)
-		if w.router != nil {
-			_ = w.router.Close(context.Background())
-		}
-		if w.cfg.Metrics != nil {
-			w.cfg.Metrics.removeWorkers(w)
-		}
+		w.detach(context.Background())
 	})
+}
+
+// detach closes the workers' DLQ router (within ctx) and removes them
+// from Metrics.
+func (w *Workers) detach(ctx context.Context) {
+	if w.router != nil {
+		_ = w.router.Close(ctx)
+	}
+	if w.cfg.Metrics != nil {
+		w.cfg.Metrics.removeWorkers(w)
+	}
 }
