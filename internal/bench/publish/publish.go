@@ -71,10 +71,7 @@ func Run(ctx context.Context, out io.Writer, remote bench.Remote, o Options, pop
 // createTopic creates the bench topic of o with apply, within 30s, and
 // returns its spec.
 func createTopic(ctx context.Context, o Options, apply func(context.Context, platform.TopicSpec) error) (platform.TopicSpec, error) {
-	spec := platform.DefaultTopicSpec(o.Topic)
-	spec.Partitions, spec.Replicas = o.Partitions, o.Replicas
-	spec.Retention = platform.Retention{MaxAge: time.Hour}
-	spec.Owner = "platformctl-bench"
+	spec := bench.TopicSpec(o.Topic, o.Partitions, o.Replicas)
 	actx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if err := apply(actx, spec); err != nil {
