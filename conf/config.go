@@ -3,9 +3,10 @@ package conf
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strconv"
 
 	"github.com/msgplatform/platform/embeddednats"
@@ -237,7 +238,7 @@ func (c *Config) validateInto(p *validate.Problems) {
 	c.validateTransport(p)
 	p.Merge("canary", c.Canary.Validate())
 	p.Merge("", c.Catalog.Validate())
-	for _, k := range sortedKeys(c.Tenants) {
+	for _, k := range slices.Sorted(maps.Keys(c.Tenants)) {
 		t := c.Tenants[k]
 		if t.Name != k {
 			p.Addf("tenants."+k+".name", "must equal its key %q, got %q", k, t.Name)
@@ -267,12 +268,12 @@ func (c *Config) validatePlacement(p *validate.Problems) {
 	default:
 		return // a clustered node: the cluster size is not in this file
 	}
-	for _, k := range sortedKeys(c.Catalog.Topics) {
+	for _, k := range slices.Sorted(maps.Keys(c.Catalog.Topics)) {
 		if r := c.Catalog.Topics[k].Replicas; r > limit {
 			p.Addf("topics."+k+".replicas", "%s, got %d", why, r)
 		}
 	}
-	for _, k := range sortedKeys(c.Catalog.Queues) {
+	for _, k := range slices.Sorted(maps.Keys(c.Catalog.Queues)) {
 		if r := c.Catalog.Queues[k].Replicas; r > limit {
 			p.Addf("queues."+k+".replicas", "%s, got %d", why, r)
 		}
@@ -360,13 +361,4 @@ func hostsOverlap(a, b string) bool {
 	}
 	a, b = norm(a), norm(b)
 	return a == "*" || b == "*" || a == b
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

@@ -3,8 +3,10 @@ package conf
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -279,7 +281,7 @@ func checkKeys(ps *problems, t reflect.Type, raw any, path string) {
 	case t == durationType:
 	case t.Kind() == reflect.Struct && isMap:
 		fields := fieldsOf(t)
-		for _, k := range sortedKeys(m) {
+		for _, k := range slices.Sorted(maps.Keys(m)) {
 			ft, ok := fields[k]
 			if !ok {
 				msg := "unknown key"
@@ -292,7 +294,7 @@ func checkKeys(ps *problems, t reflect.Type, raw any, path string) {
 			checkKeys(ps, ft, m[k], join(path, k))
 		}
 	case t.Kind() == reflect.Map && isMap:
-		for _, k := range sortedKeys(m) {
+		for _, k := range slices.Sorted(maps.Keys(m)) {
 			checkKeys(ps, t.Elem(), m[k], join(path, k))
 		}
 	case t.Kind() == reflect.Slice:
@@ -310,14 +312,11 @@ func fieldsOf(t reflect.Type) map[string]reflect.Type {
 	out := map[string]reflect.Type{}
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
-		if !f.IsExported() {
+		name, squash, ok := settingKey(f)
+		if !ok {
 			continue
 		}
-		name, opts, _ := strings.Cut(f.Tag.Get("mapstructure"), ",")
-		if name == "-" {
-			continue
-		}
-		if strings.Contains(opts, "squash") || (f.Anonymous && name == "") {
+		if squash || (f.Anonymous && name == "") {
 			for k, v := range fieldsOf(f.Type) {
 				out[k] = v
 			}
@@ -331,11 +330,25 @@ func fieldsOf(t reflect.Type) map[string]reflect.Type {
 	return out
 }
 
+// settingKey returns field f's mapstructure tag name ("" for none) and
+// whether ",squash" merges its fields into its parent's; ok is false for
+// a field that is not a setting (unexported, or tagged "-").
+func settingKey(f reflect.StructField) (name string, squash, ok bool) {
+	if !f.IsExported() {
+		return "", false, false
+	}
+	name, opts, _ := strings.Cut(f.Tag.Get("mapstructure"), ",")
+	if name == "-" {
+		return "", false, false
+	}
+	return name, strings.Contains(opts, "squash"), true
+}
+
 // nearest returns the key of fields closest to k (edit distance <= 2), or
 // "".
 func nearest(k string, fields map[string]reflect.Type) string {
 	best, bestD := "", 3
-	for _, f := range sortedKeys(fields) {
+	for _, f := range slices.Sorted(maps.Keys(fields)) {
 		if d := editDistance(k, f); d < bestD {
 			best, bestD = f, d
 		}

@@ -47,14 +47,11 @@ func settingsOf(v reflect.Value) any {
 		t := v.Type()
 		for i := 0; i < t.NumField(); i++ {
 			f := t.Field(i)
-			if !f.IsExported() {
+			name, squash, ok := settingKey(f)
+			if !ok {
 				continue
 			}
-			name, opts, _ := strings.Cut(f.Tag.Get("mapstructure"), ",")
-			if name == "-" {
-				continue
-			}
-			if strings.Contains(opts, "squash") {
+			if squash {
 				for k, x := range settingsOf(v.Field(i)).(map[string]any) {
 					out[k] = x
 				}

@@ -1,9 +1,10 @@
 package conf
 
 import (
+	"maps"
 	"os"
 	"reflect"
-	"sort"
+	"slices"
 	"strings"
 )
 
@@ -36,13 +37,13 @@ func envKeys(t reflect.Type, file any, path []string, out *[]envKey) {
 	case t.Kind() == reflect.Struct:
 		m, _ := file.(map[string]any)
 		fields := fieldsOf(t)
-		for _, k := range sortedKeys(fields) {
+		for _, k := range slices.Sorted(maps.Keys(fields)) {
 			envKeys(fields[k], m[k], append(path[:len(path):len(path)], k), out)
 		}
 		return
 	case t.Kind() == reflect.Map:
 		m, _ := file.(map[string]any)
-		for _, k := range sortedKeys(m) {
+		for _, k := range slices.Sorted(maps.Keys(m)) {
 			envKeys(t.Elem(), m[k], append(path[:len(path):len(path)], k), out)
 		}
 		return
@@ -74,11 +75,7 @@ func envLayer(keys []envKey, env map[string]string, ps *problems) map[string]any
 	for _, k := range keys {
 		byName[k.name] = append(byName[k.name], k)
 	}
-	names := make([]string, 0, len(byName))
-	for n := range byName {
-		names = append(names, n)
-	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(byName))
 
 	layer := map[string]any{}
 	for _, name := range names {

@@ -1,8 +1,10 @@
 package conf
 
 import (
+	"maps"
 	"reflect"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -21,7 +23,7 @@ func TestInt64FieldsAreByteCounts(t *testing.T) {
 			got = append(got, path)
 		case t.Kind() == reflect.Struct:
 			fields := fieldsOf(t)
-			for _, k := range sortedKeys(fields) {
+			for _, k := range slices.Sorted(maps.Keys(fields)) {
 				walk(fields[k], join(path, k))
 			}
 		case t.Kind() == reflect.Map:

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -140,7 +141,7 @@ func decodeEntries[T any](raw map[string]any, section string, ps *problems, def 
 		return nil
 	}
 	out := make(map[string]T, len(m))
-	for _, k := range sortedKeys(m) {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
 		spec := def(k)
 		if err := decodeInto(m[k], &spec); err != nil {
 			ps.addDecodeError(section+"."+k, err)

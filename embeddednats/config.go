@@ -50,6 +50,18 @@ type Durability struct {
 	Replicas int `mapstructure:"replicas"`
 }
 
+// ensureDefaults fills a zero SyncInterval or Replicas with
+// DefaultConfig's.
+func (d *Durability) ensureDefaults() {
+	def := DefaultConfig().Durability
+	if d.SyncInterval == 0 {
+		d.SyncInterval = def.SyncInterval
+	}
+	if d.Replicas == 0 {
+		d.Replicas = def.Replicas
+	}
+}
+
 // ClusterListen is where a node listens for routes from its peers.
 type ClusterListen struct {
 	Host string `mapstructure:"host"`
@@ -137,12 +149,7 @@ func (c *Config) EnsureDefaults() {
 	if c.Cluster.Host == "" {
 		c.Cluster.Host = c.Host
 	}
-	if c.Durability.SyncInterval == 0 {
-		c.Durability.SyncInterval = d.Durability.SyncInterval
-	}
-	if c.Durability.Replicas == 0 {
-		c.Durability.Replicas = d.Durability.Replicas
-	}
+	c.Durability.ensureDefaults()
 	if c.LameDuck == 0 {
 		c.LameDuck = d.LameDuck
 	}
@@ -291,12 +298,7 @@ func (c *FabricConfig) EnsureDefaults() {
 	if c.Host == "" {
 		c.Host = d.Host
 	}
-	if c.Durability.SyncInterval == 0 {
-		c.Durability.SyncInterval = d.Durability.SyncInterval
-	}
-	if c.Durability.Replicas == 0 {
-		c.Durability.Replicas = d.Durability.Replicas
-	}
+	c.Durability.ensureDefaults()
 	if c.LameDuck == 0 {
 		c.LameDuck = d.LameDuck
 	}

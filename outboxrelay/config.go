@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -184,4 +185,21 @@ func randomID() string {
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// ParseTopicMap parses a TopicMap written "from=to,from2=to2" (nil for
+// ""); a pair that is not from=to with both names is an error.
+func ParseTopicMap(s string) (map[string]string, error) {
+	if s == "" {
+		return nil, nil
+	}
+	m := map[string]string{}
+	for _, pair := range strings.Split(s, ",") {
+		from, to, ok := strings.Cut(strings.TrimSpace(pair), "=")
+		if !ok || from == "" || to == "" {
+			return nil, fmt.Errorf("want from=to pairs separated by commas, got %q", pair)
+		}
+		m[from] = to
+	}
+	return m, nil
 }

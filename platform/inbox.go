@@ -155,6 +155,21 @@ func (c InboxConfig) Validate() error {
 	return p.Err(ErrInvalidInboxConfig)
 }
 
+// RunPruner calls prune every PruneInterval until ctx ends, then
+// returns nil; a failed round is left to the next one.
+func (c InboxConfig) RunPruner(ctx context.Context, prune func(context.Context) (int, error)) error {
+	t := time.NewTicker(c.PruneInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+			_, _ = prune(ctx)
+		}
+	}
+}
+
 // InboxAckError is returned by Process when the effect was committed (or
 // skipped as a repeat) but the ack failed: the message will come back and
 // be skipped. It is safe to ignore.

@@ -2,6 +2,7 @@ package platform
 
 import (
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strings"
@@ -275,12 +276,12 @@ func (c Catalog) Validate() error {
 		}
 		// A queue takes every subject under <name>.>, so no other topic
 		// or queue may be named <name>.<more>.
-		for _, other := range sortedKeys(c.Topics) {
+		for _, other := range slices.Sorted(maps.Keys(c.Topics)) {
 			if strings.HasPrefix(other, key+".") {
 				qp.Addf("name", "its subjects %s.> would also take those of topic %q; rename one of them", key, other)
 			}
 		}
-		for _, other := range sortedKeys(c.Queues) {
+		for _, other := range slices.Sorted(maps.Keys(c.Queues)) {
 			if strings.HasPrefix(other, key+".") {
 				qp.Addf("name", "its subjects %s.> would also take those of queue %q; rename one of them", key, other)
 			}
@@ -317,13 +318,4 @@ func StreamName(name string) string {
 // one partition.
 func PartitionConsumer(group string, partition int) string {
 	return fmt.Sprintf("%s-p%d", group, partition)
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }

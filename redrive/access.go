@@ -3,6 +3,7 @@ package redrive
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -145,12 +146,7 @@ func names(m map[string]string) string {
 	if len(m) == 0 {
 		return "none"
 	}
-	out := make([]string, 0, len(m))
-	for n := range m {
-		out = append(out, n)
-	}
-	sort.Strings(out)
-	return strings.Join(out, ", ")
+	return strings.Join(slices.Sorted(maps.Keys(m)), ", ")
 }
 
 // capRate applies MaxRate to req: unlimited becomes MaxRate, more is

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/msgplatform/platform/internal/auditlog"
 	"github.com/msgplatform/platform/internal/retry"
 )
 
@@ -20,8 +21,8 @@ import (
 // log for every admin action. Redrive records use its record shape and
 // the subject AuditSubject.<tenant or _>.<action>.
 const (
-	AuditStream  = "platform-audit"
-	AuditSubject = "platform.audit"
+	AuditStream  = auditlog.Stream
+	AuditSubject = auditlog.Subject
 )
 
 // Audit actions.
@@ -39,19 +40,9 @@ const (
 	ActionFail     = "redrive.fail"
 )
 
-// AuditRecord has the shape of tenancy.Record, so `platformctl audit`
-// shows redrive records among the others.
-type AuditRecord struct {
-	Seq    uint64    `json:"seq,omitempty"`
-	Time   time.Time `json:"time"`
-	Actor  string    `json:"actor"`
-	Action string    `json:"action"`
-	Tenant string    `json:"tenant,omitempty"`
-	Target string    `json:"target,omitempty"` // the request id
-	Before any       `json:"before,omitempty"`
-	After  any       `json:"after,omitempty"`
-	Detail string    `json:"detail,omitempty"`
-}
+// AuditRecord has the shape of tenancy.Record (auditlog.Record), so
+// `platformctl audit` shows redrive records among the others.
+type AuditRecord auditlog.Record // Target: the request id
 
 // Link ties one DLQ entry to the event a run published for it.
 type Link struct {
@@ -100,15 +91,7 @@ func (a *StreamAuditor) ensure(ctx context.Context) error {
 	_, err := a.js.Stream(ctx, AuditStream)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		// Same configuration as tenancy's openAudit.
-		_, err = a.js.CreateStream(ctx, jetstream.StreamConfig{
-			Name:        AuditStream,
-			Description: "platform audit log: admin changes, quota hits, authorization denials",
-			Subjects:    []string{AuditSubject + ".>"},
-			Storage:     jetstream.FileStorage,
-			Replicas:    a.replicas,
-			MaxAge:      400 * 24 * time.Hour,
-			Discard:     jetstream.DiscardOld,
-		})
+		_, err = a.js.CreateStream(ctx, auditlog.StreamConfig(a.replicas))
 		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
 			err = nil
 		}
@@ -125,18 +108,11 @@ func (a *StreamAuditor) Append(ctx context.Context, r AuditRecord) error {
 	if err := a.ensure(ctx); err != nil {
 		return err
 	}
-	if r.Time.IsZero() {
-		r.Time = time.Now().UTC()
-	}
-	tenant := r.Tenant
-	if tenant == "" {
-		tenant = "_"
-	}
-	b, err := json.Marshal(r)
+	subject, b, err := auditlog.Encode(auditlog.Record(r))
 	if err != nil {
 		return err
 	}
-	if _, err := a.js.Publish(ctx, AuditSubject+"."+tenant+"."+r.Action, b); err != nil {
+	if _, err := a.js.Publish(ctx, subject, b); err != nil {
 		return fmt.Errorf("redrive: audit %s: %w", r.Action, err)
 	}
 	return nil

@@ -2,7 +2,8 @@ package redrive
 
 import (
 	"bytes"
-	"sort"
+	"maps"
+	"slices"
 	"strconv"
 
 	"github.com/nats-io/nats.go"
@@ -31,11 +32,7 @@ func encodeHeader(h nats.Header) []byte {
 	if len(h) == 0 {
 		return nil
 	}
-	keys := make([]string, 0, len(h))
-	for k := range h {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	keys := slices.Sorted(maps.Keys(h))
 	b := []byte("NATS/1.0\r\n")
 	for _, k := range keys {
 		for _, v := range h[k] {

@@ -22,6 +22,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/msgplatform/platform/internal/jserr"
+	"github.com/msgplatform/platform/internal/parallel"
 	"github.com/msgplatform/platform/internal/retry"
 	"github.com/msgplatform/platform/internal/wire"
 	"github.com/msgplatform/platform/platform"
@@ -148,14 +149,7 @@ func (s *Service) Close(ctx context.Context) error {
 			s.cancel()
 		}
 	})
-	done := make(chan struct{})
-	go func() { s.wg.Wait(); close(done) }()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return parallel.Wait(ctx, &s.wg)
 }
 
 // Instance is this service's runner name.

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/msgplatform/platform/internal/auditlog"
 	"github.com/msgplatform/platform/internal/jserr"
 	"github.com/msgplatform/platform/internal/retry"
 )
@@ -19,8 +20,8 @@ import (
 // AuditStream is the replicated stream (PLATFORM account) every audit
 // record is appended to, under AuditSubject.<tenant>.<action>.
 const (
-	AuditStream  = "platform-audit"
-	AuditSubject = "platform.audit"
+	AuditStream  = auditlog.Stream
+	AuditSubject = auditlog.Subject
 )
 
 // Audit actions besides the admin operations (tenant.create, user.add...).
@@ -33,17 +34,7 @@ const (
 )
 
 // Record is one audit entry.
-type Record struct {
-	Seq    uint64    `json:"seq,omitempty"`
-	Time   time.Time `json:"time"`
-	Actor  string    `json:"actor"`
-	Action string    `json:"action"`
-	Tenant string    `json:"tenant,omitempty"`
-	Target string    `json:"target,omitempty"`
-	Before any       `json:"before,omitempty"`
-	After  any       `json:"after,omitempty"`
-	Detail string    `json:"detail,omitempty"`
-}
+type Record = auditlog.Record
 
 // AuditFilter selects records.
 type AuditFilter struct {
@@ -53,15 +44,7 @@ type AuditFilter struct {
 }
 
 func openAudit(ctx context.Context, js jetstream.JetStream, replicas int) error {
-	_, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-		Name:        AuditStream,
-		Description: "platform audit log: admin changes, quota hits, authorization denials",
-		Subjects:    []string{AuditSubject + ".>"},
-		Storage:     jetstream.FileStorage,
-		Replicas:    replicas,
-		MaxAge:      400 * 24 * time.Hour,
-		Discard:     jetstream.DiscardOld,
-	})
+	_, err := js.CreateOrUpdateStream(ctx, auditlog.StreamConfig(replicas))
 	if err != nil {
 		return fmt.Errorf("tenancy: audit stream: %w", err)
 	}
@@ -70,14 +53,7 @@ func openAudit(ctx context.Context, js jetstream.JetStream, replicas int) error 
 
 // appendAudit writes r and waits for the stream's ack.
 func (m *Manager) appendAudit(ctx context.Context, r Record) error {
-	if r.Time.IsZero() {
-		r.Time = time.Now().UTC()
-	}
-	tenant := r.Tenant
-	if tenant == "" {
-		tenant = "_"
-	}
-	b, err := json.Marshal(r)
+	subject, b, err := auditlog.Encode(r)
 	if err != nil {
 		return err
 	}
@@ -91,7 +67,7 @@ func (m *Manager) appendAudit(ctx context.Context, r Record) error {
 		m.auditReady = true
 	}
 	m.auditMu.Unlock()
-	if _, err := m.js.Publish(ctx, AuditSubject+"."+tenant+"."+r.Action, b); err != nil {
+	if _, err := m.js.Publish(ctx, subject, b); err != nil {
 		m.log.Error("tenancy: audit append failed", "action", r.Action, "tenant", r.Tenant, "err", err)
 		return fmt.Errorf("tenancy: audit: %w", err)
 	}

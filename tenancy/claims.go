@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/nats-io/jwt/v2"
@@ -114,7 +116,7 @@ func (m *Manager) push(ctx context.Context, token string) error {
 // the revocation. If a user's permissions no longer derive (an object it
 // named is gone), its template keeps only its inbox.
 func userScopes(t *Tenant, ac *jwt.AccountClaims) {
-	for _, name := range sortedKeys(t.Users) {
+	for _, name := range slices.Sorted(maps.Keys(t.Users)) {
 		u := t.Users[name]
 		if u.ScopeKey == "" || u.Revoked != nil {
 			continue

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -62,7 +63,7 @@ func (m *Manager) Create(ctx context.Context, actor string, spec Spec) (Tenant, 
 // Existing tenants are left as they are (their quota may have been
 // changed with `tenant update` since).
 func (m *Manager) EnsureDeclared(ctx context.Context, specs map[string]Spec) error {
-	for _, name := range sortedKeys(specs) {
+	for _, name := range slices.Sorted(maps.Keys(specs)) {
 		_, err := m.Create(ctx, "platformd (declared in configuration)", specs[name])
 		if err != nil && !errors.Is(err, ErrConflict) {
 			return fmt.Errorf("tenancy: declared tenant %s: %w", name, err)
@@ -316,13 +317,13 @@ func (m *Manager) Delete(ctx context.Context, actor, name string, purge bool) er
 	objects := len(t.Topics) + len(t.Queues)
 	if objects > 0 && !purge {
 		return fmt.Errorf("%w: tenant %s has %d topic(s) and queue(s) with their data (%v %v); delete refuses to lose data: pass --purge to delete them too",
-			ErrConflict, name, objects, sortedKeys(t.Topics), sortedKeys(t.Queues))
+			ErrConflict, name, objects, slices.Sorted(maps.Keys(t.Topics)), slices.Sorted(maps.Keys(t.Queues)))
 	}
 	if objects > 0 {
 		rt, err := m.runtimeOf(t)
 		switch {
 		case err == nil:
-			for _, n := range append(sortedKeys(t.Topics), sortedKeys(t.Queues)...) {
+			for _, n := range append(slices.Sorted(maps.Keys(t.Topics)), slices.Sorted(maps.Keys(t.Queues))...) {
 				if err := rt.js.DeleteStream(ctx, StreamName(n)); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
 					return fmt.Errorf("tenancy: purge %s of %s: %w", n, name, err)
 				}
@@ -422,7 +423,7 @@ func (m *Manager) purgeAccount(ctx context.Context, t *Tenant) error {
 // account, and a tenant later created with t's name would show them
 // without getting them. Callers hold m.mu.
 func (m *Manager) dropShares(ctx context.Context, actor string, t *Tenant) error {
-	for _, topic := range sortedKeys(t.Exports) {
+	for _, topic := range slices.Sorted(maps.Keys(t.Exports)) {
 		for _, reader := range t.Exports[topic] {
 			_, err := m.change(ctx, actor, "share.revoke", reader, true, func(r *Tenant) (string, error) {
 				n := len(r.Imports)
@@ -527,12 +528,10 @@ func (m *Manager) UpdateUser(ctx context.Context, actor, tenant string, u UserSp
 	defer m.mu.Unlock()
 	var out User
 	t, err := m.change(ctx, actor, "user.update", tenant, true, func(t *Tenant) (string, error) {
-		old, ok := t.Users[u.Name]
+		old, err := t.liveUser(u.Name)
 		switch {
-		case !ok:
-			return "", fmt.Errorf("%w: tenant %s has no user %q", ErrNotFound, t.Name, u.Name)
-		case old.Revoked != nil:
-			return "", fmt.Errorf("%w: user %s of %s was revoked at %s", ErrConflict, u.Name, t.Name, old.Revoked.Format(time.RFC3339))
+		case err != nil:
+			return "", err
 		case old.ScopeKey == "":
 			return "", fmt.Errorf("%w: user %s of %s was issued with its permissions in its credentials (before live permission changes); revoke it and add it again", ErrConflict, u.Name, t.Name)
 		}
@@ -582,7 +581,7 @@ func (m *Manager) ListUsers(ctx context.Context, tenant string) ([]User, error) 
 		return nil, err
 	}
 	out := make([]User, 0, len(t.Users))
-	for _, k := range sortedKeys(t.Users) {
+	for _, k := range slices.Sorted(maps.Keys(t.Users)) {
 		out = append(out, t.Users[k])
 	}
 	return out, nil

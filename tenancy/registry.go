@@ -119,26 +119,18 @@ func (r *registry) list(ctx context.Context) ([]*Tenant, error) {
 }
 
 func (r *registry) create(ctx context.Context, t *Tenant) error {
-	b, err := json.Marshal(t)
-	if err != nil {
-		return err
-	}
-	kv, err := r.bind(ctx, true)
-	if err != nil {
-		return err
-	}
-	rev, err := kv.Create(ctx, t.Name, b)
-	if jserr.WrongRevision(err) {
-		return fmt.Errorf("%w: tenant %q exists", ErrConflict, t.Name)
-	}
-	if err != nil {
-		return fmt.Errorf("tenancy: save tenant %s: %w", t.Name, err)
-	}
-	t.revision = rev
-	return nil
+	return r.save(ctx, t, fmt.Sprintf("tenant %q exists", t.Name),
+		func(kv jetstream.KeyValue, b []byte) (uint64, error) { return kv.Create(ctx, t.Name, b) })
 }
 
 func (r *registry) update(ctx context.Context, t *Tenant) error {
+	return r.save(ctx, t, fmt.Sprintf("tenant %s was changed concurrently; run the command again", t.Name),
+		func(kv jetstream.KeyValue, b []byte) (uint64, error) { return kv.Update(ctx, t.Name, b, t.revision) })
+}
+
+// save writes t by put (a create or a compare-and-set update) and keeps
+// the revision written; a wrong revision is ErrConflict with conflict.
+func (r *registry) save(ctx context.Context, t *Tenant, conflict string, put func(jetstream.KeyValue, []byte) (uint64, error)) error {
 	b, err := json.Marshal(t)
 	if err != nil {
 		return err
@@ -147,11 +139,11 @@ func (r *registry) update(ctx context.Context, t *Tenant) error {
 	if err != nil {
 		return err
 	}
-	rev, err := kv.Update(ctx, t.Name, b, t.revision)
+	rev, err := put(kv, b)
+	if jserr.WrongRevision(err) {
+		return fmt.Errorf("%w: %s", ErrConflict, conflict)
+	}
 	if err != nil {
-		if jserr.WrongRevision(err) {
-			return fmt.Errorf("%w: tenant %s was changed concurrently; run the command again", ErrConflict, t.Name)
-		}
 		return fmt.Errorf("tenancy: save tenant %s: %w", t.Name, err)
 	}
 	t.revision = rev

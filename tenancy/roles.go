@@ -82,12 +82,9 @@ func (m *Manager) SetUserRoles(ctx context.Context, actor string, r RoleRequest)
 	defer m.mu.Unlock()
 	var out User
 	_, err := m.change(ctx, actor, "user.role", r.Tenant, false, func(t *Tenant) (string, error) {
-		u, ok := t.Users[r.User]
-		switch {
-		case !ok:
-			return "", fmt.Errorf("%w: tenant %s has no user %q", ErrNotFound, t.Name, r.User)
-		case u.Revoked != nil:
-			return "", fmt.Errorf("%w: user %s of %s was revoked at %s", ErrConflict, r.User, t.Name, u.Revoked.Format(time.RFC3339))
+		u, err := t.liveUser(r.User)
+		if err != nil {
+			return "", err
 		}
 		roles := slices.DeleteFunc(slices.Clone(u.Roles), func(n string) bool { return slices.Contains(r.Remove, n) })
 		for _, n := range r.Add {
@@ -112,4 +109,17 @@ func (m *Manager) SetUserRoles(ctx context.Context, actor string, r RoleRequest)
 		return out, nil
 	}
 	return out, err
+}
+
+// liveUser returns the tenant's user name: ErrNotFound when it has none,
+// ErrConflict when it was revoked.
+func (t *Tenant) liveUser(name string) (User, error) {
+	u, ok := t.Users[name]
+	switch {
+	case !ok:
+		return User{}, fmt.Errorf("%w: tenant %s has no user %q", ErrNotFound, t.Name, name)
+	case u.Revoked != nil:
+		return User{}, fmt.Errorf("%w: user %s of %s was revoked at %s", ErrConflict, name, t.Name, u.Revoked.Format(time.RFC3339))
+	}
+	return u, nil
 }

@@ -3,6 +3,7 @@ package tenancy
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -55,7 +56,7 @@ func exportSubject(topic string) string { return StoredName(topic) + ".*" }
 
 // shareClaims adds t's exports and imports to its account claims.
 func shareClaims(t *Tenant, ac *jwt.AccountClaims) {
-	for _, topic := range sortedKeys(t.Exports) {
+	for _, topic := range slices.Sorted(maps.Keys(t.Exports)) {
 		if len(t.Exports[topic]) == 0 {
 			continue
 		}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 
 	"github.com/msgplatform/platform/internal/pgmigrate"
 	"github.com/msgplatform/platform/internal/tlsconf"
@@ -77,9 +76,9 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	if err := checkTLSFlags(o.tls); err != nil {
 		return o, usageError{err}
 	}
-	tm, err := parseTopicMap(o.topicMap)
+	tm, err := outboxrelay.ParseTopicMap(o.topicMap)
 	if err != nil {
-		return o, usageError{err}
+		return o, usageError{fmt.Errorf("--topic-map: %w", err)}
 	}
 	o.cfg.TopicMap = tm
 	if err := o.cfg.Validate(); err != nil {
@@ -110,20 +109,4 @@ func checkTLSFlags(c tlsconf.Config) error {
 		return fmt.Errorf("--tls-ca, --tls-cert, --tls-key: %w", err)
 	}
 	return nil
-}
-
-// parseTopicMap parses "from=to,from2=to2".
-func parseTopicMap(s string) (map[string]string, error) {
-	if s == "" {
-		return nil, nil
-	}
-	m := map[string]string{}
-	for _, pair := range strings.Split(s, ",") {
-		from, to, ok := strings.Cut(strings.TrimSpace(pair), "=")
-		if !ok || from == "" || to == "" {
-			return nil, fmt.Errorf("--topic-map: want from=to pairs separated by commas, got %q", pair)
-		}
-		m[from] = to
-	}
-	return m, nil
 }

@@ -3,7 +3,8 @@ package main
 import (
 	"fmt"
 	"io"
-	"sort"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -142,12 +143,7 @@ func writeEntry(w io.Writer, e redrive.Entry) error {
 		fmt.Fprintf(w, "  failed again after redrive %s\n", e.Redriven)
 	}
 	fmt.Fprintln(w, "Headers:")
-	keys := make([]string, 0, len(e.Headers))
-	for k := range e.Headers {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(e.Headers)) {
 		fmt.Fprintf(w, "  %s: %s\n", k, strings.Join(e.Headers[k], ", "))
 	}
 	fmt.Fprintf(w, "Payload (%d bytes):\n", e.Size)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -50,9 +49,9 @@ the others stand by and take over within --lease-ttl of its death.`,
 			cfg := outboxrelay.DefaultConfig(o.name)
 			cfg.LeaseTTL, cfg.Retention, cfg.BatchSize = o.leaseTTL, o.retention, o.batch
 			cfg.SinglePublishes = o.singlePublishes
-			tm, err := parseTopicMap(o.topicMap)
+			tm, err := outboxrelay.ParseTopicMap(o.topicMap)
 			if err != nil {
-				return usageError{err}
+				return usageError{fmt.Errorf("--topic-map: %w", err)}
 			}
 			cfg.TopicMap = tm
 			cfg.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
@@ -140,20 +139,4 @@ func newOutboxStatusCmd() *cobra.Command {
 	cmd.Flags().StringVar(&dsn, "dsn", "", "PostgreSQL DSN of the service database (required)")
 	cmd.Flags().StringVar(&schema, "schema", pgoutbox.DefaultSchema, "schema holding the outbox")
 	return cmd
-}
-
-// parseTopicMap parses "from=to,from2=to2".
-func parseTopicMap(s string) (map[string]string, error) {
-	if s == "" {
-		return nil, nil
-	}
-	m := map[string]string{}
-	for _, pair := range strings.Split(s, ",") {
-		from, to, ok := strings.Cut(strings.TrimSpace(pair), "=")
-		if !ok || from == "" || to == "" {
-			return nil, fmt.Errorf("--topic-map: want from=to pairs separated by commas, got %q", pair)
-		}
-		m[from] = to
-	}
-	return m, nil
 }

@@ -45,10 +45,8 @@ certificates, give the user's own certificate there).`,
 		Args: exactArgs(2, "TENANT NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			spec.Name = args[1]
-			for _, n := range []struct{ what, v string }{{"tenant", args[0]}, {"user", args[1]}} {
-				if err := tenancy.ValidateName(n.what, n.v); err != nil {
-					return usageError{err}
-				}
+			if err := validTenantUser(args); err != nil {
+				return err
 			}
 			if out == "" {
 				return usageError{errors.New("--out FILE is required: where to write the credentials")}
@@ -130,10 +128,8 @@ func newUserRevokeCmd(g *globalOptions) *cobra.Command {
 		Short: "Revoke a user: its connections are dropped and it cannot connect again",
 		Args:  exactArgs(2, "TENANT NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			for _, n := range []struct{ what, v string }{{"tenant", args[0]}, {"user", args[1]}} {
-				if err := tenancy.ValidateName(n.what, n.v); err != nil {
-					return usageError{err}
-				}
+			if err := validTenantUser(args); err != nil {
+				return err
 			}
 			var u tenancy.User
 			if err := g.call(cmd.Context(), tenancy.SubjUserRevoke, tenancy.RevokeRequest{Actor: actor(), Tenant: args[0], User: args[1]}, &u); err != nil {
@@ -160,10 +156,8 @@ permissions before and after.`,
 		Args: exactArgs(2, "TENANT NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			spec.Name = args[1]
-			for _, n := range []struct{ what, v string }{{"tenant", args[0]}, {"user", args[1]}} {
-				if err := tenancy.ValidateName(n.what, n.v); err != nil {
-					return usageError{err}
-				}
+			if err := validTenantUser(args); err != nil {
+				return err
 			}
 			if len(spec.Pub)+len(spec.Sub) == 0 {
 				return usageError{errors.New("give at least one --pub or --sub")}
@@ -180,4 +174,15 @@ permissions before and after.`,
 	cmd.Flags().StringSliceVar(&spec.Pub, "pub", nil, "topics and queues the user may publish to (replaces the old list)")
 	cmd.Flags().StringSliceVar(&spec.Sub, "sub", nil, "topics, queues and groups the user may read (replaces the old list)")
 	return cmd
+}
+
+// validTenantUser checks the TENANT NAME arguments of a user command: a
+// usage error for the first name that is not valid.
+func validTenantUser(args []string) error {
+	for _, n := range []struct{ what, v string }{{"tenant", args[0]}, {"user", args[1]}} {
+		if err := tenancy.ValidateName(n.what, n.v); err != nil {
+			return usageError{err}
+		}
+	}
+	return nil
 }

@@ -35,10 +35,8 @@ name). The user's credentials and NATS permissions do not change.`,
 		Args: exactArgs(2, "TENANT NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			r.Tenant, r.User, r.Actor = args[0], args[1], actor()
-			for _, n := range []struct{ what, v string }{{"tenant", args[0]}, {"user", args[1]}} {
-				if err := tenancy.ValidateName(n.what, n.v); err != nil {
-					return usageError{err}
-				}
+			if err := validTenantUser(args); err != nil {
+				return err
 			}
 			if err := r.Validate(); err != nil {
 				return usageError{err}

@@ -140,13 +140,20 @@ func Setup(ctx context.Context, remote Remote, inProcess bool, topic string, max
 	return nc, js, func() { drop(); closeNC() }, nil
 }
 
+// TopicSpec is a bench topic: partitions and replicas as given, events
+// kept an hour, owned by the bench.
+func TopicSpec(name string, partitions, replicas int) platform.TopicSpec {
+	spec := platform.DefaultTopicSpec(name)
+	spec.Partitions, spec.Replicas = partitions, replicas
+	spec.Retention = platform.Retention{MaxAge: time.Hour}
+	spec.Owner = "platformctl-bench"
+	return spec
+}
+
 // createTopic creates topic (R3, 24 partitions, owned by the bench); the
 // returned func deletes its stream.
 func createTopic(ctx context.Context, js jetstream.JetStream, name string) (func(), error) {
-	spec := platform.DefaultTopicSpec(name)
-	spec.Partitions, spec.Replicas = 24, 3
-	spec.Retention = platform.Retention{MaxAge: time.Hour}
-	spec.Owner = "platformctl-bench"
+	spec := TopicSpec(name, 24, 3)
 	actx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if _, err := catalog.NewReconciler(js, catalog.ReconcilerOptions{}).ApplyTopic(actx, spec, catalog.ApplyOptions{AllowReducedReplicas: true}); err != nil {

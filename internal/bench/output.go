@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"os"
 	"time"
+
+	"github.com/cockroachdb/pebble/v2"
 )
 
 // PrintLines writes lines to w, one a line.
@@ -31,4 +33,19 @@ func (QuietPebbleLogger) Errorf(string, ...any) {}
 func (QuietPebbleLogger) Fatalf(f string, a ...any) {
 	fmt.Fprintf(os.Stderr, "pebble: "+f+"\n", a...)
 	os.Exit(1)
+}
+
+// TempPebble opens a pebble database with QuietPebbleLogger in a new
+// temporary directory; closeDB closes it and removes the directory.
+func TempPebble() (db *pebble.DB, closeDB func(), err error) {
+	dir, err := os.MkdirTemp("", "platformctl-bench-pebble-")
+	if err != nil {
+		return nil, nil, err
+	}
+	db, err = pebble.Open(dir, &pebble.Options{Logger: QuietPebbleLogger{}})
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, nil, err
+	}
+	return db, func() { db.Close(); os.RemoveAll(dir) }, nil
 }

@@ -7,4 +7,9 @@
 // at any moment; the error returned is the first one an operation
 // returned (nil if none did). It does not cancel the others on an error:
 // each operation bounds itself by the ctx it is given.
+//
+// Wait and Done are the one way to wait for a sync.WaitGroup of
+// background loops within a context or a timer (a Close bounded by its
+// ctx): the wait ends when the group does or the bound does, whichever
+// is first.
 package parallel

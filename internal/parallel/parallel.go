@@ -30,3 +30,22 @@ func Run(ctx context.Context, n int, ops []func(context.Context) error) error {
 	wg.Wait()
 	return errs
 }
+
+// Wait waits for wg within ctx: nil once every goroutine wg counts has
+// returned, ctx's error if ctx ends first (the goroutines go on).
+func Wait(ctx context.Context, wg *sync.WaitGroup) error {
+	select {
+	case <-Done(wg):
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Done returns a channel closed once every goroutine wg counts has
+// returned.
+func Done(wg *sync.WaitGroup) <-chan struct{} {
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	return done
+}

@@ -63,18 +63,14 @@ type decoder struct {
 	err error
 }
 
-func (d *decoder) varint() int64 {
-	v, n := binary.Varint(d.b)
-	if n <= 0 {
-		d.err = errCorrupt
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
+func (d *decoder) varint() int64 { return readVarint(d, binary.Varint) }
 
-func (d *decoder) uvarint() uint64 {
-	v, n := binary.Uvarint(d.b)
+func (d *decoder) uvarint() uint64 { return readVarint(d, binary.Uvarint) }
+
+// readVarint consumes one varint that read decodes; a missing or
+// overlong one sets errCorrupt.
+func readVarint[T int64 | uint64](d *decoder, read func([]byte) (T, int)) T {
+	v, n := read(d.b)
 	if n <= 0 {
 		d.err = errCorrupt
 		return 0

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -119,7 +121,7 @@ func (r *Reconciler) DescribeTopic(ctx context.Context, name string) (TopicStatu
 		ops []func(context.Context) error
 		mu  sync.Mutex
 	)
-	for _, g := range sortedKeys(byGroup) {
+	for _, g := range slices.Sorted(maps.Keys(byGroup)) {
 		gs := GroupStatus{Name: g, Partitions: []GroupPartitionStatus{}}
 		for p := range spec.Partitions {
 			ci := byGroup[g][p]

@@ -3,6 +3,8 @@ package catalog
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -72,7 +74,7 @@ func (p *plan) planGroup(ctx context.Context, g platform.GroupSpec, topic *platf
 	}
 	// A group has exactly one consumer per partition: remove strays (e.g.
 	// left by a topic that was deleted and recreated smaller).
-	for _, name := range sortedKeys(existing) {
+	for _, name := range slices.Sorted(maps.Keys(existing)) {
 		ci := existing[name]
 		if ci.Config.Metadata[platform.MetaGroup] != g.Name {
 			continue

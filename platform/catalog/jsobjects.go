@@ -73,7 +73,7 @@ var metadataLabels = map[string]string{
 
 func diffMetadata(d *diffs, prefix string, cur, want map[string]string) {
 	c, w := platformMetadata(cur), platformMetadata(want)
-	keys := sortedKeys(c)
+	keys := slices.Sorted(maps.Keys(c))
 	for k := range w {
 		if _, ok := c[k]; !ok {
 			keys = append(keys, k)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -131,13 +132,13 @@ func (r *Reconciler) Apply(ctx context.Context, c platform.Catalog, o ApplyOptio
 		return nil, err
 	}
 	p := r.newPlan(o)
-	for _, name := range sortedKeys(c.Topics) {
+	for _, name := range slices.Sorted(maps.Keys(c.Topics)) {
 		p.planTopic(ctx, c.Topics[name])
 	}
-	for _, name := range sortedKeys(c.Queues) {
+	for _, name := range slices.Sorted(maps.Keys(c.Queues)) {
 		p.planQueue(ctx, c.Queues[name])
 	}
-	for _, name := range sortedKeys(c.Groups) {
+	for _, name := range slices.Sorted(maps.Keys(c.Groups)) {
 		g := c.Groups[name]
 		t := c.Topics[g.Topic]
 		p.planGroup(ctx, g, &t)
@@ -225,13 +226,4 @@ func (r *Reconciler) withDefaults(c platform.Catalog) platform.Catalog {
 		out.Groups[k] = g
 	}
 	return out
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/msgplatform/platform/internal/parallel"
 	"github.com/msgplatform/platform/internal/retry"
 	"github.com/msgplatform/platform/platform"
 )
@@ -453,10 +454,8 @@ func (r *partitionRunner) release(drain time.Duration) {
 	r.mu.Unlock()
 	r.stopFetch()
 	<-r.loopDone
-	done := make(chan struct{})
-	go func() { r.wg.Wait(); close(done) }()
 	select {
-	case <-done:
+	case <-parallel.Done(&r.wg):
 	case <-time.After(max(drain, 0)):
 	}
 	r.released.Store(true)

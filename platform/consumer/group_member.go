@@ -478,24 +478,14 @@ func (m *Member) Close(ctx context.Context) error {
 		if m.cancel == nil {
 			return
 		}
-		m.cancel()
-		<-m.done
-		m.mu.Lock()
-		runners := m.runners
-		m.runners = map[int]*partitionRunner{}
-		m.mu.Unlock()
+		runners := m.halt()
 		drain := m.cfg.DrainTimeout
 		if d, ok := ctx.Deadline(); ok {
 			drain = min(drain, time.Until(d))
 		}
 		releaseAll(slices.Collect(maps.Values(runners)), drain)
 		err = m.kv.Delete(ctx, m.memberKey(m.cfg.ID))
-		if m.router != nil {
-			_ = m.router.Close(ctx)
-		}
-		if m.cfg.Metrics != nil {
-			m.cfg.Metrics.removeMember(m)
-		}
+		m.detach(ctx)
 	})
 	return err
 }
@@ -503,20 +493,31 @@ func (m *Member) Close(ctx context.Context) error {
 // crash stops the member as a crash would: no drain, no ack, no leave.
 func (m *Member) crash() {
 	m.closeOnce.Do(func() {
-		m.cancel()
-		<-m.done
-		m.mu.Lock()
-		runners := m.runners
-		m.runners = map[int]*partitionRunner{}
-		m.mu.Unlock()
-		for _, r := range runners {
+		for _, r := range m.halt() {
 			r.abandon()
 		}
-		if m.router != nil {
-			_ = m.router.Close(context.Background())
-		}
-		if m.cfg.Metrics != nil {
-			m.cfg.Metrics.removeMember(m)
-		}
+		m.detach(context.Background())
 	})
+}
+
+// halt stops the member's loop and takes its partition runners over.
+func (m *Member) halt() map[int]*partitionRunner {
+	m.cancel()
+	<-m.done
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	runners := m.runners
+	m.runners = map[int]*partitionRunner{}
+	return runners
+}
+
+// detach closes the member's DLQ router (within ctx) and removes the
+// member from Metrics.
+func (m *Member) detach(ctx context.Context) {
+	if m.router != nil {
+		_ = m.router.Close(ctx)
+	}
+	if m.cfg.Metrics != nil {
+		m.cfg.Metrics.removeMember(m)
+	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/msgplatform/platform/internal/jspull"
+	"github.com/msgplatform/platform/internal/parallel"
 	"github.com/msgplatform/platform/internal/retry"
 	"github.com/msgplatform/platform/platform"
 	"github.com/msgplatform/platform/platform/dlq"
@@ -428,8 +429,7 @@ func (w *Workers) Close(ctx context.Context) error {
 		}
 		w.cancel()
 		<-w.loopDone
-		done := make(chan struct{})
-		go func() { w.wg.Wait(); close(done) }()
+		done := parallel.Done(&w.wg)
 		select {
 		case <-done:
 		case <-ctx.Done():
@@ -438,12 +438,7 @@ func (w *Workers) Close(ctx context.Context) error {
 		}
 		w.stopJobs()
 		w.sess.close(ctx, true)
-		if w.router != nil {
-			_ = w.router.Close(ctx)
-		}
-		if w.cfg.Metrics != nil {
-			w.cfg.Metrics.removeWorkers(w)
-		}
+		w.detach(ctx)
 	})
 	return nil
 }
@@ -455,11 +450,17 @@ func (w *Workers) crash() {
 		w.cancel()
 		w.stopJobs()
 		w.sess.close(context.Background(), false)
-		if w.router != nil {
-			_ = w.router.Close(context.Background())
-		}
-		if w.cfg.Metrics != nil {
-			w.cfg.Metrics.removeWorkers(w)
-		}
+		w.detach(context.Background())
 	})
+}
+
+// detach closes the workers' DLQ router (within ctx) and removes them
+// from Metrics.
+func (w *Workers) detach(ctx context.Context) {
+	if w.router != nil {
+		_ = w.router.Close(ctx)
+	}
+	if w.cfg.Metrics != nil {
+		w.cfg.Metrics.removeWorkers(w)
+	}
 }

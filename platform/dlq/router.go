@@ -15,6 +15,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/msgplatform/platform/internal/parallel"
 	"github.com/msgplatform/platform/internal/retry"
 	"github.com/msgplatform/platform/platform"
 )
@@ -85,14 +86,7 @@ func (r *Router) Close(ctx context.Context) error {
 			r.cancel()
 		}
 	})
-	done := make(chan struct{})
-	go func() { r.wg.Wait(); close(done) }()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return parallel.Wait(ctx, &r.wg)
 }
 
 // routerPullExpiry is how long each of a router's pull requests waits;

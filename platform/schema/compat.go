@@ -3,6 +3,7 @@ package schema
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"sort"
@@ -195,12 +196,7 @@ func typeNames(t map[string]bool) string {
 	if t == nil {
 		return "any type"
 	}
-	names := make([]string, 0, len(t))
-	for k := range t {
-		names = append(names, k)
-	}
-	sort.Strings(names)
-	return strings.Join(names, "|")
+	return strings.Join(slices.Sorted(maps.Keys(t)), "|")
 }
 
 // check records every way a document valid under w can be invalid under
@@ -257,7 +253,7 @@ func (d *direction) check(w, r *node, path string) {
 
 func (d *direction) object(w, r *node, path string) {
 	// Required first: it is the rule most changes break.
-	for _, name := range sortedKeys(r.required) {
+	for _, name := range slices.Sorted(maps.Keys(r.required)) {
 		if !w.required[name] {
 			p := join(path, name)
 			if d.readerIsNew {
@@ -275,7 +271,7 @@ func (d *direction) object(w, r *node, path string) {
 		names[k] = true
 	}
 	wa, ra := w.additional, r.additional
-	for _, name := range sortedKeys(names) {
+	for _, name := range slices.Sorted(maps.Keys(names)) {
 		p := join(path, name)
 		wp, inW := w.props[name]
 		rp, inR := r.props[name]
@@ -326,7 +322,7 @@ var upperBounds = map[string]bool{"maximum": true, "exclusiveMaximum": true, "ma
 // constraints compares the remaining validation keywords: a bound may be
 // relaxed by the reader, anything else must be identical.
 func (d *direction) constraints(w, r *node, path string) {
-	for _, k := range sortedKeys(r.other) {
+	for _, k := range slices.Sorted(maps.Keys(r.other)) {
 		rv := r.other[k]
 		wv, ok := w.other[k]
 		if ok && reflect.DeepEqual(wv, rv) {
@@ -361,15 +357,6 @@ func typesSubset(w, r map[string]bool) bool {
 }
 
 func mayBe(types map[string]bool, t string) bool { return types == nil || types[t] }
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
 
 // compatibility checks a candidate (to become version next) against the
 // existing versions under mode and returns every violation, and the

@@ -481,18 +481,8 @@ func (s *scanner) object(fs *fastSchema, depth int) bool {
 		if !s.value(sub, depth+1) {
 			return false
 		}
-		s.ws()
-		if s.i >= len(s.b) {
-			return false
-		}
-		switch s.b[s.i] {
-		case ',':
-			s.i++
-		case '}':
-			s.i++
-			return seen == fs.requiredAll
-		default:
-			return false
+		if end, ok := s.next('}'); !ok || end {
+			return ok && seen == fs.requiredAll
 		}
 	}
 }
@@ -514,20 +504,28 @@ func (s *scanner) array(fs *fastSchema, depth int) bool {
 			return false
 		}
 		n++
-		s.ws()
-		if s.i >= len(s.b) {
-			return false
-		}
-		switch s.b[s.i] {
-		case ',':
-			s.i++
-		case ']':
-			s.i++
-			return fs.countOK(n)
-		default:
-			return false
+		if end, ok := s.next(']'); !ok || end {
+			return ok && fs.countOK(n)
 		}
 	}
+}
+
+// next consumes what follows a member or an element: a ',' (more
+// follow), or closing (end); ok is false for anything else.
+func (s *scanner) next(closing byte) (end, ok bool) {
+	s.ws()
+	if s.i >= len(s.b) {
+		return false, false
+	}
+	switch s.b[s.i] {
+	case ',':
+		s.i++
+		return false, true
+	case closing:
+		s.i++
+		return true, true
+	}
+	return false, false
 }
 
 func (fs *fastSchema) countOK(n int) bool {

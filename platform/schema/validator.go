@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/nats-io/nats.go"
@@ -268,23 +269,7 @@ func flatten(ve *jsonschema.ValidationError) string {
 	if len(msgs) == 0 {
 		return ve.Error()
 	}
-	var b bytes.Buffer
-	for i, m := range msgs {
-		if i > 0 {
-			b.WriteString("; ")
-		}
-		b.WriteString(m)
-	}
-	return b.String()
+	return strings.Join(msgs, "; ")
 }
 
-func joinPtr(p []string) string {
-	var b bytes.Buffer
-	for i, s := range p {
-		if i > 0 {
-			b.WriteByte('/')
-		}
-		b.WriteString(s)
-	}
-	return b.String()
-}
+func joinPtr(p []string) string { return strings.Join(p, "/") }

@@ -218,10 +218,7 @@ func (b *groupBench) runAgainst(ctx context.Context, remote bench.Remote) (group
 
 func (b *groupBench) run(ctx context.Context, applyTopic func(context.Context, platform.TopicSpec) error) (groupBenchResult, error) {
 	o := b.o
-	spec := platform.DefaultTopicSpec(o.Topic)
-	spec.Partitions, spec.Replicas = o.Partitions, o.Replicas
-	spec.Retention = platform.Retention{MaxAge: time.Hour}
-	spec.Owner = "platformctl-bench"
+	spec := bench.TopicSpec(o.Topic, o.Partitions, o.Replicas)
 	actx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	if err := applyTopic(actx, spec); err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"time"
 
@@ -41,17 +40,11 @@ func openInboxModes(ctx context.Context, o bench.StoreOptions) ([]inboxMode, fun
 		}
 		return nil
 	}}}
-	dir, err := os.MkdirTemp("", "platformctl-bench-pebble-")
+	db, closeDB, err := bench.TempPebble()
 	if err != nil {
 		return nil, nil, err
 	}
-	cleanups = append(cleanups, func() { os.RemoveAll(dir) })
-	db, err := pebble.Open(dir, &pebble.Options{Logger: bench.QuietPebbleLogger{}})
-	if err != nil {
-		cleanup()
-		return nil, nil, err
-	}
-	cleanups = append(cleanups, func() { db.Close() })
+	cleanups = append(cleanups, closeDB)
 	pin, err := pebbleinbox.New(db, platform.DefaultInboxConfig("bench"), pebbleinbox.Options{})
 	if err != nil {
 		cleanup()

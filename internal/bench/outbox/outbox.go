@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -75,18 +74,12 @@ func openOutboxBackends(ctx context.Context, o Options) ([]outboxBackend, func()
 			})
 		}})
 	}
-	dir, err := os.MkdirTemp("", "platformctl-bench-pebble-")
+	db, closeDB, err := bench.TempPebble()
 	if err != nil {
 		cleanup()
 		return nil, nil, err
 	}
-	cleanups = append(cleanups, func() { os.RemoveAll(dir) })
-	db, err := pebble.Open(dir, &pebble.Options{Logger: bench.QuietPebbleLogger{}})
-	if err != nil {
-		cleanup()
-		return nil, nil, err
-	}
-	cleanups = append(cleanups, func() { db.Close() })
+	cleanups = append(cleanups, closeDB)
 	pstore, err := pebbleoutbox.Open(db, pebbleoutbox.Options{})
 	if err != nil {
 		cleanup()

@@ -68,6 +68,18 @@ func Run(ctx context.Context, out io.Writer, remote bench.Remote, o Options, pop
 	return nil
 }
 
+// createTopic creates the bench topic of o with apply, within 30s, and
+// returns its spec.
+func createTopic(ctx context.Context, o Options, apply func(context.Context, platform.TopicSpec) error) (platform.TopicSpec, error) {
+	spec := bench.TopicSpec(o.Topic, o.Partitions, o.Replicas)
+	actx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := apply(actx, spec); err != nil {
+		return spec, fmt.Errorf("create bench topic %s: %w", o.Topic, err)
+	}
+	return spec, nil
+}
+
 // benchAgainst creates the bench topic with apply, runs the benchmark on
 // nc and deletes the topic's stream unless --keep.
 func benchAgainst(ctx context.Context, nc *nats.Conn, o Options, popts bench.PublishOptions, apply func(context.Context, platform.TopicSpec) error) (bench.Result, error) {
@@ -75,14 +87,8 @@ func benchAgainst(ctx context.Context, nc *nats.Conn, o Options, popts bench.Pub
 	if err != nil {
 		return bench.Result{}, err
 	}
-	spec := platform.DefaultTopicSpec(o.Topic)
-	spec.Partitions, spec.Replicas = o.Partitions, o.Replicas
-	spec.Retention = platform.Retention{MaxAge: time.Hour}
-	spec.Owner = "platformctl-bench"
-	actx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	if err := apply(actx, spec); err != nil {
-		return bench.Result{}, fmt.Errorf("create bench topic %s: %w", o.Topic, err)
+	if _, err := createTopic(ctx, o, apply); err != nil {
+		return bench.Result{}, err
 	}
 	if !o.Keep {
 		defer func() {
@@ -198,14 +204,11 @@ func benchValidate(ctx context.Context, out io.Writer, nc *nats.Conn, o Options,
 	if err != nil {
 		return err
 	}
-	spec := platform.DefaultTopicSpec(o.Topic)
-	spec.Partitions, spec.Replicas = o.Partitions, o.Replicas
-	spec.Retention = platform.Retention{MaxAge: time.Hour}
-	spec.Owner = "platformctl-bench"
 	actx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if err := apply(actx, spec); err != nil {
-		return fmt.Errorf("create bench topic %s: %w", o.Topic, err)
+	spec, err := createTopic(actx, o, apply)
+	if err != nil {
+		return err
 	}
 	if !o.Keep {
 		defer func() {

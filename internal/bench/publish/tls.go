@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -103,14 +102,11 @@ func benchPublishTopic(ctx context.Context, nc *nats.Conn, rec *catalog.Reconcil
 	if err != nil {
 		return nil, err
 	}
-	spec := platform.DefaultTopicSpec(o.Topic)
-	spec.Partitions, spec.Replicas = o.Partitions, o.Replicas
-	spec.Retention = platform.Retention{MaxAge: time.Hour}
-	spec.Owner = "platformctl-bench"
-	actx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	if _, err := rec.ApplyTopic(actx, spec, catalog.ApplyOptions{AllowReducedReplicas: true}); err != nil {
-		return nil, fmt.Errorf("create bench topic %s: %w", o.Topic, err)
+	if _, err := createTopic(ctx, o, func(ctx context.Context, spec platform.TopicSpec) error {
+		_, err := rec.ApplyTopic(ctx, spec, catalog.ApplyOptions{AllowReducedReplicas: true})
+		return err
+	}); err != nil {
+		return nil, err
 	}
 	return js, nil
 }

@@ -94,10 +94,7 @@ func RunQuota(ctx context.Context, out, progress io.Writer, remote bench.Remote,
 
 func runQuota(ctx context.Context, tgt quotaTarget, o QuotaOptions, size int, progress io.Writer) ([]string, error) {
 	logf := func(format string, a ...any) { fmt.Fprintf(progress, "bench quota: "+format+"\n", a...) }
-	spec := platform.DefaultTopicSpec("orders")
-	spec.Partitions, spec.Replicas = o.Partitions, o.Replicas
-	spec.Retention = platform.Retention{MaxAge: time.Hour}
-	spec.Owner = "platformctl-bench"
+	spec := bench.TopicSpec("orders", o.Partitions, o.Replicas)
 
 	qa := tenancy.DefaultQuota()
 	qa.PublishRate, qa.Policy = o.Quota, tenancy.Policy(o.Policy)

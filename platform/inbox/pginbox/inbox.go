@@ -225,14 +225,5 @@ func (i *Inbox) PruneBefore(ctx context.Context, t time.Time) (int, error) {
 
 // RunPruner prunes every PruneInterval until ctx ends.
 func (i *Inbox) RunPruner(ctx context.Context) error {
-	t := time.NewTicker(i.cfg.PruneInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-			_, _ = i.Prune(ctx)
-		}
-	}
+	return i.cfg.RunPruner(ctx, i.Prune)
 }
