@@ -1,6 +1,7 @@
 package kvlease
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -79,7 +80,11 @@ func (l *Lease) Tick(ctx context.Context) (uint64, error) {
 	l.mu.Unlock()
 	start := time.Now()
 	if token != 0 {
-		nrev, err := l.kv.Update(ctx, l.key, l.value(), rev)
+		value := l.value()
+		nrev, err := l.kv.Update(ctx, l.key, value, rev)
+		if jserr.WrongRevision(err) {
+			nrev, err = l.renewAfterUnknown(ctx, value, err)
+		}
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		switch {
@@ -118,6 +123,27 @@ func (l *Lease) Tick(ctx context.Context) (uint64, error) {
 	}
 	nrev, err := l.kv.Update(ctx, l.key, l.value(), entry.Revision())
 	return l.acquired(nrev, start, err)
+}
+
+// renewAfterUnknown retries a renewal whose compare-and-set failed (err)
+// when the key's latest write is this holder's own: an earlier renewal
+// whose answer was lost (a timeout while a node failed) that did land.
+// Nobody wrote after it, so the holder still holds the lease; the retry
+// uses the key's revision. Otherwise it returns err: another process
+// wrote, and the lease is lost.
+func (l *Lease) renewAfterUnknown(ctx context.Context, value []byte, err error) (uint64, error) {
+	entry, gerr := l.kv.Get(ctx, l.key)
+	if gerr != nil {
+		return 0, err
+	}
+	ours := bytes.Equal(entry.Value(), value)
+	if l.cfg.Ours != nil {
+		ours = l.cfg.Ours(entry.Value())
+	}
+	if !ours {
+		return 0, err
+	}
+	return l.kv.Update(ctx, l.key, value, entry.Revision())
 }
 
 // Take acquires the lease now, whoever holds it: for a process that a

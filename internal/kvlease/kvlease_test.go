@@ -194,3 +194,40 @@ func TestTakeFromALiveHolder(t *testing.T) {
 		time.Sleep(ttl / 4)
 	}
 }
+
+// A renewal whose answer was lost but that landed (a timeout while a node
+// failed) leaves the holder's known revision behind the key's. The next
+// renewal's compare-and-set fails, yet the key's latest write is the
+// holder's own: the holder keeps the lease and its token. Had another
+// process written since, the renewal says lost.
+func TestRenewalThatLandedUnheardKeepsTheLease(t *testing.T) {
+	_, kv := bucket(t)
+	ctx := context.Background()
+	a := kvlease.New(kv, "relay", named("a"), kvlease.Config{TTL: 2 * time.Second})
+	ta, err := a.Tick(ctx)
+	if err != nil || ta == 0 {
+		t.Fatalf("a acquires: token %d, %v", ta, err)
+	}
+	e, err := kv.Get(ctx, "relay")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// a's renewal, landed, its answer lost.
+	if _, err := kv.Update(ctx, "relay", []byte("a"), e.Revision()); err != nil {
+		t.Fatal(err)
+	}
+	if tok, err := a.Tick(ctx); tok != ta || err != nil {
+		t.Fatalf("renewal after one that landed unheard: token %d, %v; want %d, nil", tok, err, ta)
+	}
+	// Another process writes: a has lost.
+	e, err = kv.Get(ctx, "relay")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Update(ctx, "relay", []byte("b"), e.Revision()); err != nil {
+		t.Fatal(err)
+	}
+	if tok, err := a.Tick(ctx); tok != 0 || !errors.Is(err, kvlease.ErrLost) {
+		t.Fatalf("renewal after another holder wrote: token %d, %v; want 0, ErrLost", tok, err)
+	}
+}
