@@ -19,8 +19,8 @@ import (
 func TestSameKeySamePartition(t *testing.T) {
 	t.Parallel()
 	f := natstest.RunFabric(t, 3)
-	r := catalog.NewReconciler(f.JetStream(), catalog.ReconcilerOptions{Logger: platform.TestLogger(t)})
-	ctx := platform.TestCtx(t, 60*time.Second)
+	r := catalog.NewReconciler(f.JetStream(), catalog.ReconcilerOptions{Logger: natstest.Logger(t)})
+	ctx := natstest.Context(t, 60*time.Second)
 	spec := platform.DefaultTopicSpec("orders")
 	spec.Partitions = 24
 	if _, err := r.ApplyTopic(ctx, spec, catalog.ApplyOptions{}); err != nil {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/msgplatform/platform/embeddednats/natstest"
 	"github.com/msgplatform/platform/platform/dlq"
 )
 
@@ -18,7 +19,7 @@ func TestUnlimitedRedriveEmptiesDLQBeforeCompleting(t *testing.T) {
 	e := newEnv(t, topic("orders", "checkout", ""))
 	e.deadLetter("orders", "email-notifier", 0, n, permanent("template %d missing"))
 	s := e.service(nil)
-	ctx := testCtx(t, 60*time.Second)
+	ctx := natstest.Context(t, 60*time.Second)
 	st, err := s.Submit(ctx, req("orders", "alice", Selection{All: true}))
 	if err != nil {
 		t.Fatal(err)
@@ -67,7 +68,7 @@ func TestDLQOwnerFromDLQSpec(t *testing.T) {
 	payments.DLQ.Owner = "payments-oncall"
 	e := newEnv(t, payments, topic("orders", "checkout", ""))
 	s := e.service(nil)
-	ctx := testCtx(t, 30*time.Second)
+	ctx := natstest.Context(t, 30*time.Second)
 	dlqs, err := s.ListDLQs(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -102,7 +103,7 @@ func TestRedriveRemovesOnlyWhatItSent(t *testing.T) {
 		return dlq.ClassTransient, "ledger timed out"
 	})
 	s := e.service(nil)
-	ctx := testCtx(t, 60*time.Second)
+	ctx := natstest.Context(t, 60*time.Second)
 	dlqStream, err := e.js.Stream(ctx, "orders_dlq")
 	if err != nil {
 		t.Fatal(err)

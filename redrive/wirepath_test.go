@@ -154,7 +154,7 @@ func TestRunOverItsOwnConnectionOrNatsGo(t *testing.T) {
 				return func() { open.Add(-1) }
 			}
 		})
-		ctx := testCtx(t, 60*time.Second)
+		ctx := natstest.Context(t, 60*time.Second)
 		st, err := s.Submit(ctx, req("orders", "alice", Selection{All: true}))
 		if err != nil {
 			t.Fatal(err)
@@ -214,7 +214,7 @@ func TestRunSurvivesItsNodeKilled(t *testing.T) {
 	e := &env{t: t, f: f, js: js, rec: catalog.NewReconciler(js, catalog.ReconcilerOptions{DefaultReplicas: 3})}
 	ts := topic("orders", "checkout", "")
 	ts.Replicas = 3
-	if _, err := e.rec.ApplyTopic(testCtx(t, 30*time.Second), ts, catalog.ApplyOptions{}); err != nil {
+	if _, err := e.rec.ApplyTopic(natstest.Context(t, 30*time.Second), ts, catalog.ApplyOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	const n = 3000
@@ -249,7 +249,7 @@ func TestRunSurvivesItsNodeKilled(t *testing.T) {
 			t.Logf("goroutines:\n%s", buf[:runtime.Stack(buf, true)])
 		}
 	})
-	ctx := testCtx(t, 120*time.Second)
+	ctx := natstest.Context(t, 120*time.Second)
 	r := req("orders", "alice", Selection{All: true})
 	r.Rate = 2000
 	st, err := s.Submit(ctx, r)

@@ -15,7 +15,7 @@ import (
 // lastByKey returns the stored events of a key (oldest first).
 func storedFor(t *testing.T, js jetstream.JetStream, topic platform.TopicSpec, key string) []*jetstream.RawStreamMsg {
 	t.Helper()
-	ctx := testCtx(t, 10*time.Second)
+	ctx := natstest.Context(t, 10*time.Second)
 	s, err := js.Stream(ctx, platform.StreamName(topic.Name))
 	if err != nil {
 		t.Fatal(err)
@@ -39,7 +39,7 @@ func TestCompactedTopicKeepsLatestPerKeyAndHonoursTombstones(t *testing.T) {
 	f := natstest.RunFabric(t, 1)
 	rec, _ := newTestReconciler(t, f)
 	js := f.JetStream()
-	ctx := testCtx(t, 60*time.Second)
+	ctx := natstest.Context(t, 60*time.Second)
 
 	topic := platform.DefaultTopicSpec("profiles")
 	topic.Partitions = 2
@@ -111,7 +111,7 @@ func TestReconcileRefusesCleanupSwitchWithoutFlag(t *testing.T) {
 	f := natstest.RunFabric(t, 1)
 	rec, _ := newTestReconciler(t, f)
 	js := f.JetStream()
-	ctx := testCtx(t, 60*time.Second)
+	ctx := natstest.Context(t, 60*time.Second)
 	topic := platform.DefaultTopicSpec("prices")
 	topic.Replicas = 1
 	if _, err := rec.ApplyTopic(ctx, topic, ApplyOptions{AllowReducedReplicas: true}); err != nil {

@@ -14,7 +14,7 @@ func TestApplyDLQRetentionAndOwner(t *testing.T) {
 	t.Parallel()
 	f := natstest.RunFabric(t, 1)
 	js := f.JetStream()
-	ctx := testCtx(t, 60*time.Second)
+	ctx := natstest.Context(t, 60*time.Second)
 	r := NewReconciler(js, ReconcilerOptions{DefaultReplicas: 1})
 	topic := platform.DefaultTopicSpec("payments")
 	topic.Replicas, topic.Owner = 1, "checkout"

@@ -68,7 +68,7 @@ func waitHealthy(t *testing.T, f *natstest.Fabric) {
 func TestApplySurvivesNodeLoss(t *testing.T) {
 	f := natstest.RunFabric(t, 3)
 	r, _ := newTestReconciler(t, f)
-	ctx := testCtx(t, 90*time.Second)
+	ctx := natstest.Context(t, 90*time.Second)
 	cat := harborCart()
 	if _, err := r.Apply(ctx, cat, ApplyOptions{}); err != nil {
 		t.Fatal(err)

@@ -1,10 +1,7 @@
 package catalog
 
 import (
-	"context"
 	"fmt"
-	"log/slog"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -51,19 +48,6 @@ func clone(c platform.Catalog) platform.Catalog {
 	return out
 }
 
-func testCtx(t testing.TB, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
-}
-
-func testLogger(t testing.TB) *slog.Logger {
-	if os.Getenv("PLATFORM_TEST_LOG") != "" {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
-	return nil
-}
-
 // apiRecorder records the JetStream API subjects a JetStream context
 // requests.
 type apiRecorder struct {
@@ -108,7 +92,7 @@ func newTestReconciler(t testing.TB, f *natstest.Fabric) (*Reconciler, *apiRecor
 	if err != nil {
 		t.Fatal(err)
 	}
-	return NewReconciler(js, ReconcilerOptions{Logger: testLogger(t)}), rec
+	return NewReconciler(js, ReconcilerOptions{Logger: natstest.Logger(t)}), rec
 }
 
 func actions(changes []Change) map[string]Action {
@@ -121,7 +105,7 @@ func actions(changes []Change) map[string]Action {
 
 func streamConfig(t testing.TB, js jetstream.JetStream, name string) jetstream.StreamConfig {
 	t.Helper()
-	s, err := js.Stream(testCtx(t, 10*time.Second), name)
+	s, err := js.Stream(natstest.Context(t, 10*time.Second), name)
 	if err != nil {
 		t.Fatalf("stream %s: %v", name, err)
 	}
@@ -130,7 +114,7 @@ func streamConfig(t testing.TB, js jetstream.JetStream, name string) jetstream.S
 
 func consumerConfig(t testing.TB, js jetstream.JetStream, stream, name string) jetstream.ConsumerConfig {
 	t.Helper()
-	c, err := js.Consumer(testCtx(t, 10*time.Second), stream, name)
+	c, err := js.Consumer(natstest.Context(t, 10*time.Second), stream, name)
 	if err != nil {
 		t.Fatalf("consumer %s/%s: %v", stream, name, err)
 	}

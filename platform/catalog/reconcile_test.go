@@ -21,7 +21,7 @@ func TestApplyCreatesThenIsIdempotent(t *testing.T) {
 	f := natstest.RunFabric(t, 3)
 	r, rec := newTestReconciler(t, f)
 	js := f.JetStream()
-	ctx := testCtx(t, 60*time.Second)
+	ctx := natstest.Context(t, 60*time.Second)
 	cat := harborCart()
 
 	dry, err := r.Apply(ctx, cat, ApplyOptions{DryRun: true})
@@ -138,7 +138,7 @@ func TestApplyRefusesPartitionChange(t *testing.T) {
 	f := natstest.RunFabric(t, 3)
 	r, rec := newTestReconciler(t, f)
 	js := f.JetStream()
-	ctx := testCtx(t, 60*time.Second)
+	ctx := natstest.Context(t, 60*time.Second)
 	cat := harborCart()
 	if _, err := r.Apply(ctx, cat, ApplyOptions{}); err != nil {
 		t.Fatal(err)
@@ -197,7 +197,7 @@ func TestApplyReducedReplicas(t *testing.T) {
 	f := natstest.RunFabric(t, 3)
 	r, _ := newTestReconciler(t, f)
 	js := f.JetStream()
-	ctx := testCtx(t, 60*time.Second)
+	ctx := natstest.Context(t, 60*time.Second)
 	cat := harborCart()
 	if _, err := r.Apply(ctx, cat, ApplyOptions{}); err != nil {
 		t.Fatal(err)
@@ -264,7 +264,7 @@ func TestApplyReducedReplicas(t *testing.T) {
 // Invalid specs fail before anything is read, each problem named by key.
 func TestApplyRejectsBadSpecs(t *testing.T) {
 	r := NewReconciler(nil, ReconcilerOptions{}) // never reaches JetStream
-	ctx := testCtx(t, 5*time.Second)
+	ctx := natstest.Context(t, 5*time.Second)
 	bad := platform.Catalog{
 		Topics: map[string]platform.TopicSpec{
 			"orders": {Name: "orders", Partitions: 0, Replicas: 3, Retention: platform.Retention{MaxAge: time.Hour}},
@@ -315,7 +315,7 @@ func TestApplyRefusesForeignAndMissing(t *testing.T) {
 	f := natstest.RunFabric(t, 3)
 	r, _ := newTestReconciler(t, f)
 	js := f.JetStream()
-	ctx := testCtx(t, 60*time.Second)
+	ctx := natstest.Context(t, 60*time.Second)
 	orders := platform.DefaultTopicSpec("orders")
 	orders.Partitions = 8
 	if _, err := r.ApplyTopic(ctx, orders, ApplyOptions{}); err != nil {

@@ -21,7 +21,7 @@ func TestDescribeTopic(t *testing.T) {
 	f := natstest.RunFabric(t, 3)
 	r, _ := newTestReconciler(t, f)
 	js := f.JetStream()
-	ctx := testCtx(t, 60*time.Second)
+	ctx := natstest.Context(t, 60*time.Second)
 	orders := platform.DefaultTopicSpec("orders")
 	orders.Partitions = 8
 	orders.Owner = "checkout"
@@ -190,7 +190,7 @@ func TestQueueConsumerAndDescribe(t *testing.T) {
 	f := natstest.RunFabric(t, 3)
 	r, rec := newTestReconciler(t, f)
 	js := f.JetStream()
-	ctx := testCtx(t, 60*time.Second)
+	ctx := natstest.Context(t, 60*time.Second)
 	q := platform.QueueSpec{Name: "shipment-jobs", Lease: 10 * time.Second, MaxAttempts: 3}
 	ch, err := r.ApplyQueue(ctx, q, ApplyOptions{})
 	if err != nil || ch.Action != ActionCreate {

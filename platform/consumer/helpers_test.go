@@ -1,35 +1,21 @@
 package consumer
 
 import (
-	"context"
 	"io"
-	"log/slog"
 	"net"
-	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/msgplatform/platform/embeddednats/natstest"
 )
-
-func testCtx(t testing.TB, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
-}
-
-func testLogger(t testing.TB) *slog.Logger {
-	if os.Getenv("PLATFORM_TEST_LOG") != "" {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
-	return nil
-}
 
 func consumerConfig(t testing.TB, js jetstream.JetStream, stream, name string) jetstream.ConsumerConfig {
 	t.Helper()
-	c, err := js.Consumer(testCtx(t, 10*time.Second), stream, name)
+	c, err := js.Consumer(natstest.Context(t, 10*time.Second), stream, name)
 	if err != nil {
 		t.Fatalf("consumer %s/%s: %v", stream, name, err)
 	}

@@ -29,7 +29,7 @@ func twoRegions(t *testing.T, topics ...platform.TopicSpec) (*natstest.Regions, 
 	}
 	rec := catalog.NewReconciler(rs[0].JS, catalog.ReconcilerOptions{DefaultReplicas: 1})
 	for _, tp := range topics {
-		if _, err := rec.ApplyTopic(testCtx(t, 30*time.Second), tp, catalog.ApplyOptions{AllowReducedReplicas: true}); err != nil {
+		if _, err := rec.ApplyTopic(natstest.Context(t, 30*time.Second), tp, catalog.ApplyOptions{AllowReducedReplicas: true}); err != nil {
 			t.Fatalf("apply %s: %v", tp.Name, err)
 		}
 	}
@@ -47,7 +47,7 @@ func regionTopic(name, residency string) platform.TopicSpec {
 // platform refusal names the topic and its region.
 func TestResidencyEveryRouteRefused(t *testing.T) {
 	rr, rs := twoRegions(t, regionTopic("orders.eu", "eu"), regionTopic("orders", ""))
-	ctx := testCtx(t, 60*time.Second)
+	ctx := natstest.Context(t, 60*time.Second)
 	euNC, usNC := rr.Conn("eu"), rr.Conn("us")
 
 	// Core subscribers in us on everything the topic or its DLQ could use.
@@ -183,7 +183,7 @@ func TestResidencyEveryRouteRefused(t *testing.T) {
 // a source in the region and a mirror across regions of open data pass.
 func TestCheckStreamDeliveriesOnTheLink(t *testing.T) {
 	_, rs := twoRegions(t, regionTopic("orders", ""), regionTopic("orders.eu", "eu"))
-	ctx := testCtx(t, 30*time.Second)
+	ctx := natstest.Context(t, 30*time.Second)
 	open, resident := platform.StreamName("orders"), platform.StreamName("orders.eu")
 	for _, c := range []struct {
 		what, in string
@@ -208,7 +208,7 @@ func TestCheckStreamDeliveriesOnTheLink(t *testing.T) {
 
 func TestMirrorNonResident(t *testing.T) {
 	_, rs := twoRegions(t, regionTopic("orders", ""))
-	ctx := testCtx(t, 60*time.Second)
+	ctx := natstest.Context(t, 60*time.Second)
 	for i := range 50 {
 		if _, err := rs[0].JS.Publish(ctx, "orders.k"+string(rune('a'+i%26)), []byte("e")); err != nil {
 			t.Fatal(err)
@@ -280,7 +280,7 @@ func TestResidencyQueue(t *testing.T) {
 		{Name: "eu", Domain: "eu", JS: rr.JetStream("eu")},
 		{Name: "us", Domain: "us", JS: rr.JetStream("us")},
 	}
-	ctx := testCtx(t, 90*time.Second)
+	ctx := natstest.Context(t, 90*time.Second)
 	rec := catalog.NewReconciler(rs[0].JS, catalog.ReconcilerOptions{DefaultReplicas: 1})
 	for _, q := range []platform.QueueSpec{jobsEU, tasks} {
 		if _, err := rec.ApplyQueue(ctx, q, catalog.ApplyOptions{}); err != nil {
