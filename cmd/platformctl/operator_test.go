@@ -16,7 +16,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/msgplatform/platform/embeddednats"
 	"github.com/msgplatform/platform/internal/control"
 	"github.com/msgplatform/platform/internal/daemon/daemontest"
 	"github.com/msgplatform/platform/redrive/redrivetest"
@@ -125,11 +124,7 @@ func TestCLIOperators(t *testing.T) {
 	// Four eyes on a platform topic with the CLI-minted operators.
 	mustCLI(t, d, "topic", "create", "payments", "--replicas", "3", "--owner", "payments-team", "--review", "required")
 	mustCLI(t, d, "topic", "create", "refunds", "--replicas", "3", "--owner", "payments-team", "--review", "required")
-	nc, err := embeddednats.ConnectAdmin(d.Trust(), d.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	nc := d.AdminConn(t)
 	js, _ := jetstream.New(nc)
 	redrivetest.DeadLetter(t, js, "payments", "ledger", 0, 12, "card number %d is not a number")
 	redrivetest.DeadLetter(t, js, "refunds", "ledger", 0, 5, "card number %d is not a number")

@@ -223,12 +223,7 @@ func TestNodeModePeerCredsMustBeOwnerOnly(t *testing.T) {
 
 func adminConn(t *testing.T, trust *embeddednats.Trust, url string) *nats.Conn {
 	t.Helper()
-	nc, err := embeddednats.ConnectAdmin(trust, url, nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	return nc
+	return daemontest.Admin(t, trust, url, nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
 }
 
 func mustJS(t *testing.T, nc *nats.Conn) jetstream.JetStream {

@@ -18,6 +18,7 @@ import (
 	"github.com/msgplatform/platform/embeddednats"
 	"github.com/msgplatform/platform/internal/control"
 	"github.com/msgplatform/platform/internal/daemon"
+	"github.com/msgplatform/platform/internal/daemon/daemontest"
 	"github.com/msgplatform/platform/platform"
 	"github.com/msgplatform/platform/platform/region"
 )
@@ -117,11 +118,7 @@ func TestCLIRegions(t *testing.T) {
 	}
 	// The same mirror made through the JetStream API in eu: the gate
 	// refuses it; residency audit lists the refusal.
-	nc, err := embeddednats.ConnectAdmin(d.Trust(), d.Nodes()[0].ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	nc := daemontest.Admin(t, d.Trust(), d.Nodes()[0].ClientURL())
 	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)

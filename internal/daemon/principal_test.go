@@ -13,7 +13,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
 
-	"github.com/msgplatform/platform/embeddednats"
 	"github.com/msgplatform/platform/embeddednats/natstest"
 	"github.com/msgplatform/platform/internal/control"
 	"github.com/msgplatform/platform/internal/daemon/daemontest"
@@ -65,11 +64,7 @@ func signer(t *testing.T, creds []byte) *principal.Signer {
 // it, and it completes. Audit records name the authenticated principals.
 func TestSignedRedriveFourEyes(t *testing.T) {
 	d := daemontest.Start(t, 3)
-	nc, err := embeddednats.ConnectAdmin(d.Trust(), d.URL(), nats.Name("principal-test"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
+	nc := d.AdminConn(t, nats.Name("principal-test"))
 	js, _ := jetstream.New(nc)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -94,7 +89,7 @@ func TestSignedRedriveFourEyes(t *testing.T) {
 	r := redrive.Request{DLQ: "payments", Selection: redrive.Selection{All: true}, Rate: 500, Reason: "parser fixed", Requester: "mallory"}
 
 	// An unsigned request for a review: required DLQ.
-	err = call(redrive.SubjRequest, r, nil)
+	err := call(redrive.SubjRequest, r, nil)
 	if !errors.Is(err, control.ErrConflict) || !strings.Contains(err.Error(), "--user-creds") {
 		t.Fatalf("unsigned request on a review: required DLQ: %v, want a refusal saying to pass --user-creds", err)
 	}
@@ -227,11 +222,7 @@ func TestSignedRedriveFourEyes(t *testing.T) {
 // review still works, recorded as unauthenticated:<name>.
 func TestSignedRedriveTenants(t *testing.T) {
 	d := daemontest.Start(t, 3)
-	nc, err := embeddednats.ConnectAdmin(d.Trust(), d.URL(), nats.Name("principal-test"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
+	nc := d.AdminConn(t, nats.Name("principal-test"))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	call := func(subject string, req, resp any) error { return control.Call(ctx, nc, subject, req, resp) }

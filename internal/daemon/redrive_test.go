@@ -10,7 +10,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/msgplatform/platform/embeddednats"
 	"github.com/msgplatform/platform/embeddednats/natstest"
 	"github.com/msgplatform/platform/internal/control"
 	"github.com/msgplatform/platform/internal/daemon/daemontest"
@@ -25,11 +24,7 @@ import (
 // in the shared audit log.
 func TestRedriveControlAPI(t *testing.T) {
 	d := daemontest.Start(t, 1)
-	nc, err := embeddednats.ConnectAdmin(d.Trust(), d.URL(), nats.Name("redrive-test"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
+	nc := d.AdminConn(t, nats.Name("redrive-test"))
 	js, _ := jetstream.New(nc)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -71,7 +66,7 @@ func TestRedriveControlAPI(t *testing.T) {
 	if err := signedCall(ctx, nc, alice, time.Time{}, redrive.SubjRequest, r, &st); err != nil {
 		t.Fatal(err)
 	}
-	err = signedCall(ctx, nc, alice, time.Time{}, redrive.SubjApprove, redrive.Action{ID: st.ID}, nil)
+	err := signedCall(ctx, nc, alice, time.Time{}, redrive.SubjApprove, redrive.Action{ID: st.ID}, nil)
 	if !errors.Is(err, control.ErrConflict) || !strings.Contains(err.Error(), "someone else") {
 		t.Fatalf("self-approval: %v, want a 409 naming the review rule", err)
 	}

@@ -65,11 +65,7 @@ func startRegionsDaemon(t *testing.T) (*daemon.Daemon, *nats.Conn) {
 			defer cancel()
 			_ = d.Close(ctx)
 		})
-		nc, err := embeddednats.ConnectAdmin(d.Trust(), d.Nodes()[0].ClientURL())
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(nc.Close)
+		nc := daemontest.Admin(t, d.Trust(), d.Nodes()[0].ClientURL())
 		return d, nc
 	}
 }
@@ -259,16 +255,8 @@ func TestNodeModeLinkDenyDerived(t *testing.T) {
 		[]conf.PeerRegion{{Name: "eu", URLs: []string{eu.Nodes()[0].ClientURL()}}},
 		embeddednats.Leaf{Remotes: []embeddednats.LeafRemote{{URLs: []string{fmt.Sprintf("nats-leaf://127.0.0.1:%d", leafPort)}, Deny: []string{extra}}}})
 
-	ncEU, err := embeddednats.ConnectAdmin(trust, eu.Nodes()[0].ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ncEU.Close()
-	ncUS, err := embeddednats.ConnectAdmin(trust, us.Nodes()[0].ClientURL(), nats.MaxReconnects(-1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ncUS.Close()
+	ncEU := daemontest.Admin(t, trust, eu.Nodes()[0].ClientURL())
+	ncUS := daemontest.Admin(t, trust, us.Nodes()[0].ClientURL(), nats.MaxReconnects(-1))
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 
@@ -458,16 +446,8 @@ func TestNodeModeLinkDenyListeningSide(t *testing.T) {
 	us := nodeRegion(t, trust, "us", usPort, platform.Catalog{},
 		[]conf.PeerRegion{{Name: "eu", URLs: []string{eu.Nodes()[0].ClientURL()}}},
 		embeddednats.Leaf{Remotes: []embeddednats.LeafRemote{{URLs: []string{fmt.Sprintf("nats-leaf://127.0.0.1:%d", leafPort)}}}})
-	ncEU, err := embeddednats.ConnectAdmin(trust, eu.Nodes()[0].ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ncEU.Close()
-	ncUS, err := embeddednats.ConnectAdmin(trust, us.Nodes()[0].ClientURL(), nats.MaxReconnects(-1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ncUS.Close()
+	ncEU := daemontest.Admin(t, trust, eu.Nodes()[0].ClientURL())
+	ncUS := daemontest.Admin(t, trust, us.Nodes()[0].ClientURL(), nats.MaxReconnects(-1))
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	jsEU, err := jetstream.New(ncEU)
@@ -615,11 +595,7 @@ func TestNodeModeLinkDenyListeningCatalog(t *testing.T) {
 	us := nodeRegion(t, trust, "us", usPort, platform.Catalog{},
 		[]conf.PeerRegion{{Name: "eu", URLs: []string{fmt.Sprintf("nats://127.0.0.1:%d", euPort)}}},
 		embeddednats.Leaf{Remotes: []embeddednats.LeafRemote{{URLs: []string{fmt.Sprintf("nats-leaf://127.0.0.1:%d", leafPort)}}}})
-	ncUS, err := embeddednats.ConnectAdmin(trust, us.Nodes()[0].ClientURL(), nats.MaxReconnects(-1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ncUS.Close()
+	ncUS := daemontest.Admin(t, trust, us.Nodes()[0].ClientURL(), nats.MaxReconnects(-1))
 	const n = 200
 	resident := make(chan *nats.Msg, 3*n)
 	if _, err := ncUS.ChanSubscribe("cat.eu.>", resident); err != nil {
@@ -677,11 +653,7 @@ func TestNodeModeLinkDenyListeningCatalog(t *testing.T) {
 		"cat.eu": topic("cat.eu", "eu"), "catopen": topic("catopen", ""),
 	}}, []conf.PeerRegion{{Name: "us", URLs: []string{fmt.Sprintf("nats://127.0.0.1:%d", usPort)}}},
 		embeddednats.Leaf{Host: "127.0.0.1", Port: leafPort})
-	ncEU, err := embeddednats.ConnectAdmin(trust, eu.Nodes()[0].ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ncEU.Close()
+	ncEU := daemontest.Admin(t, trust, eu.Nodes()[0].ClientURL())
 	publish := func(prefix string) {
 		t.Helper()
 		for i := range n {

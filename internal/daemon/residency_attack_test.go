@@ -18,10 +18,10 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/msgplatform/platform/embeddednats"
 	"github.com/msgplatform/platform/internal/attack"
 	"github.com/msgplatform/platform/internal/control"
 	"github.com/msgplatform/platform/internal/daemon"
+	"github.com/msgplatform/platform/internal/daemon/daemontest"
 	"github.com/msgplatform/platform/platform"
 	"github.com/msgplatform/platform/platform/region"
 	"github.com/msgplatform/platform/redrive"
@@ -46,12 +46,9 @@ func newResidencyAttack(t *testing.T) *residencyAttack {
 	t.Helper()
 	d, nc := startRegionsDaemon(t)
 	a := &residencyAttack{t: t, d: d, nc: nc, euURL: d.RegionClientURLs("eu"), usURL: d.RegionClientURLs("us")}
-	usNC, err := embeddednats.ConnectAdmin(d.Trust(), a.usURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(usNC.Close)
+	usNC := daemontest.Admin(t, d.Trust(), a.usURL)
 	a.usNC = usNC
+	var err error
 	if a.jsEU, err = jetstream.New(nc); err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/msgplatform/platform/conf"
 	"github.com/msgplatform/platform/embeddednats"
 	"github.com/msgplatform/platform/internal/daemon"
@@ -75,4 +77,22 @@ func Start(t testing.TB, nodes int) *Daemon {
 		})
 		return &Daemon{Daemon: d, Config: &c}
 	}
+}
+
+// Admin connects to url with the admin credentials of trust, fails the
+// test when it cannot, and closes the connection when the test ends.
+func Admin(t testing.TB, trust *embeddednats.Trust, url string, opts ...nats.Option) *nats.Conn {
+	t.Helper()
+	nc, err := embeddednats.ConnectAdmin(trust, url, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}
+
+// AdminConn is Admin to the daemon's first node.
+func (d *Daemon) AdminConn(t testing.TB, opts ...nats.Option) *nats.Conn {
+	t.Helper()
+	return Admin(t, d.Trust(), d.URL(), opts...)
 }

@@ -5,8 +5,11 @@ package daemontest
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -90,4 +93,68 @@ func StartConfig(t testing.TB, cfg *conf.Config) *daemon.Daemon {
 		t.Fatalf("start %s: %v", cfg.Node.Region.Name, err)
 	}
 	return d
+}
+
+// ClusterConfigs are the configs of a mode-node region "eu" of
+// len(clientPorts) nodes n1, n2, … on 127.0.0.1, node i on clientPorts[i]
+// and routePorts[i] with routes to every other route port, each with the
+// shared trust saved in dir/n<i+1>. Their HTTP port is off; defaults are
+// not filled, so the caller can change them first.
+func ClusterConfigs(t testing.TB, trust *embeddednats.Trust, dir string, clientPorts, routePorts []int) []*conf.Config {
+	t.Helper()
+	var cfgs []*conf.Config
+	for i := range clientPorts {
+		cfg := conf.DefaultConfig()
+		cfg.Mode = conf.ModeNode
+		cfg.DataDir = filepath.Join(dir, fmt.Sprintf("n%d", i+1))
+		if err := trust.Save(filepath.Join(cfg.DataDir, "trust")); err != nil {
+			t.Fatal(err)
+		}
+		cfg.HTTP.Listen = "off"
+		n := &cfg.Node
+		n.Name = fmt.Sprintf("n%d", i+1)
+		n.Region = embeddednats.Region{Name: "eu"}
+		n.Port = clientPorts[i]
+		n.Cluster.Port = routePorts[i]
+		n.StoreDir = ""
+		n.LameDuck = 200 * time.Millisecond
+		for j, p := range routePorts {
+			if j != i {
+				n.Cluster.Routes = append(n.Cluster.Routes, fmt.Sprintf("nats-route://127.0.0.1:%d", p))
+			}
+		}
+		cfgs = append(cfgs, &cfg)
+	}
+	return cfgs
+}
+
+// StartAll builds a daemon of each config (defaults already filled), each
+// closed when the test ends, and starts them all at once, each start
+// bounded by timeout. It returns the daemons and the start errors joined.
+func StartAll(t testing.TB, cfgs []*conf.Config, timeout time.Duration) ([]*daemon.Daemon, error) {
+	t.Helper()
+	ds := make([]*daemon.Daemon, len(cfgs))
+	errs := make([]error, len(cfgs))
+	var wg sync.WaitGroup
+	for i, cfg := range cfgs {
+		d, err := daemon.New(cfg, nil)
+		if err != nil {
+			t.Fatalf("node %d: %v", i+1, err)
+		}
+		ds[i] = d
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_ = d.Close(ctx)
+		})
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), timeout)
+			defer cancel()
+			errs[i] = d.Start(ctx)
+		}()
+	}
+	wg.Wait()
+	return ds, errors.Join(errs...)
 }
