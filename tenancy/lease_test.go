@@ -2,10 +2,7 @@ package tenancy_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,44 +11,6 @@ import (
 	"github.com/msgplatform/platform/embeddednats/natstest"
 	"github.com/msgplatform/platform/tenancy"
 )
-
-// flood publishes from one connection per node for d and counts acks and
-// 429s.
-func (e *env) flood(creds, user string, d time.Duration) (acked, limited int64) {
-	var a, l atomic.Int64
-	var wg sync.WaitGroup
-	stop := time.Now().Add(d)
-	for i := range e.f.Nodes() {
-		nc := e.mustConnect(creds, user, i)
-		js, _ := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(256))
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var futs []jetstream.PubAckFuture
-			for time.Now().Before(stop) {
-				f, err := js.PublishAsync("orders.k", []byte("x"))
-				if err != nil {
-					continue
-				}
-				futs = append(futs, f)
-			}
-			for _, f := range futs {
-				select {
-				case <-f.Ok():
-					a.Add(1)
-				case err := <-f.Err():
-					var apiErr *jetstream.APIError
-					if errors.As(err, &apiErr) && apiErr.Code == 429 {
-						l.Add(1)
-					}
-				case <-time.After(5 * time.Second):
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	return a.Load(), l.Load()
-}
 
 // Two managers (as two daemons in node mode) on one 3-node fabric: one
 // ingest per tenant is active, so a flood through every node gets the
