@@ -25,11 +25,7 @@ func TestFastBatchBacklog(t *testing.T) {
 	for _, b := range backends(t) {
 		t.Run(b.name, func(t *testing.T) {
 			topic := "batched-" + b.name
-			createTopic(t, js, topic)
-			evs := events(topic, topic, 200, 10)
-			if err := b.enqueue(context.Background(), evs...); err != nil {
-				t.Fatal(err)
-			}
+			evs := b.seed(t, js, topic, 200, 10)
 			cfg := testConfig(topic)
 			cfg.BatchSize, cfg.MaxInFlight = 500, 128
 			r, _ := startRelay(t, f, cfg, b.store)
@@ -53,11 +49,7 @@ func TestFastBatchSinglePublishes(t *testing.T) {
 	js := f.JetStream()
 	b := pebbleBackend(t)
 	topic := "single"
-	createTopic(t, js, topic)
-	evs := events(topic, topic, 200, 3)
-	if err := b.enqueue(context.Background(), evs...); err != nil {
-		t.Fatal(err)
-	}
+	evs := b.seed(t, js, topic, 200, 3)
 	cfg := testConfig(topic)
 	cfg.BatchSize, cfg.MaxInFlight, cfg.SinglePublishes = 500, 64, true
 	r, _ := startRelay(t, f, cfg, b.store)
@@ -183,11 +175,7 @@ func TestFastBatchCrashAfterPublishBeforeMark(t *testing.T) {
 	for _, b := range backends(t) {
 		t.Run(b.name, func(t *testing.T) {
 			topic := "batchcrash-" + b.name
-			createTopic(t, js, topic)
-			evs := events(topic, topic, 200, 10)
-			if err := b.enqueue(context.Background(), evs...); err != nil {
-				t.Fatal(err)
-			}
+			evs := b.seed(t, js, topic, 200, 10)
 			var r1 atomic.Pointer[outboxrelay.Relay]
 			var crashedAt atomic.Uint64
 			cfg := testConfig(topic)

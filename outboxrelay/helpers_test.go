@@ -214,6 +214,18 @@ func createTopic(t *testing.T, js jetstream.JetStream, name string) {
 	}
 }
 
+// seed creates topic (as createTopic) and enqueues in b's outbox, in one
+// transaction, the keys*perKey events that events returns for it.
+func (b *backend) seed(t *testing.T, js jetstream.JetStream, topic string, keys, perKey int) []outboxrelay.Event {
+	t.Helper()
+	createTopic(t, js, topic)
+	evs := events(topic, topic, keys, perKey)
+	if err := b.enqueue(context.Background(), evs...); err != nil {
+		t.Fatal(err)
+	}
+	return evs
+}
+
 // events returns keys*perKey events for topic, key i's n-th event with id
 // "<prefix>-k<i>-<n>" and payload "k<i>:<n>", in round-robin order.
 func events(prefix, topic string, keys, perKey int) []outboxrelay.Event {

@@ -112,11 +112,7 @@ func TestRelayMoreKeysThanInFlight(t *testing.T) {
 	js := f.JetStream()
 	b := pebbleBackend(t)
 	topic := "window"
-	createTopic(t, js, topic)
-	evs := events(topic, topic, 300, 3)
-	if err := b.enqueue(context.Background(), evs...); err != nil {
-		t.Fatal(err)
-	}
+	evs := b.seed(t, js, topic, 300, 3)
 	cfg := testConfig("window")
 	cfg.BatchSize, cfg.MaxInFlight = 250, 16
 	r, _ := startRelay(t, f, cfg, b.store)
@@ -151,11 +147,7 @@ func TestRelayReadsGrowWithThePipeline(t *testing.T) {
 	js := f.JetStream()
 	b := pebbleBackend(t)
 	topic := "ramp"
-	createTopic(t, js, topic)
-	evs := events(topic, topic, 300, 3)
-	if err := b.enqueue(context.Background(), evs...); err != nil {
-		t.Fatal(err)
-	}
+	evs := b.seed(t, js, topic, 300, 3)
 	cfg := testConfig("ramp")
 	cfg.BatchSize, cfg.MaxInFlight = 250, 16
 	rec := &readRecorder{Store: b.store}
