@@ -138,12 +138,7 @@ func TestCLIRedriveTenant(t *testing.T) {
 	mustCLI(t, d, "tenant", "topic", "meridian", "refunds", "--replicas", "1")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	nc, err := d.ConnectTenant(ctx, "harbor", "test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
+	js := d.TenantJetStream(t, ctx, "harbor", "test")
 	redrivetest.DeadLetter(t, js, tenancy.StoredName("payments"), "ledger", 0, 5, "card number %d is not a number")
 
 	out := mustCLI(t, d, "dlq", "list", "--tenant", "harbor")

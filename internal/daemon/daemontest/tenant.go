@@ -55,12 +55,24 @@ func (d *Daemon) TenantTopic(t testing.TB, tenant, topic string, review bool, n 
 		}
 		creds[u+"@"+tenant] = string(uc.Creds)
 	}
-	nc, err := d.ConnectTenant(ctx, tenant, "test-"+tenant)
+	js := d.TenantJetStream(t, ctx, tenant, "test-"+tenant)
+	redrivetest.DeadLetter(t, js, tenancy.StoredName(topic), "ledger", 0, n, "card %d declined by the test")
+	return js, creds
+}
+
+// TenantJetStream connects to tenant's account as a service connection
+// named name and returns its JetStream; the connection closes when the
+// test ends.
+func (d *Daemon) TenantJetStream(t testing.TB, ctx context.Context, tenant, name string) jetstream.JetStream {
+	t.Helper()
+	nc, err := d.ConnectTenant(ctx, tenant, name)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
-	js, _ := jetstream.New(nc)
-	redrivetest.DeadLetter(t, js, tenancy.StoredName(topic), "ledger", 0, n, "card %d declined by the test")
-	return js, creds
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js
 }
