@@ -164,6 +164,29 @@ func (p *Project) Run(ctx context.Context, args ...string) ([]byte, error) {
 	return cmd.CombinedOutput()
 }
 
+// Publish sets the project's environment to this process's with the
+// image, the shared directory, no restarts, and a free NATS and HTTP host
+// port for each of nodes (PLATFORM_DOCKER_<NODE>_NATS and _HTTP), and
+// returns those ports by node.
+func (p *Project) Publish(tb testing.TB, image, shared string, nodes ...string) (natsPort, httpPort map[string]int) {
+	tb.Helper()
+	natsPort, httpPort = map[string]int{}, map[string]int{}
+	ports := FreePorts(tb, 2*len(nodes))
+	p.Env = append(os.Environ(),
+		"PLATFORM_DOCKER_IMAGE="+image,
+		"PLATFORM_DOCKER_SHARED="+shared,
+		"PLATFORM_DOCKER_RESTART=no",
+	)
+	for i, n := range nodes {
+		natsPort[n], httpPort[n] = ports[2*i], ports[2*i+1]
+		up := strings.ToUpper(n)
+		p.Env = append(p.Env,
+			fmt.Sprintf("PLATFORM_DOCKER_%s_NATS=%d", up, natsPort[n]),
+			fmt.Sprintf("PLATFORM_DOCKER_%s_HTTP=%d", up, httpPort[n]))
+	}
+	return natsPort, httpPort
+}
+
 // Up registers the project's teardown (the last logTail lines of compose
 // logs if the test failed, then `down -v`), starts the project detached
 // and returns the container id of each of services.
