@@ -121,6 +121,17 @@ func (e *env) tenant(name string, q tenancy.Quota) {
 	}
 }
 
+// rateLimited creates tenant (as tenant) with the default quota but for
+// a publish rate of rate events/s under policy, and its user producer
+// who may publish to orders; it returns the producer's creds path.
+func (e *env) rateLimited(tenant string, rate int, policy tenancy.Policy) string {
+	e.t.Helper()
+	q := tenancy.DefaultQuota()
+	q.PublishRate, q.Policy = rate, policy
+	e.tenant(tenant, q)
+	return e.user(tenant, "producer", []string{"orders"}, nil)
+}
+
 // user adds a user and writes its creds; returns the creds path.
 func (e *env) user(tenant, name string, pub, sub []string) string {
 	e.t.Helper()

@@ -20,10 +20,7 @@ func TestOneIngestPerTenantAcrossManagers(t *testing.T) {
 	e := start(t, 3)
 	m2 := e.another()
 
-	q := tenancy.DefaultQuota()
-	q.PublishRate, q.Policy = 300, tenancy.PolicyReject
-	e.tenant("harbor-retail", q)
-	creds := e.user("harbor-retail", "producer", []string{"orders"}, nil)
+	creds := e.rateLimited("harbor-retail", 300, tenancy.PolicyReject)
 	// Usually the creating manager leads; m2's heartbeat may also pick
 	// the new tenant up from the registry while the creator is still
 	// starting its runtime and take the free lease first. Either way,

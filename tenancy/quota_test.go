@@ -114,10 +114,7 @@ func errOf[T any](_ T, err error) error { return err }
 // is lost, duplicated or left unanswered, and the counters agree.
 func TestThrottleOverflowAnswersEveryPublish(t *testing.T) {
 	e := start(t, 3)
-	q := tenancy.DefaultQuota()
-	q.PublishRate, q.Policy = 200, tenancy.PolicyThrottle // queue: max(256, 2 s of quota) = 400 events
-	e.tenant("overflow", q)
-	creds := e.user("overflow", "producer", []string{"orders"}, nil)
+	creds := e.rateLimited("overflow", 200, tenancy.PolicyThrottle) // queue: max(256, 2 s of quota) = 400 events
 
 	const conns, perConn, window = 2, 600, 512 // 1024 in flight > 400 queued
 	type outcome struct {
