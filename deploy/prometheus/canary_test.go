@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -28,6 +27,7 @@ import (
 	"github.com/msgplatform/platform/embeddednats/natstest"
 	"github.com/msgplatform/platform/internal/control"
 	"github.com/msgplatform/platform/internal/daemon"
+	"github.com/msgplatform/platform/internal/daemon/daemontest"
 	"github.com/msgplatform/platform/platform"
 	"github.com/msgplatform/platform/platform/canary"
 	"github.com/msgplatform/platform/platform/catalog"
@@ -89,23 +89,11 @@ func startCanaryDaemon(t *testing.T) (*daemon.Daemon, *conf.Config) {
 	}
 }
 
-// httpGet returns the status and body of GET path on the daemon's HTTP port.
-func httpGet(t *testing.T, d *daemon.Daemon, path string) (int, string) {
-	t.Helper()
-	resp, err := http.Get("http://" + d.HTTPAddr().String() + path)
-	if err != nil {
-		t.Fatalf("GET %s: %v", path, err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
-}
-
 // scrape returns the daemon's /metrics samples named name, keyed by their
 // labels ("group=stuck,topic=orders").
 func scrape(t *testing.T, d *daemon.Daemon, names ...string) map[string]map[string]float64 {
 	t.Helper()
-	_, body := httpGet(t, d, "/metrics")
+	_, body := daemontest.HTTPGet(t, d, "/metrics")
 	parser := expfmt.NewTextParser(model.UTF8Validation)
 	fams, err := parser.TextToMetricFamilies(strings.NewReader(body))
 	if err != nil {

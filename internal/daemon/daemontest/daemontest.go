@@ -3,6 +3,8 @@ package daemontest
 import (
 	"context"
 	"errors"
+	"io"
+	"net/http"
 	"path/filepath"
 	"testing"
 	"time"
@@ -95,4 +97,16 @@ func Admin(t testing.TB, trust *embeddednats.Trust, url string, opts ...nats.Opt
 func (d *Daemon) AdminConn(t testing.TB, opts ...nats.Option) *nats.Conn {
 	t.Helper()
 	return Admin(t, d.Trust(), d.URL(), opts...)
+}
+
+// HTTPGet returns the status and body of GET path on d's HTTP port.
+func HTTPGet(t testing.TB, d *daemon.Daemon, path string) (int, string) {
+	t.Helper()
+	resp, err := http.Get("http://" + d.HTTPAddr().String() + path)
+	if err != nil {
+		t.Fatalf("GET %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
 }
