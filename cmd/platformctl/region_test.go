@@ -14,8 +14,6 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/msgplatform/platform/conf"
-	"github.com/msgplatform/platform/embeddednats"
 	"github.com/msgplatform/platform/internal/control"
 	"github.com/msgplatform/platform/internal/daemon"
 	"github.com/msgplatform/platform/internal/daemon/daemontest"
@@ -26,20 +24,8 @@ import (
 // TestCLIRegions runs region and residency commands against platformd in
 // mode regions (eu home, us; one node each).
 func TestCLIRegions(t *testing.T) {
-	cfg := conf.DefaultConfig()
-	cfg.Mode = conf.ModeRegions
-	cfg.DataDir = t.TempDir()
+	cfg := daemontest.RegionsConfig(t)
 	cfg.HTTP.Listen = "off"
-	cfg.Reconcile.AllowReducedReplicas = true
-	cfg.Regions.LeafPort = -1
-	for _, name := range []string{"eu", "us"} {
-		fc := embeddednats.DefaultFabricConfig()
-		fc.Region = embeddednats.Region{Name: name}
-		fc.Nodes, fc.Port, fc.ClusterPort, fc.DataDir = 1, -1, -1, ""
-		fc.LameDuck = 200 * time.Millisecond
-		fc.Durability.Replicas = 1
-		cfg.Regions.Fabrics = append(cfg.Regions.Fabrics, fc)
-	}
 	eu, orders := platform.DefaultTopicSpec("orders.eu"), platform.DefaultTopicSpec("orders")
 	eu.Replicas, eu.Residency = 1, "eu"
 	orders.Replicas = 1

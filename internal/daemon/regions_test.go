@@ -28,20 +28,8 @@ import (
 func startRegionsDaemon(t *testing.T) (*daemon.Daemon, *nats.Conn) {
 	t.Helper()
 	for attempt := 1; ; attempt++ {
-		cfg := conf.DefaultConfig()
-		cfg.Mode = conf.ModeRegions
-		cfg.DataDir = t.TempDir()
+		cfg := daemontest.RegionsConfig(t)
 		cfg.HTTP.Listen = "127.0.0.1:0"
-		cfg.Reconcile.AllowReducedReplicas = true
-		cfg.Regions.LeafPort = -1
-		for _, name := range []string{"eu", "us"} {
-			fc := embeddednats.DefaultFabricConfig()
-			fc.Region = embeddednats.Region{Name: name}
-			fc.Nodes, fc.Port, fc.ClusterPort, fc.DataDir = 1, -1, -1, ""
-			fc.LameDuck = 200 * time.Millisecond
-			fc.Durability.Replicas = 1
-			cfg.Regions.Fabrics = append(cfg.Regions.Fabrics, fc)
-		}
 		eu, orders := platform.DefaultTopicSpec("orders.eu"), platform.DefaultTopicSpec("orders")
 		eu.Partitions, eu.Replicas, eu.Residency = 2, 1, "eu"
 		orders.Partitions, orders.Replicas = 2, 1

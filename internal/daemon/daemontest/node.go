@@ -158,3 +158,24 @@ func StartAll(t testing.TB, cfgs []*conf.Config, timeout time.Duration) ([]*daem
 	wg.Wait()
 	return ds, errors.Join(errs...)
 }
+
+// RegionsConfig is a mode-regions platformd of two one-node regions, eu
+// (the home region) and us, on free ports with R1 and no leafnode port,
+// in a fresh t.TempDir(). Its HTTP listener and catalog are the
+// default's; defaults are not filled.
+func RegionsConfig(t testing.TB) conf.Config {
+	cfg := conf.DefaultConfig()
+	cfg.Mode = conf.ModeRegions
+	cfg.DataDir = t.TempDir()
+	cfg.Reconcile.AllowReducedReplicas = true
+	cfg.Regions.LeafPort = -1
+	for _, name := range []string{"eu", "us"} {
+		fc := embeddednats.DefaultFabricConfig()
+		fc.Region = embeddednats.Region{Name: name}
+		fc.Nodes, fc.Port, fc.ClusterPort, fc.DataDir = 1, -1, -1, ""
+		fc.LameDuck = 200 * time.Millisecond
+		fc.Durability.Replicas = 1
+		cfg.Regions.Fabrics = append(cfg.Regions.Fabrics, fc)
+	}
+	return cfg
+}
