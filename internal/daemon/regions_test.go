@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -96,16 +94,11 @@ func TestRegionsControlAPI(t *testing.T) {
 		t.Errorf("report %+v", rep)
 	}
 
-	resp, err := http.Get("http://" + d.HTTPAddr().String() + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if !strings.Contains(string(body), `platform_mirror_lag_messages{from="eu",to="us",topic="orders"}`) {
+	_, body := daemontest.HTTPGet(t, d, "/metrics")
+	if !strings.Contains(body, `platform_mirror_lag_messages{from="eu",to="us",topic="orders"}`) {
 		t.Errorf("metrics lack platform_mirror_lag_messages for orders")
 	}
-	if !strings.Contains(string(body), "platform_mirror_lag_seconds") {
+	if !strings.Contains(body, "platform_mirror_lag_seconds") {
 		t.Errorf("metrics lack platform_mirror_lag_seconds")
 	}
 }
@@ -153,13 +146,8 @@ func TestRegionsResidencyGuard(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	resp, err := http.Get("http://" + d.HTTPAddr().String() + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if !strings.Contains(string(body), "platform_residency_refused_requests_total 1") {
+	_, body := daemontest.HTTPGet(t, d, "/metrics")
+	if !strings.Contains(body, "platform_residency_refused_requests_total 1") {
 		t.Errorf("metrics lack platform_residency_refused_requests_total 1")
 	}
 	// A legitimate hand-made stream still passes the gate.
@@ -267,23 +255,30 @@ func TestNodeModeLinkDenyDerived(t *testing.T) {
 	waitFor(t, 30*time.Second, func() error { return hasAll("orders.eu", "jobs.eu", "invoices.us") })
 	waitFor(t, 60*time.Second, func() error { return linkedTo(ctx, ncUS, "eu") })
 
-	attempts, crossings := 0, 0
-	// Core subscribers across the link, both directions: 0 received.
-	for _, c := range []struct {
+	type crossing struct {
 		sub, pub      *nats.Conn
 		subject, pubs string
-	}{
-		{ncUS, ncEU, "orders.eu.>", "orders.eu.order:K-"},
-		{ncUS, ncEU, "jobs.eu.>", "jobs.eu.job-"},
-		{ncUS, ncEU, "$DLQ.orders_eu.>", "$DLQ.orders_eu.c."},
-		{ncEU, ncUS, "invoices.us.>", "invoices.us.invoice:I-"},
-	} {
-		attempts++
-		if got := crossed(t, c.sub, c.pub, c.subject, c.pubs, 20); got != 0 {
-			crossings++
-			t.Errorf("core subscriber on %s across the link received %d of 20 messages", c.subject, got)
+	}
+	attempts, crossings := 0, 0
+	// noneCross: a core subscriber on each subject across the link
+	// receives none of 20 messages.
+	noneCross := func(cs ...crossing) {
+		t.Helper()
+		for _, c := range cs {
+			attempts++
+			if got := crossed(t, c.sub, c.pub, c.subject, c.pubs, 20); got != 0 {
+				crossings++
+				t.Errorf("core subscriber on %s across the link received %d of 20 messages", c.subject, got)
+			}
 		}
 	}
+	// Core subscribers across the link, both directions: 0 received.
+	noneCross(
+		crossing{ncUS, ncEU, "orders.eu.>", "orders.eu.order:K-"},
+		crossing{ncUS, ncEU, "jobs.eu.>", "jobs.eu.job-"},
+		crossing{ncUS, ncEU, "$DLQ.orders_eu.>", "$DLQ.orders_eu.c."},
+		crossing{ncEU, ncUS, "invoices.us.>", "invoices.us.invoice:I-"},
+	)
 	// The link carries what policy allows: the non-resident topic.
 	if got := crossed(t, ncUS, ncEU, "orders.>", "orders.order:K-", 20); got != 20 {
 		t.Fatalf("non-resident orders across the link: received %d of 20; the link does not carry", got)
@@ -317,20 +312,11 @@ func TestNodeModeLinkDenyDerived(t *testing.T) {
 	}
 	waitFor(t, 30*time.Second, func() error { return hasAll("orders.eu", "jobs.eu", "invoices.us", "payments.eu", "receipts.us") })
 	waitFor(t, 60*time.Second, func() error { return linkedTo(ctx, ncUS, "eu") })
-	for _, c := range []struct {
-		sub, pub      *nats.Conn
-		subject, pubs string
-	}{
-		{ncUS, ncEU, "payments.eu.>", "payments.eu.p:"},
-		{ncEU, ncUS, "receipts.us.>", "receipts.us.r:"},
-		{ncUS, ncEU, "orders.eu.>", "orders.eu.order:K-"},
-	} {
-		attempts++
-		if got := crossed(t, c.sub, c.pub, c.subject, c.pubs, 20); got != 0 {
-			crossings++
-			t.Errorf("core subscriber on %s across the link received %d of 20 messages", c.subject, got)
-		}
-	}
+	noneCross(
+		crossing{ncUS, ncEU, "payments.eu.>", "payments.eu.p:"},
+		crossing{ncEU, ncUS, "receipts.us.>", "receipts.us.r:"},
+		crossing{ncUS, ncEU, "orders.eu.>", "orders.eu.order:K-"},
+	)
 	if got := crossed(t, ncUS, ncEU, "orders.>", "orders.order:K-", 20); got != 20 {
 		t.Fatalf("non-resident orders across the link after the update: received %d of 20", got)
 	}
@@ -364,14 +350,9 @@ func TestNodeModeLinkDenyDerived(t *testing.T) {
 		}
 	}
 
-	resp, err := http.Get("http://" + us.HTTPAddr().String() + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	_, body := daemontest.HTTPGet(t, us, "/metrics")
 	want := fmt.Sprintf("platform_region_link_deny_subjects %d", len(us.LinkDeny()))
-	if !strings.Contains(string(body), want) || !strings.Contains(string(body), `platform_region_link_denied_resident{name="jobs.eu",region="eu"} 1`) {
+	if !strings.Contains(body, want) || !strings.Contains(body, `platform_region_link_denied_resident{name="jobs.eu",region="eu"} 1`) {
 		t.Errorf("us metrics lack %q or jobs.eu's platform_region_link_denied_resident", want)
 	}
 	if eu.LinkDeny() != nil {
