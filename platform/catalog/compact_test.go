@@ -51,7 +51,7 @@ func TestCompactedTopicKeepsLatestPerKeyAndHonoursTombstones(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Log(ch)
-	cfg := streamConfig(t, js, "profiles")
+	cfg := natstest.StreamConfig(t, js, "profiles")
 	if cfg.MaxMsgsPerSubject != 1 || !cfg.AllowMsgTTL {
 		t.Fatalf("stream: max_msgs_per_subject %d allow_msg_ttl %v", cfg.MaxMsgsPerSubject, cfg.AllowMsgTTL)
 	}
@@ -124,14 +124,14 @@ func TestReconcileRefusesCleanupSwitchWithoutFlag(t *testing.T) {
 		t.Fatalf("delete -> compact without flag: %v, want ErrConflict", err)
 	}
 	t.Log(err)
-	if cfg := streamConfig(t, js, "prices"); cfg.MaxMsgsPerSubject > 0 {
+	if cfg := natstest.StreamConfig(t, js, "prices"); cfg.MaxMsgsPerSubject > 0 {
 		t.Fatalf("refused change was applied: %+v", cfg.MaxMsgsPerSubject)
 	}
 	ch, err := rec.ApplyTopic(ctx, compact, ApplyOptions{AllowReducedReplicas: true, AllowCleanupChange: true})
 	if err != nil || ch.Action != ActionUpdate {
 		t.Fatalf("with flag: %v %v", ch, err)
 	}
-	if cfg := streamConfig(t, js, "prices"); cfg.MaxMsgsPerSubject != 1 || !cfg.AllowMsgTTL {
+	if cfg := natstest.StreamConfig(t, js, "prices"); cfg.MaxMsgsPerSubject != 1 || !cfg.AllowMsgTTL {
 		t.Fatalf("compact not applied: %d %v", cfg.MaxMsgsPerSubject, cfg.AllowMsgTTL)
 	}
 	// And back: refused without the flag, applied with it (AllowMsgTTL
@@ -142,7 +142,7 @@ func TestReconcileRefusesCleanupSwitchWithoutFlag(t *testing.T) {
 	if _, err := rec.ApplyTopic(ctx, topic, ApplyOptions{AllowReducedReplicas: true, AllowCleanupChange: true}); err != nil {
 		t.Fatal(err)
 	}
-	if cfg := streamConfig(t, js, "prices"); cfg.MaxMsgsPerSubject > 0 {
+	if cfg := natstest.StreamConfig(t, js, "prices"); cfg.MaxMsgsPerSubject > 0 {
 		t.Fatalf("delete not applied: %d", cfg.MaxMsgsPerSubject)
 	}
 	if ch, err := rec.ApplyTopic(ctx, topic, ApplyOptions{AllowReducedReplicas: true}); err != nil || ch.Action != ActionUnchanged {

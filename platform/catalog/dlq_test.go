@@ -28,7 +28,7 @@ func TestApplyDLQRetentionAndOwner(t *testing.T) {
 	check := func(object string, age time.Duration, owner string) {
 		t.Helper()
 		for _, s := range []string{platform.DLQStream(object), platform.DLQEventsStream(object)} {
-			cfg := streamConfig(t, js, s)
+			cfg := natstest.StreamConfig(t, js, s)
 			if cfg.MaxAge != age || cfg.Metadata[platform.MetaOwner] != owner {
 				t.Errorf("%s: max_age %s owner %q, want %s %q", s, cfg.MaxAge, cfg.Metadata[platform.MetaOwner], age, owner)
 			}

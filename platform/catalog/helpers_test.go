@@ -1,11 +1,9 @@
 package catalog
 
 import (
-	"fmt"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -100,47 +98,5 @@ func actions(changes []Change) map[string]Action {
 	for _, c := range changes {
 		out[string(c.Kind)+" "+c.Name] = c.Action
 	}
-	return out
-}
-
-func streamConfig(t testing.TB, js jetstream.JetStream, name string) jetstream.StreamConfig {
-	t.Helper()
-	s, err := js.Stream(natstest.Context(t, 10*time.Second), name)
-	if err != nil {
-		t.Fatalf("stream %s: %v", name, err)
-	}
-	return s.CachedInfo().Config
-}
-
-func consumerConfig(t testing.TB, js jetstream.JetStream, stream, name string) jetstream.ConsumerConfig {
-	t.Helper()
-	c, err := js.Consumer(natstest.Context(t, 10*time.Second), stream, name)
-	if err != nil {
-		t.Fatalf("consumer %s/%s: %v", stream, name, err)
-	}
-	return c.CachedInfo().Config
-}
-
-// fetchAll fetches n messages from c. A consumer that was just created
-// may not take pull requests yet (no responders): retry that.
-func fetchAll(t *testing.T, c jetstream.Consumer, n int, opts ...jetstream.FetchOpt) []jetstream.Msg {
-	t.Helper()
-	var out []jetstream.Msg
-	natstest.WaitFor(t, 10*time.Second, func() error {
-		batch, err := c.Fetch(n-len(out), append([]jetstream.FetchOpt{jetstream.FetchMaxWait(5 * time.Second)}, opts...)...)
-		if err != nil {
-			return err
-		}
-		for m := range batch.Messages() {
-			out = append(out, m)
-		}
-		if err := batch.Error(); err != nil {
-			return err
-		}
-		if len(out) < n {
-			return fmt.Errorf("fetched %d of %d", len(out), n)
-		}
-		return nil
-	})
 	return out
 }

@@ -49,7 +49,7 @@ func TestApplyCreatesThenIsIdempotent(t *testing.T) {
 	}
 
 	// The topic's stream.
-	sc := streamConfig(t, js, "orders")
+	sc := natstest.StreamConfig(t, js, "orders")
 	if len(sc.Subjects) != 1 || sc.Subjects[0] != "orders.*" ||
 		sc.SubjectTransform == nil || sc.SubjectTransform.Destination != "orders.{{partition(24,1)}}.{{wildcard(1)}}" ||
 		sc.Replicas != 3 || sc.Storage != jetstream.FileStorage || sc.Discard != jetstream.DiscardOld ||
@@ -88,11 +88,11 @@ func TestApplyCreatesThenIsIdempotent(t *testing.T) {
 		}
 	}
 	// The queue's stream and consumer.
-	qc := streamConfig(t, js, "shipment-jobs")
+	qc := natstest.StreamConfig(t, js, "shipment-jobs")
 	if qc.Retention != jetstream.WorkQueuePolicy || qc.Subjects[0] != "shipment-jobs.>" || !qc.AllowDirect || qc.Metadata["platform.lease"] != "1m0s" {
 		t.Errorf("queue stream config: %+v", qc)
 	}
-	cc := consumerConfig(t, js, "shipment-jobs", platform.QueueConsumer)
+	cc := natstest.ConsumerConfig(t, js, "shipment-jobs", platform.QueueConsumer)
 	if cc.AckWait != time.Minute || cc.MaxDeliver != 5 || cc.AckPolicy != jetstream.AckExplicitPolicy {
 		t.Errorf("queue consumer config: %+v", cc)
 	}
@@ -126,7 +126,7 @@ func TestApplyCreatesThenIsIdempotent(t *testing.T) {
 	if d := got[0].Details; len(d) != 1 || d[0] != "retention.max_age: 72h0m0s -> 24h0m0s" {
 		t.Errorf("retention change details: %q", d)
 	}
-	if sc := streamConfig(t, js, "orders"); sc.MaxAge != 24*time.Hour || sc.Metadata["_nats.ver"] == "" {
+	if sc := natstest.StreamConfig(t, js, "orders"); sc.MaxAge != 24*time.Hour || sc.Metadata["_nats.ver"] == "" {
 		t.Errorf("after update: max_age %s, metadata %v", sc.MaxAge, sc.Metadata)
 	}
 }
@@ -143,7 +143,7 @@ func TestApplyRefusesPartitionChange(t *testing.T) {
 	if _, err := r.Apply(ctx, cat, ApplyOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	before := streamConfig(t, js, "orders")
+	before := natstest.StreamConfig(t, js, "orders")
 
 	// Alone.
 	o := cat.Topics["orders"]
@@ -181,11 +181,11 @@ func TestApplyRefusesPartitionChange(t *testing.T) {
 	if _, err := js.Stream(ctx, "payments"); !errors.Is(err, jetstream.ErrStreamNotFound) {
 		t.Errorf("payments created: %v", err)
 	}
-	after := streamConfig(t, js, "orders")
+	after := natstest.StreamConfig(t, js, "orders")
 	if after.MaxAge != before.MaxAge || after.SubjectTransform.Destination != before.SubjectTransform.Destination || after.Metadata["platform.partitions"] != "24" {
 		t.Errorf("orders changed: %+v", after)
 	}
-	if cc := consumerConfig(t, js, "shipment-jobs", platform.QueueConsumer); cc.AckWait != time.Minute {
+	if cc := natstest.ConsumerConfig(t, js, "shipment-jobs", platform.QueueConsumer); cc.AckWait != time.Minute {
 		t.Errorf("queue lease applied: %s", cc.AckWait)
 	}
 }
@@ -217,7 +217,7 @@ func TestApplyReducedReplicas(t *testing.T) {
 		!strings.Contains(err.Error(), "allow_reduced_replicas: true") {
 		t.Fatalf("want ErrConflict naming both objects and the flag, got %v", err)
 	}
-	if sc := streamConfig(t, js, "orders"); sc.Replicas != 3 {
+	if sc := natstest.StreamConfig(t, js, "orders"); sc.Replicas != 3 {
 		t.Fatalf("replicas changed to %d", sc.Replicas)
 	}
 	// 3 -> 5 is not a reduction, but needs 5 servers: not tested here.
@@ -229,10 +229,10 @@ func TestApplyReducedReplicas(t *testing.T) {
 	if a := actions(changes); a["topic orders"] != ActionUpdate || a["queue shipment-jobs"] != ActionUpdate || a["group fraud-monitor"] != ActionUnchanged {
 		t.Errorf("actions: %v", a)
 	}
-	if sc := streamConfig(t, js, "orders"); sc.Replicas != 1 {
+	if sc := natstest.StreamConfig(t, js, "orders"); sc.Replicas != 1 {
 		t.Errorf("orders replicas %d, want 1", sc.Replicas)
 	}
-	if sc := streamConfig(t, js, "shipment-jobs"); sc.Replicas != 1 {
+	if sc := natstest.StreamConfig(t, js, "shipment-jobs"); sc.Replicas != 1 {
 		t.Errorf("shipment-jobs replicas %d, want 1", sc.Replicas)
 	}
 	// Consumers inherit the stream's replicas (config 0): they scale down

@@ -76,7 +76,7 @@ func TestDescribeTopic(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, m := range fetchAll(t, c, ack, jetstream.FetchPriorityGroup("billing")) {
+		for _, m := range natstest.FetchAll(t, c, ack, jetstream.FetchPriorityGroup("billing")) {
 			if err := m.DoubleAck(ctx); err != nil {
 				t.Fatal(err)
 			}
@@ -196,10 +196,10 @@ func TestQueueConsumerAndDescribe(t *testing.T) {
 	if err != nil || ch.Action != ActionCreate {
 		t.Fatalf("%v %v", ch, err)
 	}
-	if cc := consumerConfig(t, js, "shipment-jobs", platform.QueueConsumer); cc.AckWait != 10*time.Second || cc.MaxDeliver != 3 {
+	if cc := natstest.ConsumerConfig(t, js, "shipment-jobs", platform.QueueConsumer); cc.AckWait != 10*time.Second || cc.MaxDeliver != 3 {
 		t.Errorf("consumer: ack wait %s, max deliver %d", cc.AckWait, cc.MaxDeliver)
 	}
-	if sc := streamConfig(t, js, "shipment-jobs"); sc.Replicas != 3 {
+	if sc := natstest.StreamConfig(t, js, "shipment-jobs"); sc.Replicas != 3 {
 		t.Errorf("replicas 0 should default to 3, got %d", sc.Replicas)
 	}
 
@@ -214,7 +214,7 @@ func TestQueueConsumerAndDescribe(t *testing.T) {
 			t.Errorf("details %q lack %q", ch.Details, want)
 		}
 	}
-	if cc := consumerConfig(t, js, "shipment-jobs", platform.QueueConsumer); cc.AckWait != time.Minute || cc.MaxDeliver != 5 {
+	if cc := natstest.ConsumerConfig(t, js, "shipment-jobs", platform.QueueConsumer); cc.AckWait != time.Minute || cc.MaxDeliver != 5 {
 		t.Errorf("consumer after update: ack wait %s, max deliver %d", cc.AckWait, cc.MaxDeliver)
 	}
 
@@ -228,7 +228,7 @@ func TestQueueConsumerAndDescribe(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	msgs := fetchAll(t, c, 3)
+	msgs := natstest.FetchAll(t, c, 3)
 	if err := msgs[0].DoubleAck(ctx); err != nil { // one done, two leased
 		t.Fatal(err)
 	}

@@ -7,20 +7,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/msgplatform/platform/embeddednats/natstest"
 )
-
-func consumerConfig(t testing.TB, js jetstream.JetStream, stream, name string) jetstream.ConsumerConfig {
-	t.Helper()
-	c, err := js.Consumer(natstest.Context(t, 10*time.Second), stream, name)
-	if err != nil {
-		t.Fatalf("consumer %s/%s: %v", stream, name, err)
-	}
-	return c.CachedInfo().Config
-}
 
 // slowLink is a TCP proxy in front of a NATS client port that holds what
 // the client sends for delay (set at any time; zero passes it straight

@@ -359,7 +359,7 @@ func TestWorkersSurviveTheirConsumerRecreated(t *testing.T) {
 	if s := <-handled; s != "a" {
 		t.Fatalf("handled %q, want a", s)
 	}
-	cc := consumerConfig(t, js, "shipment-jobs", platform.QueueConsumer)
+	cc := natstest.ConsumerConfig(t, js, "shipment-jobs", platform.QueueConsumer)
 	if err := js.DeleteConsumer(ctx, "shipment-jobs", platform.QueueConsumer); err != nil {
 		t.Fatal(err)
 	}
