@@ -1,9 +1,11 @@
 package catalog
 
 import (
+	"context"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -77,6 +79,16 @@ func (a *apiRecorder) writes() []string {
 
 // newTestReconciler returns a reconciler on the fabric whose API requests
 // are recorded.
+// onFabric starts a 3-node fabric and returns a reconciler on it that
+// records its API requests (newTestReconciler), a plain JetStream and a
+// context ending after 60 s or with the test.
+func onFabric(t *testing.T) (*Reconciler, *apiRecorder, jetstream.JetStream, context.Context) {
+	t.Helper()
+	f := natstest.RunFabric(t, 3)
+	r, rec := newTestReconciler(t, f)
+	return r, rec, f.JetStream(), natstest.Context(t, 60*time.Second)
+}
+
 func newTestReconciler(t testing.TB, f *natstest.Fabric) (*Reconciler, *apiRecorder) {
 	t.Helper()
 	rec := &apiRecorder{}

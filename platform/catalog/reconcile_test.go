@@ -18,10 +18,7 @@ import (
 // changes nothing and sends no create/update/delete request.
 func TestApplyCreatesThenIsIdempotent(t *testing.T) {
 	t.Parallel()
-	f := natstest.RunFabric(t, 3)
-	r, rec := newTestReconciler(t, f)
-	js := f.JetStream()
-	ctx := natstest.Context(t, 60*time.Second)
+	r, rec, js, ctx := onFabric(t)
 	cat := harborCart()
 
 	dry, err := r.Apply(ctx, cat, ApplyOptions{DryRun: true})
@@ -135,10 +132,7 @@ func TestApplyCreatesThenIsIdempotent(t *testing.T) {
 // catalog is applied, not even the valid changes beside it.
 func TestApplyRefusesPartitionChange(t *testing.T) {
 	t.Parallel()
-	f := natstest.RunFabric(t, 3)
-	r, rec := newTestReconciler(t, f)
-	js := f.JetStream()
-	ctx := natstest.Context(t, 60*time.Second)
+	r, rec, js, ctx := onFabric(t)
 	cat := harborCart()
 	if _, err := r.Apply(ctx, cat, ApplyOptions{}); err != nil {
 		t.Fatal(err)
@@ -194,10 +188,7 @@ func TestApplyRefusesPartitionChange(t *testing.T) {
 // stream and its group consumers follow.
 func TestApplyReducedReplicas(t *testing.T) {
 	t.Parallel()
-	f := natstest.RunFabric(t, 3)
-	r, _ := newTestReconciler(t, f)
-	js := f.JetStream()
-	ctx := natstest.Context(t, 60*time.Second)
+	r, _, js, ctx := onFabric(t)
 	cat := harborCart()
 	if _, err := r.Apply(ctx, cat, ApplyOptions{}); err != nil {
 		t.Fatal(err)
@@ -312,10 +303,7 @@ func TestApplyRejectsBadSpecs(t *testing.T) {
 // manage, or groups of missing topics are refused.
 func TestApplyRefusesForeignAndMissing(t *testing.T) {
 	t.Parallel()
-	f := natstest.RunFabric(t, 3)
-	r, _ := newTestReconciler(t, f)
-	js := f.JetStream()
-	ctx := natstest.Context(t, 60*time.Second)
+	r, _, js, ctx := onFabric(t)
 	orders := platform.DefaultTopicSpec("orders")
 	orders.Partitions = 8
 	if _, err := r.ApplyTopic(ctx, orders, ApplyOptions{}); err != nil {

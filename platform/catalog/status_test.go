@@ -18,10 +18,7 @@ import (
 // the group's pending and the age of its oldest unprocessed event.
 func TestDescribeTopic(t *testing.T) {
 	t.Parallel()
-	f := natstest.RunFabric(t, 3)
-	r, _ := newTestReconciler(t, f)
-	js := f.JetStream()
-	ctx := natstest.Context(t, 60*time.Second)
+	r, _, js, ctx := onFabric(t)
 	orders := platform.DefaultTopicSpec("orders")
 	orders.Partitions = 8
 	orders.Owner = "checkout"
@@ -187,10 +184,7 @@ func TestDescribeTopic(t *testing.T) {
 // pending, in-flight and oldest job age.
 func TestQueueConsumerAndDescribe(t *testing.T) {
 	t.Parallel()
-	f := natstest.RunFabric(t, 3)
-	r, rec := newTestReconciler(t, f)
-	js := f.JetStream()
-	ctx := natstest.Context(t, 60*time.Second)
+	r, rec, js, ctx := onFabric(t)
 	q := platform.QueueSpec{Name: "shipment-jobs", Lease: 10 * time.Second, MaxAttempts: 3}
 	ch, err := r.ApplyQueue(ctx, q, ApplyOptions{})
 	if err != nil || ch.Action != ActionCreate {
