@@ -14,9 +14,7 @@ import (
 	"github.com/msgplatform/platform/internal/control"
 	"github.com/msgplatform/platform/internal/daemon/daemontest"
 	"github.com/msgplatform/platform/internal/principal/principaltest"
-	"github.com/msgplatform/platform/platform"
 	"github.com/msgplatform/platform/redrive"
-	"github.com/msgplatform/platform/redrive/redrivetest"
 )
 
 // The redrive control API end to end: browse, request, the four-eyes
@@ -30,12 +28,7 @@ func TestRedriveControlAPI(t *testing.T) {
 	defer cancel()
 	call := func(subject string, req, resp any) error { return control.Call(ctx, nc, subject, req, resp) }
 
-	payments := platform.DefaultTopicSpec("payments")
-	payments.Replicas, payments.Owner, payments.Review = 1, "payments-team", platform.ReviewRequired
-	if err := call(control.SubjTopicApply, control.ApplyTopicRequest{Spec: payments}, nil); err != nil {
-		t.Fatal(err)
-	}
-	redrivetest.DeadLetter(t, js, "payments", "ledger", 0, 8, "card number %d is not a number")
+	reviewedPayments(t, ctx, nc, js, 1)
 
 	var dlqs []redrive.DLQ
 	if err := call(redrive.SubjDLQList, nil, &dlqs); err != nil {
