@@ -183,15 +183,7 @@ func canaryAlert(t *testing.T, samples map[string]map[string]float64) []string {
 func TestCanaryDetectsStalledGroupWithSmallLag(t *testing.T) {
 	d, cfg := startCanaryDaemon(t)
 	tolerance := cfg.Canary.EffectiveTolerance()
-	nc, err := nats.Connect(d.Nodes()[0].ClientURL(), nats.UserCredentials(filepath.Join(cfg.DataDir, "creds", "admin.creds")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	nc, js := natstest.Connect(t, d.Nodes()[0].ClientURL(), nats.UserCredentials(filepath.Join(cfg.DataDir, "creds", "admin.creds")))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 

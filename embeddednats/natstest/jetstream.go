@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -52,4 +53,21 @@ func FetchAll(t testing.TB, c jetstream.Consumer, n int, opts ...jetstream.Fetch
 		return nil
 	})
 	return out
+}
+
+// Connect connects to url with opts, fails the test when it cannot, and
+// closes the connection when the test ends; it returns the connection
+// and its JetStream.
+func Connect(t testing.TB, url string, opts ...nats.Option) (*nats.Conn, jetstream.JetStream) {
+	t.Helper()
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nc, js
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/msgplatform/platform/conf"
 	"github.com/msgplatform/platform/embeddednats"
+	"github.com/msgplatform/platform/embeddednats/natstest"
 	"github.com/msgplatform/platform/internal/daemon"
 	"github.com/msgplatform/platform/internal/daemon/daemontest"
 	"github.com/msgplatform/platform/internal/tlsconf"
@@ -128,15 +129,7 @@ func TestNodeModeTLS(t *testing.T) {
 		nc.Close()
 		t.Fatal("a tenant user without a client certificate got in (node.tls.verify)")
 	}
-	nc, err := nats.Connect(url, userOpts(clientTLS(ca.ClientT(t, "producer")))...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, js := natstest.Connect(t, url, userOpts(clientTLS(ca.ClientT(t, "producer")))...)
 	var ack *jetstream.PubAck
 	for deadline := time.Now().Add(30 * time.Second); ; {
 		pctx, pcancel := context.WithTimeout(ctx, 3*time.Second)
