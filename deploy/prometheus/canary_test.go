@@ -2,7 +2,6 @@ package prometheus
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -23,7 +22,6 @@ import (
 	"github.com/prometheus/prometheus/promql/promqltest"
 
 	"github.com/msgplatform/platform/conf"
-	"github.com/msgplatform/platform/embeddednats"
 	"github.com/msgplatform/platform/embeddednats/natstest"
 	"github.com/msgplatform/platform/internal/control"
 	"github.com/msgplatform/platform/internal/daemon"
@@ -63,30 +61,11 @@ func startCanaryDaemon(t *testing.T) (*daemon.Daemon, *conf.Config) {
 			"stuck":   {Name: "stuck", Topic: "orders"},
 		},
 	}
-	for attempt := 1; ; attempt++ {
+	return daemontest.StartRetrying(t, slog.New(slog.NewTextHandler(io.Discard, nil)), func() conf.Config {
 		c := cfg
 		c.DataDir = t.TempDir()
-		c.EnsureDefaults()
-		d, err := daemon.New(&c, slog.New(slog.NewTextHandler(io.Discard, nil)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		err = d.Start(ctx)
-		cancel()
-		if errors.Is(err, embeddednats.ErrPortInUse) && attempt < 3 {
-			continue
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-			defer cancel()
-			_ = d.Close(ctx)
-		})
-		return d, &c
-	}
+		return c
+	})
 }
 
 // scrape returns the daemon's /metrics samples named name, keyed by their

@@ -25,35 +25,16 @@ import (
 // node each, orders.eu resident in eu and orders not resident.
 func startRegionsDaemon(t *testing.T) (*daemon.Daemon, *nats.Conn) {
 	t.Helper()
-	for attempt := 1; ; attempt++ {
+	d, _ := daemontest.StartRetrying(t, nil, func() conf.Config {
 		cfg := daemontest.RegionsConfig(t)
 		cfg.HTTP.Listen = "127.0.0.1:0"
 		eu, orders := platform.DefaultTopicSpec("orders.eu"), platform.DefaultTopicSpec("orders")
 		eu.Partitions, eu.Replicas, eu.Residency = 2, 1, "eu"
 		orders.Partitions, orders.Replicas = 2, 1
 		cfg.Catalog = platform.Catalog{Topics: map[string]platform.TopicSpec{"orders.eu": eu, "orders": orders}}
-		cfg.EnsureDefaults()
-		d, err := daemon.New(&cfg, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		err = d.Start(ctx)
-		cancel()
-		if errors.Is(err, embeddednats.ErrPortInUse) && attempt < 3 {
-			continue
-		}
-		if err != nil {
-			t.Fatalf("start: %v", err)
-		}
-		t.Cleanup(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			_ = d.Close(ctx)
-		})
-		nc := daemontest.Admin(t, d.Trust(), d.Nodes()[0].ClientURL())
-		return d, nc
-	}
+		return cfg
+	})
+	return d, daemontest.Admin(t, d.Trust(), d.Nodes()[0].ClientURL())
 }
 
 // TestRegionsControlAPI: the control API refuses a resident mirror with a

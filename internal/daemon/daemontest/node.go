@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"path/filepath"
 	"sync"
@@ -178,4 +179,36 @@ func RegionsConfig(t testing.TB) conf.Config {
 		cfg.Regions.Fabrics = append(cfg.Regions.Fabrics, fc)
 	}
 	return cfg
+}
+
+// StartRetrying builds a config with build, fills its defaults and starts
+// its daemon (logging to log) within 60 s; the daemon is closed when the
+// test ends. Free ports are picked by listening and closing, so a
+// parallel test can take one first: a start that finds a port in use is
+// made again on a config built anew, at most three times in all.
+func StartRetrying(t testing.TB, log *slog.Logger, build func() conf.Config) (*daemon.Daemon, *conf.Config) {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		cfg := build()
+		cfg.EnsureDefaults()
+		d, err := daemon.New(&cfg, log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		err = d.Start(ctx)
+		cancel()
+		if errors.Is(err, embeddednats.ErrPortInUse) && attempt < 3 {
+			continue
+		}
+		if err != nil {
+			t.Fatalf("start: %v", err)
+		}
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+			defer cancel()
+			_ = d.Close(ctx)
+		})
+		return d, &cfg
+	}
 }
