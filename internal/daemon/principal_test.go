@@ -60,6 +60,22 @@ func accepted(t *testing.T, name string, err error, want string) bool {
 	return false
 }
 
+// waitCompleted waits up to within for redrive id to complete having
+// sent sent events, reading its status through the control API on nc.
+func waitCompleted(t *testing.T, ctx context.Context, nc *nats.Conn, id string, sent int, within time.Duration) {
+	t.Helper()
+	natstest.WaitFor(t, within, func() error {
+		var s redrive.Status
+		if err := control.Call(ctx, nc, redrive.SubjStatus, redrive.IDRequest{ID: id}, &s); err != nil {
+			return err
+		}
+		if s.State != redrive.StateCompleted || s.Progress.Sent != sent {
+			return errors.New(string(s.State))
+		}
+		return nil
+	})
+}
+
 // reviewedPayments applies through the control API on nc the topic
 // payments (owner payments-team, review required, replicas replicas)
 // and dead-letters 8 of its events from group ledger.
@@ -210,16 +226,7 @@ func TestSignedRedriveFourEyes(t *testing.T) {
 	if err := signedCall(ctx, nc, alice, time.Time{}, redrive.SubjRun, redrive.Action{ID: st.ID}, nil); err != nil {
 		t.Fatal(err)
 	}
-	natstest.WaitFor(t, 30*time.Second, func() error {
-		var s redrive.Status
-		if err := call(redrive.SubjStatus, redrive.IDRequest{ID: st.ID}, &s); err != nil {
-			return err
-		}
-		if s.State != redrive.StateCompleted || s.Progress.Sent != 8 {
-			return errors.New(string(s.State))
-		}
-		return nil
-	})
+	waitCompleted(t, ctx, nc, st.ID, 8, 30*time.Second)
 	var hist []redrive.AuditRecord
 	if err := call(redrive.SubjHistory, redrive.HistoryFilter{ID: st.ID}, &hist); err != nil {
 		t.Fatal(err)

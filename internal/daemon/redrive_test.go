@@ -10,7 +10,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/msgplatform/platform/embeddednats/natstest"
 	"github.com/msgplatform/platform/internal/control"
 	"github.com/msgplatform/platform/internal/daemon/daemontest"
 	"github.com/msgplatform/platform/internal/principal/principaltest"
@@ -69,16 +68,7 @@ func TestRedriveControlAPI(t *testing.T) {
 	if err := signedCall(ctx, nc, alice, time.Time{}, redrive.SubjRun, redrive.Action{ID: st.ID}, nil); err != nil {
 		t.Fatal(err)
 	}
-	natstest.WaitFor(t, 20*time.Second, func() error {
-		var s redrive.Status
-		if err := call(redrive.SubjStatus, redrive.IDRequest{ID: st.ID}, &s); err != nil {
-			return err
-		}
-		if s.State != redrive.StateCompleted || s.Progress.Sent != 8 {
-			return errors.New(string(s.State))
-		}
-		return nil
-	})
+	waitCompleted(t, ctx, nc, st.ID, 8, 20*time.Second)
 	var hist []redrive.AuditRecord
 	if err := call(redrive.SubjHistory, redrive.HistoryFilter{ID: st.ID}, &hist); err != nil || len(hist) < 5 {
 		t.Fatalf("history %+v, %v", hist, err)
