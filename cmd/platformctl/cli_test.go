@@ -32,6 +32,18 @@ func runCLI(t *testing.T, d *daemontest.Daemon, args ...string) (string, error) 
 	return out.String(), err
 }
 
+// execCLI runs platformctl with args under ctx and returns what it wrote
+// to stdout and stderr together.
+func execCLI(ctx context.Context, args ...string) (string, error) {
+	root := newRootCmd()
+	var out bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&out)
+	root.SetArgs(args)
+	err := root.ExecuteContext(ctx)
+	return out.String(), err
+}
+
 func mustCLI(t *testing.T, d *daemontest.Daemon, args ...string) string {
 	t.Helper()
 	out, err := runCLI(t, d, args...)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -89,13 +88,7 @@ func TestCLIRegionsNodeMode(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	run := func(r *nodeRegion, args ...string) (string, error) {
-		root := newRootCmd()
-		var out bytes.Buffer
-		root.SetOut(&out)
-		root.SetErr(&out)
-		root.SetArgs(append([]string{"--server", r.url, "--creds", r.creds, "--timeout", "30s"}, args...))
-		err := root.ExecuteContext(ctx)
-		return out.String(), err
+		return execCLI(ctx, append([]string{"--server", r.url, "--creds", r.creds, "--timeout", "30s"}, args...)...)
 	}
 	ncEU, ncUS := adminConn(t, trust, eu.url), adminConn(t, trust, us.url)
 	waitLinked(t, ncUS, "eu")
@@ -181,14 +174,9 @@ func TestNodeModeRegionOpsNeedPeers(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := startNodeRegion(t, nodeRegionConfig(t, trust, "eu", daemontest.FreePorts(t, 1)[0], nil, nil))
-	root := newRootCmd()
-	var out bytes.Buffer
-	root.SetOut(&out)
-	root.SetErr(&out)
-	root.SetArgs([]string{"--server", r.url, "--creds", r.creds, "--timeout", "10s", "region", "failover", "orders", "--to", "us"})
-	err = root.ExecuteContext(context.Background())
+	out, err := execCLI(context.Background(), "--server", r.url, "--creds", r.creds, "--timeout", "10s", "region", "failover", "orders", "--to", "us")
 	if !errors.Is(err, control.ErrInvalid) || !strings.Contains(err.Error(), "regions.peers") {
-		t.Fatalf("failover without peers: want an error naming regions.peers, got %v\n%s", err, out.String())
+		t.Fatalf("failover without peers: want an error naming regions.peers, got %v\n%s", err, out)
 	}
 }
 

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -45,13 +44,7 @@ func TestCLIRegions(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = d.Close(context.Background()) })
 	run := func(args ...string) (string, error) {
-		root := newRootCmd()
-		var out bytes.Buffer
-		root.SetOut(&out)
-		root.SetErr(&out)
-		root.SetArgs(append([]string{"--server", d.Nodes()[0].ClientURL(), "--creds", filepath.Join(cfg.DataDir, "creds", "admin.creds"), "--timeout", "30s"}, args...))
-		err := root.ExecuteContext(ctx)
-		return out.String(), err
+		return execCLI(ctx, append([]string{"--server", d.Nodes()[0].ClientURL(), "--creds", filepath.Join(cfg.DataDir, "creds", "admin.creds"), "--timeout", "30s"}, args...)...)
 	}
 
 	out, err := run("region", "mirror", "orders.eu", "--to", "us")
