@@ -170,6 +170,36 @@ func permanent(why string) func(int) (dlq.ErrorClass, string) {
 }
 
 // redriven returns the events of request id stored on stream, in order.
+// redrivenOnce is redriven, failing the test for each DLQ entry redriven
+// more than once; it also returns the number of distinct entries.
+func (e *env) redrivenOnce(stream, id string) ([]*jetstream.RawStreamMsg, int) {
+	e.t.Helper()
+	got := e.redriven(stream, id)
+	seen := map[uint64]bool{}
+	for _, m := range got {
+		_, k, _ := RedriveOf(m.Header)
+		if seen[k] {
+			e.t.Errorf("DLQ entry %d redriven twice", k)
+		}
+		seen[k] = true
+	}
+	return got, len(seen)
+}
+
+// dlqDepth is the number of messages in stream.
+func dlqDepth(t *testing.T, ctx context.Context, js jetstream.JetStream, stream string) uint64 {
+	t.Helper()
+	dlq, err := js.Stream(ctx, stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := dlq.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.State.Msgs
+}
+
 func (e *env) redriven(stream, id string) []*jetstream.RawStreamMsg {
 	e.t.Helper()
 	var out []*jetstream.RawStreamMsg

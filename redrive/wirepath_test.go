@@ -276,16 +276,8 @@ func TestRunSurvivesItsNodeKilled(t *testing.T) {
 	if len(seen) != n || dups != 0 || done.Progress.Sent != n {
 		t.Fatalf("node %d killed at %d: %d entries redriven (%d stored twice), run says %d sent; want %d, 0", node, n/3, len(seen), dups, done.Progress.Sent, n)
 	}
-	dlq, err := js.Stream(ctx, platform.DLQStream("orders"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := dlq.Info(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if info.State.Msgs != 0 {
-		t.Errorf("%d entries left in the DLQ", info.State.Msgs)
+	if left := dlqDepth(t, ctx, js, platform.DLQStream("orders")); left != 0 {
+		t.Errorf("%d entries left in the DLQ", left)
 	}
 	t.Logf("node %d killed after %d of %d sent: completed with %d sent, 0 lost, 0 stored twice", node, n/3, n, done.Progress.Sent)
 }
