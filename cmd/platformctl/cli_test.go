@@ -20,16 +20,8 @@ import (
 // runCLI runs platformctl with args against d and returns stdout.
 func runCLI(t *testing.T, d *daemontest.Daemon, args ...string) (string, error) {
 	t.Helper()
-	root := newRootCmd()
-	var out, errOut bytes.Buffer
-	root.SetOut(&out)
-	root.SetErr(&errOut)
-	all := append([]string{"--server", d.URL(), "--creds", d.Creds(), "--timeout", "30s"}, args...)
-	root.SetArgs(all)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	err := root.ExecuteContext(ctx)
-	return out.String(), err
+	out, _, err := runCLIStderr(t, d, args...)
+	return out, err
 }
 
 // execCLI runs platformctl with args under ctx and returns what it wrote

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"os"
@@ -228,11 +227,7 @@ func TestCLIOperators(t *testing.T) {
 // stderr (warnings).
 func runCLIStderr(t *testing.T, d *daemontest.Daemon, args ...string) (string, string, error) {
 	t.Helper()
-	root := newRootCmd()
-	var out, errOut bytes.Buffer
-	root.SetOut(&out)
-	root.SetErr(&errOut)
-	root.SetArgs(append([]string{"--server", d.URL(), "--creds", d.Creds(), "--timeout", "30s"}, args...))
+	root, out, errOut := testRoot(append([]string{"--server", d.URL(), "--creds", d.Creds(), "--timeout", "30s"}, args...))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	err := root.ExecuteContext(ctx)
