@@ -62,7 +62,7 @@ func TestCLIRegionsNodeMode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ports := daemontest.FreePorts(t, 3)
+	ports := natstest.FreePorts(t, 3)
 	euPort, usPort, leafPort := ports[0], ports[1], ports[2]
 	ordersEU, orders, invoices := platform.DefaultTopicSpec("orders.eu"), platform.DefaultTopicSpec("orders"), platform.DefaultTopicSpec("invoices")
 	ordersEU.Residency = "eu"
@@ -173,7 +173,7 @@ func TestNodeModeRegionOpsNeedPeers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := startNodeRegion(t, nodeRegionConfig(t, trust, "eu", daemontest.FreePorts(t, 1)[0], nil, nil))
+	r := startNodeRegion(t, nodeRegionConfig(t, trust, "eu", natstest.FreePorts(t, 1)[0], nil, nil))
 	out, err := execCLI(context.Background(), "--server", r.url, "--creds", r.creds, "--timeout", "10s", "region", "failover", "orders", "--to", "us")
 	if !errors.Is(err, control.ErrInvalid) || !strings.Contains(err.Error(), "regions.peers") {
 		t.Fatalf("failover without peers: want an error naming regions.peers, got %v\n%s", err, out)
@@ -194,7 +194,7 @@ func TestNodeModePeerCredsMustBeOwnerOnly(t *testing.T) {
 	if err := os.Chmod(creds, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cfg := nodeRegionConfig(t, trust, "us", daemontest.FreePorts(t, 1)[0], nil,
+	cfg := nodeRegionConfig(t, trust, "us", natstest.FreePorts(t, 1)[0], nil,
 		[]conf.PeerRegion{{Name: "eu", URLs: []string{"nats://127.0.0.1:1"}, Creds: creds}})
 	cfg.EnsureDefaults()
 	d, err := daemon.New(cfg, nil)

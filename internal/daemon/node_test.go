@@ -12,6 +12,7 @@ import (
 
 	"github.com/msgplatform/platform/conf"
 	"github.com/msgplatform/platform/embeddednats"
+	"github.com/msgplatform/platform/embeddednats/natstest"
 	"github.com/msgplatform/platform/internal/control"
 	"github.com/msgplatform/platform/internal/daemon"
 	"github.com/msgplatform/platform/internal/daemon/daemontest"
@@ -28,7 +29,7 @@ func TestNodeModeThreeDaemons(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ports := daemontest.FreePorts(t, 6)
+	ports := natstest.FreePorts(t, 6)
 	clientPorts, routePorts := ports[:3], ports[3:]
 	orders := platform.DefaultTopicSpec("orders")
 	orders.Partitions = 4
@@ -85,7 +86,7 @@ func TestNodeModeRefusesToMintItsOwnTrust(t *testing.T) {
 	cfg.Mode = conf.ModeNode
 	cfg.DataDir = t.TempDir()
 	cfg.HTTP.Listen = "off"
-	cfg.Node.Port = daemontest.FreePorts(t, 1)[0]
+	cfg.Node.Port = natstest.FreePorts(t, 1)[0]
 	cfg.Node.Durability.Replicas = 1
 	cfg.Node.StoreDir = ""
 	cfg.EnsureDefaults()

@@ -13,6 +13,7 @@ import (
 
 	"github.com/msgplatform/platform/conf"
 	"github.com/msgplatform/platform/embeddednats"
+	"github.com/msgplatform/platform/embeddednats/natstest"
 	"github.com/msgplatform/platform/internal/control"
 	"github.com/msgplatform/platform/internal/daemon"
 	"github.com/msgplatform/platform/internal/daemon/daemontest"
@@ -190,7 +191,7 @@ func TestNodeModeLinkDenyDerived(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ports := daemontest.FreePorts(t, 3)
+	ports := natstest.FreePorts(t, 3)
 	euPort, usPort, leafPort := ports[0], ports[1], ports[2]
 	topic := func(name, residency string) platform.TopicSpec {
 		tp := platform.DefaultTopicSpec(name)
@@ -383,7 +384,7 @@ func TestNodeModeLinkDenyListeningSide(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ports := daemontest.FreePorts(t, 3)
+	ports := natstest.FreePorts(t, 3)
 	euPort, usPort, leafPort := ports[0], ports[1], ports[2]
 	topic := func(name, residency string) platform.TopicSpec {
 		tp := platform.DefaultTopicSpec(name)
@@ -535,7 +536,7 @@ func TestNodeModeLinkDenyListeningCatalog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ports := daemontest.FreePorts(t, 3)
+	ports := natstest.FreePorts(t, 3)
 	euPort, usPort, leafPort := ports[0], ports[1], ports[2]
 	topic := func(name, residency string) platform.TopicSpec {
 		tp := platform.DefaultTopicSpec(name)

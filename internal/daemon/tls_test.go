@@ -50,7 +50,7 @@ func TestNodeModeTLS(t *testing.T) {
 		ds                      []*daemon.Daemon
 	)
 	for attempt := 1; ; attempt++ {
-		ports := daemontest.FreePorts(t, 6)
+		ports := natstest.FreePorts(t, 6)
 		clientPorts, routePorts = ports[:3], ports[3:]
 		cfgs = daemontest.ClusterConfigs(t, trust, filepath.Join(root, fmt.Sprintf("a%d", attempt)), clientPorts, routePorts)
 		for _, cfg := range cfgs {

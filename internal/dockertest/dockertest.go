@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -18,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/msgplatform/platform/embeddednats/natstest"
 	"github.com/msgplatform/platform/internal/tlsconf/tlstest"
 )
 
@@ -171,7 +171,7 @@ func (p *Project) Run(ctx context.Context, args ...string) ([]byte, error) {
 func (p *Project) Publish(tb testing.TB, image, shared string, nodes ...string) (natsPort, httpPort map[string]int) {
 	tb.Helper()
 	natsPort, httpPort = map[string]int{}, map[string]int{}
-	ports := FreePorts(tb, 2*len(nodes))
+	ports := natstest.FreePorts(tb, 2*len(nodes))
 	p.Env = append(os.Environ(),
 		"PLATFORM_DOCKER_IMAGE="+image,
 		"PLATFORM_DOCKER_SHARED="+shared,
@@ -295,31 +295,6 @@ func WaitFor(tb testing.TB, timeout time.Duration, what string, f func() error) 
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-}
-
-// FreePorts returns n distinct free TCP ports on 127.0.0.1.
-func FreePorts(tb testing.TB, n int) []int {
-	tb.Helper()
-	var ports []int
-	var lns []net.Listener
-	defer func() {
-		for _, l := range lns {
-			l.Close()
-		}
-	}()
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			tb.Fatal(err)
-		}
-		lns = append(lns, l)
-		a, ok := l.Addr().(*net.TCPAddr)
-		if !ok {
-			tb.Fatalf("listener address %v is not TCP", l.Addr())
-		}
-		ports = append(ports, a.Port)
-	}
-	return ports
 }
 
 // RandHex returns n random bytes in hex, for unique tags and names.

@@ -1,5 +1,6 @@
-// Node-mode helpers: free loopback ports, a mode-node platformd of one
-// region on one node, and a started daemon closed when the test ends.
+// Node-mode and regions helpers: the configs of a mode-node region and of
+// a two-region platformd, and daemons started from them, closed when the
+// test ends.
 
 package daemontest
 
@@ -8,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -19,26 +19,6 @@ import (
 	"github.com/msgplatform/platform/internal/daemon"
 	"github.com/msgplatform/platform/platform"
 )
-
-// FreePorts returns n distinct free TCP ports on 127.0.0.1 (free when
-// returned: the listeners that found them are closed).
-func FreePorts(t testing.TB, n int) []int {
-	t.Helper()
-	var out []int
-	var ls []net.Listener
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ls = append(ls, l)
-		out = append(out, l.Addr().(*net.TCPAddr).Port)
-	}
-	for _, l := range ls {
-		l.Close()
-	}
-	return out
-}
 
 // NodeRegionConfig is a mode-node platformd of region name: one node
 // (named name+"1") on 127.0.0.1:port, R1, the shared trust saved in its
