@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
-	"net"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -18,16 +17,6 @@ import (
 	"github.com/msgplatform/platform/internal/attack"
 	"github.com/msgplatform/platform/internal/tlsconf/tlstest"
 )
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
 
 func startNode(t *testing.T, cfg embeddednats.Config, trust *embeddednats.Trust) *embeddednats.Node {
 	t.Helper()
@@ -72,7 +61,7 @@ func TestAttackLeafWithoutCert(t *testing.T) {
 		return c
 	}
 	ac := node("eu")
-	ac.Leaf.Host, ac.Leaf.Port = "127.0.0.1", freePort(t)
+	ac.Leaf.Host, ac.Leaf.Port = "127.0.0.1", natstest.FreePorts(t, 1)[0]
 	a := startNode(t, ac, trust)
 	bc := node("us")
 	bc.Leaf.Remotes = []embeddednats.LeafRemote{{URLs: []string{a.LeafURL()}}}

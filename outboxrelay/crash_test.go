@@ -65,44 +65,40 @@ func consumeAll(t *testing.T, js jetstream.JetStream, b *backend, topic string, 
 func TestCrashAfterDuplicateWindow(t *testing.T) {
 	f := natstest.RunFabric(t, 3)
 	js := f.JetStream()
-	for _, b := range backends(t) {
-		t.Run(b.name, func(t *testing.T) {
-			topic := "window-" + b.name
-			createTopic(t, js, topic)
-			setDuplicateWindow(t, js, topic, time.Second)
-			evs := events(topic, topic, 10, 20)
-			ctx := context.Background()
-			for i := 0; i < len(evs); i += 20 {
-				if err := b.enqueue(ctx, evs[i:i+20]...); err != nil {
-					t.Fatal(err)
-				}
+	eachBackend(t, js, "window-", func(t *testing.T, b *backend, topic string) {
+		setDuplicateWindow(t, js, topic, time.Second)
+		evs := events(topic, topic, 10, 20)
+		ctx := context.Background()
+		for i := 0; i < len(evs); i += 20 {
+			if err := b.enqueue(ctx, evs[i:i+20]...); err != nil {
+				t.Fatal(err)
 			}
-			crash := &crashOnce{}
-			crash.armed.Store(true)
-			cfg := testConfig("window-" + b.name)
-			cfg.Faults.AfterPublish = crash.hook
-			_, errc := startRelay(t, f, cfg, b.store)
-			if err := <-errc; !errors.Is(err, outboxrelay.ErrInjectedFault) {
-				t.Fatalf("relay 1: %v", err)
-			}
-			time.Sleep(1500 * time.Millisecond) // the window passes (the lease expires meanwhile too)
-			startRelay(t, f, testConfig("window-"+b.name), b.store)
-			waitDrained(t, b.store, 30*time.Second)
-			streamDups := checkDelivered(t, readStream(t, js, topic), evs, true)
-			if streamDups < len(crash.acked) {
-				t.Fatalf("stream holds %d duplicates, want %d (the republished round): the window did not pass", streamDups, len(crash.acked))
-			}
-			inboxDups := consumeAll(t, js, b, topic, len(evs), nil)
-			total, distinct := b.effects()
-			t.Logf("stream duplicates %d, skipped by the inbox %d, effects %d for %d events", streamDups, inboxDups, total, len(evs))
-			if total != len(evs) || distinct != len(evs) {
-				t.Errorf("effects: %d runs for %d distinct events, want %d and %d", total, distinct, len(evs), len(evs))
-			}
-			if inboxDups < streamDups {
-				t.Errorf("inbox skipped %d, want >= %d", inboxDups, streamDups)
-			}
-		})
-	}
+		}
+		crash := &crashOnce{}
+		crash.armed.Store(true)
+		cfg := testConfig(topic)
+		cfg.Faults.AfterPublish = crash.hook
+		_, errc := startRelay(t, f, cfg, b.store)
+		if err := <-errc; !errors.Is(err, outboxrelay.ErrInjectedFault) {
+			t.Fatalf("relay 1: %v", err)
+		}
+		time.Sleep(1500 * time.Millisecond) // the window passes (the lease expires meanwhile too)
+		startRelay(t, f, testConfig(topic), b.store)
+		waitDrained(t, b.store, 30*time.Second)
+		streamDups := checkDelivered(t, readStream(t, js, topic), evs, true)
+		if streamDups < len(crash.acked) {
+			t.Fatalf("stream holds %d duplicates, want %d (the republished round): the window did not pass", streamDups, len(crash.acked))
+		}
+		inboxDups := consumeAll(t, js, b, topic, len(evs), nil)
+		total, distinct := b.effects()
+		t.Logf("stream duplicates %d, skipped by the inbox %d, effects %d for %d events", streamDups, inboxDups, total, len(evs))
+		if total != len(evs) || distinct != len(evs) {
+			t.Errorf("effects: %d runs for %d distinct events, want %d and %d", total, distinct, len(evs), len(evs))
+		}
+		if inboxDups < streamDups {
+			t.Errorf("inbox skipped %d, want >= %d", inboxDups, streamDups)
+		}
+	})
 }
 
 func setDuplicateWindow(t *testing.T, js jetstream.JetStream, topic string, d time.Duration) {
@@ -132,53 +128,49 @@ func (noAckMsg) Ack() error { return nil }
 func TestConsumerCrashAfterEffectBeforeAck(t *testing.T) {
 	f := natstest.RunFabric(t, 3)
 	js := f.JetStream()
-	for _, b := range backends(t) {
-		t.Run(b.name, func(t *testing.T) {
-			topic := "consumer-" + b.name
-			createTopic(t, js, topic)
-			pub := platform.NewPublisher(js, platform.PublisherOptions{})
-			evs := events(topic, topic, 10, 10)
-			ctx := context.Background()
-			for _, ev := range evs {
-				if _, err := pub.Publish(ctx, platform.Event{ID: ev.ID, Topic: ev.Topic, Key: ev.Key, Payload: ev.Payload}); err != nil {
-					t.Fatal(err)
-				}
+	eachBackend(t, js, "consumer-", func(t *testing.T, b *backend, topic string) {
+		pub := platform.NewPublisher(js, platform.PublisherOptions{})
+		evs := events(topic, topic, 10, 10)
+		ctx := context.Background()
+		for _, ev := range evs {
+			if _, err := pub.Publish(ctx, platform.Event{ID: ev.ID, Topic: ev.Topic, Key: ev.Key, Payload: ev.Payload}); err != nil {
+				t.Fatal(err)
 			}
-			var crashed sync.Map
-			var crashes atomic.Int64
-			crashFirst := func(m jetstream.Msg) platform.InboxMsg {
-				id := m.Headers().Get(jetstream.MsgIDHeader)
-				if _, loaded := crashed.LoadOrStore(id, true); !loaded {
-					crashes.Add(1)
-					return noAckMsg{m}
-				}
-				return m
+		}
+		var crashed sync.Map
+		var crashes atomic.Int64
+		crashFirst := func(m jetstream.Msg) platform.InboxMsg {
+			id := m.Headers().Get(jetstream.MsgIDHeader)
+			if _, loaded := crashed.LoadOrStore(id, true); !loaded {
+				crashes.Add(1)
+				return noAckMsg{m}
 			}
-			consumeAll(t, js, b, topic, len(evs), crashFirst)
-			// Wait for the redeliveries of the unacked deliveries.
-			skipped := 0
-			natstest.WaitFor(t, 30*time.Second, func() error {
-				dups := consumeOnce(t, js, b, topic)
-				skipped += dups
-				info, err := consumerInfo(js, topic)
-				if err != nil {
-					return err
-				}
-				if info.NumAckPending > 0 || info.NumPending > 0 {
-					return fmt.Errorf("%d ack pending, %d pending (skipped %d)", info.NumAckPending, info.NumPending, dups)
-				}
-				return nil
-			})
-			total, distinct := b.effects()
-			if total != len(evs) || distinct != len(evs) {
-				t.Errorf("effects: %d runs for %d distinct events, want %d each", total, distinct, len(evs))
+			return m
+		}
+		consumeAll(t, js, b, topic, len(evs), crashFirst)
+		// Wait for the redeliveries of the unacked deliveries.
+		skipped := 0
+		natstest.WaitFor(t, 30*time.Second, func() error {
+			dups := consumeOnce(t, js, b, topic)
+			skipped += dups
+			info, err := consumerInfo(js, topic)
+			if err != nil {
+				return err
 			}
-			if skipped < int(crashes.Load()) {
-				t.Errorf("inbox skipped %d redeliveries, want >= %d (one per crashed delivery)", skipped, crashes.Load())
+			if info.NumAckPending > 0 || info.NumPending > 0 {
+				return fmt.Errorf("%d ack pending, %d pending (skipped %d)", info.NumAckPending, info.NumPending, dups)
 			}
-			t.Logf("%d deliveries crashed before the ack, %d redeliveries skipped; effects %d for %d events", crashes.Load(), skipped, total, len(evs))
+			return nil
 		})
-	}
+		total, distinct := b.effects()
+		if total != len(evs) || distinct != len(evs) {
+			t.Errorf("effects: %d runs for %d distinct events, want %d each", total, distinct, len(evs))
+		}
+		if skipped < int(crashes.Load()) {
+			t.Errorf("inbox skipped %d redeliveries, want >= %d (one per crashed delivery)", skipped, crashes.Load())
+		}
+		t.Logf("%d deliveries crashed before the ack, %d redeliveries skipped; effects %d for %d events", crashes.Load(), skipped, total, len(evs))
+	})
 }
 
 func consumeOnce(t *testing.T, js jetstream.JetStream, b *backend, topic string) int {

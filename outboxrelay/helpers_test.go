@@ -214,6 +214,30 @@ func createTopic(t *testing.T, js jetstream.JetStream, name string) {
 	}
 }
 
+// seed enqueues in b's outbox, in one transaction, the keys*perKey events
+// that events returns for topic, and returns them.
+func (b *backend) seed(t *testing.T, topic string, keys, perKey int) []outboxrelay.Event {
+	t.Helper()
+	evs := events(topic, topic, keys, perKey)
+	if err := b.enqueue(context.Background(), evs...); err != nil {
+		t.Fatal(err)
+	}
+	return evs
+}
+
+// eachBackend runs f as a subtest per backend, named for it, with the
+// topic prefix+b.name created on js (as createTopic).
+func eachBackend(t *testing.T, js jetstream.JetStream, prefix string, f func(t *testing.T, b *backend, topic string)) {
+	t.Helper()
+	for _, b := range backends(t) {
+		t.Run(b.name, func(t *testing.T) {
+			topic := prefix + b.name
+			createTopic(t, js, topic)
+			f(t, b, topic)
+		})
+	}
+}
+
 // events returns keys*perKey events for topic, key i's n-th event with id
 // "<prefix>-k<i>-<n>" and payload "k<i>:<n>", in round-robin order.
 func events(prefix, topic string, keys, perKey int) []outboxrelay.Event {

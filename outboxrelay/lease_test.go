@@ -20,91 +20,87 @@ import (
 func TestTwoRelays(t *testing.T) {
 	f := natstest.RunFabric(t, 3)
 	js := f.JetStream()
-	for _, b := range backends(t) {
-		t.Run(b.name, func(t *testing.T) {
-			topic := "two-" + b.name
-			createTopic(t, js, topic)
-			crashes := []*crashOnce{{}, {}}
-			relays := make([]*outboxrelay.Relay, 2)
-			for i := range relays {
-				cfg := testConfig("two-" + b.name)
-				cfg.Faults.AfterPublish = crashes[i].hook
-				relays[i], _ = startRelay(t, f, cfg, b.store)
+	eachBackend(t, js, "two-", func(t *testing.T, b *backend, topic string) {
+		crashes := []*crashOnce{{}, {}}
+		relays := make([]*outboxrelay.Relay, 2)
+		for i := range relays {
+			cfg := testConfig(topic)
+			cfg.Faults.AfterPublish = crashes[i].hook
+			relays[i], _ = startRelay(t, f, cfg, b.store)
+		}
+		for _, r := range relays {
+			select {
+			case <-r.Ready():
+			case <-time.After(20 * time.Second):
+				t.Fatal("relay never reached the lease bucket")
 			}
-			for _, r := range relays {
+		}
+		var both atomic.Int64
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() { // never two leaders at once
+			defer wg.Done()
+			for {
 				select {
-				case <-r.Ready():
-				case <-time.After(20 * time.Second):
-					t.Fatal("relay never reached the lease bucket")
+				case <-stop:
+					return
+				case <-time.After(5 * time.Millisecond):
+				}
+				if relays[0].Leader() && relays[1].Leader() {
+					both.Add(1)
 				}
 			}
-			var both atomic.Int64
-			stop := make(chan struct{})
-			var wg sync.WaitGroup
-			wg.Add(1)
-			go func() { // never two leaders at once
-				defer wg.Done()
-				for {
-					select {
-					case <-stop:
-						return
-					case <-time.After(5 * time.Millisecond):
-					}
-					if relays[0].Leader() && relays[1].Leader() {
-						both.Add(1)
-					}
-				}
-			}()
-			evs := events(topic, topic, 10, 20)
-			ctx := context.Background()
-			for i := 0; i < 100; i += 10 {
-				if err := b.enqueue(ctx, evs[i:i+10]...); err != nil {
-					t.Fatal(err)
-				}
+		}()
+		evs := events(topic, topic, 10, 20)
+		ctx := context.Background()
+		for i := 0; i < 100; i += 10 {
+			if err := b.enqueue(ctx, evs[i:i+10]...); err != nil {
+				t.Fatal(err)
 			}
-			waitDrained(t, b.store, 20*time.Second)
-			leader := 0
-			if relays[1].Leader() {
-				leader = 1
+		}
+		waitDrained(t, b.store, 20*time.Second)
+		leader := 0
+		if relays[1].Leader() {
+			leader = 1
+		}
+		other := 1 - leader
+		if c := relays[other].Counts(); c != (outboxrelay.Counts{}) {
+			t.Errorf("standby published: %+v", c)
+		}
+		// Kill the leader between publish and mark.
+		crashes[leader].armed.Store(true)
+		for i := 100; i < len(evs); i += 10 {
+			if err := b.enqueue(ctx, evs[i:i+10]...); err != nil {
+				t.Fatal(err)
 			}
-			other := 1 - leader
-			if c := relays[other].Counts(); c != (outboxrelay.Counts{}) {
-				t.Errorf("standby published: %+v", c)
+		}
+		natstest.WaitFor(t, 10*time.Second, func() error {
+			if !crashes[leader].fired.Load() {
+				return fmt.Errorf("leader not killed yet")
 			}
-			// Kill the leader between publish and mark.
-			crashes[leader].armed.Store(true)
-			for i := 100; i < len(evs); i += 10 {
-				if err := b.enqueue(ctx, evs[i:i+10]...); err != nil {
-					t.Fatal(err)
-				}
-			}
-			natstest.WaitFor(t, 10*time.Second, func() error {
-				if !crashes[leader].fired.Load() {
-					return fmt.Errorf("leader not killed yet")
-				}
-				return nil
-			})
-			killed := time.Now()
-			natstest.WaitFor(t, 10*time.Second, func() error {
-				if !relays[other].Leader() {
-					return fmt.Errorf("standby has not taken over")
-				}
-				return nil
-			})
-			takeover := time.Since(killed)
-			waitDrained(t, b.store, 20*time.Second)
-			close(stop)
-			wg.Wait()
-			t.Logf("standby took over %s after the leader died", takeover.Round(time.Millisecond))
-			if takeover > 3*time.Second {
-				t.Errorf("takeover took %s, want within a few seconds (lease TTL 1s)", takeover)
-			}
-			if n := both.Load(); n > 0 {
-				t.Errorf("both relays held the lease in %d samples", n)
-			}
-			checkDelivered(t, readStream(t, js, topic), evs, false)
+			return nil
 		})
-	}
+		killed := time.Now()
+		natstest.WaitFor(t, 10*time.Second, func() error {
+			if !relays[other].Leader() {
+				return fmt.Errorf("standby has not taken over")
+			}
+			return nil
+		})
+		takeover := time.Since(killed)
+		waitDrained(t, b.store, 20*time.Second)
+		close(stop)
+		wg.Wait()
+		t.Logf("standby took over %s after the leader died", takeover.Round(time.Millisecond))
+		if takeover > 3*time.Second {
+			t.Errorf("takeover took %s, want within a few seconds (lease TTL 1s)", takeover)
+		}
+		if n := both.Load(); n > 0 {
+			t.Errorf("both relays held the lease in %d samples", n)
+		}
+		checkDelivered(t, readStream(t, js, topic), evs, false)
+	})
 }
 
 // TestPerKeyOrderAcrossRestarts: 5 writers commit 60 keys' events
@@ -113,63 +109,59 @@ func TestTwoRelays(t *testing.T) {
 func TestPerKeyOrderAcrossRestarts(t *testing.T) {
 	f := natstest.RunFabric(t, 3)
 	js := f.JetStream()
-	for _, b := range backends(t) {
-		t.Run(b.name, func(t *testing.T) {
-			topic := "order-" + b.name
-			createTopic(t, js, topic)
-			const keys, perKey, writers = 60, 15, 5
-			evs := events(topic, topic, keys, perKey)
-			ctx := context.Background()
-			var wg sync.WaitGroup
-			for w := range writers {
-				wg.Add(1)
-				go func() { // writer w owns keys k with k % writers == w, in order
-					defer wg.Done()
-					for _, ev := range evs {
-						var k int
-						fmt.Sscanf(ev.Key, "k%d", &k)
-						if k%writers != w {
-							continue
-						}
-						if err := b.enqueue(ctx, ev); err != nil {
-							t.Error(err)
-							return
-						}
+	eachBackend(t, js, "order-", func(t *testing.T, b *backend, topic string) {
+		const keys, perKey, writers = 60, 15, 5
+		evs := events(topic, topic, keys, perKey)
+		ctx := context.Background()
+		var wg sync.WaitGroup
+		for w := range writers {
+			wg.Add(1)
+			go func() { // writer w owns keys k with k % writers == w, in order
+				defer wg.Done()
+				for _, ev := range evs {
+					var k int
+					fmt.Sscanf(ev.Key, "k%d", &k)
+					if k%writers != w {
+						continue
 					}
-				}()
-			}
-			restarts := 0
-			done := make(chan struct{})
-			go func() { wg.Wait(); close(done) }()
-			for writing := true; writing || restarts < 6; restarts++ {
-				crash := &crashOnce{}
-				cfg := testConfig("order-" + b.name)
-				cfg.BatchSize = 40
-				cfg.LeaseTTL = time.Second
-				rounds := rand.IntN(3)
-				var calls atomic.Int64
-				cfg.Faults.AfterPublish = func(acked []outboxrelay.Record) error {
-					if calls.Add(1) > int64(rounds) {
-						crash.armed.Store(true)
+					if err := b.enqueue(ctx, ev); err != nil {
+						t.Error(err)
+						return
 					}
-					return crash.hook(acked)
 				}
-				_, errc := startRelay(t, f, cfg, b.store)
-				select {
-				case <-errc:
-				case <-time.After(15 * time.Second):
-					t.Fatal("relay was never killed")
+			}()
+		}
+		restarts := 0
+		done := make(chan struct{})
+		go func() { wg.Wait(); close(done) }()
+		for writing := true; writing || restarts < 6; restarts++ {
+			crash := &crashOnce{}
+			cfg := testConfig(topic)
+			cfg.BatchSize = 40
+			cfg.LeaseTTL = time.Second
+			rounds := rand.IntN(3)
+			var calls atomic.Int64
+			cfg.Faults.AfterPublish = func(acked []outboxrelay.Record) error {
+				if calls.Add(1) > int64(rounds) {
+					crash.armed.Store(true)
 				}
-				select {
-				case <-done:
-					writing = false
-				default:
-				}
+				return crash.hook(acked)
 			}
-			startRelay(t, f, testConfig("order-"+b.name), b.store)
-			waitDrained(t, b.store, 30*time.Second)
-			t.Logf("%d relays killed between publish and mark", restarts)
-			checkDelivered(t, readStream(t, js, topic), evs, false)
-		})
-	}
+			_, errc := startRelay(t, f, cfg, b.store)
+			select {
+			case <-errc:
+			case <-time.After(15 * time.Second):
+				t.Fatal("relay was never killed")
+			}
+			select {
+			case <-done:
+				writing = false
+			default:
+			}
+		}
+		startRelay(t, f, testConfig(topic), b.store)
+		waitDrained(t, b.store, 30*time.Second)
+		t.Logf("%d relays killed between publish and mark", restarts)
+		checkDelivered(t, readStream(t, js, topic), evs, false)
+	})
 }

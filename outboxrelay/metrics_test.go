@@ -56,57 +56,53 @@ func label(m *dto.Metric, name string) string {
 func TestRelayMetricsAndUnpublishableEvents(t *testing.T) {
 	f := natstest.RunFabric(t, 3)
 	js := f.JetStream()
-	for _, b := range backends(t) {
-		t.Run(b.name, func(t *testing.T) {
-			topic := "metrics-" + b.name
-			createTopic(t, js, topic)
-			ctx := context.Background()
-			bad := events("nostream-"+b.name, "no-such-topic", 20, 3)
-			if err := b.enqueue(ctx, bad...); err != nil {
-				t.Fatal(err)
+	eachBackend(t, js, "metrics-", func(t *testing.T, b *backend, topic string) {
+		ctx := context.Background()
+		bad := events("nostream-"+b.name, "no-such-topic", 20, 3)
+		if err := b.enqueue(ctx, bad...); err != nil {
+			t.Fatal(err)
+		}
+		good := events(topic, topic, 10, 5)
+		if err := b.enqueue(ctx, good...); err != nil {
+			t.Fatal(err)
+		}
+		reg := prometheus.NewRegistry()
+		cfg := testConfig(topic)
+		cfg.BatchSize = 40 // the bad events fill the first read
+		cfg.Registerer = reg
+		r, _ := startRelay(t, f, cfg, b.store)
+		natstest.WaitFor(t, 20*time.Second, func() error {
+			if c := r.Counts(); c.OK < uint64(len(good)) {
+				return fmt.Errorf("counts %+v, want %d ok", c, len(good))
 			}
-			good := events(topic, topic, 10, 5)
-			if err := b.enqueue(ctx, good...); err != nil {
-				t.Fatal(err)
-			}
-			reg := prometheus.NewRegistry()
-			cfg := testConfig("metrics-" + b.name)
-			cfg.BatchSize = 40 // the bad events fill the first read
-			cfg.Registerer = reg
-			r, _ := startRelay(t, f, cfg, b.store)
-			natstest.WaitFor(t, 20*time.Second, func() error {
-				if c := r.Counts(); c.OK < uint64(len(good)) {
-					return fmt.Errorf("counts %+v, want %d ok", c, len(good))
-				}
-				return nil
-			})
-			natstest.WaitFor(t, 10*time.Second, func() error {
-				if v := metricValue(t, reg, "outboxrelay_backlog_events", ""); v != float64(len(bad)) {
-					return fmt.Errorf("backlog gauge %v, want %d (the unpublishable events)", v, len(bad))
-				}
-				return nil
-			})
-			if v := metricValue(t, reg, "outboxrelay_oldest_unsent_age_seconds", ""); v <= 0 {
-				t.Errorf("oldest unsent age %v, want > 0", v)
-			}
-			if v := metricValue(t, reg, "outboxrelay_publishes_total", "ok"); v < float64(len(good)) {
-				t.Errorf("publishes ok %v, want >= %d", v, len(good))
-			}
-			// A publish to a subject no stream listens on fails with no
-			// responders (error) or, where the account routes the subject
-			// nowhere, times out (unknown).
-			natstest.WaitFor(t, 10*time.Second, func() error {
-				failed := metricValue(t, reg, "outboxrelay_publishes_total", "error") + metricValue(t, reg, "outboxrelay_publishes_total", "unknown")
-				if failed < 1 {
-					return fmt.Errorf("no failed publish counted yet; counts %+v", r.Counts())
-				}
-				return nil
-			})
-			metricValue(t, reg, "outboxrelay_publishes_total", "duplicate")
-			if v := metricValue(t, reg, "outboxrelay_leader", ""); v != 1 {
-				t.Errorf("leader gauge %v, want 1", v)
-			}
-			checkDelivered(t, readStream(t, js, topic), good, false)
+			return nil
 		})
-	}
+		natstest.WaitFor(t, 10*time.Second, func() error {
+			if v := metricValue(t, reg, "outboxrelay_backlog_events", ""); v != float64(len(bad)) {
+				return fmt.Errorf("backlog gauge %v, want %d (the unpublishable events)", v, len(bad))
+			}
+			return nil
+		})
+		if v := metricValue(t, reg, "outboxrelay_oldest_unsent_age_seconds", ""); v <= 0 {
+			t.Errorf("oldest unsent age %v, want > 0", v)
+		}
+		if v := metricValue(t, reg, "outboxrelay_publishes_total", "ok"); v < float64(len(good)) {
+			t.Errorf("publishes ok %v, want >= %d", v, len(good))
+		}
+		// A publish to a subject no stream listens on fails with no
+		// responders (error) or, where the account routes the subject
+		// nowhere, times out (unknown).
+		natstest.WaitFor(t, 10*time.Second, func() error {
+			failed := metricValue(t, reg, "outboxrelay_publishes_total", "error") + metricValue(t, reg, "outboxrelay_publishes_total", "unknown")
+			if failed < 1 {
+				return fmt.Errorf("no failed publish counted yet; counts %+v", r.Counts())
+			}
+			return nil
+		})
+		metricValue(t, reg, "outboxrelay_publishes_total", "duplicate")
+		if v := metricValue(t, reg, "outboxrelay_leader", ""); v != 1 {
+			t.Errorf("leader gauge %v, want 1", v)
+		}
+		checkDelivered(t, readStream(t, js, topic), good, false)
+	})
 }

@@ -63,45 +63,41 @@ func TestEnqueueRefusesInvalidEvents(t *testing.T) {
 func TestCrashAfterPublishBeforeMark(t *testing.T) {
 	f := natstest.RunFabric(t, 3)
 	js := f.JetStream()
-	for _, b := range backends(t) {
-		t.Run(b.name, func(t *testing.T) {
-			topic := "crash-" + b.name
-			createTopic(t, js, topic)
-			evs := events(topic, topic, 20, 15)
-			ctx := context.Background()
-			for i := 0; i < len(evs); i += 10 {
-				if err := b.enqueue(ctx, evs[i:i+10]...); err != nil {
-					t.Fatal(err)
-				}
+	eachBackend(t, js, "crash-", func(t *testing.T, b *backend, topic string) {
+		evs := events(topic, topic, 20, 15)
+		ctx := context.Background()
+		for i := 0; i < len(evs); i += 10 {
+			if err := b.enqueue(ctx, evs[i:i+10]...); err != nil {
+				t.Fatal(err)
 			}
-			crash := &crashOnce{}
-			crash.armed.Store(true)
-			cfg := testConfig("crash-" + b.name)
-			cfg.Faults.AfterPublish = crash.hook
-			_, errc := startRelay(t, f, cfg, b.store)
-			select {
-			case err := <-errc:
-				if !errors.Is(err, outboxrelay.ErrInjectedFault) {
-					t.Fatalf("relay 1 stopped with %v, want the injected fault", err)
-				}
-			case <-time.After(20 * time.Second):
-				t.Fatal("relay 1 never published")
+		}
+		crash := &crashOnce{}
+		crash.armed.Store(true)
+		cfg := testConfig(topic)
+		cfg.Faults.AfterPublish = crash.hook
+		_, errc := startRelay(t, f, cfg, b.store)
+		select {
+		case err := <-errc:
+			if !errors.Is(err, outboxrelay.ErrInjectedFault) {
+				t.Fatalf("relay 1 stopped with %v, want the injected fault", err)
 			}
-			if len(crash.acked) == 0 {
-				t.Fatal("relay 1 crashed without publishing")
-			}
-			// The killed relay never released its lease: the next one
-			// takes over when it expires.
-			start := time.Now()
-			r2, _ := startRelay(t, f, testConfig("crash-"+b.name), b.store)
-			waitDrained(t, b.store, 30*time.Second)
-			t.Logf("relay 2 drained the outbox %s after relay 1 died; %d events were published before the crash", time.Since(start).Round(time.Millisecond), len(crash.acked))
-			checkDelivered(t, readStream(t, js, topic), evs, false)
-			if c := r2.Counts(); c.Duplicate < uint64(len(crash.acked)) {
-				t.Errorf("relay 2 counts %+v: want >= %d duplicates (the crashed round)", c, len(crash.acked))
-			}
-		})
-	}
+		case <-time.After(20 * time.Second):
+			t.Fatal("relay 1 never published")
+		}
+		if len(crash.acked) == 0 {
+			t.Fatal("relay 1 crashed without publishing")
+		}
+		// The killed relay never released its lease: the next one
+		// takes over when it expires.
+		start := time.Now()
+		r2, _ := startRelay(t, f, testConfig(topic), b.store)
+		waitDrained(t, b.store, 30*time.Second)
+		t.Logf("relay 2 drained the outbox %s after relay 1 died; %d events were published before the crash", time.Since(start).Round(time.Millisecond), len(crash.acked))
+		checkDelivered(t, readStream(t, js, topic), evs, false)
+		if c := r2.Counts(); c.Duplicate < uint64(len(crash.acked)) {
+			t.Errorf("relay 2 counts %+v: want >= %d duplicates (the crashed round)", c, len(crash.acked))
+		}
+	})
 }
 
 // TestRelayMoreKeysThanInFlight: with many more keys than MaxInFlight and
@@ -113,10 +109,7 @@ func TestRelayMoreKeysThanInFlight(t *testing.T) {
 	b := pebbleBackend(t)
 	topic := "window"
 	createTopic(t, js, topic)
-	evs := events(topic, topic, 300, 3)
-	if err := b.enqueue(context.Background(), evs...); err != nil {
-		t.Fatal(err)
-	}
+	evs := b.seed(t, topic, 300, 3)
 	cfg := testConfig("window")
 	cfg.BatchSize, cfg.MaxInFlight = 250, 16
 	r, _ := startRelay(t, f, cfg, b.store)
@@ -152,10 +145,7 @@ func TestRelayReadsGrowWithThePipeline(t *testing.T) {
 	b := pebbleBackend(t)
 	topic := "ramp"
 	createTopic(t, js, topic)
-	evs := events(topic, topic, 300, 3)
-	if err := b.enqueue(context.Background(), evs...); err != nil {
-		t.Fatal(err)
-	}
+	evs := b.seed(t, topic, 300, 3)
 	cfg := testConfig("ramp")
 	cfg.BatchSize, cfg.MaxInFlight = 250, 16
 	rec := &readRecorder{Store: b.store}

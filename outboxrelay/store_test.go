@@ -160,36 +160,32 @@ func (p *pruneCounter) Prune(ctx context.Context, before time.Time, limit int) (
 func TestRelayPrunes(t *testing.T) {
 	f := natstest.RunFabric(t, 3)
 	js := f.JetStream()
-	for _, b := range backends(t) {
-		t.Run(b.name, func(t *testing.T) {
-			topic := "prune-" + b.name
-			createTopic(t, js, topic)
-			pc := &pruneCounter{Store: b.store, calls: make(chan int, 100)}
-			cfg := testConfig("prune-" + b.name)
-			cfg.Retention = 0
-			cfg.PruneInterval = 300 * time.Millisecond
-			cfg.PruneBatch = 7
-			if err := b.enqueue(context.Background(), events(topic, topic, 30, 1)...); err != nil {
-				t.Fatal(err)
-			}
-			startRelay(t, f, cfg, pc)
-			waitDrained(t, b.store, 20*time.Second)
-			total := 0
-			deadline := time.After(20 * time.Second)
-			for total < 30 {
-				select {
-				case n := <-pc.calls:
-					if n > cfg.PruneBatch {
-						t.Fatalf("one prune deleted %d rows, batch is %d", n, cfg.PruneBatch)
-					}
-					total += n
-				case <-deadline:
-					t.Fatalf("pruned %d of 30 sent rows", total)
+	eachBackend(t, js, "prune-", func(t *testing.T, b *backend, topic string) {
+		pc := &pruneCounter{Store: b.store, calls: make(chan int, 100)}
+		cfg := testConfig(topic)
+		cfg.Retention = 0
+		cfg.PruneInterval = 300 * time.Millisecond
+		cfg.PruneBatch = 7
+		if err := b.enqueue(context.Background(), events(topic, topic, 30, 1)...); err != nil {
+			t.Fatal(err)
+		}
+		startRelay(t, f, cfg, pc)
+		waitDrained(t, b.store, 20*time.Second)
+		total := 0
+		deadline := time.After(20 * time.Second)
+		for total < 30 {
+			select {
+			case n := <-pc.calls:
+				if n > cfg.PruneBatch {
+					t.Fatalf("one prune deleted %d rows, batch is %d", n, cfg.PruneBatch)
 				}
+				total += n
+			case <-deadline:
+				t.Fatalf("pruned %d of 30 sent rows", total)
 			}
-			if n, err := b.store.Prune(context.Background(), time.Now().Add(time.Hour), 1000); err != nil || n != 0 {
-				t.Errorf("left after the relay pruned: %d, %v", n, err)
-			}
-		})
-	}
+		}
+		if n, err := b.store.Prune(context.Background(), time.Now().Add(time.Hour), 1000); err != nil || n != 0 {
+			t.Errorf("left after the relay pruned: %d, %v", n, err)
+		}
+	})
 }

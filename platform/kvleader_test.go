@@ -15,7 +15,7 @@ import (
 // stream no longer answers direct gets, and every read would fail.
 func TestLeaderReadsAfterAnotherSwitchedTheBucket(t *testing.T) {
 	f := natstest.RunFabric(t, 1)
-	ctx := testCtx(t, 30*time.Second)
+	ctx := natstest.Context(t, 30*time.Second)
 	js := f.JetStream()
 	cfg := jetstream.KeyValueConfig{Bucket: "leader-reads", History: 1, Storage: jetstream.FileStorage}
 	created, err := js.CreateKeyValue(ctx, cfg)
@@ -47,7 +47,7 @@ func TestLeaderReadsAfterAnotherSwitchedTheBucket(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, kv := range map[string]jetstream.KeyValue{"switching handle": first, "late handle": late} {
-		rctx := testCtx(t, 3*time.Second)
+		rctx := natstest.Context(t, 3*time.Second)
 		e, err := kv.Get(rctx, "k")
 		if err != nil {
 			t.Fatalf("%s: read after the switch: %v", name, err)

@@ -19,8 +19,8 @@ import (
 func TestSameKeySamePartition(t *testing.T) {
 	t.Parallel()
 	f := natstest.RunFabric(t, 3)
-	r := catalog.NewReconciler(f.JetStream(), catalog.ReconcilerOptions{Logger: platform.TestLogger(t)})
-	ctx := platform.TestCtx(t, 60*time.Second)
+	r := catalog.NewReconciler(f.JetStream(), catalog.ReconcilerOptions{Logger: natstest.Logger(t)})
+	ctx := natstest.Context(t, 60*time.Second)
 	spec := platform.DefaultTopicSpec("orders")
 	spec.Partitions = 24
 	if _, err := r.ApplyTopic(ctx, spec, catalog.ApplyOptions{}); err != nil {
@@ -88,7 +88,7 @@ func TestSameKeySamePartition(t *testing.T) {
 			continue
 		}
 		got := 0
-		for _, m := range fetchAll(t, c, n) {
+		for _, m := range natstest.FetchAll(t, c, n) {
 			got++
 			key, mp, ok := platform.KeyOf("orders", m.Subject())
 			if !ok || mp != p {
@@ -124,28 +124,4 @@ func TestSameKeySamePartition(t *testing.T) {
 	if len(used) != spec.Partitions {
 		t.Errorf("500 keys used %d of %d partitions", len(used), spec.Partitions)
 	}
-}
-
-// fetchAll fetches n messages from c. A consumer that was just created
-// may not take pull requests yet (no responders): retry that.
-func fetchAll(t *testing.T, c jetstream.Consumer, n int, opts ...jetstream.FetchOpt) []jetstream.Msg {
-	t.Helper()
-	var out []jetstream.Msg
-	natstest.WaitFor(t, 10*time.Second, func() error {
-		batch, err := c.Fetch(n-len(out), append([]jetstream.FetchOpt{jetstream.FetchMaxWait(5 * time.Second)}, opts...)...)
-		if err != nil {
-			return err
-		}
-		for m := range batch.Messages() {
-			out = append(out, m)
-		}
-		if err := batch.Error(); err != nil {
-			return err
-		}
-		if len(out) < n {
-			return fmt.Errorf("fetched %d of %d", len(out), n)
-		}
-		return nil
-	})
-	return out
 }

@@ -20,12 +20,12 @@ func TestPublisherDedupesAndFailsClearlyWithoutQuorum(t *testing.T) {
 	rec := catalog.NewReconciler(js, catalog.ReconcilerOptions{})
 	spec := platform.DefaultTopicSpec("orders")
 	spec.Partitions = 4
-	if _, err := rec.ApplyTopic(platform.TestCtx(t, 30*time.Second), spec, catalog.ApplyOptions{}); err != nil {
+	if _, err := rec.ApplyTopic(natstest.Context(t, 30*time.Second), spec, catalog.ApplyOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
 	pub := platform.NewPublisher(js, platform.PublisherOptions{AckTimeout: 2 * time.Second, Registerer: reg})
-	ctx := platform.TestCtx(t, 2*time.Minute)
+	ctx := natstest.Context(t, 2*time.Minute)
 
 	// Bad events are refused before anything is sent.
 	for _, ev := range []platform.Event{

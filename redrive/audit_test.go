@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/msgplatform/platform/embeddednats/natstest"
 )
 
 // benchLikeLinks are n links as one run writes them: contiguous DLQ
@@ -169,7 +171,7 @@ func TestLinksRejectMalformedRecords(t *testing.T) {
 func TestHistoryReadsOldAndCompactSentRecords(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	ctx := testCtx(t, 30*time.Second)
+	ctx := natstest.Context(t, 30*time.Second)
 	a := NewStreamAuditor(e.js, 1)
 	old := benchLikeLinks("rd-h", 1, 300)
 	neu := benchLikeLinks("rd-h", 301, 300)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/msgplatform/platform/embeddednats/natstest"
 	"github.com/msgplatform/platform/platform/dlq"
 )
 
@@ -18,7 +19,7 @@ func TestUnlimitedRedriveEmptiesDLQBeforeCompleting(t *testing.T) {
 	e := newEnv(t, topic("orders", "checkout", ""))
 	e.deadLetter("orders", "email-notifier", 0, n, permanent("template %d missing"))
 	s := e.service(nil)
-	ctx := testCtx(t, 60*time.Second)
+	ctx := natstest.Context(t, 60*time.Second)
 	st, err := s.Submit(ctx, req("orders", "alice", Selection{All: true}))
 	if err != nil {
 		t.Fatal(err)
@@ -30,31 +31,15 @@ func TestUnlimitedRedriveEmptiesDLQBeforeCompleting(t *testing.T) {
 		t.Fatal(err)
 	}
 	done := waitState(t, s, st.ID, StateCompleted, 30*time.Second)
-	dlq, err := e.js.Stream(ctx, "orders_dlq")
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := dlq.Info(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if info.State.Msgs != 0 {
-		t.Errorf("completed, but %d of %d entries are still in the DLQ", info.State.Msgs, n)
+	if left := dlqDepth(t, ctx, e.js, "orders_dlq"); left != 0 {
+		t.Errorf("completed, but %d of %d entries are still in the DLQ", left, n)
 	}
 	if done.Progress.Sent != n || done.Progress.Skipped != 0 {
 		t.Errorf("sent %d skipped %d, want %d and 0", done.Progress.Sent, done.Progress.Skipped, n)
 	}
-	got := e.redriven("orders", st.ID)
-	seen := map[uint64]bool{}
-	for _, m := range got {
-		_, k, _ := RedriveOf(m.Header)
-		if seen[k] {
-			t.Errorf("DLQ entry %d redriven twice", k)
-		}
-		seen[k] = true
-	}
-	if len(seen) != n || len(got) != n {
-		t.Errorf("%d events stored for %d distinct entries, want %d", len(got), len(seen), n)
+	got, distinct := e.redrivenOnce("orders", st.ID)
+	if distinct != n || len(got) != n {
+		t.Errorf("%d events stored for %d distinct entries, want %d", len(got), distinct, n)
 	}
 }
 
@@ -67,7 +52,7 @@ func TestDLQOwnerFromDLQSpec(t *testing.T) {
 	payments.DLQ.Owner = "payments-oncall"
 	e := newEnv(t, payments, topic("orders", "checkout", ""))
 	s := e.service(nil)
-	ctx := testCtx(t, 30*time.Second)
+	ctx := natstest.Context(t, 30*time.Second)
 	dlqs, err := s.ListDLQs(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -102,7 +87,7 @@ func TestRedriveRemovesOnlyWhatItSent(t *testing.T) {
 		return dlq.ClassTransient, "ledger timed out"
 	})
 	s := e.service(nil)
-	ctx := testCtx(t, 60*time.Second)
+	ctx := natstest.Context(t, 60*time.Second)
 	dlqStream, err := e.js.Stream(ctx, "orders_dlq")
 	if err != nil {
 		t.Fatal(err)

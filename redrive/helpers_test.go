@@ -17,12 +17,6 @@ import (
 	"github.com/msgplatform/platform/platform/dlq"
 )
 
-func testCtx(t testing.TB, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
-}
-
 // env is a fabric (one node unless newEnvNodes) with topics applied.
 type env struct {
 	t   *testing.T
@@ -42,7 +36,7 @@ func newEnvNodes(t *testing.T, nodes int, topics ...platform.TopicSpec) *env {
 	f := natstest.RunFabric(t, nodes)
 	js := f.JetStream()
 	rec := catalog.NewReconciler(js, catalog.ReconcilerOptions{DefaultReplicas: nodes})
-	ctx := testCtx(t, 30*time.Second)
+	ctx := natstest.Context(t, 30*time.Second)
 	for _, ts := range topics {
 		if ts.Replicas == 0 {
 			ts.Replicas = 1
@@ -80,7 +74,7 @@ func (e *env) serviceOn(js jetstream.JetStream, mod func(*Config)) *Service {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	if err := s.Start(testCtx(e.t, 10*time.Second)); err != nil {
+	if err := s.Start(natstest.Context(e.t, 10*time.Second)); err != nil {
 		e.t.Fatal(err)
 	}
 	e.t.Cleanup(func() {
@@ -95,7 +89,7 @@ func (e *env) serviceOn(js jetstream.JetStream, mod func(*Config)) *Service {
 // consumer runtime does (same subject, headers and id), with reason(i).
 func (e *env) deadLetter(topic, consumer string, from, n int, reason func(i int) (dlq.ErrorClass, string)) []uint64 {
 	e.t.Helper()
-	ctx := testCtx(e.t, 60*time.Second)
+	ctx := natstest.Context(e.t, 60*time.Second)
 	stream := platform.StreamName(topic)
 	futs := make([]jetstream.PubAckFuture, 0, n)
 	for i := from; i < from+n; i++ {
@@ -176,10 +170,40 @@ func permanent(why string) func(int) (dlq.ErrorClass, string) {
 }
 
 // redriven returns the events of request id stored on stream, in order.
+// redrivenOnce is redriven, failing the test for each DLQ entry redriven
+// more than once; it also returns the number of distinct entries.
+func (e *env) redrivenOnce(stream, id string) ([]*jetstream.RawStreamMsg, int) {
+	e.t.Helper()
+	got := e.redriven(stream, id)
+	seen := map[uint64]bool{}
+	for _, m := range got {
+		_, k, _ := RedriveOf(m.Header)
+		if seen[k] {
+			e.t.Errorf("DLQ entry %d redriven twice", k)
+		}
+		seen[k] = true
+	}
+	return got, len(seen)
+}
+
+// dlqDepth is the number of messages in stream.
+func dlqDepth(t *testing.T, ctx context.Context, js jetstream.JetStream, stream string) uint64 {
+	t.Helper()
+	dlq, err := js.Stream(ctx, stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := dlq.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.State.Msgs
+}
+
 func (e *env) redriven(stream, id string) []*jetstream.RawStreamMsg {
 	e.t.Helper()
 	var out []*jetstream.RawStreamMsg
-	err := scan(testCtx(e.t, 30*time.Second), e.js, stream, 1, func(m *jetstream.RawStreamMsg) bool {
+	err := scan(natstest.Context(e.t, 30*time.Second), e.js, stream, 1, func(m *jetstream.RawStreamMsg) bool {
 		if req, _, ok := RedriveOf(m.Header); ok && req == id {
 			out = append(out, m)
 		}

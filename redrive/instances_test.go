@@ -6,6 +6,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/msgplatform/platform/embeddednats/natstest"
 	"github.com/msgplatform/platform/platform"
 )
 
@@ -21,7 +22,7 @@ func TestInstancesActOnEachOthersLastWrite(t *testing.T) {
 	ts.Replicas = 3
 	e := newEnvNodes(t, 3, ts)
 	f := e.f
-	ctx := testCtx(t, 90*time.Second)
+	ctx := natstest.Context(t, 90*time.Second)
 	e.deadLetter("payments", "ledger", 0, 5, permanent("card number %d is not a number"))
 
 	start := func(node int, name string) *Service {

@@ -3,6 +3,8 @@ package redrive
 import (
 	"testing"
 	"time"
+
+	"github.com/msgplatform/platform/embeddednats/natstest"
 )
 
 // Only the runner drives a run while it lives, even when the run's record
@@ -16,7 +18,7 @@ func TestLiveRunnerIsNotAdopted(t *testing.T) {
 	e.deadLetter("orders", "email-notifier", 0, 3, permanent("template %d missing"))
 	a := e.service(func(c *Config) { c.Instance = "node-a" })
 	e.service(func(c *Config) { c.Instance, c.AdoptInterval = "node-b", 50*time.Millisecond })
-	ctx := testCtx(t, 60*time.Second)
+	ctx := natstest.Context(t, 60*time.Second)
 	r := req("orders", "alice", Selection{All: true})
 	r.Rate = 0.5
 	st, err := a.Submit(ctx, r)

@@ -68,7 +68,7 @@ func TestBrowse(t *testing.T) {
 		return dlq.ClassMaxDeliveries, fmt.Sprintf("no outcome after %d deliveries", 5)
 	})
 	s := e.service(nil)
-	ctx := testCtx(t, 30*time.Second)
+	ctx := natstest.Context(t, 30*time.Second)
 
 	dlqs, err := s.ListDLQs(ctx)
 	if err != nil {
@@ -141,7 +141,7 @@ func TestReviewRequiredNeedsAnotherApprover(t *testing.T) {
 	e := newEnv(t, topic("payments", "payments-team", platform.ReviewRequired))
 	dlqSeqs := e.deadLetter("payments", "ledger", 0, 10, permanent("card number %d is not a number"))
 	s := e.service(nil)
-	ctx := testCtx(t, 60*time.Second)
+	ctx := natstest.Context(t, 60*time.Second)
 
 	r := req("payments", "alice", Selection{All: true})
 	r.Rate = 500
@@ -249,7 +249,7 @@ func TestConcurrentApprovalsAndRunsStartOneRun(t *testing.T) {
 	e.deadLetter("payments", "ledger", 0, 40, permanent("declined %d"))
 	// Two service instances, as two platformd nodes.
 	s1, s2 := e.service(nil), e.service(nil)
-	ctx := testCtx(t, 60*time.Second)
+	ctx := natstest.Context(t, 60*time.Second)
 	r := req("payments", "alice", Selection{FromSeq: 1, ToSeq: 40})
 	r.Rate = 400
 	st, err := s1.Submit(ctx, r)
@@ -336,7 +336,7 @@ func TestSelectionIsFrozen(t *testing.T) {
 	e := newEnv(t, topic("orders", "checkout", ""))
 	e.deadLetter("orders", "email-notifier", 0, 5, permanent("template %d missing"))
 	s := e.service(nil)
-	ctx := testCtx(t, 60*time.Second)
+	ctx := natstest.Context(t, 60*time.Second)
 	groups, _ := s.Groups(ctx, EntryFilter{DLQ: "orders"})
 	byRange, err := s.Submit(ctx, req("orders", "alice", Selection{FromSeq: 2}))
 	if err != nil {
@@ -377,7 +377,7 @@ func TestMalformedRequests(t *testing.T) {
 	e := newEnv(t, topic("orders", "checkout", ""))
 	e.deadLetter("orders", "email-notifier", 0, 3, permanent("template %d missing"))
 	s := e.service(nil)
-	ctx := testCtx(t, 30*time.Second)
+	ctx := natstest.Context(t, 30*time.Second)
 	for _, c := range []struct {
 		r    Request
 		want string
@@ -434,7 +434,7 @@ func TestDryRun(t *testing.T) {
 	e.deadLetter("orders", "email-notifier", 0, 4, permanent("template %d missing"))
 	e.deadLetter("orders", "fraud-monitor", 4, 2, func(int) (dlq.ErrorClass, string) { return dlq.ClassDecode, "bad json" })
 	s := e.service(nil)
-	ctx := testCtx(t, 30*time.Second)
+	ctx := natstest.Context(t, 30*time.Second)
 	r := req("orders", "alice", Selection{All: true})
 	r.Rate, r.SampleSize, r.SampleWindow = 2, 2, 10*time.Second
 	p, err := s.Preview(ctx, r)
@@ -465,7 +465,7 @@ func TestDryRun(t *testing.T) {
 func TestCanaryPausesWhenSampleFailsAgain(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, topic("payments", "payments-team", ""))
-	if _, err := e.rec.ApplyGroup(testCtx(t, 10*time.Second), platform.GroupSpec{Name: "ledger", Topic: "payments"}, catalog.ApplyOptions{}); err != nil {
+	if _, err := e.rec.ApplyGroup(natstest.Context(t, 10*time.Second), platform.GroupSpec{Name: "ledger", Topic: "payments"}, catalog.ApplyOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	e.deadLetter("payments", "ledger", 0, 30, permanent("card number %d is not a number"))
@@ -487,12 +487,12 @@ func TestCanaryPausesWhenSampleFailsAgain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := m.Start(testCtx(t, 30*time.Second)); err != nil {
+	if err := m.Start(natstest.Context(t, 30*time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = m.Close(context.Background()) })
 	s := e.service(nil)
-	ctx := testCtx(t, 60*time.Second)
+	ctx := natstest.Context(t, 60*time.Second)
 	r := req("payments", "alice", Selection{All: true})
 	r.Rate, r.SampleSize, r.SampleWindow, r.MaxFailureRate = 200, 5, 5*time.Second, 0.2
 	st, err := s.Submit(ctx, r)
@@ -543,7 +543,7 @@ func TestPauseResumeProgress(t *testing.T) {
 	e := newEnv(t, topic("orders", "checkout", ""))
 	e.deadLetter("orders", "email-notifier", 0, 100, permanent("template %d missing"))
 	s := e.service(nil)
-	ctx := testCtx(t, 60*time.Second)
+	ctx := natstest.Context(t, 60*time.Second)
 	r := req("orders", "alice", Selection{All: true})
 	r.Rate = 50
 	st, err := s.Submit(ctx, r)
@@ -616,7 +616,7 @@ func TestRunRetriedAfterCrashSendsNoDuplicates(t *testing.T) {
 			return nil
 		}
 	})
-	ctx := testCtx(t, 60*time.Second)
+	ctx := natstest.Context(t, 60*time.Second)
 	r := req("orders", "alice", Selection{All: true})
 	r.Rate = 100
 	st, err := a.Submit(ctx, r)
@@ -639,15 +639,7 @@ func TestRunRetriedAfterCrashSendsNoDuplicates(t *testing.T) {
 	if done.Runner != "node-b" || done.Epoch != 2 {
 		t.Errorf("completed by %s epoch %d, want node-b epoch 2", done.Runner, done.Epoch)
 	}
-	got := e.redriven("orders", st.ID)
-	seen := map[uint64]bool{}
-	for _, m := range got {
-		_, k, _ := RedriveOf(m.Header)
-		if seen[k] {
-			t.Errorf("DLQ entry %d redriven twice", k)
-		}
-		seen[k] = true
-	}
+	got, _ := e.redrivenOnce("orders", st.ID)
 	if len(got) != 120 {
 		t.Fatalf("%d events stored, want 120", len(got))
 	}
@@ -701,7 +693,7 @@ func redriveAtRate(t *testing.T, n int, rate float64, mod func(*Config)) (achiev
 	e := newEnv(t, topic("orders", "checkout", ""))
 	e.deadLetter("orders", "email-notifier", 0, n, permanent("template %d missing"))
 	s := e.service(mod)
-	ctx := testCtx(t, 60*time.Second)
+	ctx := natstest.Context(t, 60*time.Second)
 	r := req("orders", "alice", Selection{All: true})
 	r.Rate = rate
 	st, err := s.Submit(ctx, r)
@@ -736,7 +728,7 @@ func TestPauseStopsSendingBeforeItReturns(t *testing.T) {
 	e.deadLetter("orders", "email-notifier", 0, n, permanent("template %d missing"))
 	runner := e.service(func(c *Config) { c.Checkpoint, c.LeaseTTL, c.Instance = 250*time.Millisecond, 10*time.Second, "node-a" })
 	other := e.service(func(c *Config) { c.Checkpoint, c.LeaseTTL, c.Instance = 250*time.Millisecond, 10*time.Second, "node-b" })
-	ctx := testCtx(t, 90*time.Second)
+	ctx := natstest.Context(t, 90*time.Second)
 	stored := func() uint64 {
 		t.Helper()
 		st, err := e.js.Stream(ctx, platform.StreamName("orders"))

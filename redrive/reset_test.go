@@ -15,6 +15,7 @@ import (
 	"github.com/msgplatform/platform/platform"
 	"github.com/msgplatform/platform/platform/catalog"
 	"github.com/msgplatform/platform/redrive"
+	"github.com/msgplatform/platform/redrive/redrivetest"
 )
 
 // auditActions returns the group_reset records of the audit stream.
@@ -97,14 +98,7 @@ func TestReviewGatedGroupReset(t *testing.T) {
 	})
 	before := pending(t, ctx, js, "b", 2)
 
-	s, err := redrive.New(js, redrive.DefaultConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close(context.Background()) })
+	s := redrivetest.StartService(t, ctx, js)
 
 	move := catalog.GroupResetRequest{Group: "a", Topic: "payments", ToEnd: true}
 	if _, err := s.RunReset(ctx, move, "alice", "just do it", rec.ResetGroup); !errors.Is(err, catalog.ErrApprovalRequired) {
@@ -206,14 +200,7 @@ func TestDirectGroupResetIsAudited(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	s, err := redrive.New(js, redrive.DefaultConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close(context.Background()) })
+	s := redrivetest.StartService(t, ctx, js)
 	move := catalog.GroupResetRequest{Group: "g", ToEnd: true}
 	if _, err := s.RunReset(ctx, move, "alice", "", rec.ResetGroup); !errors.Is(err, redrive.ErrInvalid) {
 		t.Fatalf("reset without a reason: %v, want ErrInvalid", err)

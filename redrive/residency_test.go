@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/msgplatform/platform/embeddednats/natstest"
 	"github.com/msgplatform/platform/internal/attack"
 	"github.com/msgplatform/platform/platform/catalog"
 	"github.com/msgplatform/platform/platform/region"
@@ -26,7 +27,7 @@ func TestAttackReplayResidentGroupOntoCrossingSubject(t *testing.T) {
 	eu := topic("orders.eu", "", "")
 	eu.Residency = "eu"
 	e := newEnv(t, eu, topic("orders", "", ""))
-	ctx := testCtx(t, 30*time.Second)
+	ctx := natstest.Context(t, 30*time.Second)
 	svc := e.service(nil)
 	for _, stream := range []string{"orders_eu", "orders"} {
 		if _, err := e.js.CreateOrUpdatePushConsumer(ctx, stream, jetstream.ConsumerConfig{Durable: "fraud-push", DeliverSubject: "leak.push." + stream,

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/msgplatform/platform/embeddednats/natstest"
 	"github.com/msgplatform/platform/platform"
 )
 
@@ -24,7 +25,7 @@ func TestTenantScope(t *testing.T) {
 	harbor := e.service(scoped("harbor"))
 	meridian := e.service(scoped("meridian"))
 	admin := e.service(nil)
-	ctx := testCtx(t, 60*time.Second)
+	ctx := natstest.Context(t, 60*time.Second)
 
 	ds, err := harbor.ListDLQs(ctx)
 	if err != nil || len(ds) != 1 || ds[0].Name != "payments" || ds[0].Depth != 6 {

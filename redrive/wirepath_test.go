@@ -129,7 +129,7 @@ func TestRunOverItsOwnConnectionOrNatsGo(t *testing.T) {
 				return func() { open.Add(-1) }
 			}
 		})
-		ctx := testCtx(t, 60*time.Second)
+		ctx := natstest.Context(t, 60*time.Second)
 		st, err := s.Submit(ctx, req("orders", "alice", Selection{All: true}))
 		if err != nil {
 			t.Fatal(err)
@@ -189,7 +189,7 @@ func TestRunSurvivesItsNodeKilled(t *testing.T) {
 	e := &env{t: t, f: f, js: js, rec: catalog.NewReconciler(js, catalog.ReconcilerOptions{DefaultReplicas: 3})}
 	ts := topic("orders", "checkout", "")
 	ts.Replicas = 3
-	if _, err := e.rec.ApplyTopic(testCtx(t, 30*time.Second), ts, catalog.ApplyOptions{}); err != nil {
+	if _, err := e.rec.ApplyTopic(natstest.Context(t, 30*time.Second), ts, catalog.ApplyOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	const n = 3000
@@ -224,7 +224,7 @@ func TestRunSurvivesItsNodeKilled(t *testing.T) {
 			t.Logf("goroutines:\n%s", buf[:runtime.Stack(buf, true)])
 		}
 	})
-	ctx := testCtx(t, 120*time.Second)
+	ctx := natstest.Context(t, 120*time.Second)
 	r := req("orders", "alice", Selection{All: true})
 	r.Rate = 2000
 	st, err := s.Submit(ctx, r)
@@ -251,16 +251,8 @@ func TestRunSurvivesItsNodeKilled(t *testing.T) {
 	if len(seen) != n || dups != 0 || done.Progress.Sent != n {
 		t.Fatalf("node %d killed at %d: %d entries redriven (%d stored twice), run says %d sent; want %d, 0", node, n/3, len(seen), dups, done.Progress.Sent, n)
 	}
-	dlq, err := js.Stream(ctx, platform.DLQStream("orders"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := dlq.Info(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if info.State.Msgs != 0 {
-		t.Errorf("%d entries left in the DLQ", info.State.Msgs)
+	if left := dlqDepth(t, ctx, js, platform.DLQStream("orders")); left != 0 {
+		t.Errorf("%d entries left in the DLQ", left)
 	}
 	t.Logf("node %d killed after %d of %d sent: completed with %d sent, 0 lost, 0 stored twice", node, n/3, n, done.Progress.Sent)
 }

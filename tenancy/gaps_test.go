@@ -65,10 +65,7 @@ func hasAudit(t *testing.T, m *tenancy.Manager, tenant, action string) *tenancy.
 // what was sent.
 func TestThrottleEveryPathNoSilentLoss(t *testing.T) {
 	e := start(t, 3)
-	q := tenancy.DefaultQuota()
-	q.PublishRate, q.Policy = 100, tenancy.PolicyThrottle
-	e.tenant("flood", q)
-	prod := e.user("flood", "producer", []string{"orders"}, nil)
+	prod := e.rateLimited("flood", 100, tenancy.PolicyThrottle)
 	reader := e.mustConnect(e.user("flood", "reader", nil, []string{"orders"}), "reader", 0)
 
 	// nats.go: 4 publishers on different nodes, 100 synchronous publishes

@@ -2,12 +2,16 @@ package tenancy_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/msgplatform/platform/embeddednats/natstest"
@@ -117,6 +121,17 @@ func (e *env) tenant(name string, q tenancy.Quota) {
 	}
 }
 
+// rateLimited creates tenant (as tenant) with the default quota but for
+// a publish rate of rate events/s under policy, and its user producer
+// who may publish to orders; it returns the producer's creds path.
+func (e *env) rateLimited(tenant string, rate int, policy tenancy.Policy) string {
+	e.t.Helper()
+	q := tenancy.DefaultQuota()
+	q.PublishRate, q.Policy = rate, policy
+	e.tenant(tenant, q)
+	return e.user(tenant, "producer", []string{"orders"}, nil)
+}
+
 // user adds a user and writes its creds; returns the creds path.
 func (e *env) user(tenant, name string, pub, sub []string) string {
 	e.t.Helper()
@@ -150,4 +165,42 @@ func (e *env) mustConnect(creds, user string, node int, opts ...nats.Option) *na
 	}
 	e.t.Cleanup(nc.Close)
 	return nc
+}
+
+// flood publishes from one connection per node for d and counts acks and
+// 429s.
+func (e *env) flood(creds, user string, d time.Duration) (acked, limited int64) {
+	var a, l atomic.Int64
+	var wg sync.WaitGroup
+	stop := time.Now().Add(d)
+	for i := range e.f.Nodes() {
+		nc := e.mustConnect(creds, user, i)
+		js, _ := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(256))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var futs []jetstream.PubAckFuture
+			for time.Now().Before(stop) {
+				f, err := js.PublishAsync("orders.k", []byte("x"))
+				if err != nil {
+					continue
+				}
+				futs = append(futs, f)
+			}
+			for _, f := range futs {
+				select {
+				case <-f.Ok():
+					a.Add(1)
+				case err := <-f.Err():
+					var apiErr *jetstream.APIError
+					if errors.As(err, &apiErr) && apiErr.Code == 429 {
+						l.Add(1)
+					}
+				case <-time.After(5 * time.Second):
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return a.Load(), l.Load()
 }

@@ -2,10 +2,7 @@ package tenancy_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,44 +12,6 @@ import (
 	"github.com/msgplatform/platform/tenancy"
 )
 
-// flood publishes from one connection per node for d and counts acks and
-// 429s.
-func (e *env) flood(creds, user string, d time.Duration) (acked, limited int64) {
-	var a, l atomic.Int64
-	var wg sync.WaitGroup
-	stop := time.Now().Add(d)
-	for i := range e.f.Nodes() {
-		nc := e.mustConnect(creds, user, i)
-		js, _ := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(256))
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var futs []jetstream.PubAckFuture
-			for time.Now().Before(stop) {
-				f, err := js.PublishAsync("orders.k", []byte("x"))
-				if err != nil {
-					continue
-				}
-				futs = append(futs, f)
-			}
-			for _, f := range futs {
-				select {
-				case <-f.Ok():
-					a.Add(1)
-				case err := <-f.Err():
-					var apiErr *jetstream.APIError
-					if errors.As(err, &apiErr) && apiErr.Code == 429 {
-						l.Add(1)
-					}
-				case <-time.After(5 * time.Second):
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	return a.Load(), l.Load()
-}
-
 // Two managers (as two daemons in node mode) on one 3-node fabric: one
 // ingest per tenant is active, so a flood through every node gets the
 // quota in total; when the leader's manager closes, the other takes over
@@ -61,10 +20,7 @@ func TestOneIngestPerTenantAcrossManagers(t *testing.T) {
 	e := start(t, 3)
 	m2 := e.another()
 
-	q := tenancy.DefaultQuota()
-	q.PublishRate, q.Policy = 300, tenancy.PolicyReject
-	e.tenant("harbor-retail", q)
-	creds := e.user("harbor-retail", "producer", []string{"orders"}, nil)
+	creds := e.rateLimited("harbor-retail", 300, tenancy.PolicyReject)
 	// Usually the creating manager leads; m2's heartbeat may also pick
 	// the new tenant up from the registry while the creator is still
 	// starting its runtime and take the free lease first. Either way,

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -26,44 +25,7 @@ func TestRateQuotaMalformedDelete(t *testing.T) {
 	e.tenant("harbor-retail", q)
 	creds := e.user("harbor-retail", "producer", []string{"orders"}, nil)
 
-	// flood publishes from 3 connections (one per node) for d and counts
-	// acks and 429s.
-	flood := func(d time.Duration) (acked, limited int64) {
-		var a, l atomic.Int64
-		var wg sync.WaitGroup
-		stop := time.Now().Add(d)
-		for i := range 3 {
-			nc := e.mustConnect(creds, "producer", i)
-			js, _ := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(256))
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				var futs []jetstream.PubAckFuture
-				for time.Now().Before(stop) {
-					f, err := js.PublishAsync("orders.k", []byte("x"))
-					if err != nil {
-						continue
-					}
-					futs = append(futs, f)
-				}
-				for _, f := range futs {
-					select {
-					case <-f.Ok():
-						a.Add(1)
-					case err := <-f.Err():
-						var apiErr *jetstream.APIError
-						if errors.As(err, &apiErr) && apiErr.Code == 429 {
-							l.Add(1)
-						}
-					case <-time.After(5 * time.Second):
-					}
-				}
-			}()
-		}
-		wg.Wait()
-		return a.Load(), l.Load()
-	}
-	acked, limited := flood(2 * time.Second)
+	acked, limited := e.flood(creds, "producer", 2*time.Second)
 	rate := float64(acked) / 2
 	t.Logf("reject 200/s over 3 nodes: %d acked (%.0f/s), %d refused with 429", acked, rate, limited)
 	if rate > 200*1.15 || rate < 200*0.8 || limited == 0 {
@@ -75,7 +37,7 @@ func TestRateQuotaMalformedDelete(t *testing.T) {
 	if _, err := e.m.Update(ctx(t), "test", "harbor-retail", q); err != nil {
 		t.Fatal(err)
 	}
-	acked, limited = flood(2 * time.Second)
+	acked, limited = e.flood(creds, "producer", 2*time.Second)
 	// Throttled events still queued when the flood stops (at most two
 	// seconds of quota, 800; the 3 publishers hold at most 768 in flight)
 	// are acked after it: they count on top. With that window nothing
@@ -152,10 +114,7 @@ func errOf[T any](_ T, err error) error { return err }
 // is lost, duplicated or left unanswered, and the counters agree.
 func TestThrottleOverflowAnswersEveryPublish(t *testing.T) {
 	e := start(t, 3)
-	q := tenancy.DefaultQuota()
-	q.PublishRate, q.Policy = 200, tenancy.PolicyThrottle // queue: max(256, 2 s of quota) = 400 events
-	e.tenant("overflow", q)
-	creds := e.user("overflow", "producer", []string{"orders"}, nil)
+	creds := e.rateLimited("overflow", 200, tenancy.PolicyThrottle) // queue: max(256, 2 s of quota) = 400 events
 
 	const conns, perConn, window = 2, 600, 512 // 1024 in flight > 400 queued
 	type outcome struct {

@@ -8,7 +8,6 @@ import (
 
 	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/msgplatform/platform/embeddednats/natstest"
 	"github.com/msgplatform/platform/platform"
@@ -52,12 +51,7 @@ func TestServiceUserOfTenantAccount(t *testing.T) {
 	if !uc.Tags.Contains(tenancy.ServiceUserTag) || !uc.Tags.Contains("tenant:acme") || !tenancy.IsServiceUser(uc.Name) {
 		t.Errorf("service user tags %v, want %s and tenant:acme", uc.Tags, tenancy.ServiceUserTag)
 	}
-	nc, err := nats.Connect(e.f.ClientURLs(), nats.UserJWTAndSeed(token, string(seed)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
+	_, js := natstest.Connect(t, e.f.ClientURLs(), nats.UserJWTAndSeed(token, string(seed)))
 	if _, err := js.Stream(c, tenancy.StreamName("orders")); err != nil {
 		t.Errorf("service user cannot read the tenant's topic: %v", err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/msgplatform/platform/embeddednats/natstest"
 	"github.com/msgplatform/platform/internal/attack"
 	"github.com/msgplatform/platform/internal/tlsconf"
 	"github.com/msgplatform/platform/internal/tlsconf/tlstest"
@@ -53,15 +54,7 @@ func tlsJetStream(t *testing.T, url string, c tlsconf.Config) jetstream.JetStrea
 	if err != nil {
 		t.Fatal(err)
 	}
-	nc, err := nats.Connect(url, nats.Secure(tc))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, js := natstest.Connect(t, url, nats.Secure(tc))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: platform.StreamName("orders"), Subjects: []string{platform.TopicSubject("orders", ">")}}); err != nil {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"strings"
 	"testing"
 )
@@ -12,11 +11,7 @@ func TestBenchMirror(t *testing.T) {
 	if testing.Short() {
 		t.Skip("bench mirror starts two regions; skipped with -short")
 	}
-	root := newRootCmd()
-	var out, errb bytes.Buffer
-	root.SetOut(&out)
-	root.SetErr(&errb)
-	root.SetArgs([]string{"bench", "mirror", "--rate", "1000", "--duration", "1s"})
+	root, out, errb := testRoot([]string{"bench", "mirror", "--rate", "1000", "--duration", "1s"})
 	if err := root.ExecuteContext(t.Context()); err != nil {
 		t.Fatalf("bench mirror: %v\n%s", err, errb.String())
 	}

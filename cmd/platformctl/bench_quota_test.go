@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"path/filepath"
@@ -18,12 +17,8 @@ func TestBenchQuotaOutputFormat(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a 3-node fabric")
 	}
-	root := newRootCmd()
-	var out, progress bytes.Buffer
-	root.SetOut(&out)
-	root.SetErr(&progress)
 	profiles := t.TempDir()
-	root.SetArgs([]string{"bench", "quota", "--in-process", "--quota", "200", "--b-rate", "50", "--conns", "3",
+	root, out, progress := testRoot([]string{"bench", "quota", "--in-process", "--quota", "200", "--b-rate", "50", "--conns", "3",
 		"--duration", "1s", "--warmup", "300ms", "--count", "1000", "--runs", "1", "--window", "64", "--size", "128",
 		"--profile-dir", profiles})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -80,11 +75,7 @@ func sizeOf(fi os.FileInfo) int64 {
 // --cpuprofile and --profile-dir cannot both profile: the bench refuses
 // before it starts anything.
 func TestBenchQuotaProfileFlagsConflict(t *testing.T) {
-	root := newRootCmd()
-	var out, progress bytes.Buffer
-	root.SetOut(&out)
-	root.SetErr(&progress)
-	root.SetArgs([]string{"bench", "quota", "--in-process", "--cpuprofile", filepath.Join(t.TempDir(), "cpu"), "--profile-dir", t.TempDir()})
+	root, _, _ := testRoot([]string{"bench", "quota", "--in-process", "--cpuprofile", filepath.Join(t.TempDir(), "cpu"), "--profile-dir", t.TempDir()})
 	err := root.Execute()
 	if err == nil || !strings.Contains(err.Error(), "--cpuprofile and --profile-dir") {
 		t.Fatalf("want an error naming both flags, got %v", err)

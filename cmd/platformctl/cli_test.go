@@ -20,14 +20,18 @@ import (
 // runCLI runs platformctl with args against d and returns stdout.
 func runCLI(t *testing.T, d *daemontest.Daemon, args ...string) (string, error) {
 	t.Helper()
+	out, _, err := runCLIStderr(t, d, args...)
+	return out, err
+}
+
+// execCLI runs platformctl with args under ctx and returns what it wrote
+// to stdout and stderr together.
+func execCLI(ctx context.Context, args ...string) (string, error) {
 	root := newRootCmd()
-	var out, errOut bytes.Buffer
+	var out bytes.Buffer
 	root.SetOut(&out)
-	root.SetErr(&errOut)
-	all := append([]string{"--server", d.URL(), "--creds", d.Creds(), "--timeout", "30s"}, args...)
-	root.SetArgs(all)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+	root.SetErr(&out)
+	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)
 	return out.String(), err
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"os"
@@ -161,17 +160,11 @@ func TestCLIUserNatsContextTLS(t *testing.T) {
 	})
 	url, admin := d.Nodes()[0].ClientURL(), filepath.Join(cfg.DataDir, "creds", "admin.creds")
 	cli := func(tlsCA string, args ...string) (string, error) {
-		root := newRootCmd()
-		var out bytes.Buffer
-		root.SetOut(&out)
-		root.SetErr(&out)
 		all := []string{"--server", url, "--creds", admin, "--timeout", "30s"}
 		if tlsCA != "" {
 			all = append(all, "--tls-ca", tlsCA)
 		}
-		root.SetArgs(append(all, args...))
-		err := root.ExecuteContext(ctx)
-		return out.String(), err
+		return execCLI(ctx, append(all, args...)...)
 	}
 	xdg := t.TempDir()
 	t.Setenv("XDG_CONFIG_HOME", xdg)

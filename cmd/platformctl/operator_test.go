@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"os"
@@ -16,7 +15,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/msgplatform/platform/embeddednats"
 	"github.com/msgplatform/platform/internal/control"
 	"github.com/msgplatform/platform/internal/daemon/daemontest"
 	"github.com/msgplatform/platform/redrive/redrivetest"
@@ -125,11 +123,7 @@ func TestCLIOperators(t *testing.T) {
 	// Four eyes on a platform topic with the CLI-minted operators.
 	mustCLI(t, d, "topic", "create", "payments", "--replicas", "3", "--owner", "payments-team", "--review", "required")
 	mustCLI(t, d, "topic", "create", "refunds", "--replicas", "3", "--owner", "payments-team", "--review", "required")
-	nc, err := embeddednats.ConnectAdmin(d.Trust(), d.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	nc := d.AdminConn(t)
 	js, _ := jetstream.New(nc)
 	redrivetest.DeadLetter(t, js, "payments", "ledger", 0, 12, "card number %d is not a number")
 	redrivetest.DeadLetter(t, js, "refunds", "ledger", 0, 5, "card number %d is not a number")
@@ -233,11 +227,7 @@ func TestCLIOperators(t *testing.T) {
 // stderr (warnings).
 func runCLIStderr(t *testing.T, d *daemontest.Daemon, args ...string) (string, string, error) {
 	t.Helper()
-	root := newRootCmd()
-	var out, errOut bytes.Buffer
-	root.SetOut(&out)
-	root.SetErr(&errOut)
-	root.SetArgs(append([]string{"--server", d.URL(), "--creds", d.Creds(), "--timeout", "30s"}, args...))
+	root, out, errOut := testRoot(append([]string{"--server", d.URL(), "--creds", d.Creds(), "--timeout", "30s"}, args...))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	err := root.ExecuteContext(ctx)

@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/msgplatform/platform/internal/attack"
 	"github.com/msgplatform/platform/internal/control"
 	"github.com/msgplatform/platform/internal/daemon/daemontest"
@@ -30,12 +28,7 @@ func TestAttackCLIDLQ(t *testing.T) {
 	mustCLI(t, d, "tenant", "topic", "harbor", "payments", "--replicas", "1")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	nc, err := d.ConnectTenant(ctx, "harbor", "test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
+	js := d.TenantJetStream(t, ctx, "harbor", "test")
 	const card = "4111111111111111"
 	redrivetest.DeadLetter(t, js, tenancy.StoredName("payments"), "ledger", 0, 3, "card "+card+" declined (%d)")
 	pat := filepath.Join(t.TempDir(), "pat.creds")
@@ -90,12 +83,7 @@ func TestAttackCLIRoles(t *testing.T) {
 	if _, err := d.Tenants().ApplyTopic(ctx, "test", "harbor", spec, catalog.ApplyOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	nc, err := d.ConnectTenant(ctx, "harbor", "test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
+	js := d.TenantJetStream(t, ctx, "harbor", "test")
 	const card = "4111111111111111"
 	redrivetest.DeadLetter(t, js, tenancy.StoredName("payments"), "ledger", 0, 3, "card "+card+" declined (%d)")
 	creds := map[string]string{}

@@ -12,7 +12,6 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/msgplatform/platform/embeddednats"
 	"github.com/msgplatform/platform/internal/control"
 	"github.com/msgplatform/platform/internal/daemon/daemontest"
 	"github.com/msgplatform/platform/internal/principal/principaltest"
@@ -44,11 +43,7 @@ func TestRedrivePreviewGolden(t *testing.T) {
 func TestCLIRedrive(t *testing.T) {
 	d := daemontest.Start(t, 1)
 	mustCLI(t, d, "topic", "create", "payments", "--replicas", "1", "--owner", "payments-team", "--review", "required")
-	nc, err := embeddednats.ConnectAdmin(d.Trust(), d.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	nc := d.AdminConn(t)
 	js, _ := jetstream.New(nc)
 	redrivetest.DeadLetter(t, js, "payments", "ledger", 0, 12, "card number %d is not a number")
 
@@ -143,12 +138,7 @@ func TestCLIRedriveTenant(t *testing.T) {
 	mustCLI(t, d, "tenant", "topic", "meridian", "refunds", "--replicas", "1")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	nc, err := d.ConnectTenant(ctx, "harbor", "test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
+	js := d.TenantJetStream(t, ctx, "harbor", "test")
 	redrivetest.DeadLetter(t, js, tenancy.StoredName("payments"), "ledger", 0, 5, "card number %d is not a number")
 
 	out := mustCLI(t, d, "dlq", "list", "--tenant", "harbor")

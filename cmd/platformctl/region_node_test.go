@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -63,7 +62,7 @@ func TestCLIRegionsNodeMode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ports := daemontest.FreePorts(t, 3)
+	ports := natstest.FreePorts(t, 3)
 	euPort, usPort, leafPort := ports[0], ports[1], ports[2]
 	ordersEU, orders, invoices := platform.DefaultTopicSpec("orders.eu"), platform.DefaultTopicSpec("orders"), platform.DefaultTopicSpec("invoices")
 	ordersEU.Residency = "eu"
@@ -89,13 +88,7 @@ func TestCLIRegionsNodeMode(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	run := func(r *nodeRegion, args ...string) (string, error) {
-		root := newRootCmd()
-		var out bytes.Buffer
-		root.SetOut(&out)
-		root.SetErr(&out)
-		root.SetArgs(append([]string{"--server", r.url, "--creds", r.creds, "--timeout", "30s"}, args...))
-		err := root.ExecuteContext(ctx)
-		return out.String(), err
+		return execCLI(ctx, append([]string{"--server", r.url, "--creds", r.creds, "--timeout", "30s"}, args...)...)
 	}
 	ncEU, ncUS := adminConn(t, trust, eu.url), adminConn(t, trust, us.url)
 	waitLinked(t, ncUS, "eu")
@@ -180,15 +173,10 @@ func TestNodeModeRegionOpsNeedPeers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := startNodeRegion(t, nodeRegionConfig(t, trust, "eu", daemontest.FreePorts(t, 1)[0], nil, nil))
-	root := newRootCmd()
-	var out bytes.Buffer
-	root.SetOut(&out)
-	root.SetErr(&out)
-	root.SetArgs([]string{"--server", r.url, "--creds", r.creds, "--timeout", "10s", "region", "failover", "orders", "--to", "us"})
-	err = root.ExecuteContext(context.Background())
+	r := startNodeRegion(t, nodeRegionConfig(t, trust, "eu", natstest.FreePorts(t, 1)[0], nil, nil))
+	out, err := execCLI(context.Background(), "--server", r.url, "--creds", r.creds, "--timeout", "10s", "region", "failover", "orders", "--to", "us")
 	if !errors.Is(err, control.ErrInvalid) || !strings.Contains(err.Error(), "regions.peers") {
-		t.Fatalf("failover without peers: want an error naming regions.peers, got %v\n%s", err, out.String())
+		t.Fatalf("failover without peers: want an error naming regions.peers, got %v\n%s", err, out)
 	}
 }
 
@@ -206,7 +194,7 @@ func TestNodeModePeerCredsMustBeOwnerOnly(t *testing.T) {
 	if err := os.Chmod(creds, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cfg := nodeRegionConfig(t, trust, "us", daemontest.FreePorts(t, 1)[0], nil,
+	cfg := nodeRegionConfig(t, trust, "us", natstest.FreePorts(t, 1)[0], nil,
 		[]conf.PeerRegion{{Name: "eu", URLs: []string{"nats://127.0.0.1:1"}, Creds: creds}})
 	cfg.EnsureDefaults()
 	d, err := daemon.New(cfg, nil)
@@ -223,12 +211,7 @@ func TestNodeModePeerCredsMustBeOwnerOnly(t *testing.T) {
 
 func adminConn(t *testing.T, trust *embeddednats.Trust, url string) *nats.Conn {
 	t.Helper()
-	nc, err := embeddednats.ConnectAdmin(trust, url, nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	return nc
+	return daemontest.Admin(t, trust, url, nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
 }
 
 func mustJS(t *testing.T, nc *nats.Conn) jetstream.JetStream {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -14,10 +13,9 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/msgplatform/platform/conf"
-	"github.com/msgplatform/platform/embeddednats"
 	"github.com/msgplatform/platform/internal/control"
 	"github.com/msgplatform/platform/internal/daemon"
+	"github.com/msgplatform/platform/internal/daemon/daemontest"
 	"github.com/msgplatform/platform/platform"
 	"github.com/msgplatform/platform/platform/region"
 )
@@ -25,20 +23,8 @@ import (
 // TestCLIRegions runs region and residency commands against platformd in
 // mode regions (eu home, us; one node each).
 func TestCLIRegions(t *testing.T) {
-	cfg := conf.DefaultConfig()
-	cfg.Mode = conf.ModeRegions
-	cfg.DataDir = t.TempDir()
+	cfg := daemontest.RegionsConfig(t)
 	cfg.HTTP.Listen = "off"
-	cfg.Reconcile.AllowReducedReplicas = true
-	cfg.Regions.LeafPort = -1
-	for _, name := range []string{"eu", "us"} {
-		fc := embeddednats.DefaultFabricConfig()
-		fc.Region = embeddednats.Region{Name: name}
-		fc.Nodes, fc.Port, fc.ClusterPort, fc.DataDir = 1, -1, -1, ""
-		fc.LameDuck = 200 * time.Millisecond
-		fc.Durability.Replicas = 1
-		cfg.Regions.Fabrics = append(cfg.Regions.Fabrics, fc)
-	}
 	eu, orders := platform.DefaultTopicSpec("orders.eu"), platform.DefaultTopicSpec("orders")
 	eu.Replicas, eu.Residency = 1, "eu"
 	orders.Replicas = 1
@@ -58,13 +44,7 @@ func TestCLIRegions(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = d.Close(context.Background()) })
 	run := func(args ...string) (string, error) {
-		root := newRootCmd()
-		var out bytes.Buffer
-		root.SetOut(&out)
-		root.SetErr(&out)
-		root.SetArgs(append([]string{"--server", d.Nodes()[0].ClientURL(), "--creds", filepath.Join(cfg.DataDir, "creds", "admin.creds"), "--timeout", "30s"}, args...))
-		err := root.ExecuteContext(ctx)
-		return out.String(), err
+		return execCLI(ctx, append([]string{"--server", d.Nodes()[0].ClientURL(), "--creds", filepath.Join(cfg.DataDir, "creds", "admin.creds"), "--timeout", "30s"}, args...)...)
 	}
 
 	out, err := run("region", "mirror", "orders.eu", "--to", "us")
@@ -117,11 +97,7 @@ func TestCLIRegions(t *testing.T) {
 	}
 	// The same mirror made through the JetStream API in eu: the gate
 	// refuses it; residency audit lists the refusal.
-	nc, err := embeddednats.ConnectAdmin(d.Trust(), d.Nodes()[0].ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	nc := daemontest.Admin(t, d.Trust(), d.Nodes()[0].ClientURL())
 	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)

@@ -29,22 +29,16 @@ func (r *rig) attackTransport(t *testing.T, js jetstream.JetStream) {
 	t.Helper()
 	before := streamsState(t, js)
 	for _, region := range []string{"eu", "us"} {
-		for _, n := range nodes[region] {
-			out := dockertest.PlaintextSession(t, fmt.Sprintf("127.0.0.1:%d", r.natsPort[n]), "orders.order:plain")
-			if !strings.Contains(out, `"tls_required":true`) || strings.Contains(out, "PONG") {
-				t.Fatalf("plaintext client on %s: the port served it:\n%s", n, out)
-			}
-		}
+		dockertest.PlaintextRefused(t, r.natsPort, "orders.order:plain", nodes[region]...)
 	}
 	attack.Refused(t, "regions_plaintext_client")
 
 	rogueTLS := dockertest.TLSDir(t, t.TempDir(), r.uid, r.gid, "rogue-eu")
-	type attempt struct{ rogue dockertest.Rogue }
-	attempts := map[string]attempt{
-		"regions_route_foreign_ca": {dockertest.StartRogue(t, r.image, r.Name+"_eu", "/etc/platformd/eu.yaml", "rogue-eu", rogueTLS.Dir, r.uid, r.gid,
-			"nats-route://eu1:6222", "nats-route://eu2:6222", "nats-route://eu3:6222")},
-		"regions_leafnode_without_creds": {dockertest.StartRogue(t, r.image, r.linkNetwork(), "/etc/platformd/us.yaml", "rogue-us", r.tls.Dir, r.uid, r.gid,
-			"nats-route://us1:6222")},
+	rogues := map[string]dockertest.Rogue{
+		"regions_route_foreign_ca": dockertest.StartRogue(t, r.image, r.Name+"_eu", "/etc/platformd/eu.yaml", "rogue-eu", rogueTLS.Dir, r.uid, r.gid,
+			"nats-route://eu1:6222", "nats-route://eu2:6222", "nats-route://eu3:6222"),
+		"regions_leafnode_without_creds": dockertest.StartRogue(t, r.image, r.linkNetwork(), "/etc/platformd/us.yaml", "rogue-us", r.tls.Dir, r.uid, r.gid,
+			"nats-route://us1:6222"),
 	}
 	// The rogues dial every 1 s or so; give them 15 s of attempts, then
 	// ask every node of both regions (as the system user) for its routes
@@ -54,27 +48,7 @@ func (r *rig) attackTransport(t *testing.T, js jetstream.JetStream) {
 	for _, region := range []string{"eu", "us"} {
 		links = append(links, dockertest.Links(t, filepath.Join(r.shared, "trust"), fmt.Sprintf("tls://127.0.0.1:%d", r.natsPort[nodes[region][0]]), r.tls.CAFile())...)
 	}
-	leafs := 0
-	for _, l := range links {
-		if l.Kind == "leafnode" {
-			leafs++
-		}
-	}
-	if leafs == 0 {
-		t.Fatalf("no node reported the link's leafnode connections: %+v", links)
-	}
-	for name, a := range attempts {
-		logs := dockertest.Logs(t, a.rogue.ID)
-		if !strings.Contains(logs, "Authorization Violation") && !strings.Contains(strings.ToLower(logs), "tls") {
-			t.Fatalf("%s: the rogue node's log shows no refused connection (did it dial?):\n%s", name, logs)
-		}
-		for _, l := range links {
-			if l.IP == a.rogue.IP || strings.HasPrefix(l.RemoteName, "rogue") {
-				t.Fatalf("%s: %s has a %s from the rogue: %+v", name, l.Server, l.Kind, l)
-			}
-		}
-		attack.Refused(t, name)
-	}
+	dockertest.RoguesRefused(t, links, rogues, "leafnode", "the link's leafnode connections", "connection")
 	if after := streamsState(t, js); after != before {
 		t.Fatalf("the attacks changed eu's streams: %s, was %s", after, before)
 	}

@@ -62,8 +62,6 @@ func startRig(t *testing.T) *rig {
 		here:       here,
 		ctl:        ctl,
 		shared:     dockertest.SharedDir(t, uid, gid),
-		natsPort:   map[string]int{},
-		httpPort:   map[string]int{},
 		containers: map[string]string{},
 		image:      tag,
 		uid:        uid,
@@ -71,19 +69,7 @@ func startRig(t *testing.T) *rig {
 	}
 	all := append(append([]string(nil), nodes["eu"]...), nodes["us"]...)
 	r.tls = dockertest.TLSDir(t, r.shared, uid, gid, tlsHosts()...)
-	ports := dockertest.FreePorts(t, 2*len(all))
-	r.Env = append(os.Environ(),
-		"PLATFORM_DOCKER_IMAGE="+tag,
-		"PLATFORM_DOCKER_SHARED="+r.shared,
-		"PLATFORM_DOCKER_RESTART=no",
-	)
-	for i, n := range all {
-		r.natsPort[n], r.httpPort[n] = ports[2*i], ports[2*i+1]
-		up := strings.ToUpper(n)
-		r.Env = append(r.Env,
-			fmt.Sprintf("PLATFORM_DOCKER_%s_NATS=%d", up, r.natsPort[n]),
-			fmt.Sprintf("PLATFORM_DOCKER_%s_HTTP=%d", up, r.httpPort[n]))
-	}
+	r.natsPort, r.httpPort = r.Publish(t, tag, r.shared, all...)
 
 	start := time.Now()
 	r.containers = r.Up(t, 60, all...)

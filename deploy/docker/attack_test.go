@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -34,12 +33,7 @@ func (r *region) attackTransport(t *testing.T, js jetstream.JetStream) {
 	t.Helper()
 	before := streamState(t, js)
 
-	for _, n := range nodes {
-		out := dockertest.PlaintextSession(t, fmt.Sprintf("127.0.0.1:%d", r.natsPort[n]), topic+".order:plain")
-		if !strings.Contains(out, `"tls_required":true`) || strings.Contains(out, "PONG") {
-			t.Fatalf("plaintext client on %s: the port served it:\n%s", n, out)
-		}
-	}
+	dockertest.PlaintextRefused(t, r.natsPort, topic+".order:plain", nodes...)
 	attack.Refused(t, "docker_plaintext_client")
 
 	other := tlstest.NewT(t)
@@ -65,27 +59,7 @@ func (r *region) attackTransport(t *testing.T, js jetstream.JetStream) {
 	// ask every node (as the system user) for its routes.
 	time.Sleep(15 * time.Second)
 	links := dockertest.Links(t, filepath.Join(r.shared, "trust"), r.natsURL(nodes[0]), r.tls.CAFile())
-	routes := 0
-	for _, l := range links {
-		if l.Kind == "route" {
-			routes++
-		}
-	}
-	if routes == 0 {
-		t.Fatalf("no node reported its routes: %+v", links)
-	}
-	for name, rogue := range rogues {
-		logs := dockertest.Logs(t, rogue.ID)
-		if !strings.Contains(logs, "Authorization Violation") && !strings.Contains(strings.ToLower(logs), "tls") {
-			t.Fatalf("%s: the rogue node's log shows no refused route (did it dial?):\n%s", name, logs)
-		}
-		for _, l := range links {
-			if l.IP == rogue.IP || strings.HasPrefix(l.RemoteName, "rogue") {
-				t.Fatalf("%s: %s has a %s from the rogue: %+v", name, l.Server, l.Kind, l)
-			}
-		}
-		attack.Refused(t, name)
-	}
+	dockertest.RoguesRefused(t, links, rogues, "route", "its routes", "route")
 	if after := streamState(t, js); after != before {
 		t.Fatalf("the attacks changed stream %s: %s, was %s", stream, after, before)
 	}

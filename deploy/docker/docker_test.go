@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -415,27 +414,13 @@ func startRegion(t *testing.T) *region {
 			File:    filepath.Join(here, "compose.yaml"),
 			Name:    "platformdtest" + randHex(4),
 		},
-		shared:   dockertest.SharedDir(t, uid, gid),
-		natsPort: map[string]int{},
-		httpPort: map[string]int{},
-		image:    tag,
-		uid:      uid,
-		gid:      gid,
+		shared: dockertest.SharedDir(t, uid, gid),
+		image:  tag,
+		uid:    uid,
+		gid:    gid,
 	}
 	r.tls = dockertest.TLSDir(t, r.shared, uid, gid, nodes...)
-	ports := dockertest.FreePorts(t, 2*len(nodes))
-	r.Env = append(os.Environ(),
-		"PLATFORM_DOCKER_IMAGE="+tag,
-		"PLATFORM_DOCKER_SHARED="+r.shared,
-		"PLATFORM_DOCKER_RESTART=no",
-	)
-	for i, n := range nodes {
-		r.natsPort[n], r.httpPort[n] = ports[2*i], ports[2*i+1]
-		up := strings.ToUpper(n)
-		r.Env = append(r.Env,
-			fmt.Sprintf("PLATFORM_DOCKER_%s_NATS=%d", up, r.natsPort[n]),
-			fmt.Sprintf("PLATFORM_DOCKER_%s_HTTP=%d", up, r.httpPort[n]))
-	}
+	r.natsPort, r.httpPort = r.Publish(t, tag, r.shared, nodes...)
 
 	start := time.Now()
 	r.containers = r.Up(t, 300, nodes...)

@@ -74,32 +74,11 @@ func TestCanaryTenantTopicDetectsStalledGroup(t *testing.T) {
 	ledgerL := "group=ledger,tenant=acme,topic=payments"
 	frozenL := "group=frozen,tenant=acme,topic=payments"
 	tasksL := "group=tasks,tenant=acme,topic=tasks"
-	natstest.WaitFor(t, 20*time.Second, func() error {
-		ages := scrape(t, d, ageName)[ageName]
-		for _, l := range []string{ledgerL, frozenL, tasksL} {
-			if a, ok := ages[l]; !ok || a > tolerance.Seconds() {
-				return fmt.Errorf("canary ages %v: want %s below %s", ages, l, tolerance)
-			}
-		}
-		return nil
-	})
+	waitAgesBelow(t, d, 20*time.Second, tolerance, ledgerL, frozenL, tasksL)
 
 	// Group frozen blocks on one event; four more follow it.
-	pub := platform.NewPublisher(js, platform.PublisherOptions{})
-	for i, key := range []string{"pay:stuck", "pay:1", "pay:2", "pay:3", "pay:4"} {
-		if _, err := pub.Publish(ctx, platform.Event{ID: fmt.Sprintf("p%d", i), Topic: tenancy.StoredName("payments"), Key: key}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	stalledAt := time.Now()
-	var samples map[string]map[string]float64
-	natstest.WaitFor(t, 20*time.Second, func() error {
-		samples = scrape(t, d, ageName, tolName)
-		if a := samples[ageName][frozenL]; a <= 2*tolerance.Seconds() {
-			return fmt.Errorf("frozen group's canary age %.2fs, want > 2 x tolerance %s", a, tolerance)
-		}
-		return nil
-	})
+	stalledAt := publishStall(ctx, t, js, tenancy.StoredName("payments"), "p", "pay:")
+	samples := waitStalled(t, d, 20*time.Second, tolerance, "frozen", frozenL)
 	lag := tenantGroupLag(ctx, t, js, tenancy.StreamName("payments"), "frozen")
 	t.Logf("%.1fs after the stall: frozen canary age %.2fs, offset lag %d; ledger canary age %.2fs; tolerance %s",
 		time.Since(stalledAt).Seconds(), samples[ageName][frozenL], lag, samples[ageName][ledgerL], tolerance)

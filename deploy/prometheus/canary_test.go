@@ -2,11 +2,9 @@ package prometheus
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -24,10 +22,10 @@ import (
 	"github.com/prometheus/prometheus/promql/promqltest"
 
 	"github.com/msgplatform/platform/conf"
-	"github.com/msgplatform/platform/embeddednats"
 	"github.com/msgplatform/platform/embeddednats/natstest"
 	"github.com/msgplatform/platform/internal/control"
 	"github.com/msgplatform/platform/internal/daemon"
+	"github.com/msgplatform/platform/internal/daemon/daemontest"
 	"github.com/msgplatform/platform/platform"
 	"github.com/msgplatform/platform/platform/canary"
 	"github.com/msgplatform/platform/platform/catalog"
@@ -63,49 +61,18 @@ func startCanaryDaemon(t *testing.T) (*daemon.Daemon, *conf.Config) {
 			"stuck":   {Name: "stuck", Topic: "orders"},
 		},
 	}
-	for attempt := 1; ; attempt++ {
+	return daemontest.StartRetrying(t, slog.New(slog.NewTextHandler(io.Discard, nil)), func() conf.Config {
 		c := cfg
 		c.DataDir = t.TempDir()
-		c.EnsureDefaults()
-		d, err := daemon.New(&c, slog.New(slog.NewTextHandler(io.Discard, nil)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		err = d.Start(ctx)
-		cancel()
-		if errors.Is(err, embeddednats.ErrPortInUse) && attempt < 3 {
-			continue
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-			defer cancel()
-			_ = d.Close(ctx)
-		})
-		return d, &c
-	}
-}
-
-// httpGet returns the status and body of GET path on the daemon's HTTP port.
-func httpGet(t *testing.T, d *daemon.Daemon, path string) (int, string) {
-	t.Helper()
-	resp, err := http.Get("http://" + d.HTTPAddr().String() + path)
-	if err != nil {
-		t.Fatalf("GET %s: %v", path, err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+		return c
+	})
 }
 
 // scrape returns the daemon's /metrics samples named name, keyed by their
 // labels ("group=stuck,topic=orders").
 func scrape(t *testing.T, d *daemon.Daemon, names ...string) map[string]map[string]float64 {
 	t.Helper()
-	_, body := httpGet(t, d, "/metrics")
+	_, body := daemontest.HTTPGet(t, d, "/metrics")
 	parser := expfmt.NewTextParser(model.UTF8Validation)
 	fams, err := parser.TextToMetricFamilies(strings.NewReader(body))
 	if err != nil {
@@ -195,15 +162,7 @@ func canaryAlert(t *testing.T, samples map[string]map[string]float64) []string {
 func TestCanaryDetectsStalledGroupWithSmallLag(t *testing.T) {
 	d, cfg := startCanaryDaemon(t)
 	tolerance := cfg.Canary.EffectiveTolerance()
-	nc, err := nats.Connect(d.Nodes()[0].ClientURL(), nats.UserCredentials(filepath.Join(cfg.DataDir, "creds", "admin.creds")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	nc, js := natstest.Connect(t, d.Nodes()[0].ClientURL(), nats.UserCredentials(filepath.Join(cfg.DataDir, "creds", "admin.creds")))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 
@@ -213,32 +172,11 @@ func TestCanaryDetectsStalledGroupWithSmallLag(t *testing.T) {
 	const ageName, tolName = "platform_canary_age_seconds", "platform_canary_tolerance_seconds"
 	healthyL, stuckL, jobsL := "group=healthy,topic=orders", "group=stuck,topic=orders", "group=jobs,topic=jobs"
 	// Both groups and the queue process canaries.
-	natstest.WaitFor(t, 15*time.Second, func() error {
-		ages := scrape(t, d, ageName)[ageName]
-		for _, l := range []string{healthyL, stuckL, jobsL} {
-			if a, ok := ages[l]; !ok || a > tolerance.Seconds() {
-				return fmt.Errorf("canary ages %v: want %s below %s", ages, l, tolerance)
-			}
-		}
-		return nil
-	})
+	waitAgesBelow(t, d, 15*time.Second, tolerance, healthyL, stuckL, jobsL)
 
 	// Group stuck blocks on one event; four more events follow it.
-	pub := platform.NewPublisher(js, platform.PublisherOptions{})
-	for i, key := range []string{"order:stuck", "order:1", "order:2", "order:3", "order:4"} {
-		if _, err := pub.Publish(ctx, platform.Event{ID: fmt.Sprintf("e%d", i), Topic: "orders", Key: key}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	stalledAt := time.Now()
-	var samples map[string]map[string]float64
-	natstest.WaitFor(t, 15*time.Second, func() error {
-		samples = scrape(t, d, ageName, tolName)
-		if a := samples[ageName][stuckL]; a <= 2*tolerance.Seconds() {
-			return fmt.Errorf("stuck group's canary age %.2fs, want > 2 x tolerance %s", a, tolerance)
-		}
-		return nil
-	})
+	stalledAt := publishStall(ctx, t, js, "orders", "e", "order:")
+	samples := waitStalled(t, d, 15*time.Second, tolerance, "stuck", stuckL)
 	var st catalog.TopicStatus
 	if err := control.Call(ctx, nc, control.SubjTopicDescribe, control.NameRequest{Name: "orders"}, &st); err != nil {
 		t.Fatal(err)
@@ -295,6 +233,51 @@ func TestCanaryDetectsStalledGroupWithSmallLag(t *testing.T) {
 	if q, err := js.Stream(ctx, "quiet"); err != nil || q.CachedInfo().State.Msgs != 0 {
 		t.Errorf("topic quiet opted out but holds canaries (%v)", err)
 	}
+}
+
+// waitAgesBelow waits up to within for the canary ages of labels to be
+// exported and below tolerance.
+func waitAgesBelow(t *testing.T, d *daemon.Daemon, within, tolerance time.Duration, labels ...string) {
+	t.Helper()
+	natstest.WaitFor(t, within, func() error {
+		ages := scrape(t, d, "platform_canary_age_seconds")["platform_canary_age_seconds"]
+		for _, l := range labels {
+			if a, ok := ages[l]; !ok || a > tolerance.Seconds() {
+				return fmt.Errorf("canary ages %v: want %s below %s", ages, l, tolerance)
+			}
+		}
+		return nil
+	})
+}
+
+// publishStall publishes to topic the event with key keyPrefix+"stuck" a
+// stuck group blocks on and four more after it (ids idPrefix+0..4), and
+// returns when it is done.
+func publishStall(ctx context.Context, t *testing.T, js jetstream.JetStream, topic, idPrefix, keyPrefix string) time.Time {
+	t.Helper()
+	pub := platform.NewPublisher(js, platform.PublisherOptions{})
+	for i, key := range []string{"stuck", "1", "2", "3", "4"} {
+		if _, err := pub.Publish(ctx, platform.Event{ID: fmt.Sprintf("%s%d", idPrefix, i), Topic: topic, Key: keyPrefix + key}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return time.Now()
+}
+
+// waitStalled waits up to within for the canary age of group (label) to
+// pass twice the tolerance and returns the age and tolerance samples then.
+func waitStalled(t *testing.T, d *daemon.Daemon, within, tolerance time.Duration, group, label string) map[string]map[string]float64 {
+	t.Helper()
+	const ageName, tolName = "platform_canary_age_seconds", "platform_canary_tolerance_seconds"
+	var samples map[string]map[string]float64
+	natstest.WaitFor(t, within, func() error {
+		samples = scrape(t, d, ageName, tolName)
+		if a := samples[ageName][label]; a <= 2*tolerance.Seconds() {
+			return fmt.Errorf("%s group's canary age %.2fs, want > 2 x tolerance %s", group, a, tolerance)
+		}
+		return nil
+	})
+	return samples
 }
 
 // canaryHandlers are the consumers of a canary test: one member of each

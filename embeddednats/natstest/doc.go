@@ -4,6 +4,12 @@
 // routes through a proxy the helper puts in front of every cluster port, so
 // the node keeps running and keeps its clients, as in a network partition.
 //
+// Beside the fabrics it holds what every JetStream test needs: a context
+// bounded by the test (Context), a logger that speaks only when
+// PLATFORM_TEST_LOG is set (Logger), a connection closed with the test
+// (Connect), free loopback ports (FreePorts), and stream and consumer
+// reads (StreamConfig, ConsumerConfig, FetchAll).
+//
 // Helpers take testing.TB, fail the test with t.Fatal on error and never
 // panic.
 package natstest

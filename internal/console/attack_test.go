@@ -147,6 +147,19 @@ func noLeak(t *testing.T, what, body string) {
 	}
 }
 
+// forbidden GETs each of paths through c and wants a 403 that leaks
+// nothing (noLeak).
+func forbidden(t *testing.T, c *client, paths ...string) {
+	t.Helper()
+	for _, p := range paths {
+		code, body := c.get(p)
+		noLeak(t, "GET "+p, body)
+		if code != http.StatusForbidden {
+			t.Errorf("GET %s: %d, want 403:\n%s", p, code, excerpt(body))
+		}
+	}
+}
+
 // A publish-only user (--pub payments) sees nothing of the payments DLQ on
 // any page or JSON endpoint, and can neither file nor act on a redrive.
 func TestAttackConsoleDLQPublishOnly(t *testing.T) {
@@ -164,17 +177,11 @@ func TestAttackConsoleDLQPublishOnly(t *testing.T) {
 			t.Errorf("GET %s (%d) lists the payments DLQ or its request:\n%s", p, code, excerpt(body))
 		}
 	}
-	for _, p := range []string{
+	forbidden(t, c,
 		"/console/dlq?name=payments", "/console/dlq?name=stored_payments_dlq", "/console/dlq?name=stored.payments",
 		"/console/dlq?name=payments&fingerprint=x", "/console/entry?dlq=payments&seq=1", "/console/entry?dlq=stored_payments_dlq&seq=2",
-		"/console/groups?dlq=payments", "/console/request?id=" + a.filed.ID, "/console/api/status?id=" + a.filed.ID,
-	} {
-		code, body := c.get(p)
-		noLeak(t, "GET "+p, body)
-		if code != http.StatusForbidden {
-			t.Errorf("GET %s: %d, want 403:\n%s", p, code, excerpt(body))
-		}
-	}
+		"/console/groups?dlq=payments", "/console/request?id="+a.filed.ID, "/console/api/status?id="+a.filed.ID,
+	)
 	for _, form := range []url.Values{
 		{"dlq": {"payments"}, "mode": {"all"}, "rate": {"1"}, "reason": {"steal"}},
 		{"dlq": {"stored_payments_dlq"}, "mode": {"seqs"}, "seqs": {"1"}, "rate": {"1"}, "reason": {"steal"}},
@@ -210,14 +217,8 @@ func TestAttackConsoleDLQOtherTopic(t *testing.T) {
 	if code, body := c.get("/console/entry?dlq=refunds&seq=1"); code != http.StatusOK || !strings.Contains(body, "refund 0 stuck") {
 		t.Fatalf("sue's own DLQ entry: %d\n%s", code, excerpt(body))
 	}
-	for _, p := range []string{"/console/dlq?name=payments", "/console/entry?dlq=payments&seq=1", "/console/groups?dlq=payments",
-		"/console/request?id=" + a.filed.ID, "/console/api/status?id=" + a.filed.ID} {
-		code, body := c.get(p)
-		noLeak(t, "GET "+p, body)
-		if code != http.StatusForbidden {
-			t.Errorf("GET %s: %d, want 403", p, code)
-		}
-	}
+	forbidden(t, c, "/console/dlq?name=payments", "/console/entry?dlq=payments&seq=1", "/console/groups?dlq=payments",
+		"/console/request?id="+a.filed.ID, "/console/api/status?id="+a.filed.ID)
 	for _, p := range []string{"/console/requests", "/console/history"} {
 		_, body := c.get(p)
 		noLeak(t, "GET "+p, body)

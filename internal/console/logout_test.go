@@ -16,7 +16,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/msgplatform/platform/embeddednats"
 	"github.com/msgplatform/platform/internal/console"
 	"github.com/msgplatform/platform/internal/daemon"
 	"github.com/msgplatform/platform/redrive"
@@ -33,11 +32,7 @@ func (f *fixture) secondConsole(t *testing.T, wrap func(console.EndedSessions) c
 	if err != nil {
 		t.Fatal(err)
 	}
-	nc, err := embeddednats.ConnectAdmin(f.d.Trust(), f.d.URL(), nats.Name("second-console"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
+	nc := f.d.AdminConn(t, nats.Name("second-console"))
 	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)

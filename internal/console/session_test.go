@@ -5,8 +5,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -20,11 +18,7 @@ import (
 func startN(t *testing.T, nodes int) *fixture {
 	t.Helper()
 	d := daemontest.Start(t, nodes)
-	admin, err := os.ReadFile(filepath.Clean(d.Creds()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &fixture{d: d, base: "http://" + d.HTTPAddr().String(), creds: map[string]string{"admin@platform": string(admin)}}
+	return &fixture{d: d, base: "http://" + d.HTTPAddr().String(), creds: map[string]string{"admin@platform": d.AdminCreds(t)}}
 }
 
 // A credential revoked after sign-in, or a tenant suspended, stops

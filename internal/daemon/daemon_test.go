@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -30,24 +28,13 @@ func startDaemon(t *testing.T, nodes int) (*daemon.Daemon, *conf.Config) {
 	return d.Daemon, d.Config
 }
 
-func httpGet(t *testing.T, d *daemon.Daemon, path string) (int, string) {
-	t.Helper()
-	resp, err := http.Get("http://" + d.HTTPAddr().String() + path)
-	if err != nil {
-		t.Fatalf("GET %s: %v", path, err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
-}
-
 func TestDaemonServesHealthMetricsAndControlAPI(t *testing.T) {
 	d, cfg := startDaemon(t, 3)
 
-	if code, body := httpGet(t, d, "/healthz"); code != 200 {
+	if code, body := daemontest.HTTPGet(t, d, "/healthz"); code != 200 {
 		t.Fatalf("/healthz = %d %s", code, body)
 	}
-	if code, body := httpGet(t, d, "/readyz"); code != 200 {
+	if code, body := daemontest.HTTPGet(t, d, "/readyz"); code != 200 {
 		t.Fatalf("/readyz = %d %s", code, body)
 	}
 
@@ -121,7 +108,7 @@ func TestDaemonServesHealthMetricsAndControlAPI(t *testing.T) {
 		return nil
 	})
 
-	_, metrics := httpGet(t, d, "/metrics")
+	_, metrics := daemontest.HTTPGet(t, d, "/metrics")
 	for _, want := range []string{
 		`platform_nats_server_up{region="local",server="local-n1"} 1`,
 		`platform_jetstream_meta_has_leader{region="local",server="local-n2"} 1`,

@@ -23,15 +23,7 @@ import (
 // its payload, headers, origin, group and tenant.
 func TestDaemonRoutesDeadLettersOfEveryObject(t *testing.T) {
 	d := daemontest.Start(t, 1)
-	nc, err := nats.Connect(d.URL(), nats.UserCredentials(d.Creds()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, js := natstest.Connect(t, d.URL(), nats.UserCredentials(d.Creds()))
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 

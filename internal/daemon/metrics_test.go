@@ -1,20 +1,14 @@
 package daemon_test
 
 import (
-	"context"
 	"fmt"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/msgplatform/platform/embeddednats/natstest"
-	"github.com/msgplatform/platform/platform"
-	"github.com/msgplatform/platform/platform/catalog"
-	"github.com/msgplatform/platform/redrive/redrivetest"
-	"github.com/msgplatform/platform/tenancy"
+	"github.com/msgplatform/platform/internal/daemon/daemontest"
 )
 
 // platformd's /metrics carries every series the alert rules join on
@@ -23,7 +17,7 @@ import (
 // and each stream is reported led once.
 func TestMetricsExportAlertRuleInputs(t *testing.T) {
 	d, _ := startDaemon(t, 3)
-	_, metrics := httpGet(t, d, "/metrics")
+	_, metrics := daemontest.HTTPGet(t, d, "/metrics")
 	for _, want := range []string{
 		`platform_topic_retention_seconds{topic="orders"} 259200`,
 		`platform_group_info{group="email-notifier",topic="orders"} 1`,
@@ -54,31 +48,11 @@ func TestMetricsExportAlertRuleInputs(t *testing.T) {
 // connection to the account), while the admin account's series keep
 // their labels (tenant="": the same series to Prometheus and its rules).
 func TestMetricsExportTenantDLQs(t *testing.T) {
-	d, _ := startDaemon(t, 3)
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	m := d.Tenants()
-	if _, err := m.Create(ctx, "test", tenancy.DefaultSpec("acme")); err != nil {
-		t.Fatal(err)
-	}
-	spec := platform.DefaultTopicSpec("payments")
-	spec.Replicas, spec.Owner = 1, "payments-team"
-	if _, err := m.ApplyTopic(ctx, "test", "acme", spec, catalog.ApplyOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	nc, err := d.ConnectTenant(ctx, "acme", "test-acme")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	redrivetest.DeadLetter(t, js, tenancy.StoredName("payments"), "ledger", 0, 3, "card %d declined by the test")
+	d := daemontest.Start(t, 3)
+	d.TenantTopic(t, "acme", "payments", false, 3)
 	var metrics string
 	natstest.WaitFor(t, 20*time.Second, func() error {
-		_, metrics = httpGet(t, d, "/metrics")
+		_, metrics = daemontest.HTTPGet(t, d.Daemon, "/metrics")
 		for _, want := range []string{
 			`platform_dlq_depth{dlq="payments",owner="payments-team",tenant="acme"} 3`,
 			`platform_dlq_entries_near_expiry{dlq="payments",owner="payments-team",tenant="acme"} 0`,

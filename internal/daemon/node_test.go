@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,6 +12,7 @@ import (
 
 	"github.com/msgplatform/platform/conf"
 	"github.com/msgplatform/platform/embeddednats"
+	"github.com/msgplatform/platform/embeddednats/natstest"
 	"github.com/msgplatform/platform/internal/control"
 	"github.com/msgplatform/platform/internal/daemon"
 	"github.com/msgplatform/platform/internal/daemon/daemontest"
@@ -30,59 +29,17 @@ func TestNodeModeThreeDaemons(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ports := daemontest.FreePorts(t, 6)
+	ports := natstest.FreePorts(t, 6)
 	clientPorts, routePorts := ports[:3], ports[3:]
 	orders := platform.DefaultTopicSpec("orders")
 	orders.Partitions = 4
-	var cfgs []*conf.Config
-	for i := range 3 {
-		cfg := conf.DefaultConfig()
-		cfg.Mode = conf.ModeNode
-		cfg.DataDir = filepath.Join(root, fmt.Sprintf("n%d", i+1))
-		if err := trust.Save(filepath.Join(cfg.DataDir, "trust")); err != nil {
-			t.Fatal(err)
-		}
-		cfg.HTTP.Listen = "off"
-		n := &cfg.Node
-		n.Name = fmt.Sprintf("n%d", i+1)
-		n.Region = embeddednats.Region{Name: "eu"}
-		n.Port = clientPorts[i]
-		n.Cluster.Port = routePorts[i]
-		n.StoreDir = ""
-		n.LameDuck = 200 * time.Millisecond
-		for j, p := range routePorts {
-			if j != i {
-				n.Cluster.Routes = append(n.Cluster.Routes, fmt.Sprintf("nats-route://127.0.0.1:%d", p))
-			}
-		}
+	cfgs := daemontest.ClusterConfigs(t, trust, root, clientPorts, routePorts)
+	for _, cfg := range cfgs {
 		cfg.Catalog = platform.Catalog{Topics: map[string]platform.TopicSpec{"orders": orders}}
 		cfg.EnsureDefaults()
-		cfgs = append(cfgs, &cfg)
 	}
-	ds := make([]*daemon.Daemon, 3)
-	errs := make([]error, 3)
-	var wg sync.WaitGroup
-	for i, cfg := range cfgs {
-		d, err := daemon.New(cfg, nil)
-		if err != nil {
-			t.Fatalf("node %d: %v", i+1, err)
-		}
-		ds[i] = d
-		t.Cleanup(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			_ = d.Close(ctx)
-		})
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-			defer cancel()
-			errs[i] = d.Start(ctx)
-		}()
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	ds, err := daemontest.StartAll(t, cfgs, 90*time.Second)
+	if err != nil {
 		t.Fatalf("start: %v", err)
 	}
 	for i, d := range ds {
@@ -90,11 +47,7 @@ func TestNodeModeThreeDaemons(t *testing.T) {
 			t.Fatalf("node %d not ready: %v", i+1, err)
 		}
 	}
-	nc, err := embeddednats.ConnectAdmin(trust, fmt.Sprintf("nats://127.0.0.1:%d", clientPorts[2]))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	nc := daemontest.Admin(t, trust, fmt.Sprintf("nats://127.0.0.1:%d", clientPorts[2]))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	var st control.Status
@@ -119,11 +72,7 @@ func TestNodeModeThreeDaemons(t *testing.T) {
 		t.Fatalf("drain n1: %v", err)
 	}
 	t.Logf("n1 drained in %s", time.Since(start).Round(time.Millisecond))
-	nc2, err := embeddednats.ConnectAdmin(trust, fmt.Sprintf("nats://127.0.0.1:%d", clientPorts[1]), nats.Timeout(2*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc2.Close()
+	nc2 := daemontest.Admin(t, trust, fmt.Sprintf("nats://127.0.0.1:%d", clientPorts[1]), nats.Timeout(2*time.Second))
 	if _, err := nc2.Request("orders.order:HC-1", []byte("x"), 10*time.Second); err != nil {
 		t.Fatalf("publish after draining one node: %v", err)
 	}
@@ -137,7 +86,7 @@ func TestNodeModeRefusesToMintItsOwnTrust(t *testing.T) {
 	cfg.Mode = conf.ModeNode
 	cfg.DataDir = t.TempDir()
 	cfg.HTTP.Listen = "off"
-	cfg.Node.Port = daemontest.FreePorts(t, 1)[0]
+	cfg.Node.Port = natstest.FreePorts(t, 1)[0]
 	cfg.Node.Durability.Replicas = 1
 	cfg.Node.StoreDir = ""
 	cfg.EnsureDefaults()

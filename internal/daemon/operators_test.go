@@ -16,7 +16,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
 
-	"github.com/msgplatform/platform/embeddednats"
 	"github.com/msgplatform/platform/internal/control"
 	"github.com/msgplatform/platform/internal/daemon"
 	"github.com/msgplatform/platform/internal/daemon/daemontest"
@@ -65,11 +64,7 @@ func TestOperatorRegistry(t *testing.T) {
 	d := daemontest.Start(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	nc, err := embeddednats.ConnectAdmin(d.Trust(), d.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	nc := d.AdminConn(t)
 	adminCreds, _ := d.Trust().AdminCreds()
 	admin := signer(t, adminCreds)
 
@@ -190,11 +185,7 @@ func TestOperatorRegistry(t *testing.T) {
 		_ = d2.Close(c)
 	})
 	// The Verifier refuses dave at once (the registry) ...
-	nc2, err := embeddednats.ConnectAdmin(d2.Trust(), d2.Nodes()[0].ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc2.Close()
+	nc2 := daemontest.Admin(t, d2.Trust(), d2.Nodes()[0].ClientURL())
 	err = signedCall(ctx, nc2, dave, time.Time{}, principal.SubjOperatorAdd, principal.OperatorAddRequest{Name: "frank", PublicKey: pub}, new(principal.OperatorAddResponse))
 	if !errors.Is(err, control.ErrConflict) || !strings.Contains(err.Error(), "dave@platform") || !strings.Contains(err.Error(), "revoked") {
 		t.Fatalf("revoked dave after the restart: %v", err)

@@ -13,7 +13,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
 
-	"github.com/msgplatform/platform/embeddednats"
 	"github.com/msgplatform/platform/embeddednats/natstest"
 	"github.com/msgplatform/platform/internal/control"
 	"github.com/msgplatform/platform/internal/daemon/daemontest"
@@ -47,6 +46,49 @@ func sign(s *principal.Signer, ts time.Time, subject string, req any) (principal
 	return s.Sign(control.SubjectPrefix+"."+subject, body, ts)
 }
 
+// accepted reports whether err (of the refused attempt name) is nil;
+// unless it is a 409 refusal containing want, it fails the test.
+func accepted(t *testing.T, name string, err error, want string) bool {
+	t.Helper()
+	switch {
+	case err == nil:
+		t.Errorf("%s: accepted", name)
+		return true
+	case !errors.Is(err, control.ErrConflict) || !strings.Contains(err.Error(), want):
+		t.Errorf("%s: %v, want a refusal (409) containing %q", name, err, want)
+	}
+	return false
+}
+
+// waitCompleted waits up to within for redrive id to complete having
+// sent sent events, reading its status through the control API on nc.
+func waitCompleted(t *testing.T, ctx context.Context, nc *nats.Conn, id string, sent int, within time.Duration) {
+	t.Helper()
+	natstest.WaitFor(t, within, func() error {
+		var s redrive.Status
+		if err := control.Call(ctx, nc, redrive.SubjStatus, redrive.IDRequest{ID: id}, &s); err != nil {
+			return err
+		}
+		if s.State != redrive.StateCompleted || s.Progress.Sent != sent {
+			return errors.New(string(s.State))
+		}
+		return nil
+	})
+}
+
+// reviewedPayments applies through the control API on nc the topic
+// payments (owner payments-team, review required, replicas replicas)
+// and dead-letters 8 of its events from group ledger.
+func reviewedPayments(t *testing.T, ctx context.Context, nc *nats.Conn, js jetstream.JetStream, replicas int) {
+	t.Helper()
+	payments := platform.DefaultTopicSpec("payments")
+	payments.Replicas, payments.Owner, payments.Review = replicas, "payments-team", platform.ReviewRequired
+	if err := control.Call(ctx, nc, control.SubjTopicApply, control.ApplyTopicRequest{Spec: payments}, nil); err != nil {
+		t.Fatal(err)
+	}
+	redrivetest.DeadLetter(t, js, "payments", "ledger", 0, 8, "card number %d is not a number")
+}
+
 func signer(t *testing.T, creds []byte) *principal.Signer {
 	t.Helper()
 	s, err := principal.NewSigner(creds)
@@ -65,22 +107,13 @@ func signer(t *testing.T, creds []byte) *principal.Signer {
 // it, and it completes. Audit records name the authenticated principals.
 func TestSignedRedriveFourEyes(t *testing.T) {
 	d := daemontest.Start(t, 3)
-	nc, err := embeddednats.ConnectAdmin(d.Trust(), d.URL(), nats.Name("principal-test"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
+	nc := d.AdminConn(t, nats.Name("principal-test"))
 	js, _ := jetstream.New(nc)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	call := func(subject string, req, resp any) error { return control.Call(ctx, nc, subject, req, resp) }
 
-	payments := platform.DefaultTopicSpec("payments")
-	payments.Replicas, payments.Owner, payments.Review = 3, "payments-team", platform.ReviewRequired
-	if err := call(control.SubjTopicApply, control.ApplyTopicRequest{Spec: payments}, nil); err != nil {
-		t.Fatal(err)
-	}
-	redrivetest.DeadLetter(t, js, "payments", "ledger", 0, 8, "card number %d is not a number")
+	reviewedPayments(t, ctx, nc, js, 3)
 	alice := signer(t, principaltest.PlatformUser(t, d.Trust(), "alice"))
 	bob := signer(t, principaltest.PlatformUser(t, d.Trust(), "bob"))
 
@@ -94,7 +127,7 @@ func TestSignedRedriveFourEyes(t *testing.T) {
 	r := redrive.Request{DLQ: "payments", Selection: redrive.Selection{All: true}, Rate: 500, Reason: "parser fixed", Requester: "mallory"}
 
 	// An unsigned request for a review: required DLQ.
-	err = call(redrive.SubjRequest, r, nil)
+	err := call(redrive.SubjRequest, r, nil)
 	if !errors.Is(err, control.ErrConflict) || !strings.Contains(err.Error(), "--user-creds") {
 		t.Fatalf("unsigned request on a review: required DLQ: %v, want a refusal saying to pass --user-creds", err)
 	}
@@ -167,13 +200,8 @@ func TestSignedRedriveFourEyes(t *testing.T) {
 	}
 	succeeded := 0
 	for _, a := range attempts {
-		err := call(a.subject, a.body(), nil)
-		switch {
-		case err == nil:
+		if accepted(t, a.name, call(a.subject, a.body(), nil), a.want) {
 			succeeded++
-			t.Errorf("%s: accepted", a.name)
-		case !errors.Is(err, control.ErrConflict) || !strings.Contains(err.Error(), a.want):
-			t.Errorf("%s: %v, want a refusal (409) containing %q", a.name, err, a.want)
 		}
 	}
 	if succeeded != 0 {
@@ -198,16 +226,7 @@ func TestSignedRedriveFourEyes(t *testing.T) {
 	if err := signedCall(ctx, nc, alice, time.Time{}, redrive.SubjRun, redrive.Action{ID: st.ID}, nil); err != nil {
 		t.Fatal(err)
 	}
-	natstest.WaitFor(t, 30*time.Second, func() error {
-		var s redrive.Status
-		if err := call(redrive.SubjStatus, redrive.IDRequest{ID: st.ID}, &s); err != nil {
-			return err
-		}
-		if s.State != redrive.StateCompleted || s.Progress.Sent != 8 {
-			return errors.New(string(s.State))
-		}
-		return nil
-	})
+	waitCompleted(t, ctx, nc, st.ID, 8, 30*time.Second)
 	var hist []redrive.AuditRecord
 	if err := call(redrive.SubjHistory, redrive.HistoryFilter{ID: st.ID}, &hist); err != nil {
 		t.Fatal(err)
@@ -227,11 +246,7 @@ func TestSignedRedriveFourEyes(t *testing.T) {
 // review still works, recorded as unauthenticated:<name>.
 func TestSignedRedriveTenants(t *testing.T) {
 	d := daemontest.Start(t, 3)
-	nc, err := embeddednats.ConnectAdmin(d.Trust(), d.URL(), nats.Name("principal-test"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
+	nc := d.AdminConn(t, nats.Name("principal-test"))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	call := func(subject string, req, resp any) error { return control.Call(ctx, nc, subject, req, resp) }
@@ -299,13 +314,8 @@ func TestSignedRedriveTenants(t *testing.T) {
 	}
 	succeeded := 0
 	for _, a := range attempts {
-		err := signedCall(ctx, nc, a.s, time.Time{}, a.subject, a.body, nil)
-		switch {
-		case err == nil:
+		if accepted(t, a.name, signedCall(ctx, nc, a.s, time.Time{}, a.subject, a.body, nil), a.want) {
 			succeeded++
-			t.Errorf("%s: accepted", a.name)
-		case !errors.Is(err, control.ErrConflict) || !strings.Contains(err.Error(), a.want):
-			t.Errorf("%s: %v, want a refusal (409) containing %q", a.name, err, a.want)
 		}
 	}
 	if succeeded != 0 {

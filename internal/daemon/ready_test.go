@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/msgplatform/platform/embeddednats"
+	"github.com/msgplatform/platform/embeddednats/natstest"
 	"github.com/msgplatform/platform/internal/control"
 	"github.com/msgplatform/platform/internal/daemon/daemontest"
 	"github.com/msgplatform/platform/platform"
@@ -64,7 +65,7 @@ func TestStartWithoutDeadline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	port := daemontest.FreePorts(t, 1)[0]
+	port := natstest.FreePorts(t, 1)[0]
 	cfg := daemontest.NodeRegionConfig(t, trust, "solo", port, platform.Catalog{}, nil)
 	d := daemontest.NewConfig(t, cfg)
 	if !cfg.Control.Enabled {

@@ -10,7 +10,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/msgplatform/platform/embeddednats"
 	"github.com/msgplatform/platform/internal/attack"
 	"github.com/msgplatform/platform/internal/control"
 	"github.com/msgplatform/platform/internal/daemon/daemontest"
@@ -30,11 +29,7 @@ import (
 // see the entries. Nothing is filed, approved or sent by a refused call.
 func TestAttackControlRedrive(t *testing.T) {
 	d := daemontest.Start(t, 1)
-	nc, err := embeddednats.ConnectAdmin(d.Trust(), d.URL(), nats.Name("attack-test"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
+	nc := d.AdminConn(t, nats.Name("attack-test"))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	m := d.Tenants()

@@ -10,14 +10,10 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/msgplatform/platform/embeddednats"
-	"github.com/msgplatform/platform/embeddednats/natstest"
 	"github.com/msgplatform/platform/internal/control"
 	"github.com/msgplatform/platform/internal/daemon/daemontest"
 	"github.com/msgplatform/platform/internal/principal/principaltest"
-	"github.com/msgplatform/platform/platform"
 	"github.com/msgplatform/platform/redrive"
-	"github.com/msgplatform/platform/redrive/redrivetest"
 )
 
 // The redrive control API end to end: browse, request, the four-eyes
@@ -25,22 +21,13 @@ import (
 // in the shared audit log.
 func TestRedriveControlAPI(t *testing.T) {
 	d := daemontest.Start(t, 1)
-	nc, err := embeddednats.ConnectAdmin(d.Trust(), d.URL(), nats.Name("redrive-test"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
+	nc := d.AdminConn(t, nats.Name("redrive-test"))
 	js, _ := jetstream.New(nc)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	call := func(subject string, req, resp any) error { return control.Call(ctx, nc, subject, req, resp) }
 
-	payments := platform.DefaultTopicSpec("payments")
-	payments.Replicas, payments.Owner, payments.Review = 1, "payments-team", platform.ReviewRequired
-	if err := call(control.SubjTopicApply, control.ApplyTopicRequest{Spec: payments}, nil); err != nil {
-		t.Fatal(err)
-	}
-	redrivetest.DeadLetter(t, js, "payments", "ledger", 0, 8, "card number %d is not a number")
+	reviewedPayments(t, ctx, nc, js, 1)
 
 	var dlqs []redrive.DLQ
 	if err := call(redrive.SubjDLQList, nil, &dlqs); err != nil {
@@ -71,7 +58,7 @@ func TestRedriveControlAPI(t *testing.T) {
 	if err := signedCall(ctx, nc, alice, time.Time{}, redrive.SubjRequest, r, &st); err != nil {
 		t.Fatal(err)
 	}
-	err = signedCall(ctx, nc, alice, time.Time{}, redrive.SubjApprove, redrive.Action{ID: st.ID}, nil)
+	err := signedCall(ctx, nc, alice, time.Time{}, redrive.SubjApprove, redrive.Action{ID: st.ID}, nil)
 	if !errors.Is(err, control.ErrConflict) || !strings.Contains(err.Error(), "someone else") {
 		t.Fatalf("self-approval: %v, want a 409 naming the review rule", err)
 	}
@@ -81,16 +68,7 @@ func TestRedriveControlAPI(t *testing.T) {
 	if err := signedCall(ctx, nc, alice, time.Time{}, redrive.SubjRun, redrive.Action{ID: st.ID}, nil); err != nil {
 		t.Fatal(err)
 	}
-	natstest.WaitFor(t, 20*time.Second, func() error {
-		var s redrive.Status
-		if err := call(redrive.SubjStatus, redrive.IDRequest{ID: st.ID}, &s); err != nil {
-			return err
-		}
-		if s.State != redrive.StateCompleted || s.Progress.Sent != 8 {
-			return errors.New(string(s.State))
-		}
-		return nil
-	})
+	waitCompleted(t, ctx, nc, st.ID, 8, 20*time.Second)
 	var hist []redrive.AuditRecord
 	if err := call(redrive.SubjHistory, redrive.HistoryFilter{ID: st.ID}, &hist); err != nil || len(hist) < 5 {
 		t.Fatalf("history %+v, %v", hist, err)

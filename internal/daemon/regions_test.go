@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +13,7 @@ import (
 
 	"github.com/msgplatform/platform/conf"
 	"github.com/msgplatform/platform/embeddednats"
+	"github.com/msgplatform/platform/embeddednats/natstest"
 	"github.com/msgplatform/platform/internal/control"
 	"github.com/msgplatform/platform/internal/daemon"
 	"github.com/msgplatform/platform/internal/daemon/daemontest"
@@ -27,51 +26,16 @@ import (
 // node each, orders.eu resident in eu and orders not resident.
 func startRegionsDaemon(t *testing.T) (*daemon.Daemon, *nats.Conn) {
 	t.Helper()
-	for attempt := 1; ; attempt++ {
-		cfg := conf.DefaultConfig()
-		cfg.Mode = conf.ModeRegions
-		cfg.DataDir = t.TempDir()
+	d, _ := daemontest.StartRetrying(t, nil, func() conf.Config {
+		cfg := daemontest.RegionsConfig(t)
 		cfg.HTTP.Listen = "127.0.0.1:0"
-		cfg.Reconcile.AllowReducedReplicas = true
-		cfg.Regions.LeafPort = -1
-		for _, name := range []string{"eu", "us"} {
-			fc := embeddednats.DefaultFabricConfig()
-			fc.Region = embeddednats.Region{Name: name}
-			fc.Nodes, fc.Port, fc.ClusterPort, fc.DataDir = 1, -1, -1, ""
-			fc.LameDuck = 200 * time.Millisecond
-			fc.Durability.Replicas = 1
-			cfg.Regions.Fabrics = append(cfg.Regions.Fabrics, fc)
-		}
 		eu, orders := platform.DefaultTopicSpec("orders.eu"), platform.DefaultTopicSpec("orders")
 		eu.Partitions, eu.Replicas, eu.Residency = 2, 1, "eu"
 		orders.Partitions, orders.Replicas = 2, 1
 		cfg.Catalog = platform.Catalog{Topics: map[string]platform.TopicSpec{"orders.eu": eu, "orders": orders}}
-		cfg.EnsureDefaults()
-		d, err := daemon.New(&cfg, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		err = d.Start(ctx)
-		cancel()
-		if errors.Is(err, embeddednats.ErrPortInUse) && attempt < 3 {
-			continue
-		}
-		if err != nil {
-			t.Fatalf("start: %v", err)
-		}
-		t.Cleanup(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			_ = d.Close(ctx)
-		})
-		nc, err := embeddednats.ConnectAdmin(d.Trust(), d.Nodes()[0].ClientURL())
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(nc.Close)
-		return d, nc
-	}
+		return cfg
+	})
+	return d, daemontest.Admin(t, d.Trust(), d.Nodes()[0].ClientURL())
 }
 
 // TestRegionsControlAPI: the control API refuses a resident mirror with a
@@ -112,16 +76,11 @@ func TestRegionsControlAPI(t *testing.T) {
 		t.Errorf("report %+v", rep)
 	}
 
-	resp, err := http.Get("http://" + d.HTTPAddr().String() + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if !strings.Contains(string(body), `platform_mirror_lag_messages{from="eu",to="us",topic="orders"}`) {
+	_, body := daemontest.HTTPGet(t, d, "/metrics")
+	if !strings.Contains(body, `platform_mirror_lag_messages{from="eu",to="us",topic="orders"}`) {
 		t.Errorf("metrics lack platform_mirror_lag_messages for orders")
 	}
-	if !strings.Contains(string(body), "platform_mirror_lag_seconds") {
+	if !strings.Contains(body, "platform_mirror_lag_seconds") {
 		t.Errorf("metrics lack platform_mirror_lag_seconds")
 	}
 }
@@ -169,13 +128,8 @@ func TestRegionsResidencyGuard(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	resp, err := http.Get("http://" + d.HTTPAddr().String() + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if !strings.Contains(string(body), "platform_residency_refused_requests_total 1") {
+	_, body := daemontest.HTTPGet(t, d, "/metrics")
+	if !strings.Contains(body, "platform_residency_refused_requests_total 1") {
 		t.Errorf("metrics lack platform_residency_refused_requests_total 1")
 	}
 	// A legitimate hand-made stream still passes the gate.
@@ -237,7 +191,7 @@ func TestNodeModeLinkDenyDerived(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ports := daemontest.FreePorts(t, 3)
+	ports := natstest.FreePorts(t, 3)
 	euPort, usPort, leafPort := ports[0], ports[1], ports[2]
 	topic := func(name, residency string) platform.TopicSpec {
 		tp := platform.DefaultTopicSpec(name)
@@ -259,16 +213,8 @@ func TestNodeModeLinkDenyDerived(t *testing.T) {
 		[]conf.PeerRegion{{Name: "eu", URLs: []string{eu.Nodes()[0].ClientURL()}}},
 		embeddednats.Leaf{Remotes: []embeddednats.LeafRemote{{URLs: []string{fmt.Sprintf("nats-leaf://127.0.0.1:%d", leafPort)}, Deny: []string{extra}}}})
 
-	ncEU, err := embeddednats.ConnectAdmin(trust, eu.Nodes()[0].ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ncEU.Close()
-	ncUS, err := embeddednats.ConnectAdmin(trust, us.Nodes()[0].ClientURL(), nats.MaxReconnects(-1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ncUS.Close()
+	ncEU := daemontest.Admin(t, trust, eu.Nodes()[0].ClientURL())
+	ncUS := daemontest.Admin(t, trust, us.Nodes()[0].ClientURL(), nats.MaxReconnects(-1))
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 
@@ -291,23 +237,30 @@ func TestNodeModeLinkDenyDerived(t *testing.T) {
 	waitFor(t, 30*time.Second, func() error { return hasAll("orders.eu", "jobs.eu", "invoices.us") })
 	waitFor(t, 60*time.Second, func() error { return linkedTo(ctx, ncUS, "eu") })
 
-	attempts, crossings := 0, 0
-	// Core subscribers across the link, both directions: 0 received.
-	for _, c := range []struct {
+	type crossing struct {
 		sub, pub      *nats.Conn
 		subject, pubs string
-	}{
-		{ncUS, ncEU, "orders.eu.>", "orders.eu.order:K-"},
-		{ncUS, ncEU, "jobs.eu.>", "jobs.eu.job-"},
-		{ncUS, ncEU, "$DLQ.orders_eu.>", "$DLQ.orders_eu.c."},
-		{ncEU, ncUS, "invoices.us.>", "invoices.us.invoice:I-"},
-	} {
-		attempts++
-		if got := crossed(t, c.sub, c.pub, c.subject, c.pubs, 20); got != 0 {
-			crossings++
-			t.Errorf("core subscriber on %s across the link received %d of 20 messages", c.subject, got)
+	}
+	attempts, crossings := 0, 0
+	// noneCross: a core subscriber on each subject across the link
+	// receives none of 20 messages.
+	noneCross := func(cs ...crossing) {
+		t.Helper()
+		for _, c := range cs {
+			attempts++
+			if got := crossed(t, c.sub, c.pub, c.subject, c.pubs, 20); got != 0 {
+				crossings++
+				t.Errorf("core subscriber on %s across the link received %d of 20 messages", c.subject, got)
+			}
 		}
 	}
+	// Core subscribers across the link, both directions: 0 received.
+	noneCross(
+		crossing{ncUS, ncEU, "orders.eu.>", "orders.eu.order:K-"},
+		crossing{ncUS, ncEU, "jobs.eu.>", "jobs.eu.job-"},
+		crossing{ncUS, ncEU, "$DLQ.orders_eu.>", "$DLQ.orders_eu.c."},
+		crossing{ncEU, ncUS, "invoices.us.>", "invoices.us.invoice:I-"},
+	)
 	// The link carries what policy allows: the non-resident topic.
 	if got := crossed(t, ncUS, ncEU, "orders.>", "orders.order:K-", 20); got != 20 {
 		t.Fatalf("non-resident orders across the link: received %d of 20; the link does not carry", got)
@@ -341,20 +294,11 @@ func TestNodeModeLinkDenyDerived(t *testing.T) {
 	}
 	waitFor(t, 30*time.Second, func() error { return hasAll("orders.eu", "jobs.eu", "invoices.us", "payments.eu", "receipts.us") })
 	waitFor(t, 60*time.Second, func() error { return linkedTo(ctx, ncUS, "eu") })
-	for _, c := range []struct {
-		sub, pub      *nats.Conn
-		subject, pubs string
-	}{
-		{ncUS, ncEU, "payments.eu.>", "payments.eu.p:"},
-		{ncEU, ncUS, "receipts.us.>", "receipts.us.r:"},
-		{ncUS, ncEU, "orders.eu.>", "orders.eu.order:K-"},
-	} {
-		attempts++
-		if got := crossed(t, c.sub, c.pub, c.subject, c.pubs, 20); got != 0 {
-			crossings++
-			t.Errorf("core subscriber on %s across the link received %d of 20 messages", c.subject, got)
-		}
-	}
+	noneCross(
+		crossing{ncUS, ncEU, "payments.eu.>", "payments.eu.p:"},
+		crossing{ncEU, ncUS, "receipts.us.>", "receipts.us.r:"},
+		crossing{ncUS, ncEU, "orders.eu.>", "orders.eu.order:K-"},
+	)
 	if got := crossed(t, ncUS, ncEU, "orders.>", "orders.order:K-", 20); got != 20 {
 		t.Fatalf("non-resident orders across the link after the update: received %d of 20", got)
 	}
@@ -388,14 +332,9 @@ func TestNodeModeLinkDenyDerived(t *testing.T) {
 		}
 	}
 
-	resp, err := http.Get("http://" + us.HTTPAddr().String() + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	_, body := daemontest.HTTPGet(t, us, "/metrics")
 	want := fmt.Sprintf("platform_region_link_deny_subjects %d", len(us.LinkDeny()))
-	if !strings.Contains(string(body), want) || !strings.Contains(string(body), `platform_region_link_denied_resident{name="jobs.eu",region="eu"} 1`) {
+	if !strings.Contains(body, want) || !strings.Contains(body, `platform_region_link_denied_resident{name="jobs.eu",region="eu"} 1`) {
 		t.Errorf("us metrics lack %q or jobs.eu's platform_region_link_denied_resident", want)
 	}
 	if eu.LinkDeny() != nil {
@@ -445,7 +384,7 @@ func TestNodeModeLinkDenyListeningSide(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ports := daemontest.FreePorts(t, 3)
+	ports := natstest.FreePorts(t, 3)
 	euPort, usPort, leafPort := ports[0], ports[1], ports[2]
 	topic := func(name, residency string) platform.TopicSpec {
 		tp := platform.DefaultTopicSpec(name)
@@ -458,16 +397,8 @@ func TestNodeModeLinkDenyListeningSide(t *testing.T) {
 	us := nodeRegion(t, trust, "us", usPort, platform.Catalog{},
 		[]conf.PeerRegion{{Name: "eu", URLs: []string{eu.Nodes()[0].ClientURL()}}},
 		embeddednats.Leaf{Remotes: []embeddednats.LeafRemote{{URLs: []string{fmt.Sprintf("nats-leaf://127.0.0.1:%d", leafPort)}}}})
-	ncEU, err := embeddednats.ConnectAdmin(trust, eu.Nodes()[0].ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ncEU.Close()
-	ncUS, err := embeddednats.ConnectAdmin(trust, us.Nodes()[0].ClientURL(), nats.MaxReconnects(-1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ncUS.Close()
+	ncEU := daemontest.Admin(t, trust, eu.Nodes()[0].ClientURL())
+	ncUS := daemontest.Admin(t, trust, us.Nodes()[0].ClientURL(), nats.MaxReconnects(-1))
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	jsEU, err := jetstream.New(ncEU)
@@ -605,7 +536,7 @@ func TestNodeModeLinkDenyListeningCatalog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ports := daemontest.FreePorts(t, 3)
+	ports := natstest.FreePorts(t, 3)
 	euPort, usPort, leafPort := ports[0], ports[1], ports[2]
 	topic := func(name, residency string) platform.TopicSpec {
 		tp := platform.DefaultTopicSpec(name)
@@ -615,11 +546,7 @@ func TestNodeModeLinkDenyListeningCatalog(t *testing.T) {
 	us := nodeRegion(t, trust, "us", usPort, platform.Catalog{},
 		[]conf.PeerRegion{{Name: "eu", URLs: []string{fmt.Sprintf("nats://127.0.0.1:%d", euPort)}}},
 		embeddednats.Leaf{Remotes: []embeddednats.LeafRemote{{URLs: []string{fmt.Sprintf("nats-leaf://127.0.0.1:%d", leafPort)}}}})
-	ncUS, err := embeddednats.ConnectAdmin(trust, us.Nodes()[0].ClientURL(), nats.MaxReconnects(-1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ncUS.Close()
+	ncUS := daemontest.Admin(t, trust, us.Nodes()[0].ClientURL(), nats.MaxReconnects(-1))
 	const n = 200
 	resident := make(chan *nats.Msg, 3*n)
 	if _, err := ncUS.ChanSubscribe("cat.eu.>", resident); err != nil {
@@ -677,11 +604,7 @@ func TestNodeModeLinkDenyListeningCatalog(t *testing.T) {
 		"cat.eu": topic("cat.eu", "eu"), "catopen": topic("catopen", ""),
 	}}, []conf.PeerRegion{{Name: "us", URLs: []string{fmt.Sprintf("nats://127.0.0.1:%d", usPort)}}},
 		embeddednats.Leaf{Host: "127.0.0.1", Port: leafPort})
-	ncEU, err := embeddednats.ConnectAdmin(trust, eu.Nodes()[0].ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ncEU.Close()
+	ncEU := daemontest.Admin(t, trust, eu.Nodes()[0].ClientURL())
 	publish := func(prefix string) {
 		t.Helper()
 		for i := range n {

@@ -18,10 +18,10 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/msgplatform/platform/embeddednats"
 	"github.com/msgplatform/platform/internal/attack"
 	"github.com/msgplatform/platform/internal/control"
 	"github.com/msgplatform/platform/internal/daemon"
+	"github.com/msgplatform/platform/internal/daemon/daemontest"
 	"github.com/msgplatform/platform/platform"
 	"github.com/msgplatform/platform/platform/region"
 	"github.com/msgplatform/platform/redrive"
@@ -46,12 +46,9 @@ func newResidencyAttack(t *testing.T) *residencyAttack {
 	t.Helper()
 	d, nc := startRegionsDaemon(t)
 	a := &residencyAttack{t: t, d: d, nc: nc, euURL: d.RegionClientURLs("eu"), usURL: d.RegionClientURLs("us")}
-	usNC, err := embeddednats.ConnectAdmin(d.Trust(), a.usURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(usNC.Close)
+	usNC := daemontest.Admin(t, d.Trust(), a.usURL)
 	a.usNC = usNC
+	var err error
 	if a.jsEU, err = jetstream.New(nc); err != nil {
 		t.Fatal(err)
 	}
@@ -94,6 +91,15 @@ func (a *residencyAttack) ctx(d time.Duration) context.Context {
 
 // cli runs the nats CLI against url and returns its output and whether it
 // succeeded.
+// mirrorOrders mirrors the non-resident topic orders to us through the
+// control API.
+func (a *residencyAttack) mirrorOrders(ctx context.Context) {
+	a.t.Helper()
+	if err := control.Call(ctx, a.nc, region.SubjMirror, region.MirrorRequest{Topic: "orders", To: "us"}, nil); err != nil {
+		a.t.Fatalf("mirror orders to us: %v", err)
+	}
+}
+
 func (a *residencyAttack) cli(url string, args ...string) (string, error) {
 	a.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -553,9 +559,7 @@ func TestAttackResidentBucketsAcrossLink(t *testing.T) {
 func TestAttackRedriveResidentDLQIntoMirroredTopic(t *testing.T) {
 	a := newResidencyAttack(t)
 	ctx := a.ctx(60 * time.Second)
-	if err := control.Call(ctx, a.nc, region.SubjMirror, region.MirrorRequest{Topic: "orders", To: "us"}, nil); err != nil {
-		t.Fatalf("mirror orders to us: %v", err)
-	}
+	a.mirrorOrders(ctx)
 	redrivetest.DeadLetter(t, a.jsEU, "orders.eu", "fraud", 100, 3, "declined %d")
 	dlq := platform.DLQStream("orders.eu")
 	depth := a.msgs(a.jsEU, dlq)
@@ -630,9 +634,7 @@ func TestAttackResidencyStripThenMirror(t *testing.T) {
 func TestAttackCopyIntoStreamMirroredAbroad(t *testing.T) {
 	a := newResidencyAttack(t)
 	ctx := a.ctx(60 * time.Second)
-	if err := control.Call(ctx, a.nc, region.SubjMirror, region.MirrorRequest{Topic: "orders", To: "us"}, nil); err != nil {
-		t.Fatalf("mirror orders to us: %v", err)
-	}
+	a.mirrorOrders(ctx)
 	if _, err := a.jsUS.CreateStream(ctx, jetstream.StreamConfig{Name: "trap", Replicas: 1, Mirror: &jetstream.StreamSource{Name: "future", Domain: "eu"}}); err != nil {
 		t.Fatalf("mirror in us of a stream eu lacks: %v", err)
 	}

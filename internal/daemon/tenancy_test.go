@@ -2,14 +2,13 @@ package daemon_test
 
 import (
 	"context"
-	"io"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/msgplatform/platform/conf"
 	"github.com/msgplatform/platform/internal/daemon"
+	"github.com/msgplatform/platform/internal/daemon/daemontest"
 	"github.com/msgplatform/platform/tenancy"
 )
 
@@ -42,13 +41,8 @@ func TestDeclaredTenants(t *testing.T) {
 		if err != nil || len(ts) != 2 || ts[0].Name != "harbor-retail" || ts[0].Quota.PublishRate != 5000 {
 			t.Fatalf("round %d: tenants %+v, %v", round, ts, err)
 		}
-		resp, err := http.Get("http://" + d.HTTPAddr().String() + "/metrics")
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if !strings.Contains(string(body), `platform_tenant_publish_events_total{tenant="meridian"}`) {
+		_, body := daemontest.HTTPGet(t, d, "/metrics")
+		if !strings.Contains(body, `platform_tenant_publish_events_total{tenant="meridian"}`) {
 			t.Errorf("round %d: no tenant metrics", round)
 		}
 		_ = d.Close(ctx)

@@ -3,12 +3,10 @@ package daemon_test
 import (
 	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,6 +16,7 @@ import (
 
 	"github.com/msgplatform/platform/conf"
 	"github.com/msgplatform/platform/embeddednats"
+	"github.com/msgplatform/platform/embeddednats/natstest"
 	"github.com/msgplatform/platform/internal/daemon"
 	"github.com/msgplatform/platform/internal/daemon/daemontest"
 	"github.com/msgplatform/platform/internal/tlsconf"
@@ -51,59 +50,19 @@ func TestNodeModeTLS(t *testing.T) {
 		ds                      []*daemon.Daemon
 	)
 	for attempt := 1; ; attempt++ {
-		ports := daemontest.FreePorts(t, 6)
+		ports := natstest.FreePorts(t, 6)
 		clientPorts, routePorts = ports[:3], ports[3:]
-		cfgs = nil
-		for i := range 3 {
-			cfg := conf.DefaultConfig()
-			cfg.Mode = conf.ModeNode
-			cfg.DataDir = filepath.Join(root, fmt.Sprintf("a%d", attempt), fmt.Sprintf("n%d", i+1))
-			if err := trust.Save(filepath.Join(cfg.DataDir, "trust")); err != nil {
-				t.Fatal(err)
-			}
+		cfgs = daemontest.ClusterConfigs(t, trust, filepath.Join(root, fmt.Sprintf("a%d", attempt)), clientPorts, routePorts)
+		for _, cfg := range cfgs {
 			cfg.HTTP.Listen = "127.0.0.1:0"
 			n := &cfg.Node
-			n.Name = fmt.Sprintf("n%d", i+1)
-			n.Region = embeddednats.Region{Name: "eu"}
-			n.Port = clientPorts[i]
-			n.Cluster.Port = routePorts[i]
-			n.StoreDir = ""
-			n.LameDuck = 200 * time.Millisecond
-			for j, p := range routePorts {
-				if j != i {
-					n.Cluster.Routes = append(n.Cluster.Routes, fmt.Sprintf("nats-route://127.0.0.1:%d", p))
-				}
-			}
 			cert := ca.ServerT(t, n.Name)
 			n.TLS, n.Cluster.TLS, cfg.HTTP.TLS = cert, cert, cert
 			n.TLS.Verify, n.Cluster.TLS.Verify = true, true
 			cfg.EnsureDefaults()
-			cfgs = append(cfgs, &cfg)
 		}
-		ds = make([]*daemon.Daemon, 3)
-		errs := make([]error, 3)
-		var wg sync.WaitGroup
-		for i, cfg := range cfgs {
-			d, err := daemon.New(cfg, nil)
-			if err != nil {
-				t.Fatalf("node %d: %v", i+1, err)
-			}
-			ds[i] = d
-			t.Cleanup(func() {
-				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				defer cancel()
-				_ = d.Close(ctx)
-			})
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
-				defer cancel()
-				errs[i] = d.Start(ctx)
-			}()
-		}
-		wg.Wait()
-		err := errors.Join(errs...)
+		var err error
+		ds, err = daemontest.StartAll(t, cfgs, 40*time.Second)
 		if err == nil {
 			break
 		}
@@ -170,15 +129,7 @@ func TestNodeModeTLS(t *testing.T) {
 		nc.Close()
 		t.Fatal("a tenant user without a client certificate got in (node.tls.verify)")
 	}
-	nc, err := nats.Connect(url, userOpts(clientTLS(ca.ClientT(t, "producer")))...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, js := natstest.Connect(t, url, userOpts(clientTLS(ca.ClientT(t, "producer")))...)
 	var ack *jetstream.PubAck
 	for deadline := time.Now().Add(30 * time.Second); ; {
 		pctx, pcancel := context.WithTimeout(ctx, 3*time.Second)

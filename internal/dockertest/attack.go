@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/msgplatform/platform/embeddednats"
+	"github.com/msgplatform/platform/internal/attack"
 	"github.com/msgplatform/platform/internal/tlsconf"
 )
 
@@ -179,4 +180,46 @@ func Links(tb testing.TB, trustDir, url, caFile string) []Link {
 		_ = sub.Unsubscribe()
 	}
 	return out
+}
+
+// PlaintextRefused fails the test when the published client port of any
+// of nodes serves a plaintext client (PlaintextSession publishing on
+// subject): it must say TLS is required and answer no PING.
+func PlaintextRefused(tb testing.TB, natsPort map[string]int, subject string, nodes ...string) {
+	tb.Helper()
+	for _, n := range nodes {
+		out := PlaintextSession(tb, fmt.Sprintf("127.0.0.1:%d", natsPort[n]), subject)
+		if !strings.Contains(out, `"tls_required":true`) || strings.Contains(out, "PONG") {
+			tb.Fatalf("plaintext client on %s: the port served it:\n%s", n, out)
+		}
+	}
+}
+
+// RoguesRefused fails the test unless links (what the nodes reported)
+// hold a link of kind (else it says "no node reported <what>"), each
+// rogue's log shows a refused <refused> (it dialled), and no link comes
+// from a rogue; each rogue's name is then recorded with attack.Refused.
+func RoguesRefused(tb testing.TB, links []Link, rogues map[string]Rogue, kind, what, refused string) {
+	tb.Helper()
+	n := 0
+	for _, l := range links {
+		if l.Kind == kind {
+			n++
+		}
+	}
+	if n == 0 {
+		tb.Fatalf("no node reported %s: %+v", what, links)
+	}
+	for name, rogue := range rogues {
+		logs := Logs(tb, rogue.ID)
+		if !strings.Contains(logs, "Authorization Violation") && !strings.Contains(strings.ToLower(logs), "tls") {
+			tb.Fatalf("%s: the rogue node's log shows no refused %s (did it dial?):\n%s", name, refused, logs)
+		}
+		for _, l := range links {
+			if l.IP == rogue.IP || strings.HasPrefix(l.RemoteName, "rogue") {
+				tb.Fatalf("%s: %s has a %s from the rogue: %+v", name, l.Server, l.Kind, l)
+			}
+		}
+		attack.Refused(tb, name)
+	}
 }

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -18,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/msgplatform/platform/embeddednats/natstest"
 	"github.com/msgplatform/platform/internal/tlsconf/tlstest"
 )
 
@@ -164,6 +164,29 @@ func (p *Project) Run(ctx context.Context, args ...string) ([]byte, error) {
 	return cmd.CombinedOutput()
 }
 
+// Publish sets the project's environment to this process's with the
+// image, the shared directory, no restarts, and a free NATS and HTTP host
+// port for each of nodes (PLATFORM_DOCKER_<NODE>_NATS and _HTTP), and
+// returns those ports by node.
+func (p *Project) Publish(tb testing.TB, image, shared string, nodes ...string) (natsPort, httpPort map[string]int) {
+	tb.Helper()
+	natsPort, httpPort = map[string]int{}, map[string]int{}
+	ports := natstest.FreePorts(tb, 2*len(nodes))
+	p.Env = append(os.Environ(),
+		"PLATFORM_DOCKER_IMAGE="+image,
+		"PLATFORM_DOCKER_SHARED="+shared,
+		"PLATFORM_DOCKER_RESTART=no",
+	)
+	for i, n := range nodes {
+		natsPort[n], httpPort[n] = ports[2*i], ports[2*i+1]
+		up := strings.ToUpper(n)
+		p.Env = append(p.Env,
+			fmt.Sprintf("PLATFORM_DOCKER_%s_NATS=%d", up, natsPort[n]),
+			fmt.Sprintf("PLATFORM_DOCKER_%s_HTTP=%d", up, httpPort[n]))
+	}
+	return natsPort, httpPort
+}
+
 // Up registers the project's teardown (the last logTail lines of compose
 // logs if the test failed, then `down -v`), starts the project detached
 // and returns the container id of each of services.
@@ -272,31 +295,6 @@ func WaitFor(tb testing.TB, timeout time.Duration, what string, f func() error) 
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-}
-
-// FreePorts returns n distinct free TCP ports on 127.0.0.1.
-func FreePorts(tb testing.TB, n int) []int {
-	tb.Helper()
-	var ports []int
-	var lns []net.Listener
-	defer func() {
-		for _, l := range lns {
-			l.Close()
-		}
-	}()
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			tb.Fatal(err)
-		}
-		lns = append(lns, l)
-		a, ok := l.Addr().(*net.TCPAddr)
-		if !ok {
-			tb.Fatalf("listener address %v is not TCP", l.Addr())
-		}
-		ports = append(ports, a.Port)
-	}
-	return ports
 }
 
 // RandHex returns n random bytes in hex, for unique tags and names.

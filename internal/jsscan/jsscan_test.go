@@ -1,7 +1,6 @@
 package jsscan
 
 import (
-	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -11,18 +10,12 @@ import (
 	"github.com/msgplatform/platform/embeddednats/natstest"
 )
 
-func testCtx(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
-
 // testStream is a stream "held" on a one-node fabric.
 func testStream(t *testing.T) (jetstream.JetStream, jetstream.Stream) {
 	t.Helper()
 	f := natstest.RunFabric(t, 1, natstest.WithSyncAlways(false))
 	js := f.JetStream()
-	s, err := js.CreateStream(testCtx(t), jetstream.StreamConfig{Name: "held", Subjects: []string{"held.>"}, Storage: jetstream.MemoryStorage})
+	s, err := js.CreateStream(natstest.Context(t, 30*time.Second), jetstream.StreamConfig{Name: "held", Subjects: []string{"held.>"}, Storage: jetstream.MemoryStorage})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,7 +25,7 @@ func testStream(t *testing.T) (jetstream.JetStream, jetstream.Stream) {
 func publish(t *testing.T, js jetstream.JetStream, n int) {
 	t.Helper()
 	for i := range n {
-		if _, err := js.Publish(testCtx(t), fmt.Sprintf("held.%d", i+1), fmt.Appendf(nil, "payload %d", i+1)); err != nil {
+		if _, err := js.Publish(natstest.Context(t, 30*time.Second), fmt.Sprintf("held.%d", i+1), fmt.Appendf(nil, "payload %d", i+1)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -43,7 +36,7 @@ func publish(t *testing.T, js jetstream.JetStream, n int) {
 // messages and a purged prefix do not count)?
 func TestLeaderHolds(t *testing.T) {
 	js, s := testStream(t)
-	ctx := testCtx(t)
+	ctx := natstest.Context(t, 30*time.Second)
 	holds := func(from, to uint64) bool {
 		t.Helper()
 		ok, err := leaderHolds(ctx, s, from, to)
@@ -86,7 +79,7 @@ func TestLeaderHolds(t *testing.T) {
 // expiry (2 s) for messages that are not there.
 func TestRange(t *testing.T) {
 	js, s := testStream(t)
-	ctx := testCtx(t)
+	ctx := natstest.Context(t, 30*time.Second)
 	publish(t, js, 1200)
 	for _, q := range []uint64{7, 8, 600} {
 		if err := s.DeleteMsg(ctx, q); err != nil {
@@ -144,7 +137,7 @@ func head(s []uint64) []uint64 { return s[:min(len(s), 5)] }
 // as no messages and no error.
 func TestDirectBatch(t *testing.T) {
 	js, s := testStream(t)
-	ctx := testCtx(t)
+	ctx := natstest.Context(t, 30*time.Second)
 	cfg := s.CachedInfo().Config
 	cfg.AllowDirect = true
 	if _, err := js.UpdateStream(ctx, cfg); err != nil {

@@ -12,21 +12,15 @@ import (
 	"github.com/msgplatform/platform/internal/validate"
 )
 
-// A client with the CA reaches a listener; one with another CA, or
-// without a certificate where Verify asks for one, is refused.
-func TestMutualTLS(t *testing.T) {
-	ca := tlstest.NewT(t)
-	srv := ca.ServerT(t, "n1")
-	srv.Verify = true
-	st, err := srv.Server()
-	if err != nil {
-		t.Fatal(err)
-	}
+// serveHi listens with st on a free loopback port until the test ends,
+// writes "hi" to every connection and closes it; it returns the address.
+func serveHi(t *testing.T, st *tls.Config) string {
+	t.Helper()
 	ln, err := tls.Listen("tcp", "127.0.0.1:0", st)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
+	t.Cleanup(func() { ln.Close() })
 	go func() {
 		for {
 			c, err := ln.Accept()
@@ -39,12 +33,26 @@ func TestMutualTLS(t *testing.T) {
 			}()
 		}
 	}()
+	return ln.Addr().String()
+}
+
+// A client with the CA reaches a listener; one with another CA, or
+// without a certificate where Verify asks for one, is refused.
+func TestMutualTLS(t *testing.T) {
+	ca := tlstest.NewT(t)
+	srv := ca.ServerT(t, "n1")
+	srv.Verify = true
+	st, err := srv.Server()
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := serveHi(t, st)
 	dial := func(c tlsconf.Config) error {
 		ct, err := c.Client("")
 		if err != nil {
 			return err
 		}
-		conn, err := tls.Dial("tcp", ln.Addr().String(), ct)
+		conn, err := tls.Dial("tcp", addr, ct)
 		if err != nil {
 			return err
 		}
@@ -103,24 +111,7 @@ func TestInternal(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ln, err := tls.Listen("tcp", "127.0.0.1:0", st)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { ln.Close() })
-		go func() {
-			for {
-				c, err := ln.Accept()
-				if err != nil {
-					return
-				}
-				go func() {
-					defer c.Close()
-					_, _ = c.Write([]byte("hi"))
-				}()
-			}
-		}()
-		return ln.Addr().String()
+		return serveHi(t, st)
 	}
 	dial := func(addr, name string, tc *tls.Config) error {
 		tc = tc.Clone()

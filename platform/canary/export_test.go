@@ -3,9 +3,6 @@ package canary
 import (
 	"context"
 	"fmt"
-	"log/slog"
-	"os"
-	"testing"
 	"time"
 )
 
@@ -16,23 +13,6 @@ const (
 	KeyPrefix  = keyPrefix
 	QueueToken = queueToken
 )
-
-var TestCtx, TestLogger = testCtx, testLogger
-
-// testCtx returns a context ending after d or with the test.
-func testCtx(t testing.TB, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
-}
-
-// testLogger logs to stderr with PLATFORM_TEST_LOG set, else nowhere.
-func testLogger(t testing.TB) *slog.Logger {
-	if os.Getenv("PLATFORM_TEST_LOG") != "" {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
-	return nil
-}
 
 // CheckNow reads the ack floors and updates the ages once.
 func (c *Monitor) CheckNow(ctx context.Context) error { return c.check(ctx) }

@@ -40,7 +40,7 @@ func TestCanaryMeasuresAckFloorsNotHandlers(t *testing.T) {
 	t.Parallel()
 	f := natstest.RunFabric(t, 1)
 	js := f.JetStream()
-	ctx := canary.TestCtx(t, 60*time.Second)
+	ctx := natstest.Context(t, 60*time.Second)
 	off := false
 	orders := platform.DefaultTopicSpec("orders")
 	orders.Partitions, orders.Replicas = 4, 1
@@ -102,7 +102,7 @@ func TestCanaryMeasuresAckFloorsNotHandlers(t *testing.T) {
 	unblock := func() { releaseOnce.Do(func() { close(release) }) }
 	t.Cleanup(unblock) // before the members and workers close
 
-	c, err := canary.New(js, canary.Config{Interval: time.Minute}, canary.TestLogger(t))
+	c, err := canary.New(js, canary.Config{Interval: time.Minute}, natstest.Logger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -276,7 +276,7 @@ func startMember(t *testing.T, js jetstream.JetStream, cfg consumer.MemberConfig
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := m.Start(canary.TestCtx(t, 30*time.Second)); err != nil {
+	if err := m.Start(natstest.Context(t, 30*time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = m.Close(context.Background()) })

@@ -15,7 +15,7 @@ import (
 // lastByKey returns the stored events of a key (oldest first).
 func storedFor(t *testing.T, js jetstream.JetStream, topic platform.TopicSpec, key string) []*jetstream.RawStreamMsg {
 	t.Helper()
-	ctx := testCtx(t, 10*time.Second)
+	ctx := natstest.Context(t, 10*time.Second)
 	s, err := js.Stream(ctx, platform.StreamName(topic.Name))
 	if err != nil {
 		t.Fatal(err)
@@ -39,7 +39,7 @@ func TestCompactedTopicKeepsLatestPerKeyAndHonoursTombstones(t *testing.T) {
 	f := natstest.RunFabric(t, 1)
 	rec, _ := newTestReconciler(t, f)
 	js := f.JetStream()
-	ctx := testCtx(t, 60*time.Second)
+	ctx := natstest.Context(t, 60*time.Second)
 
 	topic := platform.DefaultTopicSpec("profiles")
 	topic.Partitions = 2
@@ -51,7 +51,7 @@ func TestCompactedTopicKeepsLatestPerKeyAndHonoursTombstones(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Log(ch)
-	cfg := streamConfig(t, js, "profiles")
+	cfg := natstest.StreamConfig(t, js, "profiles")
 	if cfg.MaxMsgsPerSubject != 1 || !cfg.AllowMsgTTL {
 		t.Fatalf("stream: max_msgs_per_subject %d allow_msg_ttl %v", cfg.MaxMsgsPerSubject, cfg.AllowMsgTTL)
 	}
@@ -111,7 +111,7 @@ func TestReconcileRefusesCleanupSwitchWithoutFlag(t *testing.T) {
 	f := natstest.RunFabric(t, 1)
 	rec, _ := newTestReconciler(t, f)
 	js := f.JetStream()
-	ctx := testCtx(t, 60*time.Second)
+	ctx := natstest.Context(t, 60*time.Second)
 	topic := platform.DefaultTopicSpec("prices")
 	topic.Replicas = 1
 	if _, err := rec.ApplyTopic(ctx, topic, ApplyOptions{AllowReducedReplicas: true}); err != nil {
@@ -124,14 +124,14 @@ func TestReconcileRefusesCleanupSwitchWithoutFlag(t *testing.T) {
 		t.Fatalf("delete -> compact without flag: %v, want ErrConflict", err)
 	}
 	t.Log(err)
-	if cfg := streamConfig(t, js, "prices"); cfg.MaxMsgsPerSubject > 0 {
+	if cfg := natstest.StreamConfig(t, js, "prices"); cfg.MaxMsgsPerSubject > 0 {
 		t.Fatalf("refused change was applied: %+v", cfg.MaxMsgsPerSubject)
 	}
 	ch, err := rec.ApplyTopic(ctx, compact, ApplyOptions{AllowReducedReplicas: true, AllowCleanupChange: true})
 	if err != nil || ch.Action != ActionUpdate {
 		t.Fatalf("with flag: %v %v", ch, err)
 	}
-	if cfg := streamConfig(t, js, "prices"); cfg.MaxMsgsPerSubject != 1 || !cfg.AllowMsgTTL {
+	if cfg := natstest.StreamConfig(t, js, "prices"); cfg.MaxMsgsPerSubject != 1 || !cfg.AllowMsgTTL {
 		t.Fatalf("compact not applied: %d %v", cfg.MaxMsgsPerSubject, cfg.AllowMsgTTL)
 	}
 	// And back: refused without the flag, applied with it (AllowMsgTTL
@@ -142,7 +142,7 @@ func TestReconcileRefusesCleanupSwitchWithoutFlag(t *testing.T) {
 	if _, err := rec.ApplyTopic(ctx, topic, ApplyOptions{AllowReducedReplicas: true, AllowCleanupChange: true}); err != nil {
 		t.Fatal(err)
 	}
-	if cfg := streamConfig(t, js, "prices"); cfg.MaxMsgsPerSubject > 0 {
+	if cfg := natstest.StreamConfig(t, js, "prices"); cfg.MaxMsgsPerSubject > 0 {
 		t.Fatalf("delete not applied: %d", cfg.MaxMsgsPerSubject)
 	}
 	if ch, err := rec.ApplyTopic(ctx, topic, ApplyOptions{AllowReducedReplicas: true}); err != nil || ch.Action != ActionUnchanged {

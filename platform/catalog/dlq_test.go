@@ -14,7 +14,7 @@ func TestApplyDLQRetentionAndOwner(t *testing.T) {
 	t.Parallel()
 	f := natstest.RunFabric(t, 1)
 	js := f.JetStream()
-	ctx := testCtx(t, 60*time.Second)
+	ctx := natstest.Context(t, 60*time.Second)
 	r := NewReconciler(js, ReconcilerOptions{DefaultReplicas: 1})
 	topic := platform.DefaultTopicSpec("payments")
 	topic.Replicas, topic.Owner = 1, "checkout"
@@ -28,7 +28,7 @@ func TestApplyDLQRetentionAndOwner(t *testing.T) {
 	check := func(object string, age time.Duration, owner string) {
 		t.Helper()
 		for _, s := range []string{platform.DLQStream(object), platform.DLQEventsStream(object)} {
-			cfg := streamConfig(t, js, s)
+			cfg := natstest.StreamConfig(t, js, s)
 			if cfg.MaxAge != age || cfg.Metadata[platform.MetaOwner] != owner {
 				t.Errorf("%s: max_age %s owner %q, want %s %q", s, cfg.MaxAge, cfg.Metadata[platform.MetaOwner], age, owner)
 			}

@@ -68,7 +68,7 @@ func waitHealthy(t *testing.T, f *natstest.Fabric) {
 func TestApplySurvivesNodeLoss(t *testing.T) {
 	f := natstest.RunFabric(t, 3)
 	r, _ := newTestReconciler(t, f)
-	ctx := testCtx(t, 90*time.Second)
+	ctx := natstest.Context(t, 90*time.Second)
 	cat := harborCart()
 	if _, err := r.Apply(ctx, cat, ApplyOptions{}); err != nil {
 		t.Fatal(err)
@@ -96,10 +96,10 @@ func TestApplySurvivesNodeLoss(t *testing.T) {
 		t.Errorf("actions: %v", a)
 	}
 	js := f.JetStream()
-	if sc := streamConfig(t, js, "orders"); sc.MaxAge != 24*time.Hour {
+	if sc := natstest.StreamConfig(t, js, "orders"); sc.MaxAge != 24*time.Hour {
 		t.Errorf("orders max_age %s", sc.MaxAge)
 	}
-	if cc := consumerConfig(t, js, "shipment-jobs", platform.QueueConsumer); cc.AckWait != 2*time.Minute {
+	if cc := natstest.ConsumerConfig(t, js, "shipment-jobs", platform.QueueConsumer); cc.AckWait != 2*time.Minute {
 		t.Errorf("lease %s", cc.AckWait)
 	}
 	began = time.Now()
@@ -147,7 +147,7 @@ func TestApplySurvivesNodeLoss(t *testing.T) {
 	if ch, err := r.ApplyTopic(ctx, pay, ApplyOptions{}); err != nil || ch.Action != ActionCreate {
 		t.Fatalf("new R3 topic with a node down: %v %v", ch, err)
 	}
-	if sc := streamConfig(t, js, "payments"); sc.Replicas != 3 {
+	if sc := natstest.StreamConfig(t, js, "payments"); sc.Replicas != 3 {
 		t.Errorf("payments replicas %d", sc.Replicas)
 	}
 	more.Topics["payments"] = pay

@@ -69,7 +69,7 @@ func newResetFixture(t *testing.T, review string) resetFixture {
 	f := natstest.RunFabric(t, 1)
 	rec, _ := newTestReconciler(t, f)
 	js := f.JetStream()
-	ctx := testCtx(t, 60*time.Second)
+	ctx := natstest.Context(t, 60*time.Second)
 	topic := platform.DefaultTopicSpec("payments")
 	topic.Partitions = 3
 	topic.Replicas = 1
@@ -122,7 +122,7 @@ func newResetFixture(t *testing.T, review string) resetFixture {
 // group) and acks it, returning their stream sequences.
 func fetchGroup(t *testing.T, js jetstream.JetStream, stream, consumer, group string) []uint64 {
 	t.Helper()
-	ctx := testCtx(t, 10*time.Second)
+	ctx := natstest.Context(t, 10*time.Second)
 	// A fresh handle is a new client: release the pin an earlier one holds.
 	s, err := js.Stream(ctx, stream)
 	if err != nil {
@@ -156,7 +156,7 @@ func fetchGroup(t *testing.T, js jetstream.JetStream, stream, consumer, group st
 
 func TestGroupResetToTimeReprocessesExactlyEventsAfterT(t *testing.T) {
 	fx := newResetFixture(t, "")
-	ctx := testCtx(t, 60*time.Second)
+	ctx := natstest.Context(t, 60*time.Second)
 
 	// Dry run: per-partition positions and counts, nothing moved.
 	mid := fx.mid
@@ -211,7 +211,7 @@ func TestGroupResetToTimeReprocessesExactlyEventsAfterT(t *testing.T) {
 
 func TestGroupResetRefusedOnReviewedTopic(t *testing.T) {
 	fx := newResetFixture(t, platform.ReviewRequired)
-	ctx := testCtx(t, 30*time.Second)
+	ctx := natstest.Context(t, 30*time.Second)
 	_, err := fx.rec.ResetGroup(ctx, GroupResetRequest{Group: "a", ToStart: true})
 	if !errors.Is(err, ErrApprovalRequired) {
 		t.Fatalf("reset without approval: %v, want ErrApprovalRequired", err)

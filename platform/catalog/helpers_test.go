@@ -2,9 +2,6 @@ package catalog
 
 import (
 	"context"
-	"fmt"
-	"log/slog"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -51,19 +48,6 @@ func clone(c platform.Catalog) platform.Catalog {
 	return out
 }
 
-func testCtx(t testing.TB, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
-}
-
-func testLogger(t testing.TB) *slog.Logger {
-	if os.Getenv("PLATFORM_TEST_LOG") != "" {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
-	return nil
-}
-
 // apiRecorder records the JetStream API subjects a JetStream context
 // requests.
 type apiRecorder struct {
@@ -95,6 +79,16 @@ func (a *apiRecorder) writes() []string {
 
 // newTestReconciler returns a reconciler on the fabric whose API requests
 // are recorded.
+// onFabric starts a 3-node fabric and returns a reconciler on it that
+// records its API requests (newTestReconciler), a plain JetStream and a
+// context ending after 60 s or with the test.
+func onFabric(t *testing.T) (*Reconciler, *apiRecorder, jetstream.JetStream, context.Context) {
+	t.Helper()
+	f := natstest.RunFabric(t, 3)
+	r, rec := newTestReconciler(t, f)
+	return r, rec, f.JetStream(), natstest.Context(t, 60*time.Second)
+}
+
 func newTestReconciler(t testing.TB, f *natstest.Fabric) (*Reconciler, *apiRecorder) {
 	t.Helper()
 	rec := &apiRecorder{}
@@ -108,7 +102,7 @@ func newTestReconciler(t testing.TB, f *natstest.Fabric) (*Reconciler, *apiRecor
 	if err != nil {
 		t.Fatal(err)
 	}
-	return NewReconciler(js, ReconcilerOptions{Logger: testLogger(t)}), rec
+	return NewReconciler(js, ReconcilerOptions{Logger: natstest.Logger(t)}), rec
 }
 
 func actions(changes []Change) map[string]Action {
@@ -116,47 +110,5 @@ func actions(changes []Change) map[string]Action {
 	for _, c := range changes {
 		out[string(c.Kind)+" "+c.Name] = c.Action
 	}
-	return out
-}
-
-func streamConfig(t testing.TB, js jetstream.JetStream, name string) jetstream.StreamConfig {
-	t.Helper()
-	s, err := js.Stream(testCtx(t, 10*time.Second), name)
-	if err != nil {
-		t.Fatalf("stream %s: %v", name, err)
-	}
-	return s.CachedInfo().Config
-}
-
-func consumerConfig(t testing.TB, js jetstream.JetStream, stream, name string) jetstream.ConsumerConfig {
-	t.Helper()
-	c, err := js.Consumer(testCtx(t, 10*time.Second), stream, name)
-	if err != nil {
-		t.Fatalf("consumer %s/%s: %v", stream, name, err)
-	}
-	return c.CachedInfo().Config
-}
-
-// fetchAll fetches n messages from c. A consumer that was just created
-// may not take pull requests yet (no responders): retry that.
-func fetchAll(t *testing.T, c jetstream.Consumer, n int, opts ...jetstream.FetchOpt) []jetstream.Msg {
-	t.Helper()
-	var out []jetstream.Msg
-	natstest.WaitFor(t, 10*time.Second, func() error {
-		batch, err := c.Fetch(n-len(out), append([]jetstream.FetchOpt{jetstream.FetchMaxWait(5 * time.Second)}, opts...)...)
-		if err != nil {
-			return err
-		}
-		for m := range batch.Messages() {
-			out = append(out, m)
-		}
-		if err := batch.Error(); err != nil {
-			return err
-		}
-		if len(out) < n {
-			return fmt.Errorf("fetched %d of %d", len(out), n)
-		}
-		return nil
-	})
 	return out
 }

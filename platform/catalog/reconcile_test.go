@@ -18,10 +18,7 @@ import (
 // changes nothing and sends no create/update/delete request.
 func TestApplyCreatesThenIsIdempotent(t *testing.T) {
 	t.Parallel()
-	f := natstest.RunFabric(t, 3)
-	r, rec := newTestReconciler(t, f)
-	js := f.JetStream()
-	ctx := testCtx(t, 60*time.Second)
+	r, rec, js, ctx := onFabric(t)
 	cat := harborCart()
 
 	dry, err := r.Apply(ctx, cat, ApplyOptions{DryRun: true})
@@ -49,7 +46,7 @@ func TestApplyCreatesThenIsIdempotent(t *testing.T) {
 	}
 
 	// The topic's stream.
-	sc := streamConfig(t, js, "orders")
+	sc := natstest.StreamConfig(t, js, "orders")
 	if len(sc.Subjects) != 1 || sc.Subjects[0] != "orders.*" ||
 		sc.SubjectTransform == nil || sc.SubjectTransform.Destination != "orders.{{partition(24,1)}}.{{wildcard(1)}}" ||
 		sc.Replicas != 3 || sc.Storage != jetstream.FileStorage || sc.Discard != jetstream.DiscardOld ||
@@ -88,11 +85,11 @@ func TestApplyCreatesThenIsIdempotent(t *testing.T) {
 		}
 	}
 	// The queue's stream and consumer.
-	qc := streamConfig(t, js, "shipment-jobs")
+	qc := natstest.StreamConfig(t, js, "shipment-jobs")
 	if qc.Retention != jetstream.WorkQueuePolicy || qc.Subjects[0] != "shipment-jobs.>" || !qc.AllowDirect || qc.Metadata["platform.lease"] != "1m0s" {
 		t.Errorf("queue stream config: %+v", qc)
 	}
-	cc := consumerConfig(t, js, "shipment-jobs", platform.QueueConsumer)
+	cc := natstest.ConsumerConfig(t, js, "shipment-jobs", platform.QueueConsumer)
 	if cc.AckWait != time.Minute || cc.MaxDeliver != 5 || cc.AckPolicy != jetstream.AckExplicitPolicy {
 		t.Errorf("queue consumer config: %+v", cc)
 	}
@@ -126,7 +123,7 @@ func TestApplyCreatesThenIsIdempotent(t *testing.T) {
 	if d := got[0].Details; len(d) != 1 || d[0] != "retention.max_age: 72h0m0s -> 24h0m0s" {
 		t.Errorf("retention change details: %q", d)
 	}
-	if sc := streamConfig(t, js, "orders"); sc.MaxAge != 24*time.Hour || sc.Metadata["_nats.ver"] == "" {
+	if sc := natstest.StreamConfig(t, js, "orders"); sc.MaxAge != 24*time.Hour || sc.Metadata["_nats.ver"] == "" {
 		t.Errorf("after update: max_age %s, metadata %v", sc.MaxAge, sc.Metadata)
 	}
 }
@@ -135,15 +132,12 @@ func TestApplyCreatesThenIsIdempotent(t *testing.T) {
 // catalog is applied, not even the valid changes beside it.
 func TestApplyRefusesPartitionChange(t *testing.T) {
 	t.Parallel()
-	f := natstest.RunFabric(t, 3)
-	r, rec := newTestReconciler(t, f)
-	js := f.JetStream()
-	ctx := testCtx(t, 60*time.Second)
+	r, rec, js, ctx := onFabric(t)
 	cat := harborCart()
 	if _, err := r.Apply(ctx, cat, ApplyOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	before := streamConfig(t, js, "orders")
+	before := natstest.StreamConfig(t, js, "orders")
 
 	// Alone.
 	o := cat.Topics["orders"]
@@ -181,11 +175,11 @@ func TestApplyRefusesPartitionChange(t *testing.T) {
 	if _, err := js.Stream(ctx, "payments"); !errors.Is(err, jetstream.ErrStreamNotFound) {
 		t.Errorf("payments created: %v", err)
 	}
-	after := streamConfig(t, js, "orders")
+	after := natstest.StreamConfig(t, js, "orders")
 	if after.MaxAge != before.MaxAge || after.SubjectTransform.Destination != before.SubjectTransform.Destination || after.Metadata["platform.partitions"] != "24" {
 		t.Errorf("orders changed: %+v", after)
 	}
-	if cc := consumerConfig(t, js, "shipment-jobs", platform.QueueConsumer); cc.AckWait != time.Minute {
+	if cc := natstest.ConsumerConfig(t, js, "shipment-jobs", platform.QueueConsumer); cc.AckWait != time.Minute {
 		t.Errorf("queue lease applied: %s", cc.AckWait)
 	}
 }
@@ -194,10 +188,7 @@ func TestApplyRefusesPartitionChange(t *testing.T) {
 // stream and its group consumers follow.
 func TestApplyReducedReplicas(t *testing.T) {
 	t.Parallel()
-	f := natstest.RunFabric(t, 3)
-	r, _ := newTestReconciler(t, f)
-	js := f.JetStream()
-	ctx := testCtx(t, 60*time.Second)
+	r, _, js, ctx := onFabric(t)
 	cat := harborCart()
 	if _, err := r.Apply(ctx, cat, ApplyOptions{}); err != nil {
 		t.Fatal(err)
@@ -217,7 +208,7 @@ func TestApplyReducedReplicas(t *testing.T) {
 		!strings.Contains(err.Error(), "allow_reduced_replicas: true") {
 		t.Fatalf("want ErrConflict naming both objects and the flag, got %v", err)
 	}
-	if sc := streamConfig(t, js, "orders"); sc.Replicas != 3 {
+	if sc := natstest.StreamConfig(t, js, "orders"); sc.Replicas != 3 {
 		t.Fatalf("replicas changed to %d", sc.Replicas)
 	}
 	// 3 -> 5 is not a reduction, but needs 5 servers: not tested here.
@@ -229,10 +220,10 @@ func TestApplyReducedReplicas(t *testing.T) {
 	if a := actions(changes); a["topic orders"] != ActionUpdate || a["queue shipment-jobs"] != ActionUpdate || a["group fraud-monitor"] != ActionUnchanged {
 		t.Errorf("actions: %v", a)
 	}
-	if sc := streamConfig(t, js, "orders"); sc.Replicas != 1 {
+	if sc := natstest.StreamConfig(t, js, "orders"); sc.Replicas != 1 {
 		t.Errorf("orders replicas %d, want 1", sc.Replicas)
 	}
-	if sc := streamConfig(t, js, "shipment-jobs"); sc.Replicas != 1 {
+	if sc := natstest.StreamConfig(t, js, "shipment-jobs"); sc.Replicas != 1 {
 		t.Errorf("shipment-jobs replicas %d, want 1", sc.Replicas)
 	}
 	// Consumers inherit the stream's replicas (config 0): they scale down
@@ -264,7 +255,7 @@ func TestApplyReducedReplicas(t *testing.T) {
 // Invalid specs fail before anything is read, each problem named by key.
 func TestApplyRejectsBadSpecs(t *testing.T) {
 	r := NewReconciler(nil, ReconcilerOptions{}) // never reaches JetStream
-	ctx := testCtx(t, 5*time.Second)
+	ctx := natstest.Context(t, 5*time.Second)
 	bad := platform.Catalog{
 		Topics: map[string]platform.TopicSpec{
 			"orders": {Name: "orders", Partitions: 0, Replicas: 3, Retention: platform.Retention{MaxAge: time.Hour}},
@@ -312,10 +303,7 @@ func TestApplyRejectsBadSpecs(t *testing.T) {
 // manage, or groups of missing topics are refused.
 func TestApplyRefusesForeignAndMissing(t *testing.T) {
 	t.Parallel()
-	f := natstest.RunFabric(t, 3)
-	r, _ := newTestReconciler(t, f)
-	js := f.JetStream()
-	ctx := testCtx(t, 60*time.Second)
+	r, _, js, ctx := onFabric(t)
 	orders := platform.DefaultTopicSpec("orders")
 	orders.Partitions = 8
 	if _, err := r.ApplyTopic(ctx, orders, ApplyOptions{}); err != nil {

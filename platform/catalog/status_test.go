@@ -18,10 +18,7 @@ import (
 // the group's pending and the age of its oldest unprocessed event.
 func TestDescribeTopic(t *testing.T) {
 	t.Parallel()
-	f := natstest.RunFabric(t, 3)
-	r, _ := newTestReconciler(t, f)
-	js := f.JetStream()
-	ctx := testCtx(t, 60*time.Second)
+	r, _, js, ctx := onFabric(t)
 	orders := platform.DefaultTopicSpec("orders")
 	orders.Partitions = 8
 	orders.Owner = "checkout"
@@ -76,7 +73,7 @@ func TestDescribeTopic(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, m := range fetchAll(t, c, ack, jetstream.FetchPriorityGroup("billing")) {
+		for _, m := range natstest.FetchAll(t, c, ack, jetstream.FetchPriorityGroup("billing")) {
 			if err := m.DoubleAck(ctx); err != nil {
 				t.Fatal(err)
 			}
@@ -187,19 +184,16 @@ func TestDescribeTopic(t *testing.T) {
 // pending, in-flight and oldest job age.
 func TestQueueConsumerAndDescribe(t *testing.T) {
 	t.Parallel()
-	f := natstest.RunFabric(t, 3)
-	r, rec := newTestReconciler(t, f)
-	js := f.JetStream()
-	ctx := testCtx(t, 60*time.Second)
+	r, rec, js, ctx := onFabric(t)
 	q := platform.QueueSpec{Name: "shipment-jobs", Lease: 10 * time.Second, MaxAttempts: 3}
 	ch, err := r.ApplyQueue(ctx, q, ApplyOptions{})
 	if err != nil || ch.Action != ActionCreate {
 		t.Fatalf("%v %v", ch, err)
 	}
-	if cc := consumerConfig(t, js, "shipment-jobs", platform.QueueConsumer); cc.AckWait != 10*time.Second || cc.MaxDeliver != 3 {
+	if cc := natstest.ConsumerConfig(t, js, "shipment-jobs", platform.QueueConsumer); cc.AckWait != 10*time.Second || cc.MaxDeliver != 3 {
 		t.Errorf("consumer: ack wait %s, max deliver %d", cc.AckWait, cc.MaxDeliver)
 	}
-	if sc := streamConfig(t, js, "shipment-jobs"); sc.Replicas != 3 {
+	if sc := natstest.StreamConfig(t, js, "shipment-jobs"); sc.Replicas != 3 {
 		t.Errorf("replicas 0 should default to 3, got %d", sc.Replicas)
 	}
 
@@ -214,7 +208,7 @@ func TestQueueConsumerAndDescribe(t *testing.T) {
 			t.Errorf("details %q lack %q", ch.Details, want)
 		}
 	}
-	if cc := consumerConfig(t, js, "shipment-jobs", platform.QueueConsumer); cc.AckWait != time.Minute || cc.MaxDeliver != 5 {
+	if cc := natstest.ConsumerConfig(t, js, "shipment-jobs", platform.QueueConsumer); cc.AckWait != time.Minute || cc.MaxDeliver != 5 {
 		t.Errorf("consumer after update: ack wait %s, max deliver %d", cc.AckWait, cc.MaxDeliver)
 	}
 
@@ -228,7 +222,7 @@ func TestQueueConsumerAndDescribe(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	msgs := fetchAll(t, c, 3)
+	msgs := natstest.FetchAll(t, c, 3)
 	if err := msgs[0].DoubleAck(ctx); err != nil { // one done, two leased
 		t.Fatal(err)
 	}

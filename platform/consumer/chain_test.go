@@ -66,7 +66,7 @@ func TestMiddlewareRunsInOrderAroundTheHandler(t *testing.T) {
 	t.Parallel()
 	f := natstest.RunFabric(t, 1)
 	js := f.JetStream()
-	ctx := testCtx(t, 60*time.Second)
+	ctx := natstest.Context(t, 60*time.Second)
 	topic, q := platform.DefaultTopicSpec("mw-orders"), platform.DefaultQueueSpec("mw-jobs")
 	topic.Partitions, topic.Replicas, q.Replicas = 1, 1, 1
 	cat := platform.Catalog{

@@ -104,7 +104,7 @@ func TestGroupTracePropagatesFromPublisher(t *testing.T) {
 		got <- seen{header: m.Header.Get("traceparent"), sc: trace.SpanContextFromContext(ctx)}
 		return nil
 	})
-	ctx := testCtx(t, 30*time.Second)
+	ctx := natstest.Context(t, 30*time.Second)
 	pctx, producer := tp.Start(ctx, "checkout place-order")
 	if _, err := platform.NewPublisher(js, platform.PublisherOptions{}).Publish(pctx, platform.Event{ID: "evt-trace-1", Topic: "traced", Key: "order:T1", Payload: []byte("{}")}); err != nil {
 		t.Fatal(err)
@@ -150,7 +150,7 @@ func TestGroupRetryBudgetStopsRetryStorm(t *testing.T) {
 	f := natstest.RunFabric(t, 3, natstest.WithSyncAlways(false))
 	js := f.JetStream()
 	applyGroup(t, js, "inventory", 1, "reserver")
-	ctx := testCtx(t, 60*time.Second)
+	ctx := natstest.Context(t, 60*time.Second)
 	pub := platform.NewPublisher(js, platform.PublisherOptions{})
 	const keys = 10
 	for k := range keys {
@@ -259,7 +259,7 @@ func TestGroupOrderAcrossGracefulJoinAndLeave(t *testing.T) {
 	natstest.WaitFor(t, 20*time.Second, func() error { return settled([]*Member{a, b}, partitions) })
 
 	const keys, perKey = 40, 20
-	ctx := testCtx(t, 60*time.Second)
+	ctx := natstest.Context(t, 60*time.Second)
 	pubErr := make(chan error, 1)
 	go func() {
 		pub := platform.NewPublisher(f.JetStream(), platform.PublisherOptions{})
@@ -301,7 +301,7 @@ func TestGroupOrderAcrossGracefulJoinAndLeave(t *testing.T) {
 		return nil
 	})
 	leftAt := applied()
-	if err := b.Close(testCtx(t, 10*time.Second)); err != nil { // graceful leave
+	if err := b.Close(natstest.Context(t, 10*time.Second)); err != nil { // graceful leave
 		t.Fatal(err)
 	}
 	natstest.WaitFor(t, 20*time.Second, func() error { return settled([]*Member{a, c}, partitions) })

@@ -18,6 +18,7 @@ import (
 	"github.com/msgplatform/platform/platform/consumer"
 	"github.com/msgplatform/platform/platform/dlq"
 	"github.com/msgplatform/platform/redrive"
+	"github.com/msgplatform/platform/redrive/redrivetest"
 )
 
 // Two groups consume one topic; one dead-letters an event. A redrive of
@@ -79,14 +80,7 @@ func TestRedriveReachesOnlyTheFailedGroup(t *testing.T) {
 	})
 	failing.Store(false)
 
-	svc, err := redrive.New(js, redrive.DefaultConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := svc.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = svc.Close(context.Background()) })
+	svc := redrivetest.StartService(t, ctx, js)
 	st, err := svc.Submit(ctx, redrive.Request{DLQ: "payments", Selection: redrive.Selection{All: true}, Reason: "account reopened", Requester: "alice"})
 	if err != nil {
 		t.Fatal(err)

@@ -25,7 +25,7 @@ func TestFirstFailureSurvivesConsumerCrash(t *testing.T) {
 	t.Parallel()
 	f := natstest.RunFabric(t, 1)
 	js := f.JetStream()
-	ctx := testCtx(t, 60*time.Second)
+	ctx := natstest.Context(t, 60*time.Second)
 	spec := platform.DefaultTopicSpec("refunds")
 	spec.Replicas = 1
 	if _, err := catalog.NewReconciler(js, catalog.ReconcilerOptions{}).Apply(ctx, platform.Catalog{Topics: map[string]platform.TopicSpec{"refunds": spec},

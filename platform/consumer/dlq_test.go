@@ -77,7 +77,7 @@ func TestGroupRetriesAndDeadLetters(t *testing.T) {
 	startMember(t, js, cfg, handler)
 
 	pub := platform.NewPublisher(js, platform.PublisherOptions{})
-	ctx := testCtx(t, 60*time.Second)
+	ctx := natstest.Context(t, 60*time.Second)
 	publish := func(id, key string) {
 		h := nats.Header{"X-Order": []string{id}, platform.HeaderTenant: []string{"harbor-retail"}}
 		if _, err := pub.Publish(ctx, platform.Event{ID: id, Topic: "payments", Key: key, Payload: []byte("payload of " + id), Headers: h}); err != nil {
@@ -193,7 +193,7 @@ func TestGroupKilledOnLastAttemptDeadLettersOnce(t *testing.T) {
 	f := natstest.RunFabric(t, 3)
 	js := f.JetStream()
 	applyGroup(t, js, "refunds", 1, "notifier")
-	ctx := testCtx(t, 60*time.Second)
+	ctx := natstest.Context(t, 60*time.Second)
 	// A short lease so the dead member's delivery lapses quickly.
 	name := platform.PartitionConsumer("notifier", 0)
 	c, err := js.Consumer(ctx, "refunds", name)
@@ -217,7 +217,7 @@ func TestGroupKilledOnLastAttemptDeadLettersOnce(t *testing.T) {
 		}
 		return errors.New("downstream timeout")
 	})
-	router := dlq.NewRouter(js, []string{"refunds"}, testLogger(t))
+	router := dlq.NewRouter(js, []string{"refunds"}, natstest.Logger(t))
 	if err := router.Start(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -30,7 +30,7 @@ func applyGroup(t *testing.T, js jetstream.JetStream, topic string, partitions i
 	for _, g := range groups {
 		cat.Groups[g] = platform.GroupSpec{Name: g, Topic: topic}
 	}
-	if _, err := catalog.NewReconciler(js, catalog.ReconcilerOptions{}).Apply(testCtx(t, 60*time.Second), cat, catalog.ApplyOptions{}); err != nil {
+	if _, err := catalog.NewReconciler(js, catalog.ReconcilerOptions{}).Apply(natstest.Context(t, 60*time.Second), cat, catalog.ApplyOptions{}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -49,7 +49,7 @@ func startMember(t *testing.T, js jetstream.JetStream, cfg MemberConfig, h Handl
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := m.Start(testCtx(t, 30*time.Second)); err != nil {
+	if err := m.Start(natstest.Context(t, 30*time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = m.Close(context.Background()) })
@@ -210,7 +210,7 @@ func TestGroupMemberKilledMidHandling(t *testing.T) {
 	natstest.WaitFor(t, 20*time.Second, func() error { return settled(all, 6) })
 
 	pub := platform.NewPublisher(js, platform.PublisherOptions{})
-	ctx := testCtx(t, 60*time.Second)
+	ctx := natstest.Context(t, 60*time.Second)
 	const keys, perKey = 30, 10
 	for n := 1; n <= perKey; n++ {
 		for k := range keys {
@@ -274,7 +274,7 @@ func TestGroupStaleMemberCannotAck(t *testing.T) {
 	})
 	natstest.WaitFor(t, 10*time.Second, func() error { return settled([]*Member{a}, 1) })
 	pub := platform.NewPublisher(js, platform.PublisherOptions{})
-	if _, err := pub.Publish(testCtx(t, 10*time.Second), platform.Event{ID: "e1", Topic: "orders", Key: "order:1", Payload: []byte("1")}); err != nil {
+	if _, err := pub.Publish(natstest.Context(t, 10*time.Second), platform.Event{ID: "e1", Topic: "orders", Key: "order:1", Payload: []byte("1")}); err != nil {
 		t.Fatal(err)
 	}
 	fenceA := <-entered
@@ -298,11 +298,11 @@ func TestGroupStaleMemberCannotAck(t *testing.T) {
 	}
 	// NATS's part: the partition is pinned to b, so a pull by any other
 	// client gets nothing.
-	c, err := js.Consumer(testCtx(t, 5*time.Second), "orders", platform.PartitionConsumer("sales-analytics", 0))
+	c, err := js.Consumer(natstest.Context(t, 5*time.Second), "orders", platform.PartitionConsumer("sales-analytics", 0))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := pub.Publish(testCtx(t, 10*time.Second), platform.Event{ID: "e2", Topic: "orders", Key: "order:2", Payload: []byte("1")}); err != nil {
+	if _, err := pub.Publish(natstest.Context(t, 10*time.Second), platform.Event{ID: "e2", Topic: "orders", Key: "order:2", Payload: []byte("1")}); err != nil {
 		t.Fatal(err)
 	}
 	batch, err := c.Fetch(1, jetstream.FetchMaxWait(500*time.Millisecond), jetstream.FetchPriorityGroup("sales-analytics"))
@@ -342,7 +342,7 @@ func TestMemberStartJoinsWithinItsContextNotOneHeartbeat(t *testing.T) {
 		t.Fatal(err)
 	}
 	began := time.Now()
-	err = m.Start(testCtx(t, 700*time.Millisecond))
+	err = m.Start(natstest.Context(t, 700*time.Millisecond))
 	if err == nil {
 		_ = m.Close(context.Background())
 		t.Fatal("Start joined with puts that cannot finish")
@@ -398,7 +398,7 @@ func TestGroupKeepsKeyOrderWhenADeliveryIsLost(t *testing.T) {
 		}
 		return nil
 	})
-	ctx := testCtx(t, 60*time.Second)
+	ctx := natstest.Context(t, 60*time.Second)
 	pub := platform.NewPublisher(js, platform.PublisherOptions{})
 	publish := func(i int) {
 		t.Helper()

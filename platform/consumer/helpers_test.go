@@ -1,40 +1,13 @@
 package consumer
 
 import (
-	"context"
 	"io"
-	"log/slog"
 	"net"
-	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/nats-io/nats.go/jetstream"
 )
-
-func testCtx(t testing.TB, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
-}
-
-func testLogger(t testing.TB) *slog.Logger {
-	if os.Getenv("PLATFORM_TEST_LOG") != "" {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
-	return nil
-}
-
-func consumerConfig(t testing.TB, js jetstream.JetStream, stream, name string) jetstream.ConsumerConfig {
-	t.Helper()
-	c, err := js.Consumer(testCtx(t, 10*time.Second), stream, name)
-	if err != nil {
-		t.Fatalf("consumer %s/%s: %v", stream, name, err)
-	}
-	return c.CachedInfo().Config
-}
 
 // slowLink is a TCP proxy in front of a NATS client port that holds what
 // the client sends for delay (set at any time; zero passes it straight

@@ -28,7 +28,7 @@ func queueFabric(t *testing.T, nodes int, q platform.QueueSpec, timeout time.Dur
 	t.Helper()
 	f := natstest.RunFabric(t, nodes)
 	js := f.JetStream()
-	ctx := testCtx(t, timeout)
+	ctx := natstest.Context(t, timeout)
 	if _, err := catalog.NewReconciler(js, catalog.ReconcilerOptions{}).ApplyQueue(ctx, q, catalog.ApplyOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -349,7 +349,7 @@ func TestWorkersSurviveTheirConsumerRecreated(t *testing.T) {
 	q.Replicas = 1
 	_, js, ctx := queueFabric(t, 1, q, 60*time.Second)
 	handled := make(chan string, 10)
-	startWorkers(t, ctx, js, WorkersConfig{Queue: "shipment-jobs", Concurrency: 2, NoDLQRouter: true, Logger: testLogger(t)}, func(ctx context.Context, m *Message) error {
+	startWorkers(t, ctx, js, WorkersConfig{Queue: "shipment-jobs", Concurrency: 2, NoDLQRouter: true, Logger: natstest.Logger(t)}, func(ctx context.Context, m *Message) error {
 		handled <- string(m.Data)
 		return nil
 	})
@@ -359,7 +359,7 @@ func TestWorkersSurviveTheirConsumerRecreated(t *testing.T) {
 	if s := <-handled; s != "a" {
 		t.Fatalf("handled %q, want a", s)
 	}
-	cc := consumerConfig(t, js, "shipment-jobs", platform.QueueConsumer)
+	cc := natstest.ConsumerConfig(t, js, "shipment-jobs", platform.QueueConsumer)
 	if err := js.DeleteConsumer(ctx, "shipment-jobs", platform.QueueConsumer); err != nil {
 		t.Fatal(err)
 	}

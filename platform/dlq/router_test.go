@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -18,19 +16,6 @@ import (
 	"github.com/msgplatform/platform/platform/dlq"
 )
 
-func testCtx(t testing.TB, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
-}
-
-func testLogger(testing.TB) *slog.Logger {
-	if os.Getenv("PLATFORM_TEST_LOG") != "" {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
-	return nil
-}
-
 // applyGroup applies a topic with the given partitions and a group on it.
 func applyGroup(t *testing.T, js jetstream.JetStream, topic string, partitions int, groups ...string) {
 	t.Helper()
@@ -41,7 +26,7 @@ func applyGroup(t *testing.T, js jetstream.JetStream, topic string, partitions i
 	for _, g := range groups {
 		cat.Groups[g] = platform.GroupSpec{Name: g, Topic: topic}
 	}
-	if _, err := catalog.NewReconciler(js, catalog.ReconcilerOptions{}).Apply(testCtx(t, 60*time.Second), cat, catalog.ApplyOptions{}); err != nil {
+	if _, err := catalog.NewReconciler(js, catalog.ReconcilerOptions{}).Apply(natstest.Context(t, 60*time.Second), cat, catalog.ApplyOptions{}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -55,13 +40,13 @@ func TestDLQRouterCapturesMsgTerminated(t *testing.T) {
 	t.Parallel()
 	f := natstest.RunFabric(t, 3, natstest.WithSyncAlways(false))
 	js := f.JetStream()
-	ctx := testCtx(t, 60*time.Second)
+	ctx := natstest.Context(t, 60*time.Second)
 	applyGroup(t, js, "returns", 1, "refunder")
 	q := platform.DefaultQueueSpec("label-jobs")
 	if _, err := catalog.NewReconciler(js, catalog.ReconcilerOptions{}).ApplyQueue(ctx, q, catalog.ApplyOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	router := dlq.NewRouter(js, []string{"returns", "label-jobs"}, testLogger(t))
+	router := dlq.NewRouter(js, []string{"returns", "label-jobs"}, natstest.Logger(t))
 	if err := router.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -141,9 +126,9 @@ func TestDLQRouterCapturesMsgTerminated(t *testing.T) {
 func TestDLQRouterKeepsRoutingWhenItsLeaderDies(t *testing.T) {
 	f := natstest.RunFabric(t, 3)
 	js := f.JetStream()
-	ctx := testCtx(t, 90*time.Second)
+	ctx := natstest.Context(t, 90*time.Second)
 	applyGroup(t, js, "returns", 1, "refunder")
-	router := dlq.NewRouter(js, []string{"returns"}, testLogger(t))
+	router := dlq.NewRouter(js, []string{"returns"}, natstest.Logger(t))
 	if err := router.Start(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -24,7 +24,7 @@ import (
 // with the degrade mode.
 func TestFailoverFailback(t *testing.T) {
 	rr, rs := twoRegions(t, regionTopic("orders", ""), regionTopic("ledger.eu", "eu"))
-	ctx := testCtx(t, 90*time.Second)
+	ctx := natstest.Context(t, 90*time.Second)
 	eu, us := &rs[0], &rs[1]
 	rec := catalog.NewReconciler(eu.JS, catalog.ReconcilerOptions{DefaultReplicas: 1})
 	if _, err := rec.Apply(ctx, platform.Catalog{Topics: map[string]platform.TopicSpec{"orders": regionTopic("orders", "")}, Groups: map[string]platform.GroupSpec{"mailer": {Name: "mailer", Topic: "orders"}}}, catalog.ApplyOptions{AllowReducedReplicas: true}); err != nil {

@@ -26,7 +26,7 @@ func startGatedGuard(t *testing.T, rr *natstest.Regions, rs Regions) (*Guard, fu
 	t.Helper()
 	var mu sync.Mutex
 	var refusals []Refusal
-	g, err := StartGuard(testCtx(t, 30*time.Second), rs, GuardOptions{
+	g, err := StartGuard(natstest.Context(t, 30*time.Second), rs, GuardOptions{
 		OnRefusal: func(r Refusal) {
 			mu.Lock()
 			defer mu.Unlock()
@@ -73,7 +73,7 @@ func regionServers(rr *embeddednats.Regions) func(string) []*server.Server {
 // before.
 func TestResidencyGateRefusesAtRequest(t *testing.T) {
 	rr, rs := twoRegions(t, regionTopic("orders.eu", "eu"), regionTopic("orders", ""))
-	ctx := testCtx(t, 120*time.Second)
+	ctx := natstest.Context(t, 120*time.Second)
 	for range 5 {
 		if _, err := rs[0].JS.Publish(ctx, "orders.eu.k", []byte("resident")); err != nil {
 			t.Fatal(err)
@@ -275,7 +275,7 @@ func apiResidencyError(t *testing.T, op string, err error) error {
 // again, and streams are still created in between.
 func TestResidencyGateReinstalls(t *testing.T) {
 	rr, rs := twoRegions(t, regionTopic("orders.eu", "eu"))
-	ctx := testCtx(t, 120*time.Second)
+	ctx := natstest.Context(t, 120*time.Second)
 	_, _ = startGatedGuard(t, rr, rs)
 	us := rs.byName("us")
 	rogue := jetstream.StreamConfig{Name: "gate_rogue", Mirror: &jetstream.StreamSource{Name: "orders_eu", Domain: "eu"}}

@@ -27,7 +27,7 @@ import (
 // of a non-resident topic) is left alone.
 func TestResidencyGuardRefusesHandMadeCopies(t *testing.T) {
 	rr, rs := twoRegions(t, regionTopic("orders.eu", "eu"), regionTopic("orders", ""))
-	ctx := testCtx(t, 90*time.Second)
+	ctx := natstest.Context(t, 90*time.Second)
 	var mu sync.Mutex
 	refusals := map[string]Refusal{}
 	g, err := StartGuard(ctx, rs, GuardOptions{OnRefusal: func(r Refusal) {

@@ -29,7 +29,7 @@ func twoRegions(t *testing.T, topics ...platform.TopicSpec) (*natstest.Regions, 
 	}
 	rec := catalog.NewReconciler(rs[0].JS, catalog.ReconcilerOptions{DefaultReplicas: 1})
 	for _, tp := range topics {
-		if _, err := rec.ApplyTopic(testCtx(t, 30*time.Second), tp, catalog.ApplyOptions{AllowReducedReplicas: true}); err != nil {
+		if _, err := rec.ApplyTopic(natstest.Context(t, 30*time.Second), tp, catalog.ApplyOptions{AllowReducedReplicas: true}); err != nil {
 			t.Fatalf("apply %s: %v", tp.Name, err)
 		}
 	}
@@ -42,19 +42,16 @@ func regionTopic(name, residency string) platform.TopicSpec {
 	return t
 }
 
-// TestResidencyEveryRouteRefused tries every route a resident event could
-// take from eu to us and counts the attempts: none may succeed, and each
-// platform refusal names the topic and its region.
-func TestResidencyEveryRouteRefused(t *testing.T) {
-	rr, rs := twoRegions(t, regionTopic("orders.eu", "eu"), regionTopic("orders", ""))
-	ctx := testCtx(t, 60*time.Second)
-	euNC, usNC := rr.Conn("eu"), rr.Conn("us")
-
-	// Core subscribers in us on everything the topic or its DLQ could use.
-	var leaked, crossed atomic.Int64
-	for _, subj := range []string{"orders.eu.>", "$DLQ.orders_eu.>", "orders.*"} {
-		sub, err := usNC.Subscribe(subj, func(m *nats.Msg) {
-			if strings.HasPrefix(m.Subject, "orders.eu.") || strings.HasPrefix(m.Subject, "$DLQ.") {
+// listen subscribes nc to subjects until the test ends and counts what
+// arrives: a message on a subject starting with resident or "$DLQ." as
+// leaked, any other as crossed. It flushes the subscriptions before it
+// returns.
+func listen(t *testing.T, nc *nats.Conn, resident string, subjects ...string) (leaked, crossed *atomic.Int64) {
+	t.Helper()
+	leaked, crossed = new(atomic.Int64), new(atomic.Int64)
+	for _, subj := range subjects {
+		sub, err := nc.Subscribe(subj, func(m *nats.Msg) {
+			if strings.HasPrefix(m.Subject, resident) || strings.HasPrefix(m.Subject, "$DLQ.") {
 				leaked.Add(1)
 			} else {
 				crossed.Add(1)
@@ -65,7 +62,20 @@ func TestResidencyEveryRouteRefused(t *testing.T) {
 		}
 		t.Cleanup(func() { _ = sub.Unsubscribe() })
 	}
-	_ = usNC.Flush()
+	_ = nc.Flush()
+	return leaked, crossed
+}
+
+// TestResidencyEveryRouteRefused tries every route a resident event could
+// take from eu to us and counts the attempts: none may succeed, and each
+// platform refusal names the topic and its region.
+func TestResidencyEveryRouteRefused(t *testing.T) {
+	rr, rs := twoRegions(t, regionTopic("orders.eu", "eu"), regionTopic("orders", ""))
+	ctx := natstest.Context(t, 60*time.Second)
+	euNC, usNC := rr.Conn("eu"), rr.Conn("us")
+
+	// Core subscribers in us on everything the topic or its DLQ could use.
+	leaked, crossed := listen(t, usNC, "orders.eu.", "orders.eu.>", "$DLQ.orders_eu.>", "orders.*")
 	time.Sleep(300 * time.Millisecond) // interest propagates over the link
 	euJS := rs[0].JS
 	for i := range 20 {
@@ -183,7 +193,7 @@ func TestResidencyEveryRouteRefused(t *testing.T) {
 // a source in the region and a mirror across regions of open data pass.
 func TestCheckStreamDeliveriesOnTheLink(t *testing.T) {
 	_, rs := twoRegions(t, regionTopic("orders", ""), regionTopic("orders.eu", "eu"))
-	ctx := testCtx(t, 30*time.Second)
+	ctx := natstest.Context(t, 30*time.Second)
 	open, resident := platform.StreamName("orders"), platform.StreamName("orders.eu")
 	for _, c := range []struct {
 		what, in string
@@ -208,7 +218,7 @@ func TestCheckStreamDeliveriesOnTheLink(t *testing.T) {
 
 func TestMirrorNonResident(t *testing.T) {
 	_, rs := twoRegions(t, regionTopic("orders", ""))
-	ctx := testCtx(t, 60*time.Second)
+	ctx := natstest.Context(t, 60*time.Second)
 	for i := range 50 {
 		if _, err := rs[0].JS.Publish(ctx, "orders.k"+string(rune('a'+i%26)), []byte("e")); err != nil {
 			t.Fatal(err)
@@ -280,7 +290,7 @@ func TestResidencyQueue(t *testing.T) {
 		{Name: "eu", Domain: "eu", JS: rr.JetStream("eu")},
 		{Name: "us", Domain: "us", JS: rr.JetStream("us")},
 	}
-	ctx := testCtx(t, 90*time.Second)
+	ctx := natstest.Context(t, 90*time.Second)
 	rec := catalog.NewReconciler(rs[0].JS, catalog.ReconcilerOptions{DefaultReplicas: 1})
 	for _, q := range []platform.QueueSpec{jobsEU, tasks} {
 		if _, err := rec.ApplyQueue(ctx, q, catalog.ApplyOptions{}); err != nil {
@@ -290,21 +300,7 @@ func TestResidencyQueue(t *testing.T) {
 	_, refusals := startGatedGuard(t, rr, rs)
 	euNC, usNC := rr.Conn("eu"), rr.Conn("us")
 
-	var leaked, crossed atomic.Int64
-	for _, subj := range []string{"jobs.eu.>", "$DLQ.jobs_eu.>", "tasks.*"} {
-		sub, err := usNC.Subscribe(subj, func(m *nats.Msg) {
-			if strings.HasPrefix(m.Subject, "jobs.eu.") || strings.HasPrefix(m.Subject, "$DLQ.") {
-				leaked.Add(1)
-			} else {
-				crossed.Add(1)
-			}
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = sub.Unsubscribe() })
-	}
-	_ = usNC.Flush()
+	leaked, crossed := listen(t, usNC, "jobs.eu.", "jobs.eu.>", "$DLQ.jobs_eu.>", "tasks.*")
 	time.Sleep(500 * time.Millisecond) // interest propagates over the link
 	for i := range 20 {
 		if _, err := rs[0].JS.Publish(ctx, fmt.Sprintf("jobs.eu.j%d", i), []byte("resident job")); err != nil {

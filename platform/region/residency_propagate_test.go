@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/msgplatform/platform/embeddednats/natstest"
 	"github.com/msgplatform/platform/platform"
 )
 
@@ -20,7 +21,7 @@ import (
 // the bucket on the link deny list.
 func TestResidencyReportFindsPropagatedCopies(t *testing.T) {
 	_, rs := twoRegions(t, regionTopic("orders.eu", "eu"), regionTopic("orders", ""))
-	ctx := testCtx(t, 60*time.Second)
+	ctx := natstest.Context(t, 60*time.Second)
 	eu, us := rs[0].JS, rs[1].JS
 	mustCreate := func(js jetstream.JetStream, cfg jetstream.StreamConfig) {
 		t.Helper()
@@ -99,7 +100,7 @@ func TestResidencyReportFindsPropagatedCopies(t *testing.T) {
 // audited ("republish removed"); one under orders.eu.> is kept.
 func TestResidencyGuardRemovesRepublish(t *testing.T) {
 	_, rs := twoRegions(t, regionTopic("orders.eu", "eu"))
-	ctx := testCtx(t, 60*time.Second)
+	ctx := natstest.Context(t, 60*time.Second)
 	refused := make(chan Refusal, 4)
 	g, err := StartGuard(ctx, rs, GuardOptions{OnRefusal: func(r Refusal) { refused <- r }})
 	if err != nil {
@@ -140,7 +141,7 @@ func TestResidencyGuardRemovesRepublish(t *testing.T) {
 // and a push consumer of the non-resident orders are left alone.
 func TestResidencyGuardDeletesCrossingPushConsumer(t *testing.T) {
 	_, rs := twoRegions(t, regionTopic("orders.eu", "eu"), regionTopic("orders", ""))
-	ctx := testCtx(t, 60*time.Second)
+	ctx := natstest.Context(t, 60*time.Second)
 	refused := make(chan Refusal, 4)
 	g, err := StartGuard(ctx, rs, GuardOptions{OnRefusal: func(r Refusal) { refused <- r }})
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/msgplatform/platform/platform"
 	"github.com/msgplatform/platform/platform/dlq"
+	"github.com/msgplatform/platform/redrive"
 )
 
 // DeadLetter publishes n events (ids evt-<topic>-<i>, keys order:<i>,
@@ -67,4 +68,19 @@ func DeadLetter(t testing.TB, js jetstream.JetStream, topic, group string, from,
 		out = append(out, dack.Sequence)
 	}
 	return out
+}
+
+// StartService starts a redrive service with the default config on js;
+// it is closed when the test ends.
+func StartService(t testing.TB, ctx context.Context, js jetstream.JetStream) *redrive.Service {
+	t.Helper()
+	s, err := redrive.New(js, redrive.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close(context.Background()) })
+	return s
 }

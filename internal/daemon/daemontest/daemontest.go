@@ -3,9 +3,13 @@ package daemontest
 import (
 	"context"
 	"errors"
+	"io"
+	"net/http"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/msgplatform/platform/conf"
 	"github.com/msgplatform/platform/embeddednats"
@@ -75,4 +79,34 @@ func Start(t testing.TB, nodes int) *Daemon {
 		})
 		return &Daemon{Daemon: d, Config: &c}
 	}
+}
+
+// Admin connects to url with the admin credentials of trust, fails the
+// test when it cannot, and closes the connection when the test ends.
+func Admin(t testing.TB, trust *embeddednats.Trust, url string, opts ...nats.Option) *nats.Conn {
+	t.Helper()
+	nc, err := embeddednats.ConnectAdmin(trust, url, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}
+
+// AdminConn is Admin to the daemon's first node.
+func (d *Daemon) AdminConn(t testing.TB, opts ...nats.Option) *nats.Conn {
+	t.Helper()
+	return Admin(t, d.Trust(), d.URL(), opts...)
+}
+
+// HTTPGet returns the status and body of GET path on d's HTTP port.
+func HTTPGet(t testing.TB, d *daemon.Daemon, path string) (int, string) {
+	t.Helper()
+	resp, err := http.Get("http://" + d.HTTPAddr().String() + path)
+	if err != nil {
+		t.Fatalf("GET %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
 }
