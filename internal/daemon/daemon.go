@@ -129,7 +129,7 @@ func (d *Daemon) Start(ctx context.Context) (err error) {
 		return err
 	}
 	if err := d.startNodes(ctx); err != nil {
-		return err
+		return fmt.Errorf("daemon: start nodes: %w", err)
 	}
 	d.log.Info("platformd: nodes ready", "region", d.region.Name, "nodes", len(d.nodes), "client_url", d.nodes[0].ClientURL(), "creds", credsPath)
 
@@ -153,32 +153,32 @@ func (d *Daemon) Start(ctx context.Context) (err error) {
 	// On the listening side of a region link, the dialling peers deny
 	// the catalog's resident objects before they are created (regions.go).
 	if err := d.denyCatalogAtPeers(ctx); err != nil {
-		return err
+		return fmt.Errorf("daemon: deny the catalog at peers: %w", err)
 	}
 	if err := d.reconcile(ctx); err != nil {
-		return err
+		return fmt.Errorf("daemon: reconcile: %w", err)
 	}
 	if err := d.startNodeGuard(ctx); err != nil {
-		return err
+		return fmt.Errorf("daemon: start the residency guard: %w", err)
 	}
 	if err := d.startDLQRouters(ctx); err != nil {
-		return err
+		return fmt.Errorf("daemon: start the DLQ routers: %w", err)
 	}
 	if err := d.startTenancy(ctx); err != nil {
-		return err
+		return fmt.Errorf("daemon: start tenancy: %w", err)
 	}
 	if err := d.startCanary(ctx); err != nil {
-		return err
+		return fmt.Errorf("daemon: start the canary: %w", err)
 	}
 	if err := d.startRedrive(ctx); err != nil {
-		return err
+		return fmt.Errorf("daemon: start redrive: %w", err)
 	}
 	if d.cfg.Control.Enabled {
 		if d.svc, err = d.serveControl(); err != nil {
 			return err
 		}
 		if err := d.waitControlReachable(ctx); err != nil {
-			return err
+			return fmt.Errorf("daemon: control API: %w", err)
 		}
 	}
 	return d.startHTTP()
