@@ -199,19 +199,16 @@ func (m *Manager) accountStats(ctx context.Context, ts []Tenant) (out map[string
 	return out, answered
 }
 
-// storageFromServers sums account's JetStream use per replica tier from
-// every server's JSZ for the account (each reports the streams it
-// leads), as JetStream counts it against the tier's limits: a stream's
-// bytes once per replica. For an account no connection may enter (a
-// suspended tenant); answered is how many servers replied within 500 ms.
-func (m *Manager) storageFromServers(ctx context.Context, account string) (tiers map[string]TierUsage, answered int, err error) {
+// jszFromServers asks every server for its JSZ of account (opts) and
+// calls each with the detail of every server that answered within 500 ms
+// and has the account loaded (one that has not answers with an error: it
+// holds none of its streams). It returns how many servers answered.
+func (m *Manager) jszFromServers(ctx context.Context, account string, opts server.JSzOptions, each func(*server.AccountDetail)) (int, error) {
 	if m.sys == nil {
-		return nil, 0, errors.New("no system account connection")
+		return 0, errors.New("no system account connection")
 	}
-	body, _ := json.Marshal(server.JSzOptions{Streams: true, Config: true, StreamLeaderOnly: true})
-	tiers = map[string]TierUsage{}
-	seen := map[string]bool{}
-	answered, err = gather.Collect(ctx, m.sys, fmt.Sprintf("$SYS.REQ.ACCOUNT.%s.JSZ", account), body, gather.Options{Want: m.cfg.Servers, Wait: 500 * time.Millisecond}, func(msg *nats.Msg) (bool, error) {
+	body, _ := json.Marshal(opts)
+	return gather.Collect(ctx, m.sys, fmt.Sprintf("$SYS.REQ.ACCOUNT.%s.JSZ", account), body, gather.Options{Want: m.cfg.Servers, Wait: 500 * time.Millisecond}, func(msg *nats.Msg) (bool, error) {
 		var r struct {
 			Data  *server.AccountDetail `json:"data"`
 			Error *server.ApiError      `json:"error"`
@@ -219,12 +216,23 @@ func (m *Manager) storageFromServers(ctx context.Context, account string) (tiers
 		if json.Unmarshal(msg.Data, &r) != nil || (r.Data == nil && r.Error == nil) {
 			return false, nil
 		}
-		// A server that has not loaded the account (or its JetStream)
-		// answers with an error: it holds none of its streams.
-		if r.Data == nil {
-			return true, nil
+		if r.Data != nil {
+			each(r.Data)
 		}
-		for _, sd := range r.Data.Streams {
+		return true, nil
+	})
+}
+
+// storageFromServers sums account's JetStream use per replica tier from
+// every server's JSZ for the account (each reports the streams it
+// leads), as JetStream counts it against the tier's limits: a stream's
+// bytes once per replica. For an account no connection may enter (a
+// suspended tenant); answered is how many servers replied.
+func (m *Manager) storageFromServers(ctx context.Context, account string) (tiers map[string]TierUsage, answered int, err error) {
+	tiers = map[string]TierUsage{}
+	seen := map[string]bool{}
+	answered, err = m.jszFromServers(ctx, account, server.JSzOptions{Streams: true, Config: true, StreamLeaderOnly: true}, func(d *server.AccountDetail) {
+		for _, sd := range d.Streams {
 			if sd.Config == nil || seen[sd.Name] {
 				continue
 			}
@@ -241,7 +249,6 @@ func (m *Manager) storageFromServers(ctx context.Context, account string) (tiers
 			}
 			tiers[tier] = tu
 		}
-		return true, nil
 	})
 	if err != nil {
 		return nil, 0, err
@@ -253,22 +260,8 @@ func (m *Manager) storageFromServers(ctx context.Context, account string) (tiers
 // servers answering hold (every replica, not the leaders only), and how
 // many servers answered.
 func (m *Manager) replicasOnServers(ctx context.Context, account string) (replicas, answered int, err error) {
-	if m.sys == nil {
-		return 0, 0, errors.New("no system account connection")
-	}
-	body, _ := json.Marshal(server.JSzOptions{Streams: true})
-	answered, err = gather.Collect(ctx, m.sys, fmt.Sprintf("$SYS.REQ.ACCOUNT.%s.JSZ", account), body, gather.Options{Want: m.cfg.Servers, Wait: 500 * time.Millisecond}, func(msg *nats.Msg) (bool, error) {
-		var r struct {
-			Data  *server.AccountDetail `json:"data"`
-			Error *server.ApiError      `json:"error"`
-		}
-		if json.Unmarshal(msg.Data, &r) != nil || (r.Data == nil && r.Error == nil) {
-			return false, nil
-		}
-		if r.Data != nil {
-			replicas += len(r.Data.Streams)
-		}
-		return true, nil
+	answered, err = m.jszFromServers(ctx, account, server.JSzOptions{Streams: true}, func(d *server.AccountDetail) {
+		replicas += len(d.Streams)
 	})
 	return replicas, answered, err
 }
