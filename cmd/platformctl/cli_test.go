@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -22,18 +21,6 @@ func runCLI(t *testing.T, d *daemontest.Daemon, args ...string) (string, error) 
 	t.Helper()
 	out, _, err := runCLIStderr(t, d, args...)
 	return out, err
-}
-
-// execCLI runs platformctl with args under ctx and returns what it wrote
-// to stdout and stderr together.
-func execCLI(ctx context.Context, args ...string) (string, error) {
-	root := newRootCmd()
-	var out bytes.Buffer
-	root.SetOut(&out)
-	root.SetErr(&out)
-	root.SetArgs(args)
-	err := root.ExecuteContext(ctx)
-	return out.String(), err
 }
 
 func mustCLI(t *testing.T, d *daemontest.Daemon, args ...string) string {

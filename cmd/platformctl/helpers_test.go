@@ -1,0 +1,54 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/msgplatform/platform/conf"
+	"github.com/msgplatform/platform/embeddednats"
+	"github.com/msgplatform/platform/internal/daemon/daemontest"
+)
+
+// startDaemon starts cfg's platformd (daemontest.StartConfig: defaults
+// filled, closed when the test ends) as a daemontest.Daemon, so runCLI and
+// mustCLI reach its first node with its admin creds.
+func startDaemon(t *testing.T, cfg *conf.Config) *daemontest.Daemon {
+	t.Helper()
+	return &daemontest.Daemon{Daemon: daemontest.StartConfig(t, cfg), Config: cfg}
+}
+
+// newTrust is a fresh embeddednats.NewTrust; an error ends the test.
+func newTrust(t *testing.T) *embeddednats.Trust {
+	t.Helper()
+	trust, err := embeddednats.NewTrust()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return trust
+}
+
+// writeCreds writes trust's admin .creds file (0600) in a fresh
+// t.TempDir() and returns its path; an error ends the test.
+func writeCreds(t *testing.T, trust *embeddednats.Trust) string {
+	t.Helper()
+	p, err := trust.WriteCreds(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// adminJetStream connects to url with trust's admin creds and opts (the
+// connection closes when the test ends) and returns the connection and
+// its JetStream; an error ends the test.
+func adminJetStream(t *testing.T, trust *embeddednats.Trust, url string, opts ...nats.Option) (*nats.Conn, jetstream.JetStream) {
+	t.Helper()
+	nc := daemontest.Admin(t, trust, url, opts...)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nc, js
+}
