@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/nats-io/nats.go"
@@ -51,4 +52,15 @@ func adminJetStream(t *testing.T, trust *embeddednats.Trust, url string, opts ..
 		t.Fatal(err)
 	}
 	return nc, js
+}
+
+// wantContains reports a test error for each of wants that out (the output
+// of what) lacks.
+func wantContains(t *testing.T, what, out string, wants ...string) {
+	t.Helper()
+	for _, want := range wants {
+		if !strings.Contains(out, want) {
+			t.Errorf("%s lacks %q:\n%s", what, want, out)
+		}
+	}
 }
