@@ -1,6 +1,9 @@
 package main
 
 import (
+	"fmt"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -63,4 +66,27 @@ func wantContains(t *testing.T, what, out string, wants ...string) {
 			t.Errorf("%s lacks %q:\n%s", what, want, out)
 		}
 	}
+}
+
+// approveAndRun approves redrive id with approver's .creds and runs it with
+// runner's (flags, such as --tenant, given to both), and fails the test
+// unless the run completes with all n entries sent, none skipped or failed.
+func approveAndRun(t *testing.T, d *daemontest.Daemon, id, approver, runner string, n int, flags ...string) {
+	t.Helper()
+	mustCLI(t, d, append([]string{"redrive", "approve", id, "--user-creds", approver}, flags...)...)
+	out := mustCLI(t, d, append([]string{"redrive", "run", id, "--user-creds", runner, "--interval", "200ms"}, flags...)...)
+	if want := fmt.Sprintf("%s completed: %d/%d done, %d sent, 0 skipped, 0 failed again", id, n, n, n); !strings.Contains(out, want) {
+		t.Fatalf("run of %s lacks %q:\n%s", id, want, out)
+	}
+}
+
+// requestedID is the id of the redrive request that `redrive request`
+// reported in out; the test fails unless out says it holds n entries.
+func requestedID(t *testing.T, out string, n int) string {
+	t.Helper()
+	m := regexp.MustCompile(`requested (rd-\S+): (\d+) entries`).FindStringSubmatch(out)
+	if m == nil || m[2] != strconv.Itoa(n) {
+		t.Fatalf("redrive request, want %d entries:\n%s", n, out)
+	}
+	return m[1]
 }
