@@ -6,8 +6,6 @@ import (
 	"errors"
 	"flag"
 	"math"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -68,23 +66,7 @@ func mustRunCapacity(t *testing.T, args ...string) string {
 }
 
 func TestCapacityGolden(t *testing.T) {
-	got := mustRunCapacity(t)
-	golden := filepath.Join("testdata", "capacity_harborcart.golden")
-	if updateGolden() {
-		if err := os.MkdirAll("testdata", 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatalf("%v (run go test -run TestCapacityGolden -update)", err)
-	}
-	if got != string(want) {
-		t.Errorf("output differs from %s (rerun with -update if intended)\ngot:\n%s\nwant:\n%s", golden, got, want)
-	}
+	checkGolden(t, "capacity_harborcart.golden", mustRunCapacity(t))
 }
 
 // TestCapacityMatchesGuide checks the table row by row against the guide,
@@ -113,13 +95,9 @@ func TestCapacityMatchesGuide(t *testing.T) {
 		if rows[i] != want {
 			t.Errorf("row %d:\n got %q\nwant %q", i+1, rows[i], want)
 		}
-		for _, cell := range want {
-			if !strings.Contains(out, cell) {
-				t.Errorf("output lacks the guide's %q", cell)
-			}
-		}
+		wantContains(t, "output", out, want[:]...)
 	}
-	for _, s := range []string{
+	wantContains(t, "output", out,
 		"24 partitions cap a group at 24 active consumers and 48,000/s",
 		"48 partitions would reach 96,000/s, still below the 100,000/s peak",
 		"the peak needs 50 partitions",
@@ -127,11 +105,7 @@ func TestCapacityMatchesGuide(t *testing.T) {
 		"draining at 50,000/s against 20,000/s arriving takes 20m0s",
 		"WARNING: 24 partitions allow at most 24 consumers against 50 needed at peak",
 		"WARNING: 24 partitions × 2,000/s = 48,000/s < 100,000/s peak",
-	} {
-		if !strings.Contains(out, s) {
-			t.Errorf("output lacks %q", s)
-		}
-	}
+	)
 }
 
 func TestCapacitySizeUnits(t *testing.T) {
@@ -172,11 +146,7 @@ func TestCapacityTenKiB(t *testing.T) {
 		}
 	}
 	out := mustRunCapacity(t, "--size", "10KiB")
-	for _, s := range []string{"195.31 MiB/s", "976.56 MiB/s", "144.84 TiB", "572.20 GiB (60,000,000 events)", "50 per group"} {
-		if !strings.Contains(out, s) {
-			t.Errorf("10 KiB output lacks %q:\n%s", s, out)
-		}
-	}
+	wantContains(t, "10 KiB output", out, "195.31 MiB/s", "976.56 MiB/s", "144.84 TiB", "572.20 GiB (60,000,000 events)", "50 per group")
 }
 
 func TestCapacityInvalidInputs(t *testing.T) {
@@ -191,11 +161,7 @@ func TestCapacityInvalidInputs(t *testing.T) {
 	if !errors.Is(err, capacity.ErrInvalidInputs) {
 		t.Errorf("error does not match capacity.ErrInvalidInputs: %v", err)
 	}
-	for _, s := range []string{"rate: must be > 0, got 0", "partitions: must be >= 1, got 0", "size:", `"banana"`} {
-		if !strings.Contains(err.Error(), s) {
-			t.Errorf("error lacks %q:\n%v", s, err)
-		}
-	}
+	wantContains(t, "error", err.Error(), "rate: must be > 0, got 0", "partitions: must be >= 1, got 0", "size:", `"banana"`)
 	if _, err := runCapacity(t, "-o", "yaml"); err == nil || !strings.Contains(err.Error(), "output: must be table or json") {
 		t.Errorf("-o yaml: got %v", err)
 	}

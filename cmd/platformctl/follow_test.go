@@ -19,10 +19,7 @@ import (
 // with "approved: 0/12 done" while the run goes on).
 func TestFollowSkipsReadsOlderThanTheRun(t *testing.T) {
 	f := natstest.RunFabric(t, 1)
-	creds, err := f.Trust().WriteCreds(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	creds := writeCreds(t, f.Trust())
 	var calls atomic.Int32
 	status := func(_ context.Context, _ redrive.IDRequest) (redrive.Status, error) {
 		st := redrive.Status{Revision: 3}

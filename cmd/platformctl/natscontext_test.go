@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -12,7 +11,6 @@ import (
 
 	"github.com/msgplatform/platform/conf"
 	"github.com/msgplatform/platform/internal/attack"
-	"github.com/msgplatform/platform/internal/daemon"
 	"github.com/msgplatform/platform/internal/daemon/daemontest"
 	"github.com/msgplatform/platform/internal/tlsconf/tlstest"
 	"github.com/msgplatform/platform/tenancy"
@@ -143,28 +141,12 @@ func TestCLIUserNatsContextTLS(t *testing.T) {
 	cfg.Fabric.TLS = ca.ServerT(t, "n1")
 	cfg.HTTP.Listen = "127.0.0.1:0"
 	cfg.DataDir = t.TempDir()
-	cfg.EnsureDefaults()
-	d, err := daemon.New(&cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	if err := d.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-		defer cancel()
-		_ = d.Close(ctx)
-	})
-	url, admin := d.Nodes()[0].ClientURL(), filepath.Join(cfg.DataDir, "creds", "admin.creds")
+	d := startDaemon(t, &cfg)
 	cli := func(tlsCA string, args ...string) (string, error) {
-		all := []string{"--server", url, "--creds", admin, "--timeout", "30s"}
 		if tlsCA != "" {
-			all = append(all, "--tls-ca", tlsCA)
+			args = append([]string{"--tls-ca", tlsCA}, args...)
 		}
-		return execCLI(ctx, append(all, args...)...)
+		return runCLI(t, d, args...)
 	}
 	xdg := t.TempDir()
 	t.Setenv("XDG_CONFIG_HOME", xdg)

@@ -128,23 +128,11 @@ func TestCLIOperators(t *testing.T) {
 	redrivetest.DeadLetter(t, js, "payments", "ledger", 0, 12, "card number %d is not a number")
 	redrivetest.DeadLetter(t, js, "refunds", "ledger", 0, 5, "card number %d is not a number")
 	request := []string{"redrive", "request", "payments", "--all", "--reason", "parser fixed", "--sample", "3", "--sample-window", "1s", "--rate", "100"}
-	requestID := func(out string) string {
-		t.Helper()
-		m := regexp.MustCompile(`requested (rd-\S+): (\d+) entries`).FindStringSubmatch(out)
-		if m == nil {
-			t.Fatalf("request:\n%s", out)
-		}
-		return m[1]
-	}
-	id := requestID(mustCLI(t, d, append(request, "--user-creds", aliceCreds)...))
+	id := requestedID(t, mustCLI(t, d, append(request, "--user-creds", aliceCreds)...), 12)
 	if _, err := runCLI(t, d, "redrive", "approve", id, "--user-creds", aliceCreds); !errors.Is(err, control.ErrConflict) || !strings.Contains(err.Error(), "someone else") {
 		t.Fatalf("alice approving her own request: %v", err)
 	}
-	mustCLI(t, d, "redrive", "approve", id, "--user-creds", bobCreds)
-	out = mustCLI(t, d, "redrive", "run", id, "--user-creds", aliceCreds, "--interval", "200ms")
-	if !strings.Contains(out, id+" completed: 12/12 done, 12 sent, 0 skipped, 0 failed again") {
-		t.Fatalf("run:\n%s", out)
-	}
+	approveAndRun(t, d, id, bobCreds, aliceCreds, 12)
 	out = mustCLI(t, d, "redrive", "status", id)
 	for _, want := range []string{"approved by bob@platform", "requester:    alice@platform"} {
 		if !strings.Contains(out, want) {
@@ -160,7 +148,7 @@ func TestCLIOperators(t *testing.T) {
 	}
 	defer bobConn.Close()
 	request[2] = "refunds"
-	id2 := requestID(mustCLI(t, d, append(request, "--user-creds", aliceCreds)...))
+	id2 := requestedID(t, mustCLI(t, d, append(request, "--user-creds", aliceCreds)...), 5)
 	statusBefore := mustCLI(t, d, "redrive", "status", id2)
 	out = mustCLI(t, d, "operator", "revoke", "bob", "--user-creds", aliceCreds)
 	if !strings.Contains(out, "operator bob@platform revoked") {
@@ -201,11 +189,7 @@ func TestCLIOperators(t *testing.T) {
 	if _, err := runCLI(t, d, "redrive", "approve", id2, "--user-creds", bobCreds); !errors.Is(err, control.ErrConflict) || !strings.Contains(err.Error(), "revoked") {
 		t.Fatalf("bob's old creds after he was added again: %v", err)
 	}
-	mustCLI(t, d, "redrive", "approve", id2, "--user-creds", bob2)
-	out = mustCLI(t, d, "redrive", "run", id2, "--user-creds", aliceCreds, "--interval", "200ms")
-	if !strings.Contains(out, id2+" completed: 5/5 done, 5 sent, 0 skipped, 0 failed again") {
-		t.Fatalf("run after the revocation:\n%s", out)
-	}
+	approveAndRun(t, d, id2, bob2, aliceCreds, 5)
 
 	// Audited: who, what, when.
 	out = mustCLI(t, d, "audit", "--limit", "1000")

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -137,30 +136,23 @@ func TestAttackCLIRoles(t *testing.T) {
 		t.Fatalf("refused requests filed %d", n-before)
 	}
 	out := mustCLI(t, d, "redrive", "request", "payments", "--tenant", "harbor", "--all", "--reason", "fixed", "--sample", "0", "--rate", "0", "--user-creds", creds["oli"])
-	m := regexp.MustCompile(`requested (rd-\S+): 3 entries`).FindStringSubmatch(out)
-	if m == nil {
-		t.Fatalf("an operator's request:\n%s", out)
-	}
-	st, err := svc.Get(ctx, m[1])
+	id := requestedID(t, out, 3)
+	st, err := svc.Get(ctx, id)
 	if err != nil || st.Request.Rate != 50 || st.Requester != "oli@harbor" {
 		t.Fatalf("oli's request: rate %g, requester %s, %v; want the quota, oli@harbor", st.Request.Rate, st.Requester, err)
 	}
 	for _, who := range []string{"vic", "oli"} {
-		if _, err := runCLI(t, d, "redrive", "approve", m[1], "--tenant", "harbor", "--user-creds", creds[who]); !errors.Is(err, control.ErrConflict) {
+		if _, err := runCLI(t, d, "redrive", "approve", id, "--tenant", "harbor", "--user-creds", creds[who]); !errors.Is(err, control.ErrConflict) {
 			t.Fatalf("%s approving: %v, want a refusal", who, err)
 		}
 	}
-	if _, err := runCLI(t, d, "redrive", "run", m[1], "--tenant", "harbor", "--user-creds", creds["ann"]); !errors.Is(err, control.ErrConflict) {
+	if _, err := runCLI(t, d, "redrive", "run", id, "--tenant", "harbor", "--user-creds", creds["ann"]); !errors.Is(err, control.ErrConflict) {
 		t.Fatalf("an approver running: %v, want a refusal", err)
 	}
-	if st, _ := svc.Get(ctx, m[1]); st.State != redrive.StateRequested {
+	if st, _ := svc.Get(ctx, id); st.State != redrive.StateRequested {
 		t.Fatalf("after the refusals: %s", st.State)
 	}
-	mustCLI(t, d, "redrive", "approve", m[1], "--tenant", "harbor", "--user-creds", creds["ann"])
-	out = mustCLI(t, d, "redrive", "run", m[1], "--tenant", "harbor", "--user-creds", creds["oli"], "--interval", "200ms")
-	if !strings.Contains(out, m[1]+" completed: 3/3 done, 3 sent") {
-		t.Fatalf("the operator's run:\n%s", out)
-	}
+	approveAndRun(t, d, id, creds["ann"], creds["oli"], 3, "--tenant", "harbor")
 
 	mustCLI(t, d, "user", "role", "harbor", "vic", "--remove", "viewer")
 	if _, err := runCLI(t, d, "dlq", "show", "payments", "1", "--tenant", "harbor", "--user-creds", creds["vic"]); !errors.Is(err, control.ErrConflict) {

@@ -56,11 +56,7 @@ func TestCLIRedrive(t *testing.T) {
 		t.Fatalf("dlq show:\n%s", out)
 	}
 	out = mustCLI(t, d, "dlq", "show", "payments", "2")
-	for _, want := range []string{"reason:       card number 1 is not a number", "event id:     evt-payments-1", `{"order":1}`, "Platform-Dlq-Group: ledger"} {
-		if !strings.Contains(out, want) {
-			t.Errorf("dlq show SEQ lacks %q:\n%s", want, out)
-		}
-	}
+	wantContains(t, "dlq show SEQ", out, "reason:       card number 1 is not a number", "event id:     evt-payments-1", `{"order":1}`, "Platform-Dlq-Group: ledger")
 	out = mustCLI(t, d, "dlq", "groups", "payments")
 	if !strings.Contains(out, "card number <n> is not a number") || !regexp.MustCompile(`\s12\s+permanent`).MatchString(out) {
 		t.Fatalf("dlq groups:\n%s", out)
@@ -84,11 +80,10 @@ func TestCLIRedrive(t *testing.T) {
 		t.Fatalf("missing --user-creds file: %v", err)
 	}
 	out = mustCLI(t, d, append(request, "--user-creds", alice)...)
-	m := regexp.MustCompile(`requested (rd-\S+): 12 entries`).FindStringSubmatch(out)
-	if m == nil || !strings.Contains(out, "someone other than alice@platform must run") {
+	id := requestedID(t, out, 12)
+	if !strings.Contains(out, "someone other than alice@platform must run") {
 		t.Fatalf("request:\n%s", out)
 	}
-	id := m[1]
 	if _, err := runCLI(t, d, "redrive", "approve", id, "--user-creds", alice); !errors.Is(err, control.ErrConflict) || !strings.Contains(err.Error(), "someone else") {
 		t.Fatalf("self-approval: %v", err)
 	}
@@ -106,17 +101,9 @@ func TestCLIRedrive(t *testing.T) {
 		t.Fatalf("run progress:\n%s", out)
 	}
 	out = mustCLI(t, d, "redrive", "status", id)
-	for _, want := range []string{"Redrive " + id + ": completed", "approved by bob@platform", "requester:    alice@platform: parser fixed"} {
-		if !strings.Contains(out, want) {
-			t.Errorf("status lacks %q:\n%s", want, out)
-		}
-	}
+	wantContains(t, "status", out, "Redrive "+id+": completed", "approved by bob@platform", "requester:    alice@platform: parser fixed")
 	out = mustCLI(t, d, "redrive", "history", id)
-	for _, want := range []string{"redrive.request", "redrive.approve", "redrive.run", "redrive.sent", "redrive.complete"} {
-		if !strings.Contains(out, want) {
-			t.Errorf("history lacks %s:\n%s", want, out)
-		}
-	}
+	wantContains(t, "history", out, "redrive.request", "redrive.approve", "redrive.run", "redrive.sent", "redrive.complete")
 	// Every redriven event is linked: its msg id, the payments stream.
 	out = mustCLI(t, d, "redrive", "history", id, "--links")
 	if rows := regexp.MustCompile(`redrive:`+regexp.QuoteMeta(id)+`:\d+\s+payments\s+\d+\s`).FindAllString(out, -1); len(rows) != 12 {
@@ -162,14 +149,11 @@ func TestCLIRedriveTenant(t *testing.T) {
 		t.Fatalf("dlq show --tenant:\n%s", out)
 	}
 	out = mustCLI(t, d, "redrive", "request", "payments", "--tenant", "harbor", "--all", "--reason", "fixed", "--sample", "0", "--rate", "0", "--as", "alice")
-	m := regexp.MustCompile(`requested (rd-\S+): 5 entries`).FindStringSubmatch(out)
-	if m == nil {
-		t.Fatalf("request --tenant:\n%s", out)
-	}
-	if _, err := runCLI(t, d, "redrive", "status", m[1], "--tenant", "meridian"); !errors.Is(err, control.ErrNotFound) {
+	id := requestedID(t, out, 5)
+	if _, err := runCLI(t, d, "redrive", "status", id, "--tenant", "meridian"); !errors.Is(err, control.ErrNotFound) {
 		t.Fatalf("harbor's request in meridian's scope: %v, want not found", err)
 	}
-	if !strings.Contains(mustCLI(t, d, "redrive", "status", m[1], "--tenant", "harbor"), "requester:    unauthenticated:alice") {
+	if !strings.Contains(mustCLI(t, d, "redrive", "status", id, "--tenant", "harbor"), "requester:    unauthenticated:alice") {
 		t.Fatal("an unsigned request is not recorded as unauthenticated:<--as>")
 	}
 	// A tenant's user signs with the .creds `user add` wrote: it acts on
@@ -179,8 +163,8 @@ func TestCLIRedriveTenant(t *testing.T) {
 	if _, err := runCLI(t, d, "redrive", "request", "refunds", "--tenant", "meridian", "--all", "--reason", "x", "--user-creds", carol); !errors.Is(err, control.ErrConflict) || !strings.Contains(err.Error(), "cannot act on tenant meridian") {
 		t.Fatalf("harbor's user on meridian's DLQ: %v", err)
 	}
-	out = mustCLI(t, d, "redrive", "run", m[1], "--tenant", "harbor", "--user-creds", carol, "--interval", "200ms")
-	if !strings.Contains(out, m[1]+" completed: 5/5 done, 5 sent") {
+	out = mustCLI(t, d, "redrive", "run", id, "--tenant", "harbor", "--user-creds", carol, "--interval", "200ms")
+	if !strings.Contains(out, id+" completed: 5/5 done, 5 sent") {
 		t.Fatalf("run --tenant:\n%s", out)
 	}
 	s, _ := js.Stream(ctx, tenancy.StreamName("payments"))
@@ -190,7 +174,7 @@ func TestCLIRedriveTenant(t *testing.T) {
 	if out := mustCLI(t, d, "redrive", "history", "--tenant", "harbor"); !strings.Contains(out, "redrive.complete") {
 		t.Fatalf("history --tenant harbor:\n%s", out)
 	}
-	if out := mustCLI(t, d, "redrive", "history", "--tenant", "meridian"); strings.Contains(out, m[1]) {
+	if out := mustCLI(t, d, "redrive", "history", "--tenant", "meridian"); strings.Contains(out, id) {
 		t.Fatalf("meridian's history shows harbor's request:\n%s", out)
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -17,19 +16,10 @@ import (
 	"github.com/msgplatform/platform/embeddednats"
 	"github.com/msgplatform/platform/embeddednats/natstest"
 	"github.com/msgplatform/platform/internal/control"
-	"github.com/msgplatform/platform/internal/daemon"
 	"github.com/msgplatform/platform/internal/daemon/daemontest"
 	"github.com/msgplatform/platform/platform"
 	"github.com/msgplatform/platform/platform/region"
 )
-
-// nodeRegion is one region run by a mode-node platformd for a test.
-type nodeRegion struct {
-	d     *daemon.Daemon
-	cfg   *conf.Config
-	url   string // client URL
-	creds string // admin creds the daemon wrote
-}
 
 // nodeRegionConfig is a standalone mode-node platformd of region name on
 // port (one node, R1) sharing trust, with topics and peers.
@@ -43,12 +33,6 @@ func nodeRegionConfig(t *testing.T, trust *embeddednats.Trust, name string, port
 	return daemontest.NodeRegionConfig(t, trust, name, port, cat, peers)
 }
 
-func startNodeRegion(t *testing.T, cfg *conf.Config) *nodeRegion {
-	t.Helper()
-	d := daemontest.StartConfig(t, cfg)
-	return &nodeRegion{d: d, cfg: cfg, url: d.Nodes()[0].ClientURL(), creds: filepath.Join(cfg.DataDir, "creds", "admin.creds")}
-}
-
 // TestCLIRegionsNodeMode is the failover scenario driven with platformctl
 // against two mode-node platformds (eu, us; one node each, linked by a
 // leafnode that us dials), each naming the other in regions.peers: us's
@@ -58,10 +42,7 @@ func startNodeRegion(t *testing.T, cfg *conf.Config) *nodeRegion {
 // fails back, and checks that every acknowledged event is in eu exactly
 // once and the mirror in us again holds them all (lost 0, duplicated 0).
 func TestCLIRegionsNodeMode(t *testing.T) {
-	trust, err := embeddednats.NewTrust()
-	if err != nil {
-		t.Fatal(err)
-	}
+	trust := newTrust(t)
 	ports := natstest.FreePorts(t, 3)
 	euPort, usPort, leafPort := ports[0], ports[1], ports[2]
 	ordersEU, orders, invoices := platform.DefaultTopicSpec("orders.eu"), platform.DefaultTopicSpec("orders"), platform.DefaultTopicSpec("invoices")
@@ -73,53 +54,47 @@ func TestCLIRegionsNodeMode(t *testing.T) {
 	euCfg := nodeRegionConfig(t, trust, "eu", euPort, []platform.TopicSpec{orders, ordersEU},
 		[]conf.PeerRegion{{Name: "us", URLs: []string{fmt.Sprintf("nats://127.0.0.1:%d", usPort)}}})
 	euCfg.Node.Leaf.Host, euCfg.Node.Leaf.Port = "127.0.0.1", leafPort
-	eu := startNodeRegion(t, euCfg)
+	eu := startDaemon(t, euCfg)
 
 	// us: dials eu; its peer eu with a creds file (0600).
-	peerCreds, err := trust.WriteCreds(filepath.Join(t.TempDir(), "eu-creds"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	usCfg := nodeRegionConfig(t, trust, "us", usPort, []platform.TopicSpec{invoices},
-		[]conf.PeerRegion{{Name: "eu", URLs: []string{eu.url}, Creds: peerCreds}})
+		[]conf.PeerRegion{{Name: "eu", URLs: []string{eu.URL()}, Creds: writeCreds(t, trust)}})
 	usCfg.Node.Leaf.Remotes = []embeddednats.LeafRemote{{URLs: []string{fmt.Sprintf("nats-leaf://127.0.0.1:%d", leafPort)}, Deny: deny}}
-	us := startNodeRegion(t, usCfg)
+	us := startDaemon(t, usCfg)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	run := func(r *nodeRegion, args ...string) (string, error) {
-		return execCLI(ctx, append([]string{"--server", r.url, "--creds", r.creds, "--timeout", "30s"}, args...)...)
-	}
-	ncEU, ncUS := adminConn(t, trust, eu.url), adminConn(t, trust, us.url)
+	reconnect := []nats.Option{nats.MaxReconnects(-1), nats.ReconnectWait(100 * time.Millisecond)}
+	_, jsEU := adminJetStream(t, trust, eu.URL(), reconnect...)
+	ncUS, jsUS := adminJetStream(t, trust, us.URL(), reconnect...)
 	waitLinked(t, ncUS, "eu")
 
-	if out, err := run(us, "region", "list"); err != nil || !strings.Contains(out, "us") || !strings.Contains(out, "eu") {
+	if out, err := runCLI(t, us, "region", "list"); err != nil || !strings.Contains(out, "us") || !strings.Contains(out, "eu") {
 		t.Fatalf("region list on us: %v\n%s", err, out)
 	}
-	out, err := run(eu, "region", "mirror", "orders.eu", "--to", "us")
+	out, err := runCLI(t, eu, "region", "mirror", "orders.eu", "--to", "us")
 	if !errors.Is(err, control.ErrConflict) || !strings.Contains(err.Error(), "topic orders.eu is resident in eu") {
 		t.Fatalf("resident mirror: want a refusal naming eu, got %v\n%s", err, out)
 	}
-	if out, err = run(eu, "region", "mirror", "orders", "--to", "us"); err != nil || !strings.Contains(out, "created mirror of topic orders: eu -> us") {
+	if out, err = runCLI(t, eu, "region", "mirror", "orders", "--to", "us"); err != nil || !strings.Contains(out, "created mirror of topic orders: eu -> us") {
 		t.Fatalf("mirror orders: %v\n%s", err, out)
 	}
 
 	const N, M = 100, 40
-	jsEU, jsUS := mustJS(t, ncEU), mustJS(t, ncUS)
 	publishIDs(ctx, t, jsEU, "orders", "eu", 0, N)
 	natstest.WaitFor(t, 30*time.Second, func() error { return streamHas(ctx, jsUS, "orders", N) })
-	if out, err = run(us, "region", "mirrors"); err != nil || !strings.Contains(out, "orders") {
+	if out, err = runCLI(t, us, "region", "mirrors"); err != nil || !strings.Contains(out, "orders") {
 		t.Fatalf("region mirrors on us: %v\n%s", err, out)
 	}
-	if out, err = run(us, "residency", "report"); err != nil || !strings.Contains(out, "us:orders(mirror of orders)") || !strings.Contains(out, "No violations.") {
+	if out, err = runCLI(t, us, "residency", "report"); err != nil || !strings.Contains(out, "us:orders(mirror of orders)") || !strings.Contains(out, "No violations.") {
 		t.Fatalf("residency report on us: %v\n%s", err, out)
 	}
 	t.Log(out)
 
 	// eu goes down; us's platformd fails orders over to itself.
-	euNode := eu.d.Nodes()[0]
+	euNode := eu.Nodes()[0]
 	euNode.Kill()
-	out, err = run(us, "region", "failover", "orders", "--to", "us")
+	out, err = runCLI(t, us, "region", "failover", "orders", "--to", "us")
 	if err != nil || !strings.Contains(out, "topic orders failed over: eu -> us") || !strings.Contains(out, "duplicate window consumers must absorb") {
 		t.Fatalf("failover with eu down: %v\n%s", err, out)
 	}
@@ -140,7 +115,7 @@ func TestCLIRegionsNodeMode(t *testing.T) {
 		_, err := jsEU.AccountInfo(ctx)
 		return err
 	})
-	out, err = run(us, "region", "failback", "orders")
+	out, err = runCLI(t, us, "region", "failback", "orders")
 	if err != nil || !strings.Contains(out, "topic orders failed back: us -> eu") || !strings.Contains(out, fmt.Sprintf("copied back: %d", M)) || !strings.Contains(out, "mirroring resumed: eu -> us") {
 		t.Fatalf("failback: %v\n%s", err, out)
 	}
@@ -169,12 +144,8 @@ func TestCLIRegionsNodeMode(t *testing.T) {
 // platformd answers the region operations with an error naming
 // regions.peers.
 func TestNodeModeRegionOpsNeedPeers(t *testing.T) {
-	trust, err := embeddednats.NewTrust()
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := startNodeRegion(t, nodeRegionConfig(t, trust, "eu", natstest.FreePorts(t, 1)[0], nil, nil))
-	out, err := execCLI(context.Background(), "--server", r.url, "--creds", r.creds, "--timeout", "10s", "region", "failover", "orders", "--to", "us")
+	r := startDaemon(t, nodeRegionConfig(t, newTrust(t), "eu", natstest.FreePorts(t, 1)[0], nil, nil))
+	out, err := runCLI(t, r, "region", "failover", "orders", "--to", "us")
 	if !errors.Is(err, control.ErrInvalid) || !strings.Contains(err.Error(), "regions.peers") {
 		t.Fatalf("failover without peers: want an error naming regions.peers, got %v\n%s", err, out)
 	}
@@ -183,44 +154,20 @@ func TestNodeModeRegionOpsNeedPeers(t *testing.T) {
 // TestNodeModePeerCredsMustBeOwnerOnly: a peer creds file others can read
 // stops the daemon at start with an error naming the peer and the fix.
 func TestNodeModePeerCredsMustBeOwnerOnly(t *testing.T) {
-	trust, err := embeddednats.NewTrust()
-	if err != nil {
-		t.Fatal(err)
-	}
-	creds, err := trust.WriteCreds(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	trust := newTrust(t)
+	creds := writeCreds(t, trust)
 	if err := os.Chmod(creds, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	cfg := nodeRegionConfig(t, trust, "us", natstest.FreePorts(t, 1)[0], nil,
 		[]conf.PeerRegion{{Name: "eu", URLs: []string{"nats://127.0.0.1:1"}, Creds: creds}})
-	cfg.EnsureDefaults()
-	d, err := daemon.New(cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := daemontest.NewConfig(t, cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	err = d.Start(ctx)
+	err := d.Start(ctx)
 	if err == nil || !strings.Contains(err.Error(), "regions.peers[0] (eu)") || !strings.Contains(err.Error(), "chmod 600") {
 		t.Fatalf("start with a 0644 peer creds file: want a refusal naming regions.peers[0] and chmod 600, got %v", err)
 	}
-}
-
-func adminConn(t *testing.T, trust *embeddednats.Trust, url string) *nats.Conn {
-	t.Helper()
-	return daemontest.Admin(t, trust, url, nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
-}
-
-func mustJS(t *testing.T, nc *nats.Conn) jetstream.JetStream {
-	t.Helper()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return js
 }
 
 // waitLinked waits until domain's JetStream answers on nc (through the

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/msgplatform/platform/embeddednats"
 	"github.com/msgplatform/platform/internal/attack"
 	"github.com/msgplatform/platform/internal/tlsconf/tlstest"
 )
@@ -16,15 +15,7 @@ import (
 // have no accounts: any signed user is let in once TLS holds).
 func adminCreds(t *testing.T) string {
 	t.Helper()
-	trust, err := embeddednats.NewTrust()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := trust.WriteCreds(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return writeCreds(t, newTrust(t))
 }
 
 // platformctl reaches a TLS client port with --tls-ca (nats:// and
