@@ -603,28 +603,18 @@ type ListFilter struct {
 
 // List returns the requests matching f, newest first.
 func (s *Service) List(ctx context.Context, f ListFilter) ([]Status, error) {
-	kl, err := s.kv.ListKeysFiltered(ctx, "req.*")
-	if err != nil {
-		return nil, fmt.Errorf("redrive: list: %w", err)
-	}
-	var ids []string
-	for k := range kl.Keys() {
-		ids = append(ids, strings.TrimPrefix(k, "req."))
-	}
-	_ = kl.Stop()
-	out := []Status{}
-	for _, id := range ids {
+	out, err := loadStored(ctx, s, "req", func(id string) (Status, bool, error) {
 		r, e, err := s.get(ctx, id)
-		if errors.Is(err, ErrNotFound) {
-			continue
-		}
 		if err != nil {
-			return nil, err
+			return Status{}, false, err
 		}
 		if (f.DLQ != "" && r.Object != f.DLQ && r.DLQStream != f.DLQ) || (f.State != "" && r.State != f.State) {
-			continue
+			return Status{}, false, nil
 		}
-		out = append(out, r.status(e.Revision()))
+		return r.status(e.Revision()), true, nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Created.After(out[j].Created) })
 	return out, nil
@@ -711,4 +701,42 @@ func (s *Service) selection(ctx context.Context, id string) ([]uint64, error) {
 		return nil, fmt.Errorf("redrive: selection of %s: %w", id, err)
 	}
 	return decodeSeqs(e.Value())
+}
+
+// storedIDs returns the ids of the requests' bucket keys <prefix>.<id>.
+func (s *Service) storedIDs(ctx context.Context, prefix string) ([]string, error) {
+	kl, err := s.kv.ListKeysFiltered(ctx, prefix+".*")
+	if err != nil {
+		return nil, fmt.Errorf("redrive: list %s keys: %w", prefix, err)
+	}
+	var ids []string
+	for k := range kl.Keys() {
+		ids = append(ids, strings.TrimPrefix(k, prefix+"."))
+	}
+	_ = kl.Stop()
+	return ids, nil
+}
+
+// loadStored returns load(id) of every id stored under prefix that load
+// keeps (ok true), in key order, leaving out an id deleted since it was
+// listed (load returns ErrNotFound); any other error ends the listing.
+func loadStored[T any](ctx context.Context, s *Service, prefix string, load func(id string) (v T, ok bool, err error)) ([]T, error) {
+	ids, err := s.storedIDs(ctx, prefix)
+	if err != nil {
+		return nil, err
+	}
+	out := []T{}
+	for _, id := range ids {
+		v, ok, err := load(id)
+		if errors.Is(err, ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			out = append(out, v)
+		}
+	}
+	return out, nil
 }
