@@ -276,21 +276,7 @@ func (s *Service) ListResets(ctx context.Context) ([]ResetRequest, error) {
 }
 
 func (s *Service) getReset(ctx context.Context, id string) (*ResetRequest, jetstream.KeyValueEntry, error) {
-	if id == "" || strings.ContainsAny(id, " .*>") {
-		return nil, nil, fmt.Errorf("%w: bad reset request id %q", ErrInvalid, id)
-	}
-	e, err := s.kv.Get(ctx, resetKey(id))
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return nil, nil, fmt.Errorf("%w: no reset request %s", ErrNotFound, id)
-	}
-	if err != nil {
-		return nil, nil, fmt.Errorf("redrive: read reset %s: %w", id, err)
-	}
-	var r ResetRequest
-	if err := json.Unmarshal(e.Value(), &r); err != nil {
-		return nil, nil, fmt.Errorf("redrive: decode reset %s: %w", id, err)
-	}
-	return &r, e, nil
+	return readRecord[ResetRequest](ctx, s.kv.Get, "reset request", id, resetKey)
 }
 
 // updateReset applies fn by compare-and-set on the record's revision,

@@ -532,19 +532,26 @@ func (s *Service) auditf(ctx context.Context, r AuditRecord) {
 }
 
 func (s *Service) get(ctx context.Context, id string) (*Redrive, jetstream.KeyValueEntry, error) {
+	return readRecord[Redrive](ctx, s.kvGet, "redrive request", id, recKey)
+}
+
+// readRecord reads and decodes the record of id (key(id), read by read):
+// a malformed id is ErrInvalid and a missing record ErrNotFound, each
+// naming the record as noun.
+func readRecord[T any](ctx context.Context, read func(ctx context.Context, key string) (jetstream.KeyValueEntry, error), noun, id string, key func(string) string) (*T, jetstream.KeyValueEntry, error) {
 	if id == "" || strings.ContainsAny(id, " .*>") {
-		return nil, nil, fmt.Errorf("%w: bad request id %q", ErrInvalid, id)
+		return nil, nil, fmt.Errorf("%w: bad %s id %q", ErrInvalid, noun, id)
 	}
-	e, err := s.kvGet(ctx, recKey(id))
+	e, err := read(ctx, key(id))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return nil, nil, fmt.Errorf("%w: no redrive request %s", ErrNotFound, id)
+		return nil, nil, fmt.Errorf("%w: no %s %s", ErrNotFound, noun, id)
 	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("redrive: read %s: %w", id, err)
+		return nil, nil, fmt.Errorf("redrive: read %s %s: %w", noun, id, err)
 	}
-	var r Redrive
+	var r T
 	if err := json.Unmarshal(e.Value(), &r); err != nil {
-		return nil, nil, fmt.Errorf("redrive: decode %s: %w", id, err)
+		return nil, nil, fmt.Errorf("redrive: decode %s %s: %w", noun, id, err)
 	}
 	return &r, e, nil
 }
