@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -12,38 +13,34 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/msgplatform/platform/embeddednats/natstest"
+	"github.com/msgplatform/platform/internal/jsscan"
 	"github.com/msgplatform/platform/platform"
 	"github.com/msgplatform/platform/platform/catalog"
 	"github.com/msgplatform/platform/redrive"
 	"github.com/msgplatform/platform/redrive/redrivetest"
 )
 
-// auditActions returns the group_reset records of the audit stream.
+// auditActions returns the group_reset records of the audit stream
+// (subjects AuditSubject.<tenant>.group_reset.<step>), in order.
 func auditActions(t *testing.T, ctx context.Context, js jetstream.JetStream) []redrive.AuditRecord {
 	t.Helper()
-	c, err := js.OrderedConsumer(ctx, redrive.AuditStream, jetstream.OrderedConsumerConfig{FilterSubjects: []string{redrive.AuditSubject + ".*.group_reset.>"}})
+	var out []redrive.AuditRecord
+	err := jsscan.Range(ctx, js, redrive.AuditStream, 1, jsscan.Options{}, func(m *jetstream.RawStreamMsg) bool {
+		tok := strings.Split(strings.TrimPrefix(m.Subject, redrive.AuditSubject+"."), ".")
+		if len(tok) < 3 || tok[1] != "group_reset" {
+			return true
+		}
+		var r redrive.AuditRecord
+		if err := json.Unmarshal(m.Data, &r); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, r)
+		return true
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []redrive.AuditRecord
-	for {
-		batch, err := c.Fetch(100, jetstream.FetchMaxWait(500*time.Millisecond))
-		if err != nil {
-			t.Fatal(err)
-		}
-		n := 0
-		for m := range batch.Messages() {
-			n++
-			var r redrive.AuditRecord
-			if err := json.Unmarshal(m.Data(), &r); err != nil {
-				t.Fatal(err)
-			}
-			out = append(out, r)
-		}
-		if n == 0 {
-			return out
-		}
-	}
+	return out
 }
 
 // topicWithEvents starts a one-node fabric, applies ts with the groups
