@@ -528,58 +528,46 @@ func (g *Guard) History(ctx context.Context, f HistoryFilter) ([]AuditRecord, er
 // Approve is Service.Approve by a caller who may see every entry of the
 // request (the service refuses the requester on a review: required DLQ).
 func (g *Guard) Approve(ctx context.Context, id, actor, note string) (Status, error) {
-	if _, err := g.record(ctx, id, verbApprove); err != nil {
-		return Status{}, err
-	}
-	return g.s.Approve(ctx, id, actor, note)
+	return g.act(ctx, id, verbApprove, false, actor, note, g.s.Approve)
 }
 
 // Reject is Service.Reject of a request the caller may see.
 func (g *Guard) Reject(ctx context.Context, id, actor, note string) (Status, error) {
-	if _, err := g.record(ctx, id, verbApprove); err != nil {
-		return Status{}, err
-	}
-	return g.s.Reject(ctx, id, actor, note)
+	return g.act(ctx, id, verbApprove, false, actor, note, g.s.Reject)
 }
 
 // Cancel is Service.Cancel of a request the caller may see.
 func (g *Guard) Cancel(ctx context.Context, id, actor, note string) (Status, error) {
-	if _, err := g.record(ctx, id, verbRedrive); err != nil {
-		return Status{}, err
-	}
-	return g.s.Cancel(ctx, id, actor, note)
+	return g.act(ctx, id, verbRedrive, false, actor, note, g.s.Cancel)
 }
 
 // Pause is Service.Pause of a request the caller may see.
 func (g *Guard) Pause(ctx context.Context, id, actor, note string) (Status, error) {
-	if _, err := g.record(ctx, id, verbRedrive); err != nil {
-		return Status{}, err
-	}
-	return g.s.Pause(ctx, id, actor, note)
+	return g.act(ctx, id, verbRedrive, false, actor, note, g.s.Pause)
 }
 
 // Run is Service.Run by a caller who may see the request and publish to
 // its destination at its rate.
 func (g *Guard) Run(ctx context.Context, id, actor, note string) (Status, error) {
-	r, err := g.record(ctx, id, verbRedrive)
-	if err == nil {
-		err = g.mayRun(r)
-	}
-	if err != nil {
-		return Status{}, err
-	}
-	return g.s.Run(ctx, id, actor, note)
+	return g.act(ctx, id, verbRedrive, true, actor, note, g.s.Run)
 }
 
 // Resume is Service.Resume by a caller who may see the request and
 // publish to its destination at its rate.
 func (g *Guard) Resume(ctx context.Context, id, actor, note string) (Status, error) {
-	r, err := g.record(ctx, id, verbRedrive)
-	if err == nil {
+	return g.act(ctx, id, verbRedrive, true, actor, note, g.s.Resume)
+}
+
+// act calls transition on request id only once the caller may do verb on
+// it and, if sends, may publish to its destination at its rate; a refusal
+// calls nothing.
+func (g *Guard) act(ctx context.Context, id, verb string, sends bool, actor, note string, transition func(ctx context.Context, id, actor, note string) (Status, error)) (Status, error) {
+	r, err := g.record(ctx, id, verb)
+	if err == nil && sends {
 		err = g.mayRun(r)
 	}
 	if err != nil {
 		return Status{}, err
 	}
-	return g.s.Resume(ctx, id, actor, note)
+	return transition(ctx, id, actor, note)
 }

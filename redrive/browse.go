@@ -407,15 +407,5 @@ func addToGroup(byFP map[string]*Group, e Entry) {
 }
 
 func sortedGroups(byFP map[string]*Group) []Group {
-	out := make([]Group, 0, len(byFP))
-	for _, g := range byFP {
-		out = append(out, *g)
-	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Count != out[j].Count {
-			return out[i].Count > out[j].Count
-		}
-		return out[i].Fingerprint < out[j].Fingerprint
-	})
-	return out
+	return largestFirst(byFP, func(g *Group) int { return g.Count })
 }

@@ -109,29 +109,25 @@ func DefaultConfig() Config {
 // EnsureDefaults fills zero fields with the defaults.
 func (c *Config) EnsureDefaults() {
 	d := DefaultConfig()
-	if c.Replicas == 0 {
-		c.Replicas = d.Replicas
-	}
-	if c.Checkpoint == 0 {
-		c.Checkpoint = d.Checkpoint
-	}
-	if c.LeaseTTL == 0 {
-		c.LeaseTTL = d.LeaseTTL
-	}
-	if c.AdoptInterval == 0 {
-		c.AdoptInterval = d.AdoptInterval
-	}
-	if c.AuditBatch == 0 {
-		c.AuditBatch = d.AuditBatch
-	}
-	if c.Window == 0 {
-		c.Window = d.Window
-	}
+	orDefault(&c.Replicas, d.Replicas)
+	orDefault(&c.Checkpoint, d.Checkpoint)
+	orDefault(&c.LeaseTTL, d.LeaseTTL)
+	orDefault(&c.AdoptInterval, d.AdoptInterval)
+	orDefault(&c.AuditBatch, d.AuditBatch)
+	orDefault(&c.Window, d.Window)
 	if c.Instance == "" {
 		host, _ := os.Hostname()
 		b := make([]byte, 4)
 		_, _ = rand.Read(b)
 		c.Instance = host + "-" + hex.EncodeToString(b)
+	}
+}
+
+// orDefault sets *v to d when *v is its type's zero value.
+func orDefault[T comparable](v *T, d T) {
+	var zero T
+	if *v == zero {
+		*v = d
 	}
 }
 

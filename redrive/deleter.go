@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/msgplatform/platform/internal/parallel"
 	"github.com/msgplatform/platform/internal/retry"
 )
 
@@ -217,37 +217,22 @@ func (d *deleter) purge(ctx context.Context, seq uint64) error {
 	})
 }
 
-// deleteEach deletes seqs, deleteConcurrency at a time.
+// deleteEach deletes seqs, deleteConcurrency at a time; it returns the
+// first error once every deletion has returned.
 func (d *deleter) deleteEach(ctx context.Context, seqs []uint64) error {
-	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		first error
-	)
-	sem := make(chan struct{}, deleteConcurrency)
-	for _, seq := range seqs {
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			err := persist(ctx, func(ctx context.Context) error {
+	ops := make([]func(context.Context) error, len(seqs))
+	for i, seq := range seqs {
+		ops[i] = func(ctx context.Context) error {
+			return persist(ctx, func(ctx context.Context) error {
 				err := d.st.DeleteMsg(ctx, seq)
 				if err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
 					return fmt.Errorf("redrive: delete redriven entry %d from DLQ %s: %w", seq, d.name, err)
 				}
 				return nil
 			})
-			if err != nil {
-				mu.Lock()
-				if first == nil {
-					first = err
-				}
-				mu.Unlock()
-			}
-		}()
+		}
 	}
-	wg.Wait()
-	return first
+	return parallel.Run(ctx, deleteConcurrency, ops)
 }
 
 // persist runs op with a 5s timeout per attempt, backing off between

@@ -16,22 +16,15 @@ import (
 func TestUnlimitedRedriveEmptiesDLQBeforeCompleting(t *testing.T) {
 	t.Parallel()
 	const n = 400
-	e := newEnv(t, topic("orders", "checkout", ""))
-	e.deadLetter("orders", "email-notifier", 0, n, permanent("template %d missing"))
+	e := ordersEnv(t, n)
 	s := e.service(nil)
 	ctx := natstest.Context(t, 60*time.Second)
-	st, err := s.Submit(ctx, req("orders", "alice", Selection{All: true}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := startRun(t, ctx, s, req("orders", "alice", Selection{All: true}))
 	if st.Total != n {
 		t.Fatalf("froze %d entries, want %d", st.Total, n)
 	}
-	if _, err := s.Run(ctx, st.ID, "alice", ""); err != nil {
-		t.Fatal(err)
-	}
 	done := waitState(t, s, st.ID, StateCompleted, 30*time.Second)
-	if left := dlqDepth(t, ctx, e.js, "orders_dlq"); left != 0 {
+	if left := streamMsgs(t, ctx, e.js, "orders_dlq"); left != 0 {
 		t.Errorf("completed, but %d of %d entries are still in the DLQ", left, n)
 	}
 	if done.Progress.Sent != n || done.Progress.Skipped != 0 {
@@ -88,20 +81,10 @@ func TestRedriveRemovesOnlyWhatItSent(t *testing.T) {
 	})
 	s := e.service(nil)
 	ctx := natstest.Context(t, 60*time.Second)
-	dlqStream, err := e.js.Stream(ctx, "orders_dlq")
-	if err != nil {
-		t.Fatal(err)
-	}
 	declined := Fingerprint(string(dlq.ClassPermanent), "card declined")
 	run := func(sel Selection, want int) {
 		t.Helper()
-		st, err := s.Submit(ctx, req("orders", "alice", sel))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := s.Run(ctx, st.ID, "alice", ""); err != nil {
-			t.Fatal(err)
-		}
+		st := startRun(t, ctx, s, req("orders", "alice", sel))
 		done := waitState(t, s, st.ID, StateCompleted, 30*time.Second)
 		if done.Progress.Sent != want || len(e.redriven("orders", st.ID)) != want {
 			t.Fatalf("%+v: sent %d, want %d", sel, done.Progress.Sent, want)
@@ -138,7 +121,7 @@ func TestRedriveRemovesOnlyWhatItSent(t *testing.T) {
 		}
 	}
 	run(Selection{All: true}, 60)
-	if info, err := dlqStream.Info(ctx); err != nil || info.State.Msgs != 0 {
-		t.Fatalf("after redriving all: %v entries left (%v)", info.State.Msgs, err)
+	if left := streamMsgs(t, ctx, e.js, "orders_dlq"); left != 0 {
+		t.Fatalf("after redriving all: %v entries left", left)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"regexp"
+	"sort"
 	"strings"
 )
 
@@ -44,4 +45,24 @@ func NormalizeMessage(msg string) string {
 func Fingerprint(class, reason string) string {
 	sum := sha256.Sum256([]byte(class + "\n" + NormalizeMessage(reason)))
 	return hex.EncodeToString(sum[:6])
+}
+
+// largestFirst returns the values of byFP (keyed by fingerprint) by count,
+// largest first, ties by fingerprint.
+func largestFirst[T any](byFP map[string]*T, count func(*T) int) []T {
+	fps := make([]string, 0, len(byFP))
+	for fp := range byFP {
+		fps = append(fps, fp)
+	}
+	sort.Slice(fps, func(i, j int) bool {
+		if ci, cj := count(byFP[fps[i]]), count(byFP[fps[j]]); ci != cj {
+			return ci > cj
+		}
+		return fps[i] < fps[j]
+	})
+	out := make([]T, len(fps))
+	for i, fp := range fps {
+		out[i] = *byFP[fp]
+	}
+	return out
 }

@@ -101,17 +101,7 @@ func (e *env) deadLetter(topic, consumer string, from, n int, reason func(i int)
 		}
 		futs = append(futs, f)
 	}
-	var seqs []uint64
-	for _, f := range futs {
-		select {
-		case ack := <-f.Ok():
-			seqs = append(seqs, ack.Sequence)
-		case err := <-f.Err():
-			e.t.Fatal(err)
-		case <-ctx.Done():
-			e.t.Fatal(ctx.Err())
-		}
-	}
+	seqs := awaitAcks(e.t, ctx, futs)
 	s, err := e.js.Stream(ctx, stream)
 	if err != nil {
 		e.t.Fatal(err)
@@ -149,18 +139,25 @@ func (e *env) deadLetter(topic, consumer string, from, n int, reason func(i int)
 		}
 		futs = append(futs, f)
 	}
-	var dlqSeqs []uint64
+	return awaitAcks(e.t, ctx, futs)
+}
+
+// awaitAcks returns the stream sequences of futs, in order, failing the
+// test if a publish is refused or ctx ends first.
+func awaitAcks(t *testing.T, ctx context.Context, futs []jetstream.PubAckFuture) []uint64 {
+	t.Helper()
+	seqs := make([]uint64, 0, len(futs))
 	for _, f := range futs {
 		select {
 		case ack := <-f.Ok():
-			dlqSeqs = append(dlqSeqs, ack.Sequence)
+			seqs = append(seqs, ack.Sequence)
 		case err := <-f.Err():
-			e.t.Fatal(err)
+			t.Fatal(err)
 		case <-ctx.Done():
-			e.t.Fatal(ctx.Err())
+			t.Fatal(ctx.Err())
 		}
 	}
-	return dlqSeqs
+	return seqs
 }
 
 func permanent(why string) func(int) (dlq.ErrorClass, string) {
@@ -186,14 +183,14 @@ func (e *env) redrivenOnce(stream, id string) ([]*jetstream.RawStreamMsg, int) {
 	return got, len(seen)
 }
 
-// dlqDepth is the number of messages in stream.
-func dlqDepth(t *testing.T, ctx context.Context, js jetstream.JetStream, stream string) uint64 {
+// streamMsgs is the number of messages in stream.
+func streamMsgs(t *testing.T, ctx context.Context, js jetstream.JetStream, stream string) uint64 {
 	t.Helper()
-	dlq, err := js.Stream(ctx, stream)
+	st, err := js.Stream(ctx, stream)
 	if err != nil {
 		t.Fatal(err)
 	}
-	info, err := dlq.Info(ctx)
+	info, err := st.Info(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,6 +227,29 @@ func waitState(t *testing.T, s *Service, id string, want State, timeout time.Dur
 		}
 		return nil
 	})
+	return st
+}
+
+// ordersEnv is an env with topic orders (owner checkout) whose DLQ holds
+// n entries of group email-notifier ("template <i> missing").
+func ordersEnv(t *testing.T, n int) *env {
+	t.Helper()
+	e := newEnv(t, topic("orders", "checkout", ""))
+	e.deadLetter("orders", "email-notifier", 0, n, permanent("template %d missing"))
+	return e
+}
+
+// startRun submits r to s and runs it as its requester, failing the test
+// if either is refused; it returns the submitted request.
+func startRun(t *testing.T, ctx context.Context, s *Service, r Request) Status {
+	t.Helper()
+	st, err := s.Submit(ctx, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Run(ctx, st.ID, r.Requester, ""); err != nil {
+		t.Fatal(err)
+	}
 	return st
 }
 

@@ -14,20 +14,13 @@ import (
 // while it runs nor right after a pause and resume claim it again.
 func TestLiveRunnerIsNotAdopted(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, topic("orders", "checkout", ""))
-	e.deadLetter("orders", "email-notifier", 0, 3, permanent("template %d missing"))
+	e := ordersEnv(t, 3)
 	a := e.service(func(c *Config) { c.Instance = "node-a" })
 	e.service(func(c *Config) { c.Instance, c.AdoptInterval = "node-b", 50*time.Millisecond })
 	ctx := natstest.Context(t, 60*time.Second)
 	r := req("orders", "alice", Selection{All: true})
 	r.Rate = 0.5
-	st, err := a.Submit(ctx, r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := a.Run(ctx, st.ID, "alice", ""); err != nil {
-		t.Fatal(err)
-	}
+	st := startRun(t, ctx, a, r)
 	time.Sleep(1500 * time.Millisecond)
 	if _, err := a.Pause(ctx, st.ID, "bob", "a look first"); err != nil {
 		t.Fatal(err)

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -366,15 +365,10 @@ func (s *Service) adoptLoop() {
 // elsewhere and adopts those whose lease it acquires. The standby handles
 // are adoptLoop's alone.
 func (s *Service) adopt(ctx context.Context) {
-	kl, err := s.kv.ListKeysFiltered(ctx, "req.*")
+	ids, err := s.storedIDs(ctx, "req")
 	if err != nil {
 		return
 	}
-	var ids []string
-	for k := range kl.Keys() {
-		ids = append(ids, strings.TrimPrefix(k, "req."))
-	}
-	_ = kl.Stop()
 	watched := map[string]bool{}
 	defer func() {
 		for id := range s.standbys {

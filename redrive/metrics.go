@@ -324,16 +324,7 @@ func (c *collector) scan(ctx context.Context, js jetstream.JetStream, d DLQ, now
 // topFingerprints returns the k largest fingerprints (ties by
 // fingerprint) and, if there are more, one "other" summing the rest.
 func topFingerprints(byFP map[string]*fingerprintStat, k int) []fingerprintStat {
-	all := make([]fingerprintStat, 0, len(byFP))
-	for _, g := range byFP {
-		all = append(all, *g)
-	}
-	sort.Slice(all, func(i, j int) bool {
-		if all[i].count != all[j].count {
-			return all[i].count > all[j].count
-		}
-		return all[i].fingerprint < all[j].fingerprint
-	})
+	all := largestFirst(byFP, func(g *fingerprintStat) int { return g.count })
 	if len(all) <= k {
 		return all
 	}

@@ -15,7 +15,6 @@ import (
 
 	"github.com/msgplatform/platform/embeddednats/natstest"
 	"github.com/msgplatform/platform/platform"
-	"github.com/msgplatform/platform/platform/catalog"
 	"github.com/msgplatform/platform/platform/dlq"
 )
 
@@ -25,16 +24,10 @@ import (
 // retention.
 func TestCollectorFingerprintsAndExpiry(t *testing.T) {
 	t.Parallel()
-	f := natstest.RunFabric(t, 1)
-	js := f.JetStream()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	ts := platform.DefaultTopicSpec("payments")
-	ts.Replicas, ts.Owner = 1, "checkout"
+	ts := topic("payments", "checkout", "")
 	ts.DLQ = platform.DLQSpec{Owner: "payments-oncall"}
-	if _, err := catalog.NewReconciler(js, catalog.ReconcilerOptions{DefaultReplicas: 1}).ApplyTopic(ctx, ts, catalog.ApplyOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	js := newEnv(t, ts).js
+	ctx := natstest.Context(t, 60*time.Second)
 	// 12 reasons: "card declined" 30 times (ids vary, one fingerprint),
 	// "gateway <word>" 20 down to 10 times for 11 others.
 	words := []string{"alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet", "kilo"}

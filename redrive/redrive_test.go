@@ -333,8 +333,7 @@ func TestConcurrentApprovalsAndRunsStartOneRun(t *testing.T) {
 // without review may run directly.
 func TestSelectionIsFrozen(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, topic("orders", "checkout", ""))
-	e.deadLetter("orders", "email-notifier", 0, 5, permanent("template %d missing"))
+	e := ordersEnv(t, 5)
 	s := e.service(nil)
 	ctx := natstest.Context(t, 60*time.Second)
 	groups, _ := s.Groups(ctx, EntryFilter{DLQ: "orders"})
@@ -374,8 +373,7 @@ func TestSelectionIsFrozen(t *testing.T) {
 
 func TestMalformedRequests(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, topic("orders", "checkout", ""))
-	e.deadLetter("orders", "email-notifier", 0, 3, permanent("template %d missing"))
+	e := ordersEnv(t, 3)
 	s := e.service(nil)
 	ctx := natstest.Context(t, 30*time.Second)
 	for _, c := range []struct {
@@ -430,8 +428,7 @@ func TestMalformedRequests(t *testing.T) {
 // A dry run reports what would be sent, grouped, and sends nothing.
 func TestDryRun(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, topic("orders", "checkout", ""))
-	e.deadLetter("orders", "email-notifier", 0, 4, permanent("template %d missing"))
+	e := ordersEnv(t, 4)
 	e.deadLetter("orders", "fraud-monitor", 4, 2, func(int) (dlq.ErrorClass, string) { return dlq.ClassDecode, "bad json" })
 	s := e.service(nil)
 	ctx := natstest.Context(t, 30*time.Second)
@@ -495,13 +492,7 @@ func TestCanaryPausesWhenSampleFailsAgain(t *testing.T) {
 	ctx := natstest.Context(t, 60*time.Second)
 	r := req("payments", "alice", Selection{All: true})
 	r.Rate, r.SampleSize, r.SampleWindow, r.MaxFailureRate = 200, 5, 5*time.Second, 0.2
-	st, err := s.Submit(ctx, r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Run(ctx, st.ID, "alice", ""); err != nil {
-		t.Fatal(err)
-	}
+	st := startRun(t, ctx, s, r)
 	p := waitState(t, s, st.ID, StatePaused, 20*time.Second)
 	if p.Progress.Sent != 5 || p.Progress.Refailed < 2 || !strings.HasPrefix(p.PauseReason, "canary:") || !strings.Contains(p.PauseReason, "card number is still not a number") {
 		t.Fatalf("paused: sent %d refailed %d reason %q", p.Progress.Sent, p.Progress.Refailed, p.PauseReason)
@@ -540,19 +531,12 @@ func TestCanaryPausesWhenSampleFailsAgain(t *testing.T) {
 // progress has a rate and an ETA.
 func TestPauseResumeProgress(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, topic("orders", "checkout", ""))
-	e.deadLetter("orders", "email-notifier", 0, 100, permanent("template %d missing"))
+	e := ordersEnv(t, 100)
 	s := e.service(nil)
 	ctx := natstest.Context(t, 60*time.Second)
 	r := req("orders", "alice", Selection{All: true})
 	r.Rate = 50
-	st, err := s.Submit(ctx, r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Run(ctx, st.ID, "alice", ""); err != nil {
-		t.Fatal(err)
-	}
+	st := startRun(t, ctx, s, r)
 	time.Sleep(600 * time.Millisecond)
 	// A rate at most the limit (a run on a loaded machine may fall
 	// far behind it, so no lower bound; TestRateLimitHolds checks how
@@ -601,8 +585,7 @@ func TestPauseResumeProgress(t *testing.T) {
 // with the same id and dropped by the stream; none is stored twice.
 func TestRunRetriedAfterCrashSendsNoDuplicates(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, topic("orders", "checkout", ""))
-	e.deadLetter("orders", "email-notifier", 0, 120, permanent("template %d missing"))
+	e := ordersEnv(t, 120)
 	crashed := make(chan struct{})
 	var once sync.Once
 	a := e.service(func(c *Config) {
@@ -619,13 +602,7 @@ func TestRunRetriedAfterCrashSendsNoDuplicates(t *testing.T) {
 	ctx := natstest.Context(t, 60*time.Second)
 	r := req("orders", "alice", Selection{All: true})
 	r.Rate = 100
-	st, err := a.Submit(ctx, r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := a.Run(ctx, st.ID, "alice", ""); err != nil {
-		t.Fatal(err)
-	}
+	st := startRun(t, ctx, a, r)
 	<-crashed
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	_ = a.Close(cctx) // the node is gone; its record still says running
@@ -690,19 +667,12 @@ func TestRateExcludesASlowStart(t *testing.T) {
 // events' arrival times) and the rate the run reported.
 func redriveAtRate(t *testing.T, n int, rate float64, mod func(*Config)) (achieved, reported float64) {
 	t.Helper()
-	e := newEnv(t, topic("orders", "checkout", ""))
-	e.deadLetter("orders", "email-notifier", 0, n, permanent("template %d missing"))
+	e := ordersEnv(t, n)
 	s := e.service(mod)
 	ctx := natstest.Context(t, 60*time.Second)
 	r := req("orders", "alice", Selection{All: true})
 	r.Rate = rate
-	st, err := s.Submit(ctx, r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Run(ctx, st.ID, "alice", ""); err != nil {
-		t.Fatal(err)
-	}
+	st := startRun(t, ctx, s, r)
 	done := waitState(t, s, st.ID, StateCompleted, 30*time.Second)
 	got := e.redriven("orders", st.ID)
 	if len(got) != n {
@@ -723,33 +693,18 @@ func redriveAtRate(t *testing.T, n int, rate float64, mod func(*Config)) (achiev
 // runner sees the record change through its watch).
 func TestPauseStopsSendingBeforeItReturns(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, topic("orders", "checkout", ""))
 	const n = 3000
-	e.deadLetter("orders", "email-notifier", 0, n, permanent("template %d missing"))
+	e := ordersEnv(t, n)
 	runner := e.service(func(c *Config) { c.Checkpoint, c.LeaseTTL, c.Instance = 250*time.Millisecond, 10*time.Second, "node-a" })
 	other := e.service(func(c *Config) { c.Checkpoint, c.LeaseTTL, c.Instance = 250*time.Millisecond, 10*time.Second, "node-b" })
 	ctx := natstest.Context(t, 90*time.Second)
 	stored := func() uint64 {
 		t.Helper()
-		st, err := e.js.Stream(ctx, platform.StreamName("orders"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		info, err := st.Info(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return info.State.Msgs - n // the originals are there too
+		return streamMsgs(t, ctx, e.js, platform.StreamName("orders")) - n // the originals are there too
 	}
 	r := req("orders", "alice", Selection{All: true})
 	r.Rate = 1000
-	st, err := runner.Submit(ctx, r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := runner.Run(ctx, st.ID, "alice", ""); err != nil {
-		t.Fatal(err)
-	}
+	st := startRun(t, ctx, runner, r)
 	for _, via := range []struct {
 		name string
 		s    *Service

@@ -261,46 +261,22 @@ func (s *Service) GetReset(ctx context.Context, id string) (ResetRequest, error)
 
 // ListResets returns every reset request, newest first.
 func (s *Service) ListResets(ctx context.Context) ([]ResetRequest, error) {
-	kl, err := s.kv.ListKeysFiltered(ctx, "reset.*")
-	if err != nil {
-		return nil, fmt.Errorf("redrive: list resets: %w", err)
-	}
-	var ids []string
-	for k := range kl.Keys() {
-		ids = append(ids, strings.TrimPrefix(k, "reset."))
-	}
-	_ = kl.Stop()
-	out := []ResetRequest{}
-	for _, id := range ids {
+	out, err := loadStored(ctx, s, "reset", func(id string) (ResetRequest, bool, error) {
 		r, _, err := s.getReset(ctx, id)
-		if errors.Is(err, ErrNotFound) {
-			continue
-		}
 		if err != nil {
-			return nil, err
+			return ResetRequest{}, false, err
 		}
-		out = append(out, *r)
+		return *r, true, nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Created.After(out[j].Created) })
 	return out, nil
 }
 
 func (s *Service) getReset(ctx context.Context, id string) (*ResetRequest, jetstream.KeyValueEntry, error) {
-	if id == "" || strings.ContainsAny(id, " .*>") {
-		return nil, nil, fmt.Errorf("%w: bad reset request id %q", ErrInvalid, id)
-	}
-	e, err := s.kv.Get(ctx, resetKey(id))
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return nil, nil, fmt.Errorf("%w: no reset request %s", ErrNotFound, id)
-	}
-	if err != nil {
-		return nil, nil, fmt.Errorf("redrive: read reset %s: %w", id, err)
-	}
-	var r ResetRequest
-	if err := json.Unmarshal(e.Value(), &r); err != nil {
-		return nil, nil, fmt.Errorf("redrive: decode reset %s: %w", id, err)
-	}
-	return &r, e, nil
+	return readRecord[ResetRequest](ctx, s.kv.Get, "reset request", id, resetKey)
 }
 
 // updateReset applies fn by compare-and-set on the record's revision,

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -12,38 +13,57 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/msgplatform/platform/embeddednats/natstest"
+	"github.com/msgplatform/platform/internal/jsscan"
 	"github.com/msgplatform/platform/platform"
 	"github.com/msgplatform/platform/platform/catalog"
 	"github.com/msgplatform/platform/redrive"
 	"github.com/msgplatform/platform/redrive/redrivetest"
 )
 
-// auditActions returns the group_reset records of the audit stream.
+// auditActions returns the group_reset records of the audit stream
+// (subjects AuditSubject.<tenant>.group_reset.<step>), in order.
 func auditActions(t *testing.T, ctx context.Context, js jetstream.JetStream) []redrive.AuditRecord {
 	t.Helper()
-	c, err := js.OrderedConsumer(ctx, redrive.AuditStream, jetstream.OrderedConsumerConfig{FilterSubjects: []string{redrive.AuditSubject + ".*.group_reset.>"}})
+	var out []redrive.AuditRecord
+	err := jsscan.Range(ctx, js, redrive.AuditStream, 1, jsscan.Options{}, func(m *jetstream.RawStreamMsg) bool {
+		tok := strings.Split(strings.TrimPrefix(m.Subject, redrive.AuditSubject+"."), ".")
+		if len(tok) < 3 || tok[1] != "group_reset" {
+			return true
+		}
+		var r redrive.AuditRecord
+		if err := json.Unmarshal(m.Data, &r); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, r)
+		return true
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []redrive.AuditRecord
-	for {
-		batch, err := c.Fetch(100, jetstream.FetchMaxWait(500*time.Millisecond))
-		if err != nil {
+	return out
+}
+
+// topicWithEvents starts a one-node fabric, applies ts with the groups
+// named on it and publishes n events keyed <key>:<i> ("x") to it; the
+// context it returns ends after 60 s or with the test.
+func topicWithEvents(t *testing.T, ts platform.TopicSpec, key string, n int, groups ...string) (jetstream.JetStream, context.Context, *catalog.Reconciler) {
+	t.Helper()
+	js := natstest.RunFabric(t, 1).JetStream()
+	ctx := natstest.Context(t, 60*time.Second)
+	rec := catalog.NewReconciler(js, catalog.ReconcilerOptions{DefaultReplicas: 1})
+	cat := platform.Catalog{Topics: map[string]platform.TopicSpec{ts.Name: ts}, Groups: map[string]platform.GroupSpec{}}
+	for _, g := range groups {
+		cat.Groups[g] = platform.GroupSpec{Name: g, Topic: ts.Name}
+	}
+	if _, err := rec.Apply(ctx, cat, catalog.ApplyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		if _, err := js.Publish(ctx, platform.TopicSubject(ts.Name, fmt.Sprintf("%s:%d", key, i)), []byte("x")); err != nil {
 			t.Fatal(err)
 		}
-		n := 0
-		for m := range batch.Messages() {
-			n++
-			var r redrive.AuditRecord
-			if err := json.Unmarshal(m.Data(), &r); err != nil {
-				t.Fatal(err)
-			}
-			out = append(out, r)
-		}
-		if n == 0 {
-			return out
-		}
 	}
+	return js, ctx, rec
 }
 
 func pending(t *testing.T, ctx context.Context, js jetstream.JetStream, group string, partitions int) []uint64 {
@@ -70,25 +90,9 @@ func pending(t *testing.T, ctx context.Context, js jetstream.JetStream, group st
 // untouched, and request, approval and execution are audited with the
 // per-partition positions before and after.
 func TestReviewGatedGroupReset(t *testing.T) {
-	f := natstest.RunFabric(t, 1)
-	js := f.JetStream()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	rec := catalog.NewReconciler(js, catalog.ReconcilerOptions{DefaultReplicas: 1})
 	payments := platform.DefaultTopicSpec("payments")
 	payments.Replicas, payments.Partitions, payments.Review = 1, 2, platform.ReviewRequired
-	cat := platform.Catalog{
-		Topics: map[string]platform.TopicSpec{"payments": payments},
-		Groups: map[string]platform.GroupSpec{"a": {Name: "a", Topic: "payments"}, "b": {Name: "b", Topic: "payments"}},
-	}
-	if _, err := rec.Apply(ctx, cat, catalog.ApplyOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	for i := range 20 {
-		if _, err := js.Publish(ctx, platform.TopicSubject("payments", fmt.Sprintf("pay:%d", i)), []byte("x")); err != nil {
-			t.Fatal(err)
-		}
-	}
+	js, ctx, rec := topicWithEvents(t, payments, "pay", 20, "a", "b")
 	natstest.WaitFor(t, 10*time.Second, func() error {
 		a, b := pending(t, ctx, js, "a", 2), pending(t, ctx, js, "b", 2)
 		if a[0]+a[1] != 20 || b[0]+b[1] != 20 {
@@ -184,22 +188,9 @@ func TestReviewGatedGroupReset(t *testing.T) {
 // A direct reset of a topic not under review needs who and why, and is
 // audited with the positions before and after; a dry run is not.
 func TestDirectGroupResetIsAudited(t *testing.T) {
-	f := natstest.RunFabric(t, 1)
-	js := f.JetStream()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	rec := catalog.NewReconciler(js, catalog.ReconcilerOptions{DefaultReplicas: 1})
 	orders := platform.DefaultTopicSpec("orders")
 	orders.Replicas = 1
-	cat := platform.Catalog{Topics: map[string]platform.TopicSpec{"orders": orders}, Groups: map[string]platform.GroupSpec{"g": {Name: "g", Topic: "orders"}}}
-	if _, err := rec.Apply(ctx, cat, catalog.ApplyOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	for i := range 5 {
-		if _, err := js.Publish(ctx, platform.TopicSubject("orders", fmt.Sprintf("o:%d", i)), []byte("x")); err != nil {
-			t.Fatal(err)
-		}
-	}
+	js, ctx, rec := topicWithEvents(t, orders, "o", 5, "g")
 	s := redrivetest.StartService(t, ctx, js)
 	move := catalog.GroupResetRequest{Group: "g", ToEnd: true}
 	if _, err := s.RunReset(ctx, move, "alice", "", rec.ResetGroup); !errors.Is(err, redrive.ErrInvalid) {

@@ -532,19 +532,26 @@ func (s *Service) auditf(ctx context.Context, r AuditRecord) {
 }
 
 func (s *Service) get(ctx context.Context, id string) (*Redrive, jetstream.KeyValueEntry, error) {
+	return readRecord[Redrive](ctx, s.kvGet, "redrive request", id, recKey)
+}
+
+// readRecord reads and decodes the record of id (key(id), read by read):
+// a malformed id is ErrInvalid and a missing record ErrNotFound, each
+// naming the record as noun.
+func readRecord[T any](ctx context.Context, read func(ctx context.Context, key string) (jetstream.KeyValueEntry, error), noun, id string, key func(string) string) (*T, jetstream.KeyValueEntry, error) {
 	if id == "" || strings.ContainsAny(id, " .*>") {
-		return nil, nil, fmt.Errorf("%w: bad request id %q", ErrInvalid, id)
+		return nil, nil, fmt.Errorf("%w: bad %s id %q", ErrInvalid, noun, id)
 	}
-	e, err := s.kvGet(ctx, recKey(id))
+	e, err := read(ctx, key(id))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return nil, nil, fmt.Errorf("%w: no redrive request %s", ErrNotFound, id)
+		return nil, nil, fmt.Errorf("%w: no %s %s", ErrNotFound, noun, id)
 	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("redrive: read %s: %w", id, err)
+		return nil, nil, fmt.Errorf("redrive: read %s %s: %w", noun, id, err)
 	}
-	var r Redrive
+	var r T
 	if err := json.Unmarshal(e.Value(), &r); err != nil {
-		return nil, nil, fmt.Errorf("redrive: decode %s: %w", id, err)
+		return nil, nil, fmt.Errorf("redrive: decode %s %s: %w", noun, id, err)
 	}
 	return &r, e, nil
 }
@@ -603,28 +610,18 @@ type ListFilter struct {
 
 // List returns the requests matching f, newest first.
 func (s *Service) List(ctx context.Context, f ListFilter) ([]Status, error) {
-	kl, err := s.kv.ListKeysFiltered(ctx, "req.*")
-	if err != nil {
-		return nil, fmt.Errorf("redrive: list: %w", err)
-	}
-	var ids []string
-	for k := range kl.Keys() {
-		ids = append(ids, strings.TrimPrefix(k, "req."))
-	}
-	_ = kl.Stop()
-	out := []Status{}
-	for _, id := range ids {
+	out, err := loadStored(ctx, s, "req", func(id string) (Status, bool, error) {
 		r, e, err := s.get(ctx, id)
-		if errors.Is(err, ErrNotFound) {
-			continue
-		}
 		if err != nil {
-			return nil, err
+			return Status{}, false, err
 		}
 		if (f.DLQ != "" && r.Object != f.DLQ && r.DLQStream != f.DLQ) || (f.State != "" && r.State != f.State) {
-			continue
+			return Status{}, false, nil
 		}
-		out = append(out, r.status(e.Revision()))
+		return r.status(e.Revision()), true, nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Created.After(out[j].Created) })
 	return out, nil
@@ -711,4 +708,42 @@ func (s *Service) selection(ctx context.Context, id string) ([]uint64, error) {
 		return nil, fmt.Errorf("redrive: selection of %s: %w", id, err)
 	}
 	return decodeSeqs(e.Value())
+}
+
+// storedIDs returns the ids of the requests' bucket keys <prefix>.<id>.
+func (s *Service) storedIDs(ctx context.Context, prefix string) ([]string, error) {
+	kl, err := s.kv.ListKeysFiltered(ctx, prefix+".*")
+	if err != nil {
+		return nil, fmt.Errorf("redrive: list %s keys: %w", prefix, err)
+	}
+	var ids []string
+	for k := range kl.Keys() {
+		ids = append(ids, strings.TrimPrefix(k, prefix+"."))
+	}
+	_ = kl.Stop()
+	return ids, nil
+}
+
+// loadStored returns load(id) of every id stored under prefix that load
+// keeps (ok true), in key order, leaving out an id deleted since it was
+// listed (load returns ErrNotFound); any other error ends the listing.
+func loadStored[T any](ctx context.Context, s *Service, prefix string, load func(id string) (v T, ok bool, err error)) ([]T, error) {
+	ids, err := s.storedIDs(ctx, prefix)
+	if err != nil {
+		return nil, err
+	}
+	out := []T{}
+	for _, id := range ids {
+		v, ok, err := load(id)
+		if errors.Is(err, ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			out = append(out, v)
+		}
+	}
+	return out, nil
 }

@@ -60,9 +60,8 @@ func TestTenantScope(t *testing.T) {
 	if done.Progress.Sent != 6 {
 		t.Fatalf("sent %d, want 6", done.Progress.Sent)
 	}
-	s, _ := e.js.Stream(ctx, platform.StreamName("stored.payments"))
-	if info, _ := s.Info(ctx); info.State.Msgs != 12 {
-		t.Fatalf("topic holds %d, want 6 originals + 6 redriven", info.State.Msgs)
+	if n := streamMsgs(t, ctx, e.js, platform.StreamName("stored.payments")); n != 12 {
+		t.Fatalf("topic holds %d, want 6 originals + 6 redriven", n)
 	}
 	mine, _ := harbor.History(ctx, HistoryFilter{})
 	if len(mine) == 0 {

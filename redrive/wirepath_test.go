@@ -18,7 +18,6 @@ import (
 
 	"github.com/msgplatform/platform/embeddednats/natstest"
 	"github.com/msgplatform/platform/platform"
-	"github.com/msgplatform/platform/platform/catalog"
 	"github.com/msgplatform/platform/platform/dlq"
 )
 
@@ -130,13 +129,7 @@ func TestRunOverItsOwnConnectionOrNatsGo(t *testing.T) {
 			}
 		})
 		ctx := natstest.Context(t, 60*time.Second)
-		st, err := s.Submit(ctx, req("orders", "alice", Selection{All: true}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := s.Run(ctx, st.ID, "alice", ""); err != nil {
-			t.Fatal(err)
-		}
+		st := startRun(t, ctx, s, req("orders", "alice", Selection{All: true}))
 		done := waitState(t, s, st.ID, StateCompleted, 30*time.Second)
 		if done.Progress.Sent != 300 {
 			t.Fatalf("noWire=%v: %d sent, want 300", noWire, done.Progress.Sent)
@@ -184,14 +177,10 @@ func TestRunOverItsOwnConnectionOrNatsGo(t *testing.T) {
 // with the same id, which the stream drops if it has it).
 func TestRunSurvivesItsNodeKilled(t *testing.T) {
 	t.Parallel()
-	f := natstest.RunFabric(t, 3)
-	js := f.JetStream()
-	e := &env{t: t, f: f, js: js, rec: catalog.NewReconciler(js, catalog.ReconcilerOptions{DefaultReplicas: 3})}
 	ts := topic("orders", "checkout", "")
 	ts.Replicas = 3
-	if _, err := e.rec.ApplyTopic(natstest.Context(t, 30*time.Second), ts, catalog.ApplyOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	e := newEnvNodes(t, 3, ts)
+	f, js := e.f, e.js
 	const n = 3000
 	e.deadLetter("orders", "billing", 0, n, permanent("declined %d"))
 	node := -1
@@ -227,13 +216,7 @@ func TestRunSurvivesItsNodeKilled(t *testing.T) {
 	ctx := natstest.Context(t, 120*time.Second)
 	r := req("orders", "alice", Selection{All: true})
 	r.Rate = 2000
-	st, err := s.Submit(ctx, r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Run(ctx, st.ID, "alice", ""); err != nil {
-		t.Fatal(err)
-	}
+	st := startRun(t, ctx, s, r)
 	done := waitState(t, s, st.ID, StateCompleted, 90*time.Second)
 	if !killed.Load() || opened.Load() == 0 {
 		t.Fatalf("node killed %v, own connection opened %d times: the test did not test", killed.Load(), opened.Load())
@@ -251,7 +234,7 @@ func TestRunSurvivesItsNodeKilled(t *testing.T) {
 	if len(seen) != n || dups != 0 || done.Progress.Sent != n {
 		t.Fatalf("node %d killed at %d: %d entries redriven (%d stored twice), run says %d sent; want %d, 0", node, n/3, len(seen), dups, done.Progress.Sent, n)
 	}
-	if left := dlqDepth(t, ctx, js, platform.DLQStream("orders")); left != 0 {
+	if left := streamMsgs(t, ctx, js, platform.DLQStream("orders")); left != 0 {
 		t.Errorf("%d entries left in the DLQ", left)
 	}
 	t.Logf("node %d killed after %d of %d sent: completed with %d sent, 0 lost, 0 stored twice", node, n/3, n, done.Progress.Sent)

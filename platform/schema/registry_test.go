@@ -167,27 +167,14 @@ func TestRegistryReplicated(t *testing.T) {
 // does, leaves unbound topics alone; the consumer reads the version and
 // decodes with encoding/json, which ignores fields it does not know.
 func TestValidatingPublisher(t *testing.T) {
-	f := natstest.RunFabric(t, 1)
-	js := f.JetStream()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	rec := catalog.NewReconciler(js, catalog.ReconcilerOptions{DefaultReplicas: 1})
+	var topics []platform.TopicSpec
 	for _, name := range []string{"orders", "audit"} {
 		spec := platform.DefaultTopicSpec(name)
 		spec.Partitions, spec.Replicas, spec.Owner = 1, 1, "test"
-		if _, err := rec.ApplyTopic(ctx, spec, catalog.ApplyOptions{AllowReducedReplicas: true}); err != nil {
-			t.Fatal(err)
-		}
+		topics = append(topics, spec)
 	}
-	reg, _ := schema.New(js, schema.DefaultConfig())
-	if _, err := reg.Register(ctx, "OrderPlaced", []byte(orderV1), schema.RegisterOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	val := reg.NewValidator(map[string]string{"orders": "OrderPlaced"})
-	if err := val.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer val.Close()
+	js, reg, ctx := orderRegistry(t, topics...)
+	val := startValidator(t, ctx, reg.NewValidator(map[string]string{"orders": "OrderPlaced"}))
 	pub := platform.NewPublisher(js, platform.PublisherOptions{Validator: val})
 
 	_, err := pub.Publish(ctx, platform.Event{ID: "bad-1", Topic: "orders", Key: "o1", Payload: []byte(`{"orderId":"o1","total":"12"}`)})
@@ -252,6 +239,41 @@ func TestValidatingPublisher(t *testing.T) {
 	if _, ok := schema.VersionOf(m.Header); ok {
 		t.Fatal("unbound topic stamped")
 	}
+}
+
+// orderRegistry starts a one-node fabric, applies topics and registers
+// OrderPlaced v1 (orderV1) in a registry of the default config; the
+// context ends after 30 s or with the test.
+func orderRegistry(t *testing.T, topics ...platform.TopicSpec) (jetstream.JetStream, *schema.Registry, context.Context) {
+	t.Helper()
+	js := natstest.RunFabric(t, 1).JetStream()
+	ctx := natstest.Context(t, 30*time.Second)
+	cat := platform.Catalog{Topics: map[string]platform.TopicSpec{}}
+	for _, ts := range topics {
+		cat.Topics[ts.Name] = ts
+	}
+	if _, err := catalog.NewReconciler(js, catalog.ReconcilerOptions{DefaultReplicas: 1}).Apply(ctx, cat, catalog.ApplyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	reg, err := schema.New(js, schema.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := reg.Register(ctx, "OrderPlaced", []byte(orderV1), schema.RegisterOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return js, reg, ctx
+}
+
+// startValidator starts v, failing the test if it cannot; v is closed
+// when the test ends.
+func startValidator(t *testing.T, ctx context.Context, v *schema.Validator) *schema.Validator {
+	t.Helper()
+	if err := v.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = v.Close() })
+	return v
 }
 
 func natsJS(t *testing.T, nc *nats.Conn) (jetstream.JetStream, error) {

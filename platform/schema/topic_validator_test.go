@@ -1,7 +1,6 @@
 package schema_test
 
 import (
-	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -9,9 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/msgplatform/platform/embeddednats/natstest"
 	"github.com/msgplatform/platform/platform"
-	"github.com/msgplatform/platform/platform/catalog"
 	"github.com/msgplatform/platform/platform/schema"
 )
 
@@ -21,10 +18,6 @@ import (
 // names an event type; a validating topic refuses an event whose type is
 // named nowhere.
 func TestValidationIsOptInPerTopic(t *testing.T) {
-	f := natstest.RunFabric(t, 1)
-	js := f.JetStream()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
 	payments := platform.DefaultTopicSpec("payments")
 	payments.Replicas, payments.ValidateEvents, payments.EventType = 1, true, "OrderPlaced"
 	audit := platform.DefaultTopicSpec("audit")
@@ -34,26 +27,12 @@ func TestValidationIsOptInPerTopic(t *testing.T) {
 	if err := (platform.TopicSpec{Name: "x", Partitions: 1, Replicas: 1, Retention: platform.Retention{MaxAge: time.Hour}, EventType: "OrderPlaced"}).Validate(); err == nil || !strings.Contains(err.Error(), "event_type") {
 		t.Fatalf("event_type without validate: %v, want a problem naming event_type", err)
 	}
-	rec := catalog.NewReconciler(js, catalog.ReconcilerOptions{DefaultReplicas: 1})
-	if _, err := rec.Apply(ctx, platform.Catalog{Topics: map[string]platform.TopicSpec{"payments": payments, "audit": audit, "orders": orders}}, catalog.ApplyOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	reg, err := schema.New(js, schema.Config{Replicas: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := reg.Register(ctx, "OrderPlaced", []byte(orderV1), schema.RegisterOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	val := reg.NewTopicValidator(payments, audit, orders)
-	if err := val.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer val.Close()
+	js, reg, ctx := orderRegistry(t, payments, audit, orders)
+	val := startValidator(t, ctx, reg.NewTopicValidator(payments, audit, orders))
 	pub := platform.NewPublisher(js, platform.PublisherOptions{Validator: val})
 
 	bad := []byte(`{"orderId":42,"total":10}`)
-	_, err = pub.Publish(ctx, platform.Event{ID: "p1", Topic: "payments", Key: "k", Payload: bad})
+	_, err := pub.Publish(ctx, platform.Event{ID: "p1", Topic: "payments", Key: "k", Payload: bad})
 	if !errors.Is(err, platform.ErrInvalidEvent) || !errors.Is(err, schema.ErrValidation) || !strings.Contains(err.Error(), "/orderId") {
 		t.Fatalf("bad payload to a validating topic: %v; want a refusal naming /orderId", err)
 	}
