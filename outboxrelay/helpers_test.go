@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -214,22 +215,37 @@ func createTopic(t *testing.T, js jetstream.JetStream, name string) {
 	}
 }
 
-// seed enqueues in b's outbox, in one transaction, the keys*perKey events
-// that events returns for topic, and returns them.
-func (b *backend) seed(t *testing.T, topic string, keys, perKey int) []outboxrelay.Event {
+// seed enqueues in b's outbox, perTx events a transaction, the
+// keys*perKey events that events returns for topic, and returns them.
+func (b *backend) seed(t *testing.T, topic string, keys, perKey, perTx int) []outboxrelay.Event {
 	t.Helper()
 	evs := events(topic, topic, keys, perKey)
-	if err := b.enqueue(context.Background(), evs...); err != nil {
-		t.Fatal(err)
-	}
+	b.enqueueTx(t, evs, perTx)
 	return evs
+}
+
+// enqueueTx enqueues evs in b's outbox in order, perTx events a
+// transaction (the last one holds the rest).
+func (b *backend) enqueueTx(t *testing.T, evs []outboxrelay.Event, perTx int) {
+	t.Helper()
+	for chunk := range slices.Chunk(evs, perTx) {
+		if err := b.enqueue(context.Background(), chunk...); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // eachBackend runs f as a subtest per backend, named for it, with the
 // topic prefix+b.name created on js (as createTopic).
 func eachBackend(t *testing.T, js jetstream.JetStream, prefix string, f func(t *testing.T, b *backend, topic string)) {
 	t.Helper()
-	for _, b := range backends(t) {
+	onBackends(t, js, prefix, backends(t), f)
+}
+
+// onBackends is eachBackend over the backends bs.
+func onBackends(t *testing.T, js jetstream.JetStream, prefix string, bs []*backend, f func(t *testing.T, b *backend, topic string)) {
+	t.Helper()
+	for _, b := range bs {
 		t.Run(b.name, func(t *testing.T) {
 			topic := prefix + b.name
 			createTopic(t, js, topic)
@@ -364,6 +380,20 @@ func waitDrained(t *testing.T, store outboxrelay.Store, timeout time.Duration, r
 		}
 		return nil
 	})
+}
+
+// waitKilled waits until errc, relay r's Run result, reports the injected
+// fault, and fails t if it reports anything else or nothing within timeout.
+func waitKilled(t *testing.T, errc <-chan error, timeout time.Duration, r *outboxrelay.Relay) {
+	t.Helper()
+	select {
+	case err := <-errc:
+		if !errors.Is(err, outboxrelay.ErrInjectedFault) {
+			t.Fatalf("relay stopped with %v, want the injected fault", err)
+		}
+	case <-time.After(timeout):
+		t.Fatalf("relay was never killed; counts %+v", r.Counts())
+	}
 }
 
 // crashOnce is an AfterPublish hook that kills the relay on its first

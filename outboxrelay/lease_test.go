@@ -53,12 +53,7 @@ func TestTwoRelays(t *testing.T) {
 			}
 		}()
 		evs := events(topic, topic, 10, 20)
-		ctx := context.Background()
-		for i := 0; i < 100; i += 10 {
-			if err := b.enqueue(ctx, evs[i:i+10]...); err != nil {
-				t.Fatal(err)
-			}
-		}
+		b.enqueueTx(t, evs[:100], 10)
 		waitDrained(t, b.store, 20*time.Second)
 		leader := 0
 		if relays[1].Leader() {
@@ -70,11 +65,7 @@ func TestTwoRelays(t *testing.T) {
 		}
 		// Kill the leader between publish and mark.
 		crashes[leader].armed.Store(true)
-		for i := 100; i < len(evs); i += 10 {
-			if err := b.enqueue(ctx, evs[i:i+10]...); err != nil {
-				t.Fatal(err)
-			}
-		}
+		b.enqueueTx(t, evs[100:], 10)
 		natstest.WaitFor(t, 10*time.Second, func() error {
 			if !crashes[leader].fired.Load() {
 				return fmt.Errorf("leader not killed yet")
@@ -147,12 +138,8 @@ func TestPerKeyOrderAcrossRestarts(t *testing.T) {
 				}
 				return crash.hook(acked)
 			}
-			_, errc := startRelay(t, f, cfg, b.store)
-			select {
-			case <-errc:
-			case <-time.After(15 * time.Second):
-				t.Fatal("relay was never killed")
-			}
+			r, errc := startRelay(t, f, cfg, b.store)
+			waitKilled(t, errc, 15*time.Second, r)
 			select {
 			case <-done:
 				writing = false
