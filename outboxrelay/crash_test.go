@@ -79,8 +79,8 @@ type crashCase struct {
 
 // crashRun is what one crashCase run did.
 type crashRun struct {
+	fx         *fixture
 	b          *backend
-	js         jetstream.JetStream
 	topic      string
 	evs        []outboxrelay.Event
 	r1, r2     *outboxrelay.Relay
@@ -96,8 +96,7 @@ type crashRun struct {
 // exactly once, in per-key order; after it, the consumer's inbox catches
 // them and every effect runs exactly once.
 func TestCrashBetweenPublishAndMark(t *testing.T) {
-	f := natstest.RunFabric(t, 3)
-	js := f.JetStream()
+	fx := newFixture(t)
 	for _, tc := range []crashCase{{
 		name: "FirstRound", prefix: "crash-", keys: 20, perKey: 15, perTx: 10,
 		check: func(t *testing.T, c crashRun) {
@@ -125,7 +124,7 @@ func TestCrashBetweenPublishAndMark(t *testing.T) {
 			if c.streamDups < len(c.acked) {
 				t.Fatalf("stream holds %d duplicates, want %d (the republished round): the window did not pass", c.streamDups, len(c.acked))
 			}
-			inboxDups := consumeAll(t, c.js, c.b, c.topic, len(c.evs), nil)
+			inboxDups := consumeAll(t, c.fx.js, c.b, c.topic, len(c.evs), nil)
 			total, distinct := c.b.effects()
 			t.Logf("stream duplicates %d, skipped by the inbox %d, effects %d for %d events", c.streamDups, inboxDups, total, len(c.evs))
 			if total != len(c.evs) || distinct != len(c.evs) {
@@ -137,8 +136,8 @@ func TestCrashBetweenPublishAndMark(t *testing.T) {
 		},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
-			eachBackend(t, js, tc.prefix, func(t *testing.T, b *backend, topic string) {
-				runCrashCase(t, f, tc, crashRun{b: b, js: js, topic: topic})
+			fx.eachBackend(t, tc.prefix, func(t *testing.T, b *backend, topic string) {
+				runCrashCase(t, tc, crashRun{fx: fx, b: b, topic: topic})
 			})
 		})
 	}
@@ -146,10 +145,10 @@ func TestCrashBetweenPublishAndMark(t *testing.T) {
 
 // runCrashCase runs tc against c.b and c.topic: relay 1 is killed as tc
 // says, relay 2 drains the outbox, and the stream holds every event.
-func runCrashCase(t *testing.T, f *natstest.Fabric, tc crashCase, c crashRun) {
+func runCrashCase(t *testing.T, tc crashCase, c crashRun) {
 	t.Helper()
 	if tc.window > 0 {
-		setDuplicateWindow(t, c.js, c.topic, tc.window)
+		setDuplicateWindow(t, c.fx.js, c.topic, tc.window)
 	}
 	c.evs = c.b.seed(t, c.topic, tc.keys, tc.perKey, tc.perTx)
 	config := func() outboxrelay.Config {
@@ -169,7 +168,7 @@ func runCrashCase(t *testing.T, f *natstest.Fabric, tc crashCase, c crashRun) {
 		}
 		return crash.hook(acked)
 	}
-	r, errc := startRelay(t, f, cfg, c.b.store)
+	r, errc := c.fx.startRelay(t, cfg, c.b.store)
 	r1.Store(r)
 	waitKilled(t, errc, 30*time.Second, r)
 	c.r1, c.acked = r, crash.acked
@@ -180,11 +179,11 @@ func runCrashCase(t *testing.T, f *natstest.Fabric, tc crashCase, c crashRun) {
 		time.Sleep(tc.window + 500*time.Millisecond) // the window passes (the lease expires meanwhile too)
 	}
 	start := time.Now()
-	c.r2, _ = startRelay(t, f, config(), c.b.store)
+	c.r2, _ = c.fx.startRelay(t, config(), c.b.store)
 	waitDrained(t, c.b.store, 60*time.Second)
 	t.Logf("relay 2 drained the outbox %s after relay 1 died; %d events were published in its fatal round (relay 1 counts %+v, relay 2 counts %+v)",
 		time.Since(start).Round(time.Millisecond), len(c.acked), c.r1.Counts(), c.r2.Counts())
-	c.streamDups = checkDelivered(t, readStream(t, c.js, c.topic), c.evs, tc.window > 0)
+	c.streamDups = checkDelivered(t, c.fx.readStream(t, c.topic), c.evs, tc.window > 0)
 	tc.check(t, c)
 }
 
@@ -208,10 +207,9 @@ func (noAckMsg) Ack() error { return nil }
 // commits its effect and then "crashes" before acking; the redeliveries
 // after AckWait are skipped by the inbox (and acked).
 func TestConsumerCrashAfterEffectBeforeAck(t *testing.T) {
-	f := natstest.RunFabric(t, 3)
-	js := f.JetStream()
-	eachBackend(t, js, "consumer-", func(t *testing.T, b *backend, topic string) {
-		pub := platform.NewPublisher(js, platform.PublisherOptions{})
+	fx := newFixture(t)
+	fx.eachBackend(t, "consumer-", func(t *testing.T, b *backend, topic string) {
+		pub := platform.NewPublisher(fx.js, platform.PublisherOptions{})
 		evs := events(topic, topic, 10, 10)
 		ctx := context.Background()
 		for _, ev := range evs {
@@ -229,13 +227,13 @@ func TestConsumerCrashAfterEffectBeforeAck(t *testing.T) {
 			}
 			return m
 		}
-		consumeAll(t, js, b, topic, len(evs), crashFirst)
+		consumeAll(t, fx.js, b, topic, len(evs), crashFirst)
 		// Wait for the redeliveries of the unacked deliveries.
 		skipped := 0
 		natstest.WaitFor(t, 30*time.Second, func() error {
-			dups := consumeOnce(t, js, b, topic)
+			dups := consumeOnce(t, fx.js, b, topic)
 			skipped += dups
-			info, err := consumerInfo(js, topic)
+			info, err := consumerInfo(fx.js, topic)
 			if err != nil {
 				return err
 			}

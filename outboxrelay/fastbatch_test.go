@@ -21,14 +21,13 @@ import (
 // key stops there (its later events wait, per-key order), counted as
 // errors, and the relay goes on.
 func TestFastBatchPoisonEvent(t *testing.T) {
-	f := natstest.RunFabric(t, 3)
-	js := f.JetStream()
+	fx := newFixture(t)
 	ctx := context.Background()
 	topic := "poison"
-	createTopic(t, js, topic)
-	scfg := natstest.StreamConfig(t, js, platform.StreamName(topic))
+	fx.createTopic(t, topic)
+	scfg := natstest.StreamConfig(t, fx.js, platform.StreamName(topic))
 	scfg.MaxMsgSize = 4096
-	if _, err := js.UpdateStream(ctx, scfg); err != nil {
+	if _, err := fx.js.UpdateStream(ctx, scfg); err != nil {
 		t.Fatal(err)
 	}
 	b := pebbleBackend(t)
@@ -46,7 +45,7 @@ func TestFastBatchPoisonEvent(t *testing.T) {
 	}
 	cfg := testConfig(topic)
 	cfg.BatchSize, cfg.MaxInFlight = 300, 64
-	r, _ := startRelay(t, f, cfg, b.store)
+	r, _ := fx.startRelay(t, cfg, b.store)
 	var want []outboxrelay.Event
 	for _, ev := range evs {
 		if ev.Key != "k7" {
@@ -65,7 +64,7 @@ func TestFastBatchPoisonEvent(t *testing.T) {
 		}
 		return nil
 	})
-	msgs := readStream(t, js, topic)
+	msgs := fx.readStream(t, topic)
 	checkDelivered(t, msgs, append(want, evs[poison-200], evs[poison-100]), false)
 	for _, m := range msgs {
 		if m.key == "k7" && m.n >= 2 {
@@ -83,10 +82,9 @@ func TestFastBatchPoisonEvent(t *testing.T) {
 // batches (TopicMap to a stream made without allow_batched) gets every
 // event by single publishes after the first batch is refused.
 func TestFastBatchRefusedByStream(t *testing.T) {
-	f := natstest.RunFabric(t, 3)
-	js := f.JetStream()
+	fx := newFixture(t)
 	ctx := context.Background()
-	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "plain", Subjects: []string{"plain.*"}, Replicas: 3, Duplicates: time.Minute}); err != nil {
+	if _, err := fx.js.CreateStream(ctx, jetstream.StreamConfig{Name: "plain", Subjects: []string{"plain.*"}, Replicas: 3, Duplicates: time.Minute}); err != nil {
 		t.Fatal(err)
 	}
 	b := pebbleBackend(t)
@@ -97,7 +95,7 @@ func TestFastBatchRefusedByStream(t *testing.T) {
 	cfg := testConfig("plain")
 	cfg.BatchSize, cfg.MaxInFlight = 500, 64
 	cfg.TopicMap = map[string]string{"logical": "plain"}
-	r, _ := startRelay(t, f, cfg, b.store)
+	r, _ := fx.startRelay(t, cfg, b.store)
 	waitDrained(t, b.store, 60*time.Second)
 	c := r.Counts()
 	if c.Batched != 0 || c.BatchRetried == 0 {
@@ -106,7 +104,7 @@ func TestFastBatchRefusedByStream(t *testing.T) {
 	if c.OK+c.Duplicate != uint64(len(evs)) || c.Error+c.Unknown != 0 {
 		t.Errorf("counts %+v, want %d ok", c, len(evs))
 	}
-	st, err := js.Stream(ctx, "plain")
+	st, err := fx.js.Stream(ctx, "plain")
 	if err != nil {
 		t.Fatal(err)
 	}

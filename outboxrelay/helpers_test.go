@@ -182,11 +182,25 @@ func testConfig(name string) outboxrelay.Config {
 	return cfg
 }
 
-// startRelay starts a relay and closes it when the test ends; errc gets
-// Run's result.
-func startRelay(t *testing.T, f *natstest.Fabric, cfg outboxrelay.Config, store outboxrelay.Store) (*outboxrelay.Relay, <-chan error) {
+// fixture is what a relay test runs on: a 3-node fabric and a JetStream
+// client of it.
+type fixture struct {
+	*natstest.Fabric
+	js jetstream.JetStream
+}
+
+// newFixture starts a 3-node fabric, shut down when t ends.
+func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	r, err := outboxrelay.New(cfg, store, f.Conn(nats.ReconnectBufSize(-1)))
+	f := natstest.RunFabric(t, 3)
+	return &fixture{Fabric: f, js: f.JetStream()}
+}
+
+// startRelay starts a relay on the fabric and closes it when the test
+// ends; errc gets Run's result.
+func (fx *fixture) startRelay(t *testing.T, cfg outboxrelay.Config, store outboxrelay.Store) (*outboxrelay.Relay, <-chan error) {
+	t.Helper()
+	r, err := outboxrelay.New(cfg, store, fx.Conn(nats.ReconnectBufSize(-1)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,14 +217,14 @@ func startRelay(t *testing.T, f *natstest.Fabric, cfg outboxrelay.Config, store 
 }
 
 // createTopic creates an R3 topic with 4 partitions.
-func createTopic(t *testing.T, js jetstream.JetStream, name string) {
+func (fx *fixture) createTopic(t *testing.T, name string) {
 	t.Helper()
 	spec := platform.DefaultTopicSpec(name)
 	spec.Partitions = 4
 	spec.Retention = platform.Retention{MaxAge: time.Hour}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := catalog.NewReconciler(js, catalog.ReconcilerOptions{}).ApplyTopic(ctx, spec, catalog.ApplyOptions{}); err != nil {
+	if _, err := catalog.NewReconciler(fx.js, catalog.ReconcilerOptions{}).ApplyTopic(ctx, spec, catalog.ApplyOptions{}); err != nil {
 		t.Fatalf("create topic %s: %v", name, err)
 	}
 }
@@ -236,19 +250,19 @@ func (b *backend) enqueueTx(t *testing.T, evs []outboxrelay.Event, perTx int) {
 }
 
 // eachBackend runs f as a subtest per backend, named for it, with the
-// topic prefix+b.name created on js (as createTopic).
-func eachBackend(t *testing.T, js jetstream.JetStream, prefix string, f func(t *testing.T, b *backend, topic string)) {
+// topic prefix+b.name created (as createTopic).
+func (fx *fixture) eachBackend(t *testing.T, prefix string, f func(t *testing.T, b *backend, topic string)) {
 	t.Helper()
-	onBackends(t, js, prefix, backends(t), f)
+	fx.onBackends(t, prefix, backends(t), f)
 }
 
 // onBackends is eachBackend over the backends bs.
-func onBackends(t *testing.T, js jetstream.JetStream, prefix string, bs []*backend, f func(t *testing.T, b *backend, topic string)) {
+func (fx *fixture) onBackends(t *testing.T, prefix string, bs []*backend, f func(t *testing.T, b *backend, topic string)) {
 	t.Helper()
 	for _, b := range bs {
 		t.Run(b.name, func(t *testing.T) {
 			topic := prefix + b.name
-			createTopic(t, js, topic)
+			fx.createTopic(t, topic)
 			f(t, b, topic)
 		})
 	}
@@ -278,11 +292,11 @@ type stored struct {
 }
 
 // readStream reads every message of topic's stream in stream order.
-func readStream(t *testing.T, js jetstream.JetStream, topic string) []stored {
+func (fx *fixture) readStream(t *testing.T, topic string) []stored {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	s, err := js.Stream(ctx, platform.StreamName(topic))
+	s, err := fx.js.Stream(ctx, platform.StreamName(topic))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -360,6 +374,14 @@ func checkDelivered(t *testing.T, msgs []stored, want []outboxrelay.Event, dupsA
 		t.Errorf("%d duplicates in the stream", dups)
 	}
 	return dups
+}
+
+// deliveredOnce waits until store has no unsent event and asserts topic's
+// stream holds every one of evs once, each key's in order.
+func (fx *fixture) deliveredOnce(t *testing.T, store outboxrelay.Store, topic string, evs []outboxrelay.Event, relays ...*outboxrelay.Relay) {
+	t.Helper()
+	waitDrained(t, store, 60*time.Second, relays...)
+	checkDelivered(t, fx.readStream(t, topic), evs, false)
 }
 
 // waitDrained waits until the store has no unsent event.

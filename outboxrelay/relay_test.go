@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/msgplatform/platform/embeddednats/natstest"
 	"github.com/msgplatform/platform/internal/validate"
 	"github.com/msgplatform/platform/outboxrelay"
 )
@@ -53,8 +52,7 @@ type backlogCase struct {
 // the publish mode, a relay drains a backlog with every event stored once,
 // in per-key order, and acked ok.
 func TestRelayDrainsBacklog(t *testing.T) {
-	f := natstest.RunFabric(t, 3)
-	js := f.JetStream()
+	fx := newFixture(t)
 	for _, tc := range []backlogCase{{
 		// Many more keys than MaxInFlight and reads larger than it: many
 		// refills of the publish window.
@@ -97,14 +95,13 @@ func TestRelayDrainsBacklog(t *testing.T) {
 			if !tc.pebbleOnly {
 				bs = backends(t)
 			}
-			onBackends(t, js, tc.prefix, bs, func(t *testing.T, b *backend, topic string) {
+			fx.onBackends(t, tc.prefix, bs, func(t *testing.T, b *backend, topic string) {
 				evs := b.seed(t, topic, tc.keys, tc.perKey, tc.keys*tc.perKey)
 				cfg := testConfig(topic)
 				tc.tune(&cfg)
 				rec := &readRecorder{Store: b.store}
-				r, _ := startRelay(t, f, cfg, rec)
-				waitDrained(t, b.store, 60*time.Second)
-				checkDelivered(t, readStream(t, js, topic), evs, false)
+				r, _ := fx.startRelay(t, cfg, rec)
+				fx.deliveredOnce(t, b.store, topic, evs)
 				c := r.Counts()
 				if c.OK != uint64(len(evs)) {
 					t.Errorf("counts %+v, want %d ok", c, len(evs))

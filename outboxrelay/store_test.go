@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/msgplatform/platform/embeddednats/natstest"
 	"github.com/msgplatform/platform/outboxrelay"
 )
 
@@ -29,9 +28,8 @@ func (p *pruneCounter) Prune(ctx context.Context, before time.Time, limit int) (
 // TestRelayPrunes: the leader prunes rows sent longer ago than the
 // retention, in batches of PruneBatch.
 func TestRelayPrunes(t *testing.T) {
-	f := natstest.RunFabric(t, 3)
-	js := f.JetStream()
-	eachBackend(t, js, "prune-", func(t *testing.T, b *backend, topic string) {
+	fx := newFixture(t)
+	fx.eachBackend(t, "prune-", func(t *testing.T, b *backend, topic string) {
 		pc := &pruneCounter{Store: b.store, calls: make(chan int, 100)}
 		cfg := testConfig(topic)
 		cfg.Retention = 0
@@ -40,7 +38,7 @@ func TestRelayPrunes(t *testing.T) {
 		if err := b.enqueue(context.Background(), events(topic, topic, 30, 1)...); err != nil {
 			t.Fatal(err)
 		}
-		startRelay(t, f, cfg, pc)
+		fx.startRelay(t, cfg, pc)
 		waitDrained(t, b.store, 20*time.Second)
 		total := 0
 		deadline := time.After(20 * time.Second)
