@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -181,11 +182,25 @@ func testConfig(name string) outboxrelay.Config {
 	return cfg
 }
 
-// startRelay starts a relay and closes it when the test ends; errc gets
-// Run's result.
-func startRelay(t *testing.T, f *natstest.Fabric, cfg outboxrelay.Config, store outboxrelay.Store) (*outboxrelay.Relay, <-chan error) {
+// fixture is what a relay test runs on: a 3-node fabric and a JetStream
+// client of it.
+type fixture struct {
+	*natstest.Fabric
+	js jetstream.JetStream
+}
+
+// newFixture starts a 3-node fabric, shut down when t ends.
+func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	r, err := outboxrelay.New(cfg, store, f.Conn(nats.ReconnectBufSize(-1)))
+	f := natstest.RunFabric(t, 3)
+	return &fixture{Fabric: f, js: f.JetStream()}
+}
+
+// startRelay starts a relay on the fabric and closes it when the test
+// ends; errc gets Run's result.
+func (fx *fixture) startRelay(t *testing.T, cfg outboxrelay.Config, store outboxrelay.Store) (*outboxrelay.Relay, <-chan error) {
+	t.Helper()
+	r, err := outboxrelay.New(cfg, store, fx.Conn(nats.ReconnectBufSize(-1)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,37 +217,52 @@ func startRelay(t *testing.T, f *natstest.Fabric, cfg outboxrelay.Config, store 
 }
 
 // createTopic creates an R3 topic with 4 partitions.
-func createTopic(t *testing.T, js jetstream.JetStream, name string) {
+func (fx *fixture) createTopic(t *testing.T, name string) {
 	t.Helper()
 	spec := platform.DefaultTopicSpec(name)
 	spec.Partitions = 4
 	spec.Retention = platform.Retention{MaxAge: time.Hour}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := catalog.NewReconciler(js, catalog.ReconcilerOptions{}).ApplyTopic(ctx, spec, catalog.ApplyOptions{}); err != nil {
+	if _, err := catalog.NewReconciler(fx.js, catalog.ReconcilerOptions{}).ApplyTopic(ctx, spec, catalog.ApplyOptions{}); err != nil {
 		t.Fatalf("create topic %s: %v", name, err)
 	}
 }
 
-// seed enqueues in b's outbox, in one transaction, the keys*perKey events
-// that events returns for topic, and returns them.
-func (b *backend) seed(t *testing.T, topic string, keys, perKey int) []outboxrelay.Event {
+// seed enqueues in b's outbox, perTx events a transaction, the
+// keys*perKey events that events returns for topic, and returns them.
+func (b *backend) seed(t *testing.T, topic string, keys, perKey, perTx int) []outboxrelay.Event {
 	t.Helper()
 	evs := events(topic, topic, keys, perKey)
-	if err := b.enqueue(context.Background(), evs...); err != nil {
-		t.Fatal(err)
-	}
+	b.enqueueTx(t, evs, perTx)
 	return evs
 }
 
-// eachBackend runs f as a subtest per backend, named for it, with the
-// topic prefix+b.name created on js (as createTopic).
-func eachBackend(t *testing.T, js jetstream.JetStream, prefix string, f func(t *testing.T, b *backend, topic string)) {
+// enqueueTx enqueues evs in b's outbox in order, perTx events a
+// transaction (the last one holds the rest).
+func (b *backend) enqueueTx(t *testing.T, evs []outboxrelay.Event, perTx int) {
 	t.Helper()
-	for _, b := range backends(t) {
+	for chunk := range slices.Chunk(evs, perTx) {
+		if err := b.enqueue(context.Background(), chunk...); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// eachBackend runs f as a subtest per backend, named for it, with the
+// topic prefix+b.name created (as createTopic).
+func (fx *fixture) eachBackend(t *testing.T, prefix string, f func(t *testing.T, b *backend, topic string)) {
+	t.Helper()
+	fx.onBackends(t, prefix, backends(t), f)
+}
+
+// onBackends is eachBackend over the backends bs.
+func (fx *fixture) onBackends(t *testing.T, prefix string, bs []*backend, f func(t *testing.T, b *backend, topic string)) {
+	t.Helper()
+	for _, b := range bs {
 		t.Run(b.name, func(t *testing.T) {
 			topic := prefix + b.name
-			createTopic(t, js, topic)
+			fx.createTopic(t, topic)
 			f(t, b, topic)
 		})
 	}
@@ -262,11 +292,11 @@ type stored struct {
 }
 
 // readStream reads every message of topic's stream in stream order.
-func readStream(t *testing.T, js jetstream.JetStream, topic string) []stored {
+func (fx *fixture) readStream(t *testing.T, topic string) []stored {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	s, err := js.Stream(ctx, platform.StreamName(topic))
+	s, err := fx.js.Stream(ctx, platform.StreamName(topic))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -346,6 +376,14 @@ func checkDelivered(t *testing.T, msgs []stored, want []outboxrelay.Event, dupsA
 	return dups
 }
 
+// deliveredOnce waits until store has no unsent event and asserts topic's
+// stream holds every one of evs once, each key's in order.
+func (fx *fixture) deliveredOnce(t *testing.T, store outboxrelay.Store, topic string, evs []outboxrelay.Event, relays ...*outboxrelay.Relay) {
+	t.Helper()
+	waitDrained(t, store, 60*time.Second, relays...)
+	checkDelivered(t, fx.readStream(t, topic), evs, false)
+}
+
 // waitDrained waits until the store has no unsent event.
 func waitDrained(t *testing.T, store outboxrelay.Store, timeout time.Duration, relays ...*outboxrelay.Relay) {
 	t.Helper()
@@ -364,6 +402,20 @@ func waitDrained(t *testing.T, store outboxrelay.Store, timeout time.Duration, r
 		}
 		return nil
 	})
+}
+
+// waitKilled waits until errc, relay r's Run result, reports the injected
+// fault, and fails t if it reports anything else or nothing within timeout.
+func waitKilled(t *testing.T, errc <-chan error, timeout time.Duration, r *outboxrelay.Relay) {
+	t.Helper()
+	select {
+	case err := <-errc:
+		if !errors.Is(err, outboxrelay.ErrInjectedFault) {
+			t.Fatalf("relay stopped with %v, want the injected fault", err)
+		}
+	case <-time.After(timeout):
+		t.Fatalf("relay was never killed; counts %+v", r.Counts())
+	}
 }
 
 // crashOnce is an AfterPublish hook that kills the relay on its first

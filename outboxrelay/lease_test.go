@@ -18,15 +18,14 @@ import (
 // other takes over within a few seconds and nothing is lost or stored
 // twice.
 func TestTwoRelays(t *testing.T) {
-	f := natstest.RunFabric(t, 3)
-	js := f.JetStream()
-	eachBackend(t, js, "two-", func(t *testing.T, b *backend, topic string) {
+	fx := newFixture(t)
+	fx.eachBackend(t, "two-", func(t *testing.T, b *backend, topic string) {
 		crashes := []*crashOnce{{}, {}}
 		relays := make([]*outboxrelay.Relay, 2)
 		for i := range relays {
 			cfg := testConfig(topic)
 			cfg.Faults.AfterPublish = crashes[i].hook
-			relays[i], _ = startRelay(t, f, cfg, b.store)
+			relays[i], _ = fx.startRelay(t, cfg, b.store)
 		}
 		for _, r := range relays {
 			select {
@@ -53,12 +52,7 @@ func TestTwoRelays(t *testing.T) {
 			}
 		}()
 		evs := events(topic, topic, 10, 20)
-		ctx := context.Background()
-		for i := 0; i < 100; i += 10 {
-			if err := b.enqueue(ctx, evs[i:i+10]...); err != nil {
-				t.Fatal(err)
-			}
-		}
+		b.enqueueTx(t, evs[:100], 10)
 		waitDrained(t, b.store, 20*time.Second)
 		leader := 0
 		if relays[1].Leader() {
@@ -70,11 +64,7 @@ func TestTwoRelays(t *testing.T) {
 		}
 		// Kill the leader between publish and mark.
 		crashes[leader].armed.Store(true)
-		for i := 100; i < len(evs); i += 10 {
-			if err := b.enqueue(ctx, evs[i:i+10]...); err != nil {
-				t.Fatal(err)
-			}
-		}
+		b.enqueueTx(t, evs[100:], 10)
 		natstest.WaitFor(t, 10*time.Second, func() error {
 			if !crashes[leader].fired.Load() {
 				return fmt.Errorf("leader not killed yet")
@@ -89,7 +79,7 @@ func TestTwoRelays(t *testing.T) {
 			return nil
 		})
 		takeover := time.Since(killed)
-		waitDrained(t, b.store, 20*time.Second)
+		fx.deliveredOnce(t, b.store, topic, evs)
 		close(stop)
 		wg.Wait()
 		t.Logf("standby took over %s after the leader died", takeover.Round(time.Millisecond))
@@ -99,7 +89,6 @@ func TestTwoRelays(t *testing.T) {
 		if n := both.Load(); n > 0 {
 			t.Errorf("both relays held the lease in %d samples", n)
 		}
-		checkDelivered(t, readStream(t, js, topic), evs, false)
 	})
 }
 
@@ -107,9 +96,8 @@ func TestTwoRelays(t *testing.T) {
 // concurrently while relays are killed between publish and mark over and
 // over; every key's events are stored in commit order, once.
 func TestPerKeyOrderAcrossRestarts(t *testing.T) {
-	f := natstest.RunFabric(t, 3)
-	js := f.JetStream()
-	eachBackend(t, js, "order-", func(t *testing.T, b *backend, topic string) {
+	fx := newFixture(t)
+	fx.eachBackend(t, "order-", func(t *testing.T, b *backend, topic string) {
 		const keys, perKey, writers = 60, 15, 5
 		evs := events(topic, topic, keys, perKey)
 		ctx := context.Background()
@@ -147,21 +135,16 @@ func TestPerKeyOrderAcrossRestarts(t *testing.T) {
 				}
 				return crash.hook(acked)
 			}
-			_, errc := startRelay(t, f, cfg, b.store)
-			select {
-			case <-errc:
-			case <-time.After(15 * time.Second):
-				t.Fatal("relay was never killed")
-			}
+			r, errc := fx.startRelay(t, cfg, b.store)
+			waitKilled(t, errc, 15*time.Second, r)
 			select {
 			case <-done:
 				writing = false
 			default:
 			}
 		}
-		startRelay(t, f, testConfig(topic), b.store)
-		waitDrained(t, b.store, 30*time.Second)
+		fx.startRelay(t, testConfig(topic), b.store)
+		fx.deliveredOnce(t, b.store, topic, evs)
 		t.Logf("%d relays killed between publish and mark", restarts)
-		checkDelivered(t, readStream(t, js, topic), evs, false)
 	})
 }

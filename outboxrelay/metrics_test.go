@@ -54,9 +54,8 @@ func label(m *dto.Metric, name string) string {
 // published (the failing keys back off on their own), and the registry
 // shows the backlog, the oldest unsent age and the publishes by outcome.
 func TestRelayMetricsAndUnpublishableEvents(t *testing.T) {
-	f := natstest.RunFabric(t, 3)
-	js := f.JetStream()
-	eachBackend(t, js, "metrics-", func(t *testing.T, b *backend, topic string) {
+	fx := newFixture(t)
+	fx.eachBackend(t, "metrics-", func(t *testing.T, b *backend, topic string) {
 		ctx := context.Background()
 		bad := events("nostream-"+b.name, "no-such-topic", 20, 3)
 		if err := b.enqueue(ctx, bad...); err != nil {
@@ -70,7 +69,7 @@ func TestRelayMetricsAndUnpublishableEvents(t *testing.T) {
 		cfg := testConfig(topic)
 		cfg.BatchSize = 40 // the bad events fill the first read
 		cfg.Registerer = reg
-		r, _ := startRelay(t, f, cfg, b.store)
+		r, _ := fx.startRelay(t, cfg, b.store)
 		natstest.WaitFor(t, 20*time.Second, func() error {
 			if c := r.Counts(); c.OK < uint64(len(good)) {
 				return fmt.Errorf("counts %+v, want %d ok", c, len(good))
@@ -103,6 +102,6 @@ func TestRelayMetricsAndUnpublishableEvents(t *testing.T) {
 		if v := metricValue(t, reg, "outboxrelay_leader", ""); v != 1 {
 			t.Errorf("leader gauge %v, want 1", v)
 		}
-		checkDelivered(t, readStream(t, js, topic), good, false)
+		checkDelivered(t, fx.readStream(t, topic), good, false)
 	})
 }

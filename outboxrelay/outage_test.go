@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/msgplatform/platform/embeddednats/natstest"
 	"github.com/msgplatform/platform/outboxrelay"
 )
 
@@ -21,8 +20,7 @@ const outage = 30 * time.Second
 // service's commits never wait for the broker; the relays back off and
 // resume on their own, and every event arrives once, in per-key order.
 func TestBrokerDown(t *testing.T) {
-	f := natstest.RunFabric(t, 3)
-	js := f.JetStream()
+	fx := newFixture(t)
 	bs := backends(t)
 	type run struct {
 		b       *backend
@@ -35,8 +33,8 @@ func TestBrokerDown(t *testing.T) {
 	runs := make([]*run, len(bs))
 	for i, b := range bs {
 		r := &run{b: b, topic: "outage-" + b.name}
-		createTopic(t, js, r.topic)
-		r.relay, _ = startRelay(t, f, testConfig("outage-"+b.name), b.store)
+		fx.createTopic(t, r.topic)
+		r.relay, _ = fx.startRelay(t, testConfig("outage-"+b.name), b.store)
 		runs[i] = r
 	}
 	stop := make(chan struct{})
@@ -73,19 +71,19 @@ func TestBrokerDown(t *testing.T) {
 		}()
 	}
 	time.Sleep(2 * time.Second)
-	for i := range f.Nodes() {
-		f.Kill(i)
+	for i := range fx.Nodes() {
+		fx.Kill(i)
 	}
 	t.Logf("all nodes down for %s", outage)
 	time.Sleep(outage)
-	for i := range f.Nodes() {
-		if err := f.Node(i).Launch(); err != nil {
+	for i := range fx.Nodes() {
+		if err := fx.Node(i).Launch(); err != nil {
 			t.Fatalf("relaunch node %d: %v", i, err)
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	if err := f.WaitReady(ctx); err != nil {
+	if err := fx.WaitReady(ctx); err != nil {
 		t.Fatalf("fabric not ready after the outage: %v", err)
 	}
 	back := time.Now()
@@ -99,6 +97,6 @@ func TestBrokerDown(t *testing.T) {
 		if d := time.Duration(r.slowest.Load()); d > time.Second {
 			t.Errorf("%s: a commit took %s: the outage blocked the service", r.b.name, d)
 		}
-		checkDelivered(t, readStream(t, js, r.topic), r.evs, false)
+		checkDelivered(t, fx.readStream(t, r.topic), r.evs, false)
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/msgplatform/platform/embeddednats/natstest"
 	"github.com/msgplatform/platform/internal/validate"
 	"github.com/msgplatform/platform/outboxrelay"
 )
@@ -35,88 +34,86 @@ func TestConfigValidateReportsEveryProblem(t *testing.T) {
 	}
 }
 
-func TestEnqueueRefusesInvalidEvents(t *testing.T) {
-	for _, b := range backends(t) {
-		t.Run(b.name, func(t *testing.T) {
-			ctx := context.Background()
-			for _, ev := range []outboxrelay.Event{
-				{Topic: "orders", Key: "k1", Payload: []byte("x")},            // no id
-				{ID: "e1", Topic: "orders", Key: "a.b", Payload: []byte("x")}, // key is not one token
-				{ID: "e2", Key: "k1"}, // no topic
-			} {
-				if err := b.enqueue(ctx, ev); !errors.Is(err, outboxrelay.ErrInvalidEvent) {
-					t.Errorf("enqueue %+v: want ErrInvalidEvent, got %v", ev, err)
+// backlogCase is one relay configuration draining a backlog committed
+// before the relay starts.
+type backlogCase struct {
+	name       string
+	prefix     string // of the topic's name
+	pebbleOnly bool
+	// keys*perKey events, committed in one transaction.
+	keys, perKey int
+	tune         func(cfg *outboxrelay.Config)
+	// check asserts what the case adds to "every event stored once, in
+	// per-key order, each acked ok"; reads are the relay's Unsent calls.
+	check func(t *testing.T, cfg outboxrelay.Config, c outboxrelay.Counts, n int, reads [][2]int)
+}
+
+// TestRelayDrainsBacklog: whatever the read and publish window sizes and
+// the publish mode, a relay drains a backlog with every event stored once,
+// in per-key order, and acked ok.
+func TestRelayDrainsBacklog(t *testing.T) {
+	fx := newFixture(t)
+	for _, tc := range []backlogCase{{
+		// Many more keys than MaxInFlight and reads larger than it: many
+		// refills of the publish window.
+		name: "MoreKeysThanInFlight", prefix: "window-", pebbleOnly: true, keys: 300, perKey: 3,
+		tune: func(cfg *outboxrelay.Config) { cfg.BatchSize, cfg.MaxInFlight = 250, 16 },
+	}, {
+		// A backlog is read one window (MaxInFlight) first, then never
+		// more than the pipeline already holds, so reads grow up to
+		// BatchSize and each returns while the records already read are
+		// still being published.
+		name: "ReadsGrowWithThePipeline", prefix: "ramp-", pebbleOnly: true, keys: 300, perKey: 3,
+		tune:  func(cfg *outboxrelay.Config) { cfg.BatchSize, cfg.MaxInFlight = 250, 16 },
+		check: checkReadsGrow,
+	}, {
+		// Many keys ready at once go in fast batches, whose acks count as
+		// ok.
+		name: "FastBatch", prefix: "batched-", keys: 200, perKey: 10,
+		tune: func(cfg *outboxrelay.Config) { cfg.BatchSize, cfg.MaxInFlight = 500, 128 },
+		check: func(t *testing.T, _ outboxrelay.Config, c outboxrelay.Counts, n int, _ [][2]int) {
+			if c.Duplicate+c.Error+c.Unknown != 0 {
+				t.Errorf("counts %+v, want %d ok and nothing else", c, n)
+			}
+			// The first read (one window) goes singly, the rest mostly batched.
+			if c.Batched < uint64(n/2) {
+				t.Errorf("only %d of %d events went in fast batches (counts %+v)", c.Batched, n, c)
+			}
+		},
+	}, {
+		// With SinglePublishes nothing is batched.
+		name: "SinglePublishes", prefix: "single-", pebbleOnly: true, keys: 200, perKey: 3,
+		tune: func(cfg *outboxrelay.Config) { cfg.BatchSize, cfg.MaxInFlight, cfg.SinglePublishes = 500, 64, true },
+		check: func(t *testing.T, _ outboxrelay.Config, c outboxrelay.Counts, n int, _ [][2]int) {
+			if c.Batched+c.BatchRetried != 0 {
+				t.Errorf("counts %+v, want %d ok, none batched", c, n)
+			}
+		},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			bs := []*backend{pebbleBackend(t)}
+			if !tc.pebbleOnly {
+				bs = backends(t)
+			}
+			fx.onBackends(t, tc.prefix, bs, func(t *testing.T, b *backend, topic string) {
+				evs := b.seed(t, topic, tc.keys, tc.perKey, tc.keys*tc.perKey)
+				cfg := testConfig(topic)
+				tc.tune(&cfg)
+				rec := &readRecorder{Store: b.store}
+				r, _ := fx.startRelay(t, cfg, rec)
+				fx.deliveredOnce(t, b.store, topic, evs)
+				c := r.Counts()
+				if c.OK != uint64(len(evs)) {
+					t.Errorf("counts %+v, want %d ok", c, len(evs))
 				}
-			}
-			st, err := b.store.Stats(ctx)
-			if err != nil || st.Unsent != 0 {
-				t.Fatalf("after refused enqueues: %+v, %v; want nothing written", st, err)
-			}
+				if tc.check != nil {
+					rec.mu.Lock()
+					reads := slices.Clone(rec.reads)
+					rec.mu.Unlock()
+					tc.check(t, cfg, c, len(evs), reads)
+				}
+			})
 		})
-	}
-}
-
-// TestCrashAfterPublishBeforeMark kills the relay after its first round was
-// published and acked but before it was marked sent. The next relay
-// republishes the round with the same Nats-Msg-Id: the stream drops the
-// repeats, so every event is stored exactly once, in per-key order.
-func TestCrashAfterPublishBeforeMark(t *testing.T) {
-	f := natstest.RunFabric(t, 3)
-	js := f.JetStream()
-	eachBackend(t, js, "crash-", func(t *testing.T, b *backend, topic string) {
-		evs := events(topic, topic, 20, 15)
-		ctx := context.Background()
-		for i := 0; i < len(evs); i += 10 {
-			if err := b.enqueue(ctx, evs[i:i+10]...); err != nil {
-				t.Fatal(err)
-			}
-		}
-		crash := &crashOnce{}
-		crash.armed.Store(true)
-		cfg := testConfig(topic)
-		cfg.Faults.AfterPublish = crash.hook
-		_, errc := startRelay(t, f, cfg, b.store)
-		select {
-		case err := <-errc:
-			if !errors.Is(err, outboxrelay.ErrInjectedFault) {
-				t.Fatalf("relay 1 stopped with %v, want the injected fault", err)
-			}
-		case <-time.After(20 * time.Second):
-			t.Fatal("relay 1 never published")
-		}
-		if len(crash.acked) == 0 {
-			t.Fatal("relay 1 crashed without publishing")
-		}
-		// The killed relay never released its lease: the next one
-		// takes over when it expires.
-		start := time.Now()
-		r2, _ := startRelay(t, f, testConfig(topic), b.store)
-		waitDrained(t, b.store, 30*time.Second)
-		t.Logf("relay 2 drained the outbox %s after relay 1 died; %d events were published before the crash", time.Since(start).Round(time.Millisecond), len(crash.acked))
-		checkDelivered(t, readStream(t, js, topic), evs, false)
-		if c := r2.Counts(); c.Duplicate < uint64(len(crash.acked)) {
-			t.Errorf("relay 2 counts %+v: want >= %d duplicates (the crashed round)", c, len(crash.acked))
-		}
-	})
-}
-
-// TestRelayMoreKeysThanInFlight: with many more keys than MaxInFlight and
-// reads larger than it, every event is published once, in per-key order,
-// over many refills of the publish window.
-func TestRelayMoreKeysThanInFlight(t *testing.T) {
-	f := natstest.RunFabric(t, 3)
-	js := f.JetStream()
-	b := pebbleBackend(t)
-	topic := "window"
-	createTopic(t, js, topic)
-	evs := b.seed(t, topic, 300, 3)
-	cfg := testConfig("window")
-	cfg.BatchSize, cfg.MaxInFlight = 250, 16
-	r, _ := startRelay(t, f, cfg, b.store)
-	waitDrained(t, b.store, 30*time.Second)
-	checkDelivered(t, readStream(t, js, topic), evs, false)
-	if c := r.Counts(); c.OK != uint64(len(evs)) {
-		t.Errorf("counts %+v, want %d ok", c, len(evs))
 	}
 }
 
@@ -134,30 +131,10 @@ func (s *readRecorder) Unsent(ctx context.Context, limit int, skip []uint64) ([]
 	return s.Store.Unsent(ctx, limit, skip)
 }
 
-// TestRelayReadsGrowWithThePipeline: a backlog is read one window
-// (MaxInFlight) first, then never more than the pipeline already holds, so
-// reads grow up to BatchSize and each returns while the records already
-// read are still being published; every event is published once, in
-// per-key order.
-func TestRelayReadsGrowWithThePipeline(t *testing.T) {
-	f := natstest.RunFabric(t, 3)
-	js := f.JetStream()
-	b := pebbleBackend(t)
-	topic := "ramp"
-	createTopic(t, js, topic)
-	evs := b.seed(t, topic, 300, 3)
-	cfg := testConfig("ramp")
-	cfg.BatchSize, cfg.MaxInFlight = 250, 16
-	rec := &readRecorder{Store: b.store}
-	r, _ := startRelay(t, f, cfg, rec)
-	waitDrained(t, b.store, 30*time.Second)
-	checkDelivered(t, readStream(t, js, topic), evs, false)
-	if c := r.Counts(); c.OK != uint64(len(evs)) {
-		t.Errorf("counts %+v, want %d ok", c, len(evs))
-	}
-	rec.mu.Lock()
-	reads := slices.Clone(rec.reads)
-	rec.mu.Unlock()
+// checkReadsGrow asserts the first read is one window and every later
+// one min(BatchSize, max(MaxInFlight, records held)), reaching BatchSize.
+func checkReadsGrow(t *testing.T, cfg outboxrelay.Config, _ outboxrelay.Counts, _ int, reads [][2]int) {
+	t.Helper()
 	if len(reads) == 0 || reads[0] != [2]int{cfg.MaxInFlight, 0} {
 		t.Fatalf("first read (limit, skip) = %v, want [%d 0]", reads[:min(1, len(reads))], cfg.MaxInFlight)
 	}

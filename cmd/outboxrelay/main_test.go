@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -95,16 +94,6 @@ func (p *relayProc) waitLine(t *testing.T, s string, timeout time.Duration) {
 	}
 }
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
 // metric scrapes one sample, e.g. outboxrelay_publishes_total{...outcome="duplicate"}.
 func metric(addr, name, label string) (float64, error) {
 	resp, err := http.Get("http://" + addr + "/metrics")
@@ -170,7 +159,7 @@ func TestBinaryKilledBetweenPublishAndMark(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := freeAddr(t)
+	addr := fmt.Sprintf("127.0.0.1:%d", natstest.FreePorts(t, 1)[0])
 	args := []string{"--dsn", dsn, "--nats", f.ClientURLs(), "--creds", creds, "--name", "orders-svc",
 		"--lease-ttl", "2s", "--batch", "50", "--http", addr}
 

@@ -58,12 +58,43 @@ func seqs(recs []outboxrelay.Record) []uint64 {
 	return out
 }
 
+// seeded opens an outbox from h, commits evs to it in one transaction and
+// returns it with their records in Seq order.
+func seeded(t *testing.T, h Harness, evs ...outboxrelay.Event) (outboxrelay.Store, []outboxrelay.Record) {
+	t.Helper()
+	s, enqueue := h.Open(t)
+	if err := enqueue(context.Background(), evs...); err != nil {
+		t.Fatal(err)
+	}
+	return s, unsent(t, s, 1000, nil)
+}
+
+// markSent fences s with tok and marks recs sent with it.
+func markSent(t *testing.T, s outboxrelay.Store, tok uint64, recs []outboxrelay.Record) {
+	t.Helper()
+	if err := s.Fence(context.Background(), tok); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.MarkSent(context.Background(), tok, seqs(recs)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// wantUnsentStat fails t unless s's Stats count n unsent records.
+func wantUnsentStat(t *testing.T, s outboxrelay.Store, n int64, when string) {
+	t.Helper()
+	if st, err := s.Stats(context.Background()); err != nil || st.Unsent != n {
+		t.Fatalf("Stats %s: %+v, %v; want %d unsent", when, st, err, n)
+	}
+}
+
 func testEnqueueValidation(t *testing.T, h Harness) {
 	ctx := context.Background()
 	s, enqueue := h.Open(t)
 	for name, bad := range map[string]outboxrelay.Event{
-		"empty id":    {Topic: "orders", Key: "k"},
-		"empty topic": {ID: "x", Key: "k"},
+		"empty id":          {Topic: "orders", Key: "k"},
+		"empty topic":       {ID: "x", Key: "k"},
+		"key of two tokens": {ID: "y", Topic: "orders", Key: "a.b"},
 	} {
 		// The bad event shares its transaction with a good one: neither is
 		// written.
@@ -124,21 +155,16 @@ func testUnsent(t *testing.T, h Harness) {
 	if got := unsent(t, s, 1000, skip); !slices.Equal(ids(got), rest) {
 		t.Fatalf("Unsent with skip: %v, want %v", ids(got), rest)
 	}
+	// The limit counts the records returned, not the skipped ones.
+	if got := unsent(t, s, 4, skip); !slices.Equal(ids(got), rest[:4]) {
+		t.Fatalf("Unsent limit 4 with skip: %v, want %v", ids(got), rest[:4])
+	}
 }
 
 func testMarkSent(t *testing.T, h Harness) {
 	ctx := context.Background()
-	s, enqueue := h.Open(t)
-	if err := enqueue(ctx, ev("e1", "k"), ev("e2", "k"), ev("e3", "j")); err != nil {
-		t.Fatal(err)
-	}
-	all := unsent(t, s, 10, nil)
-	if err := s.Fence(ctx, 7); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.MarkSent(ctx, 7, seqs(all[:2])); err != nil {
-		t.Fatal(err)
-	}
+	s, all := seeded(t, h, ev("e1", "k"), ev("e2", "k"), ev("e3", "j"))
+	markSent(t, s, 7, all[:2])
 	if err := s.MarkSent(ctx, 7, seqs(all[:1])); err != nil { // again: no-op
 		t.Fatalf("MarkSent of a sent record: %v", err)
 	}
@@ -156,11 +182,7 @@ func testMarkSent(t *testing.T, h Harness) {
 
 func testFencing(t *testing.T, h Harness) {
 	ctx := context.Background()
-	s, enqueue := h.Open(t)
-	if err := enqueue(ctx, ev("e1", "k"), ev("e2", "k")); err != nil {
-		t.Fatal(err)
-	}
-	all := unsent(t, s, 10, nil)
+	s, all := seeded(t, h, ev("e1", "k"), ev("e2", "k"))
 	if err := s.Fence(ctx, 5); err != nil {
 		t.Fatal(err)
 	}
@@ -182,6 +204,7 @@ func testFencing(t *testing.T, h Harness) {
 	if got := unsent(t, s, 10, nil); len(got) != 2 {
 		t.Fatalf("refused marks marked something: unsent %v", ids(got))
 	}
+	wantUnsentStat(t, s, 2, "after refused marks")
 	if err := s.MarkSent(ctx, 9, seqs(all)); err != nil {
 		t.Fatalf("MarkSent by the current relay: %v", err)
 	}
@@ -192,21 +215,12 @@ func testFencing(t *testing.T, h Harness) {
 
 func testPrune(t *testing.T, h Harness) {
 	ctx := context.Background()
-	s, enqueue := h.Open(t)
 	var evs []outboxrelay.Event
 	for i := range 30 {
 		evs = append(evs, ev(fmt.Sprintf("e%02d", i), fmt.Sprintf("k%d", i%4)))
 	}
-	if err := enqueue(ctx, evs...); err != nil {
-		t.Fatal(err)
-	}
-	all := unsent(t, s, 100, nil)
-	if err := s.Fence(ctx, 1); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.MarkSent(ctx, 1, seqs(all[:25])); err != nil {
-		t.Fatal(err)
-	}
+	s, all := seeded(t, h, evs...)
+	markSent(t, s, 1, all[:25])
 	if n, err := s.Prune(ctx, time.Now().Add(-time.Hour), 10); err != nil || n != 0 {
 		t.Fatalf("Prune before an hour ago: %d, %v; want 0 (nothing sent that early)", n, err)
 	}
@@ -232,4 +246,5 @@ func testPrune(t *testing.T, h Harness) {
 	if rest := unsent(t, s, 100, nil); !slices.Equal(ids(rest), ids(all[25:])) {
 		t.Fatalf("Prune touched unsent records: %v, want %v", ids(rest), ids(all[25:]))
 	}
+	wantUnsentStat(t, s, 5, "after pruning")
 }

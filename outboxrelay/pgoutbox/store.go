@@ -96,11 +96,20 @@ func Enqueue(ctx context.Context, tx pgx.Tx, ev outboxrelay.Event) error {
 }
 
 func (q sqlText) enqueueTx(ctx context.Context, tx pgx.Tx, ev outboxrelay.Event) error {
+	return q.enqueueWith(ev, func(args ...any) error {
+		_, err := tx.Exec(ctx, q.enqueue, args...)
+		return err
+	})
+}
+
+// enqueueWith validates ev and runs the enqueue statement with its
+// arguments through exec, naming ev in the error.
+func (q sqlText) enqueueWith(ev outboxrelay.Event, exec func(args ...any) error) error {
 	args, err := enqueueArgs(&ev)
 	if err != nil {
 		return err
 	}
-	if _, err := tx.Exec(ctx, q.enqueue, args...); err != nil {
+	if err := exec(args...); err != nil {
 		return fmt.Errorf("pgoutbox: enqueue %s: %w", ev.ID, err)
 	}
 	return nil
@@ -113,14 +122,10 @@ func EnqueueSQL(ctx context.Context, tx *sql.Tx, ev outboxrelay.Event) error {
 }
 
 func (q sqlText) enqueueSQLTx(ctx context.Context, tx *sql.Tx, ev outboxrelay.Event) error {
-	args, err := enqueueArgs(&ev)
-	if err != nil {
+	return q.enqueueWith(ev, func(args ...any) error {
+		_, err := tx.ExecContext(ctx, q.enqueue, args...)
 		return err
-	}
-	if _, err := tx.ExecContext(ctx, q.enqueue, args...); err != nil {
-		return fmt.Errorf("pgoutbox: enqueue %s: %w", ev.ID, err)
-	}
-	return nil
+	})
 }
 
 // Store is a PostgreSQL outbox the relay reads: schema outboxrelay, or

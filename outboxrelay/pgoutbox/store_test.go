@@ -2,12 +2,14 @@ package pgoutbox_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/msgplatform/platform/internal/pgtest"
 	"github.com/msgplatform/platform/outboxrelay"
@@ -216,5 +218,33 @@ INSERT INTO outboxrelay.sent (seq, sent_at) SELECT seq, now() - interval '1 hour
 	want := []string{"3:[e3 e4 e5 e6 e7]", "3:[e6 e7]", "2:[]"}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("Prune(3) three times: %v, want %v", got, want)
+	}
+}
+
+// TestEnqueueSQL: an event enqueued through a database/sql transaction (the
+// pgx stdlib driver) is in the outbox once the transaction commits; an
+// invalid one is refused with ErrInvalidEvent and nothing is written.
+func TestEnqueueSQL(t *testing.T) {
+	pool, store := newStore(t)
+	ctx := context.Background()
+	db := stdlib.OpenDBFromPool(pool)
+	t.Cleanup(func() { _ = db.Close() })
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	if err := pgoutbox.EnqueueSQL(ctx, tx, outboxrelay.Event{ID: "bad", Key: "k"}); !errors.Is(err, outboxrelay.ErrInvalidEvent) {
+		t.Fatalf("EnqueueSQL without a topic: %v, want ErrInvalidEvent", err)
+	}
+	if err := pgoutbox.EnqueueSQL(ctx, tx, outboxrelay.Event{ID: "e1", Topic: "orders", Key: "k", Payload: []byte("x")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := store.Unsent(ctx, 10, nil)
+	if err != nil || len(recs) != 1 || recs[0].ID != "e1" || string(recs[0].Payload) != "x" {
+		t.Fatalf("Unsent after EnqueueSQL: %+v, %v; want e1 alone", recs, err)
 	}
 }

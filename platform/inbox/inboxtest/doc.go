@@ -24,6 +24,8 @@
 //     is no longer seen;
 //   - the newer-version helper applies versions 5, 7 and skips 3, 5, 6
 //     after 7 (late and redriven events);
-//   - ProcessBatch, when the backend has one: outcomes per message for new
-//     ids, a repeat from before, a repeat within the batch and a failure.
+//   - ProcessBatch, when the backend has one: outcomes, errors and acks per
+//     message for new ids, a repeat from before and a repeat within the
+//     batch, in a batch where no effect fails and in one where one does
+//     (only its message fails, with no row and no effect).
 package inboxtest

@@ -354,24 +354,20 @@ func testIfNewer[Tx any](t *testing.T, h Harness[Tx]) {
 	}
 }
 
-func testBatch[Tx any](t *testing.T, h Harness[Tx]) {
-	ctx := context.Background()
-	b := h.Open(t, defaultConfig("c1"))
-	if b.ProcessBatch == nil {
-		t.Skip("the backend has no ProcessBatch")
-	}
-	process(t, b, NewMsg("old"), "old")
-	msgs := []*Msg{NewMsg("a"), NewMsg("bad"), NewMsg("a"), NewMsg("old"), NewMsg("c")}
+// processBatch runs b.ProcessBatch over msgs with an effect that writes
+// each message's event id and then fails for the event id fail.
+func processBatch[Tx any](t *testing.T, b *Backend[Tx], msgs []*Msg, fail string) ([]platform.InboxOutcome, []error) {
+	t.Helper()
 	ims := make([]platform.InboxMsg, len(msgs))
 	for i, m := range msgs {
 		ims[i] = m
 	}
-	outs, errs, err := b.ProcessBatch(ctx, ims, func(tx Tx, m platform.InboxMsg) error {
+	outs, errs, err := b.ProcessBatch(context.Background(), ims, func(tx Tx, m platform.InboxMsg) error {
 		id, _ := platform.EventIDOf(m)
 		if err := b.Write(tx, id); err != nil {
 			return err
 		}
-		if id == "bad" {
+		if id == fail {
 			return errBoom
 		}
 		return nil
@@ -379,7 +375,28 @@ func testBatch[Tx any](t *testing.T, h Harness[Tx]) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []platform.InboxOutcome{platform.InboxProcessed, 0, platform.InboxDuplicate, platform.InboxDuplicate, platform.InboxProcessed}
+	return outs, errs
+}
+
+func testBatch[Tx any](t *testing.T, h Harness[Tx]) {
+	b := h.Open(t, defaultConfig("c1"))
+	if b.ProcessBatch == nil {
+		t.Skip("the backend has no ProcessBatch")
+	}
+	process(t, b, NewMsg("old"), "old")
+	// No effect fails: every message succeeds or is a repeat, and is acked.
+	clean := []*Msg{NewMsg("x"), NewMsg("y"), NewMsg("x"), NewMsg("old"), NewMsg("z")}
+	outs, errs := processBatch(t, b, clean, "")
+	want := []platform.InboxOutcome{platform.InboxProcessed, platform.InboxProcessed, platform.InboxDuplicate, platform.InboxDuplicate, platform.InboxProcessed}
+	for i, m := range clean {
+		if outs[i] != want[i] || errs[i] != nil || m.Acks() != 1 {
+			t.Errorf("clean batch, message %d: %v, %v, %d acks; want %v, no error, 1 ack", i, outs[i], errs[i], m.Acks(), want[i])
+		}
+	}
+	// One effect fails: only its message fails.
+	msgs := []*Msg{NewMsg("a"), NewMsg("bad"), NewMsg("a"), NewMsg("old"), NewMsg("c")}
+	outs, errs = processBatch(t, b, msgs, "bad")
+	want = []platform.InboxOutcome{platform.InboxProcessed, 0, platform.InboxDuplicate, platform.InboxDuplicate, platform.InboxProcessed}
 	for i := range msgs {
 		if outs[i] != want[i] {
 			t.Errorf("message %d: %v, want %v", i, outs[i], want[i])
@@ -395,9 +412,9 @@ func testBatch[Tx any](t *testing.T, h Harness[Tx]) {
 	if !errors.Is(errs[1], errBoom) || seen(t, b, "bad") || b.Count(t, "bad") != 0 {
 		t.Errorf("failed message: err %v, row %v, effects %d; want the error, no row, no effect", errs[1], seen(t, b, "bad"), b.Count(t, "bad"))
 	}
-	for _, id := range []string{"a", "c", "old"} {
-		if c := b.Count(t, id); c != 1 {
-			t.Errorf("effects of %s: %d, want 1", id, c)
+	for _, id := range []string{"a", "c", "old", "x", "y", "z"} {
+		if c := b.Count(t, id); c != 1 || !seen(t, b, id) {
+			t.Errorf("effects of %s: %d, row %v; want 1 and a row", id, c, seen(t, b, id))
 		}
 	}
 }

@@ -47,12 +47,7 @@ func TestInboxContract(t *testing.T) {
 			}
 		},
 		New: func(t *testing.T, cfg platform.InboxConfig) error {
-			db, err := pebble.Open(t.TempDir(), &pebble.Options{Logger: quiet{}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer db.Close()
-			_, err = pebbleinbox.New(db, cfg, pebbleinbox.Options{})
+			_, err := pebbleinbox.New(openDB(t), cfg, pebbleinbox.Options{})
 			return err
 		},
 	})

@@ -76,17 +76,13 @@ var errEffectFailed = errors.New("pginbox: an effect failed")
 // failures.
 func (i *Inbox) ProcessBatch(ctx context.Context, msgs []platform.InboxMsg, effect func(tx pgx.Tx, msg platform.InboxMsg) error) ([]platform.InboxOutcome, []error, error) {
 	outcomes := make([]platform.InboxOutcome, len(msgs))
-	errs := make([]error, len(msgs))
-	ids := make([]string, len(msgs))
+	ids, errs := eventIDs(msgs)
 	first := make(map[string]int, len(msgs))
 	batchIDs := make([]string, 0, len(msgs))
-	for n, msg := range msgs {
-		id, err := platform.EventIDOf(msg)
-		if err != nil {
-			errs[n] = err
+	for n, id := range ids {
+		if id == "" {
 			continue
 		}
-		ids[n] = id
 		if _, ok := first[id]; !ok {
 			first[id] = n
 			batchIDs = append(batchIDs, id)
@@ -134,17 +130,14 @@ SELECT $1, unnest($2::text[]) ON CONFLICT DO NOTHING RETURNING event_id`, i.cfg.
 // a failed effect is rolled back alone (about four round trips a message).
 func (i *Inbox) processBatchSavepoints(ctx context.Context, msgs []platform.InboxMsg, effect func(tx pgx.Tx, msg platform.InboxMsg) error) ([]platform.InboxOutcome, []error, error) {
 	outcomes := make([]platform.InboxOutcome, len(msgs))
-	errs := make([]error, len(msgs))
-	ids := make([]string, len(msgs))
+	ids, errs := eventIDs(msgs)
 	err := pgx.BeginFunc(ctx, i.pool, func(tx pgx.Tx) error {
 		for n, msg := range msgs {
-			id, err := platform.EventIDOf(msg)
-			if err != nil {
-				errs[n] = err
+			id := ids[n]
+			if id == "" {
 				continue
 			}
-			ids[n] = id
-			err = pgx.BeginFunc(ctx, tx, func(sp pgx.Tx) error {
+			err := pgx.BeginFunc(ctx, tx, func(sp pgx.Tx) error {
 				tag, err := sp.Exec(ctx, `INSERT INTO platform_inbox.processed (consumer, event_id) VALUES ($1, $2) ON CONFLICT DO NOTHING`, i.cfg.Consumer, id)
 				if err != nil {
 					return err
@@ -167,6 +160,16 @@ func (i *Inbox) processBatchSavepoints(ctx context.Context, msgs []platform.Inbo
 	}
 	i.ackBatch(msgs, ids, outcomes, errs)
 	return outcomes, errs, nil
+}
+
+// eventIDs returns each message's event id, and for a message without one
+// "" and EventIDOf's error in its place in errs.
+func eventIDs(msgs []platform.InboxMsg) (ids []string, errs []error) {
+	ids, errs = make([]string, len(msgs)), make([]error, len(msgs))
+	for n, msg := range msgs {
+		ids[n], errs[n] = platform.EventIDOf(msg)
+	}
+	return ids, errs
 }
 
 func (i *Inbox) ackBatch(msgs []platform.InboxMsg, ids []string, outcomes []platform.InboxOutcome, errs []error) {

@@ -5,9 +5,7 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/msgplatform/platform/internal/pgtest"
 	"github.com/msgplatform/platform/platform"
 	"github.com/msgplatform/platform/platform/inbox/inboxtest"
 	"github.com/msgplatform/platform/platform/inbox/pginbox"
@@ -40,12 +38,7 @@ func TestInboxContract(t *testing.T) {
 			}
 		},
 		New: func(t *testing.T, cfg platform.InboxConfig) error {
-			pool, err := pgxpool.New(context.Background(), pgtest.NewDatabase(t))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer pool.Close()
-			_, err = pginbox.New(pool, cfg)
+			_, err := pginbox.New(newPool(t), cfg)
 			return err
 		},
 	})
