@@ -35,10 +35,15 @@ func start(t *testing.T, nodes int) *env {
 }
 
 // another starts a second manager on e's fabric (a second daemon in node
-// mode), closed at the end of the test.
-func (e *env) another() *tenancy.Manager {
+// mode), its configuration changed by changes, closed at the end of the
+// test.
+func (e *env) another(changes ...func(*tenancy.Config)) *tenancy.Manager {
 	e.t.Helper()
-	m, err := tenancy.NewManager(e.f.Conn(), e.f.Trust(), tenancy.Config{URL: e.f.ClientURLs(), Servers: len(e.f.Nodes()), Local: tenancy.LocalNodes(e.f.Nodes())})
+	cfg := tenancy.Config{URL: e.f.ClientURLs(), Servers: len(e.f.Nodes()), Local: tenancy.LocalNodes(e.f.Nodes())}
+	for _, change := range changes {
+		change(&cfg)
+	}
+	m, err := tenancy.NewManager(e.f.Conn(), e.f.Trust(), cfg)
 	if err != nil {
 		e.t.Fatal(err)
 	}
