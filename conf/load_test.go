@@ -27,6 +27,15 @@ func writeFile(t *testing.T, body string) string {
 	return p
 }
 
+// oneNode is the fabric section of a configuration with one node and one
+// replica.
+const oneNode = `
+fabric:
+  nodes: 1
+  durability:
+    replicas: 1
+`
+
 // load loads file with exactly env as the environment.
 func load(t *testing.T, file string, env ...string) (*conf.Config, error) {
 	t.Helper()
@@ -337,12 +346,7 @@ func TestEnvSetsKeysNotInFile(t *testing.T) {
 }
 
 func TestEnvChangesDeclaredObjects(t *testing.T) {
-	file := writeFile(t, `
-fabric:
-  nodes: 1
-  durability:
-    replicas: 1
-topics:
+	file := writeFile(t, oneNode+`topics:
   orders.eu:
     partitions: 4
     residency: eu
@@ -423,12 +427,7 @@ func TestYAMLSyntaxError(t *testing.T) {
 }
 
 func TestCatalogDefaults(t *testing.T) {
-	file := writeFile(t, `
-fabric:
-  nodes: 1
-  durability:
-    replicas: 1
-topics:
+	file := writeFile(t, oneNode+`topics:
   orders:
     partitions: 24
   audit:

@@ -1,6 +1,7 @@
 package conf_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -21,17 +22,23 @@ func exampleTLS(t *testing.T) []string {
 	return env
 }
 
-// nodeOnEveryInterface is mode node with client, routes, leafnodes and
-// HTTP on 0.0.0.0 and no TLS anywhere.
-const nodeOnEveryInterface = `
+// nodeListening is mode node with client, routes, leafnodes and HTTP on
+// host, a route to route and a leafnode remote at leaf (host:port each),
+// and no TLS anywhere.
+func nodeListening(host, route, leaf string) string {
+	return fmt.Sprintf(`
 mode: node
 node:
   name: n1
-  host: 0.0.0.0
-  cluster: {host: 0.0.0.0, port: 6222, routes: ["nats-route://n2.example.internal:6222"]}
-  leaf: {host: 0.0.0.0, port: 7422, remotes: [{urls: ["nats-leaf://us1.example.internal:7422"]}]}
-http: {listen: "0.0.0.0:8080"}
-`
+  host: %[1]s
+  cluster: {host: %[1]s, port: 6222, routes: ["nats-route://%[2]s"]}
+  leaf: {host: %[1]s, port: 7422, remotes: [{urls: ["nats-leaf://%[3]s"]}]}
+http: {listen: "%[1]s:8080"}
+`, host, route, leaf)
+}
+
+// nodeOnEveryInterface is nodeListening on 0.0.0.0, its peers elsewhere.
+var nodeOnEveryInterface = nodeListening("0.0.0.0", "n2.example.internal:6222", "us1.example.internal:7422")
 
 // A node whose listeners leave the host without TLS refuses to start,
 // each listener's key named; insecure: true accepts it, and loopback
@@ -53,16 +60,7 @@ func TestTransportNeedsTLSOffLoopback(t *testing.T) {
 	_, err = load(t, writeFile(t, "mode: node\nnode: {name: n1}\nhttp: {listen: \":8080\"}\n"), "PLATFORM_NODE_DURABILITY_REPLICAS=1")
 	wantProblem(t, err, "http.tls: HTTP listens on every interface without TLS; set http.tls or insecure: true")
 
-	loopback := `
-mode: node
-node:
-  name: n1
-  host: 127.0.0.1
-  cluster: {host: 127.0.0.1, port: 6222, routes: ["nats-route://127.0.0.1:6223"]}
-  leaf: {host: 127.0.0.1, port: 7422, remotes: [{urls: ["nats-leaf://localhost:7423"]}]}
-http: {listen: "127.0.0.1:8080"}
-`
-	mustLoad(t, writeFile(t, loopback))
+	mustLoad(t, writeFile(t, nodeListening("127.0.0.1", "127.0.0.1:6223", "localhost:7423")))
 	// Development modes are not checked: conf/dev.yaml loads as before.
 	mustLoad(t, "dev.yaml")
 }

@@ -3,7 +3,6 @@ package embeddednats_test
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"crypto/tls"
 	"fmt"
 	"net"
@@ -300,10 +299,7 @@ func tlsRouteFabric(t *testing.T, ca *tlstest.CA) *embeddednats.Fabric {
 	cfg.Region = embeddednats.Region{Name: "test"}
 	cfg.LameDuck = 200 * time.Millisecond
 	cfg.EnsureDefaults()
-	trust, err := embeddednats.LoadOrCreateTrust(cfg.DataDir + "/trust")
-	if err != nil {
-		t.Fatal(err)
-	}
+	trust := natstest.Trust(t, cfg.DataDir)
 	configs, err := cfg.NodeConfigs()
 	if err != nil {
 		t.Fatal(err)
@@ -316,16 +312,7 @@ func tlsRouteFabric(t *testing.T, ca *tlstest.CA) *embeddednats.Fabric {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	if err := f.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = f.Close(ctx)
-	})
+	natstest.Start(t, f, 60*time.Second)
 	return f
 }
 

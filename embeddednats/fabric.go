@@ -208,16 +208,24 @@ func (f *Fabric) waitMetaPeers(ctx context.Context) error {
 }
 
 func (f *Fabric) waitNodesReady(ctx context.Context) error {
-	var wg sync.WaitGroup
-	errs := make([]error, len(f.nodes))
-	for i, n := range f.nodes {
+	return onEveryNode(f.nodes, func(n *Node) error {
 		if n.Server() == nil {
-			continue
+			return nil
 		}
+		return n.WaitReady(ctx)
+	})
+}
+
+// onEveryNode runs fn on every node at once and returns when all have
+// returned, with every error they returned.
+func onEveryNode(nodes []*Node, fn func(n *Node) error) error {
+	var wg sync.WaitGroup
+	errs := make([]error, len(nodes))
+	for i, n := range nodes {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = n.WaitReady(ctx)
+			errs[i] = fn(n)
 		}()
 	}
 	wg.Wait()
@@ -253,15 +261,5 @@ func (f *Fabric) Connect(opts ...nats.Option) (*nats.Conn, error) {
 
 // Close drains and stops every node, bounded by ctx.
 func (f *Fabric) Close(ctx context.Context) error {
-	var wg sync.WaitGroup
-	errs := make([]error, len(f.nodes))
-	for i, n := range f.nodes {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = n.Close(ctx)
-		}()
-	}
-	wg.Wait()
-	return errors.Join(errs...)
+	return onEveryNode(f.nodes, func(n *Node) error { return n.Close(ctx) })
 }

@@ -225,10 +225,7 @@ func streamLeader(t *testing.T, js jetstream.JetStream) int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	info, err := s.Info(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	info := s.CachedInfo()
 	for i := range 3 {
 		if info.Cluster != nil && info.Cluster.Leader == fmt.Sprintf("test-n%d", i+1) {
 			return i

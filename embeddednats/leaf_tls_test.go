@@ -1,7 +1,6 @@
 package embeddednats_test
 
 import (
-	"context"
 	"crypto/tls"
 	"fmt"
 	"net/url"
@@ -24,16 +23,7 @@ func startNode(t *testing.T, cfg embeddednats.Config, trust *embeddednats.Trust)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := n.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = n.Close(ctx)
-	})
+	natstest.Start(t, n, 30*time.Second)
 	return n
 }
 
@@ -44,10 +34,7 @@ func startNode(t *testing.T, cfg embeddednats.Config, trust *embeddednats.Trust)
 // exactly the one legitimate link (control: with both it links).
 func TestAttackLeafWithoutCert(t *testing.T) {
 	dir := t.TempDir()
-	trust, err := embeddednats.LoadOrCreateTrust(filepath.Join(dir, "trust"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	trust := natstest.Trust(t, dir)
 	ca := tlstest.NewT(t)
 	node := func(name string) embeddednats.Config {
 		c := embeddednats.DefaultConfig()

@@ -344,20 +344,18 @@ func Connect(t *Trust, url string, opts ...nats.Option) (*nats.Conn, error) {
 
 // ConnectAdmin connects to url as the platform admin user.
 func ConnectAdmin(t *Trust, url string, opts ...nats.Option) (*nats.Conn, error) {
-	all := append([]nats.Option{
-		nats.UserJWTAndSeed(t.AdminUserJWT, t.AdminUserSeed),
-		nats.Name("platform-admin"),
-	}, opts...)
-	return Connect(t, url, all...)
+	return connectAs(t, url, t.AdminUserJWT, t.AdminUserSeed, "platform-admin", opts)
 }
 
 // ConnectSystem connects to url as the system account user.
 func ConnectSystem(t *Trust, url string, opts ...nats.Option) (*nats.Conn, error) {
-	all := append([]nats.Option{
-		nats.UserJWTAndSeed(t.SystemUserJWT, t.SystemUserSeed),
-		nats.Name("platform-system"),
-	}, opts...)
-	return Connect(t, url, all...)
+	return connectAs(t, url, t.SystemUserJWT, t.SystemUserSeed, "platform-system", opts)
+}
+
+// connectAs connects to url as the user of userJWT and seed, named name
+// unless opts (applied after) say otherwise.
+func connectAs(t *Trust, url, userJWT, seed, name string, opts []nats.Option) (*nats.Conn, error) {
+	return Connect(t, url, append([]nats.Option{nats.UserJWTAndSeed(userJWT, seed), nats.Name(name)}, opts...)...)
 }
 
 // Close drains the node in lame-duck mode (clients are moved away and

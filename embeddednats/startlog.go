@@ -19,7 +19,7 @@ import (
 // the process (the server returns after it, as it does with no logger):
 // the embedding program decides what a failed node means.
 type startWatch struct {
-	server.Logger // the stderr logger, or discard
+	server.Logger // the stderr logger, or Discard
 
 	mu    sync.Mutex
 	fatal string
@@ -41,21 +41,24 @@ func (w *startWatch) Fatalf(format string, v ...any) {
 	w.Errorf("%s", msg)
 }
 
-// discard is the logger of a node without Config.Log.
-type discard struct{}
+// Discard is a nats-server logger that drops every line: the logger of a
+// node without Config.Log.
+type Discard struct{}
 
-func (discard) Noticef(string, ...any) {}
-func (discard) Warnf(string, ...any)   {}
-func (discard) Fatalf(string, ...any)  {}
-func (discard) Errorf(string, ...any)  {}
-func (discard) Debugf(string, ...any)  {}
-func (discard) Tracef(string, ...any)  {}
+var _ server.Logger = Discard{}
+
+func (Discard) Noticef(string, ...any) {}
+func (Discard) Warnf(string, ...any)   {}
+func (Discard) Fatalf(string, ...any)  {}
+func (Discard) Errorf(string, ...any)  {}
+func (Discard) Debugf(string, ...any)  {}
+func (Discard) Tracef(string, ...any)  {}
 
 // watchStart installs a startWatch on s (before s.Start). With log set,
 // the server's own stderr logger (ConfigureLogger; no log file is
 // configured, so replacing it closes nothing) is wrapped.
 func watchStart(s *server.Server, opts *server.Options, log bool) *startWatch {
-	w := &startWatch{Logger: discard{}}
+	w := &startWatch{Logger: Discard{}}
 	if log {
 		s.ConfigureLogger()
 		w.Logger = s.Logger()

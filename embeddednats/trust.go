@@ -128,17 +128,11 @@ func (t *Trust) Save(dir string) error {
 // NewTrust generates a fresh operator, system account and admin account.
 func NewTrust() (*Trust, error) {
 	var t Trust
-	op, opSeed, err := newKey(nkeys.CreateOperator)
+	op, err := newSignedKeys(nkeys.CreateOperator)
 	if err != nil {
 		return nil, err
 	}
-	opSK, opSKSeed, err := newKey(nkeys.CreateOperator)
-	if err != nil {
-		return nil, err
-	}
-	t.OperatorSeed, t.OperatorSigningSeed = opSeed, opSKSeed
-	opPub, _ := op.PublicKey()
-	opSKPub, _ := opSK.PublicKey()
+	t.OperatorSeed, t.OperatorSigningSeed = op.idSeed, op.signingSeed
 
 	sys, sysSeed, err := newKey(nkeys.CreateAccount)
 	if err != nil {
@@ -147,12 +141,12 @@ func NewTrust() (*Trust, error) {
 	t.SystemAccountSeed = sysSeed
 	sysPub, _ := sys.PublicKey()
 
-	oc := jwt.NewOperatorClaims(opPub)
+	oc := jwt.NewOperatorClaims(op.idPub)
 	oc.Name = OperatorName
-	oc.SigningKeys.Add(opSKPub)
+	oc.SigningKeys.Add(op.signingPub)
 	oc.SystemAccount = sysPub
 	oc.StrictSigningKeyUsage = true
-	if t.OperatorJWT, err = oc.Encode(op); err != nil {
+	if t.OperatorJWT, err = oc.Encode(op.id); err != nil {
 		return nil, fmt.Errorf("embeddednats: encode operator: %w", err)
 	}
 
@@ -162,35 +156,29 @@ func NewTrust() (*Trust, error) {
 		&jwt.Export{Name: "account-monitoring-services", Subject: "$SYS.REQ.ACCOUNT.*.*", Type: jwt.Service, ResponseType: jwt.ResponseTypeStream, AccountTokenPosition: 4},
 		&jwt.Export{Name: "account-monitoring-streams", Subject: "$SYS.ACCOUNT.*.>", Type: jwt.Stream, AccountTokenPosition: 3},
 	}
-	if t.SystemAccountJWT, err = sc.Encode(opSK); err != nil {
+	if t.SystemAccountJWT, err = sc.Encode(op.signing); err != nil {
 		return nil, fmt.Errorf("embeddednats: encode system account: %w", err)
 	}
 	if t.SystemUserSeed, t.SystemUserJWT, err = newUser("sys", sys, sysPub); err != nil {
 		return nil, err
 	}
 
-	adm, admSeed, err := newKey(nkeys.CreateAccount)
+	adm, err := newSignedKeys(nkeys.CreateAccount)
 	if err != nil {
 		return nil, err
 	}
-	admSK, admSKSeed, err := newKey(nkeys.CreateAccount)
-	if err != nil {
-		return nil, err
-	}
-	t.AdminAccountSeed, t.AdminAccountSigningSeed = admSeed, admSKSeed
-	admPub, _ := adm.PublicKey()
-	admSKPub, _ := admSK.PublicKey()
-	ac := jwt.NewAccountClaims(admPub)
+	t.AdminAccountSeed, t.AdminAccountSigningSeed = adm.idSeed, adm.signingSeed
+	ac := jwt.NewAccountClaims(adm.idPub)
 	ac.Name = AdminAccountName
-	ac.SigningKeys.Add(admSKPub)
+	ac.SigningKeys.Add(adm.signingPub)
 	ac.Limits.JetStreamLimits = jwt.JetStreamLimits{
 		MemoryStorage: jwt.NoLimit, DiskStorage: jwt.NoLimit,
 		Streams: jwt.NoLimit, Consumer: jwt.NoLimit, MaxAckPending: jwt.NoLimit,
 	}
-	if t.AdminAccountJWT, err = ac.Encode(opSK); err != nil {
+	if t.AdminAccountJWT, err = ac.Encode(op.signing); err != nil {
 		return nil, fmt.Errorf("embeddednats: encode admin account: %w", err)
 	}
-	if t.AdminUserSeed, t.AdminUserJWT, err = newUser("admin", admSK, admPub); err != nil {
+	if t.AdminUserSeed, t.AdminUserJWT, err = newUser("admin", adm.signing, adm.idPub); err != nil {
 		return nil, err
 	}
 	if err := t.ensureSystemSigningKey(); err != nil {
@@ -250,6 +238,30 @@ func newKey(create func() (nkeys.KeyPair, error)) (nkeys.KeyPair, string, error)
 		return nil, "", err
 	}
 	return kp, string(seed), nil
+}
+
+// signedKeys are an identity key and the signing key that signs on its
+// behalf, of one kind (operator or account), with their seeds and public
+// keys.
+type signedKeys struct {
+	id, signing         nkeys.KeyPair
+	idSeed, signingSeed string
+	idPub, signingPub   string
+}
+
+// newSignedKeys creates an identity key and its signing key with create.
+func newSignedKeys(create func() (nkeys.KeyPair, error)) (signedKeys, error) {
+	var k signedKeys
+	var err error
+	if k.id, k.idSeed, err = newKey(create); err != nil {
+		return k, err
+	}
+	if k.signing, k.signingSeed, err = newKey(create); err != nil {
+		return k, err
+	}
+	k.idPub, _ = k.id.PublicKey()
+	k.signingPub, _ = k.signing.PublicKey()
+	return k, nil
 }
 
 // newUser creates a user of account accPub signed by signer.

@@ -45,25 +45,18 @@ type (
 		Name  string `json:"name"`
 		Purge bool   `json:"purge,omitempty"`
 	}
-	TopicRequest struct {
+	// ObjectRequest applies Spec, a topic, queue or group, in Tenant's
+	// account.
+	ObjectRequest[S platform.TopicSpec | platform.QueueSpec | platform.GroupSpec] struct {
 		Actor   string               `json:"actor"`
 		Tenant  string               `json:"tenant"`
-		Spec    platform.TopicSpec   `json:"spec"`
+		Spec    S                    `json:"spec"`
 		Options catalog.ApplyOptions `json:"options"`
 	}
-	QueueRequest struct {
-		Actor   string               `json:"actor"`
-		Tenant  string               `json:"tenant"`
-		Spec    platform.QueueSpec   `json:"spec"`
-		Options catalog.ApplyOptions `json:"options"`
-	}
-	GroupRequest struct {
-		Actor   string               `json:"actor"`
-		Tenant  string               `json:"tenant"`
-		Spec    platform.GroupSpec   `json:"spec"`
-		Options catalog.ApplyOptions `json:"options"`
-	}
-	UserRequest struct {
+	TopicRequest = ObjectRequest[platform.TopicSpec]
+	QueueRequest = ObjectRequest[platform.QueueSpec]
+	GroupRequest = ObjectRequest[platform.GroupSpec]
+	UserRequest  struct {
 		Actor  string   `json:"actor"`
 		Tenant string   `json:"tenant"`
 		User   UserSpec `json:"user"`

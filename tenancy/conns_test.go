@@ -1,12 +1,9 @@
 package tenancy_test
 
 import (
-	"bytes"
-	"context"
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -188,27 +185,16 @@ func TestConnectionQuotaHoldsWhilePlatformReconnects(t *testing.T) {
 // connection. The manager's warnings are shown if the test fails.
 func tinyTenant(t *testing.T) (*env, tenancy.Quota, *nats.Conn) {
 	t.Helper()
-	f := natstest.RunFabric(t, 3, natstest.WithSyncAlways(false))
-	var logBuf syncBuffer
-	log := slog.New(slog.NewTextHandler(&logBuf, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("the manager's warnings:\n%s", logBuf.String())
-		}
+	e := &env{t: t, f: natstest.RunFabric(t, 3, natstest.WithSyncAlways(false)), dir: t.TempDir()}
+	e.m = e.another(func(c *tenancy.Config) {
+		c.Local = nil // pulls gated on the ingest's connection: no gate connections
+		c.PlatformConns = tenancy.RuntimeConns + 1
+		c.Logger = natstest.LogOnFailure(t, slog.LevelWarn, "the manager's warnings")
 	})
-	m, err := tenancy.NewManager(f.Conn(), f.Trust(), tenancy.Config{URL: f.ClientURLs(), Servers: 3, PlatformConns: tenancy.RuntimeConns + 1, Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := m.Start(ctx(t)); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = m.Close(context.Background()) })
-	e := &env{t: t, f: f, m: m, dir: t.TempDir()}
 	q := tenancy.DefaultQuota()
 	q.Connections = 2
 	e.tenant("tiny", q)
-	svc, err := m.ConnectTenant(ctx(t), "tiny", "test-svc")
+	svc, err := e.m.ConnectTenant(ctx(t), "tiny", "test-svc")
 	if err != nil {
 		t.Fatalf("service connection: %v", err)
 	}
@@ -237,22 +223,4 @@ func accountConns(t *testing.T, e *env, tenant string) string {
 		b.WriteString("; ")
 	}
 	return b.String()
-}
-
-// syncBuffer is a bytes.Buffer safe for concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

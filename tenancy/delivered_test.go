@@ -134,10 +134,7 @@ func TestUsageOfASuspendedTenantShowsItsStorage(t *testing.T) {
 	q.Storage.R3.Disk = 3 << 30
 	e.tenant("held", q)
 	prod := e.user("held", "producer", []string{"orders", "shipment-jobs"}, nil)
-	js, err := jetstream.New(e.mustConnect(prod, "producer", 1))
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := e.jetStream(prod, "producer", 1)
 	for i := range 40 {
 		subj := fmt.Sprintf("orders.k%d", i%7)
 		if i%4 == 0 {

@@ -75,7 +75,7 @@ func TestThrottleEveryPathNoSilentLoss(t *testing.T) {
 	var mu sync.Mutex
 	var failed []error
 	for i := range 4 {
-		js, _ := jetstream.New(e.mustConnect(prod, "producer", i%3))
+		js := e.jetStream(prod, "producer", i%3)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -177,7 +177,7 @@ func TestUsageClusterWideAndResumeServing(t *testing.T) {
 	publish := func(n int) {
 		t.Helper()
 		for i := range 3 {
-			js, _ := jetstream.New(e.mustConnect(prod, "producer", i))
+			js := e.jetStream(prod, "producer", i)
 			for k := range n {
 				seq++
 				idBytes += uint64(len(fmt.Sprintf("Nats-Msg-Id: wide-%d\r\n", seq)))
@@ -210,7 +210,7 @@ func TestUsageClusterWideAndResumeServing(t *testing.T) {
 	// ack may be slow on a loaded machine even when the ingest forwarded
 	// the event, so it gets the 5 s the other publishes get.
 	for i := range 3 {
-		js, _ := jetstream.New(e.mustConnect(prod, "producer", i))
+		js := e.jetStream(prod, "producer", i)
 		pctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		_, err := js.Publish(pctx, "orders.k", []byte("0123456789"))
 		cancel()

@@ -29,32 +29,25 @@ type env struct {
 
 func start(t *testing.T, nodes int) *env {
 	t.Helper()
-	f := natstest.RunFabric(t, nodes, natstest.WithSyncAlways(false))
-	m, err := tenancy.NewManager(f.Conn(), f.Trust(), tenancy.Config{URL: f.ClientURLs(), Servers: nodes, Local: tenancy.LocalNodes(f.Nodes())})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	if err := m.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = m.Close(context.Background()) })
-	return &env{t: t, f: f, m: m, dir: t.TempDir()}
+	e := &env{t: t, f: natstest.RunFabric(t, nodes, natstest.WithSyncAlways(false)), dir: t.TempDir()}
+	e.m = e.another()
+	return e
 }
 
 // another starts a second manager on e's fabric (a second daemon in node
-// mode), closed at the end of the test.
-func (e *env) another() *tenancy.Manager {
+// mode), its configuration changed by changes, closed at the end of the
+// test.
+func (e *env) another(changes ...func(*tenancy.Config)) *tenancy.Manager {
 	e.t.Helper()
-	m, err := tenancy.NewManager(e.f.Conn(), e.f.Trust(), tenancy.Config{URL: e.f.ClientURLs(), Servers: len(e.f.Nodes()), Local: tenancy.LocalNodes(e.f.Nodes())})
+	cfg := tenancy.Config{URL: e.f.ClientURLs(), Servers: len(e.f.Nodes()), Local: tenancy.LocalNodes(e.f.Nodes())}
+	for _, change := range changes {
+		change(&cfg)
+	}
+	m, err := tenancy.NewManager(e.f.Conn(), e.f.Trust(), cfg)
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	if err := m.Start(ctx(e.t)); err != nil {
-		e.t.Fatal(err)
-	}
-	e.t.Cleanup(func() { _ = m.Close(context.Background()) })
+	natstest.Start(e.t, m, 60*time.Second)
 	return m
 }
 
@@ -94,10 +87,9 @@ func tenantMetric(t *testing.T, m *tenancy.Manager, name, tenant string, labels 
 	return -1
 }
 
+// ctx is a context that ends after 60 s or with the test.
 func ctx(t *testing.T) context.Context {
-	c, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	t.Cleanup(cancel)
-	return c
+	return natstest.Context(t, 60*time.Second)
 }
 
 // tenant creates a tenant with topic orders (2 partitions), group
@@ -126,10 +118,16 @@ func (e *env) tenant(name string, q tenancy.Quota) {
 // who may publish to orders; it returns the producer's creds path.
 func (e *env) rateLimited(tenant string, rate int, policy tenancy.Policy) string {
 	e.t.Helper()
+	e.tenant(tenant, rateQuota(rate, policy))
+	return e.user(tenant, "producer", []string{"orders"}, nil)
+}
+
+// rateQuota is the default quota but for a publish rate of rate events/s
+// under policy.
+func rateQuota(rate int, policy tenancy.Policy) tenancy.Quota {
 	q := tenancy.DefaultQuota()
 	q.PublishRate, q.Policy = rate, policy
-	e.tenant(tenant, q)
-	return e.user(tenant, "producer", []string{"orders"}, nil)
+	return q
 }
 
 // user adds a user and writes its creds; returns the creds path.
@@ -165,6 +163,17 @@ func (e *env) mustConnect(creds, user string, node int, opts ...nats.Option) *na
 	}
 	e.t.Cleanup(nc.Close)
 	return nc
+}
+
+// jetStream connects with creds as mustConnect does and returns the
+// connection's JetStream.
+func (e *env) jetStream(creds, user string, node int, opts ...jetstream.JetStreamOpt) jetstream.JetStream {
+	e.t.Helper()
+	js, err := jetstream.New(e.mustConnect(creds, user, node), opts...)
+	if err != nil {
+		e.t.Fatalf("jetstream %s: %v", user, err)
+	}
+	return js
 }
 
 // flood publishes from one connection per node for d and counts acks and

@@ -29,9 +29,7 @@ func TestIngestSurvivesItsNodeKilled(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := start(t, 3)
-			q := tenancy.DefaultQuota()
-			q.PublishRate = tc.rate
-			e.tenant("crash", q)
+			e.tenant("crash", rateQuota(tc.rate, tenancy.PolicyThrottle))
 			creds := e.user("crash", "app", []string{"orders"}, nil)
 			nodeOf := func(server string) int {
 				for i, n := range e.f.Nodes() {

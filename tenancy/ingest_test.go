@@ -19,10 +19,7 @@ import (
 // is placed on the ingest's server.
 func TestIngestOrderStampAndPlacement(t *testing.T) {
 	e := start(t, 3)
-	q := tenancy.DefaultQuota()
-	q.PublishRate, q.Policy = 2000, tenancy.PolicyThrottle
-	e.tenant("ordered", q)
-	creds := e.user("ordered", "producer", []string{"orders"}, nil)
+	creds := e.rateLimited("ordered", 2000, tenancy.PolicyThrottle)
 
 	js, err := e.m.TenantJetStream("ordered")
 	if err != nil {
@@ -52,7 +49,7 @@ func TestIngestOrderStampAndPlacement(t *testing.T) {
 		}
 		var pubs []*pub
 		for i := range 3 {
-			pjs, _ := jetstream.New(e.mustConnect(creds, "producer", i), jetstream.WithPublishAsyncMaxPending(256))
+			pjs := e.jetStream(creds, "producer", i, jetstream.WithPublishAsyncMaxPending(256))
 			pubs = append(pubs, &pub{js: pjs})
 		}
 		for s := from; s < from+n; s++ {
@@ -136,9 +133,7 @@ func TestIngestOrderStampAndPlacement(t *testing.T) {
 	const n = 2000
 	t0 := time.Now()
 	publish(0, n, func() {
-		lifted := q
-		lifted.PublishRate = 0
-		if _, err := e.m.Update(ctx(t), "test", "ordered", lifted); err != nil {
+		if _, err := e.m.Update(ctx(t), "test", "ordered", rateQuota(0, tenancy.PolicyThrottle)); err != nil {
 			t.Fatalf("lift quota: %v", err)
 		}
 	})

@@ -116,8 +116,7 @@ func TestIsolationACLSpoofRevokeSuspend(t *testing.T) {
 	deny.try(t, "reader ordered consumer", err)
 	_, err = rjs.Publish(short(t), "orders.k", []byte("x"))
 	deny.try(t, "reader publish", err)
-	gc := e.mustConnect(hGroup, "notifier", 0)
-	gjs, _ := jetstream.New(gc)
+	gjs := e.jetStream(hGroup, "notifier", 0)
 	_, err = gjs.OrderedConsumer(short(t), tenancy.StreamName("orders"), jetstream.OrderedConsumerConfig{})
 	deny.try(t, "group user ad-hoc consumer", err)
 	if _, err := gjs.Consumer(ctx(t), tenancy.StreamName("orders"), "email-notifier-p0"); err != nil {
@@ -223,8 +222,7 @@ func TestIsolationACLSpoofRevokeSuspend(t *testing.T) {
 	if _, err := e.m.Resume(ctx(t), "test", "harbor-retail"); err != nil {
 		t.Fatal(err)
 	}
-	pc2 := e.mustConnect(hProd, "producer", 2)
-	pjs2, _ := jetstream.New(pc2)
+	pjs2 := e.jetStream(hProd, "producer", 2)
 	// Resume hands the tenant's ingest back (lease, subscription, route
 	// interest): as documented, a publish during that handover may get no
 	// answer, and the client retries with the same event id.

@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/msgplatform/platform/embeddednats/natstest"
 	"github.com/msgplatform/platform/tenancy"
 )
@@ -62,8 +60,7 @@ func TestOneIngestPerTenantAcrossManagers(t *testing.T) {
 		return nil
 	})
 	t.Logf("takeover after %s", time.Since(closed).Round(time.Millisecond))
-	nc := e.mustConnect(creds, "producer", 0)
-	js, _ := jetstream.New(nc)
+	js := e.jetStream(creds, "producer", 0)
 	natstest.WaitFor(t, 5*time.Second, func() error {
 		c, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()

@@ -251,17 +251,10 @@ func (m *Manager) Close(ctx context.Context) error {
 	for name := range m.rts {
 		m.stopRuntime(name)
 	}
-	if m.den != nil {
-		_ = m.den.Unsubscribe()
-	}
-	if m.sts != nil {
-		_ = m.sts.Unsubscribe()
-	}
-	if m.dis != nil {
-		_ = m.dis.Unsubscribe()
-	}
-	if m.cq != nil {
-		_ = m.cq.Unsubscribe()
+	for _, sub := range []*nats.Subscription{m.den, m.sts, m.dis, m.cq} {
+		if sub != nil {
+			_ = sub.Unsubscribe()
+		}
 	}
 	if m.sys != nil {
 		m.sys.Close()

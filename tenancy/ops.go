@@ -163,23 +163,34 @@ func (m *Manager) Update(ctx context.Context, actor, name string, q Quota) (Tena
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	t, err := m.change(ctx, actor, "tenant.update", name, true, func(t *Tenant) (string, error) {
+	return m.changeThen(ctx, actor, "tenant.update", name, func(t *Tenant) (string, error) {
 		if t.Quota == q {
 			return "", errUnchanged // nothing to push or audit
 		}
 		t.Quota = q
 		return "quota", nil
+	}, func(*Tenant) error {
+		if rt := m.rts[name]; rt != nil {
+			rt.in.setQuota(q)
+		}
+		return nil
 	})
+}
+
+// changeThen changes tenant name as change does (pushing its account
+// JWT), then runs after on the changed tenant and returns it with after's
+// error. A tenant fn leaves as it was (errUnchanged) is returned as
+// stored: nothing pushed, audited or run after.
+func (m *Manager) changeThen(ctx context.Context, actor, action, name string, fn func(t *Tenant) (string, error), after func(t *Tenant) error) (Tenant, error) {
+	t, err := m.change(ctx, actor, action, name, true, fn)
 	if errors.Is(err, errUnchanged) {
 		return m.Get(ctx, name)
 	}
 	if err != nil {
 		return Tenant{}, err
 	}
-	if rt := m.rts[name]; rt != nil {
-		rt.in.setQuota(q)
-	}
-	return t.Public(), nil
+	err = after(t)
+	return t.Public(), err
 }
 
 // Suspend drops and refuses every connection of the tenant (all its users
@@ -189,22 +200,17 @@ func (m *Manager) Update(ctx context.Context, actor, name string, q Quota) (Tena
 func (m *Manager) Suspend(ctx context.Context, actor, name string) (Tenant, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	t, err := m.change(ctx, actor, "tenant.suspend", name, true, func(t *Tenant) (string, error) {
+	return m.changeThen(ctx, actor, "tenant.suspend", name, func(t *Tenant) (string, error) {
 		if t.State == StateSuspended {
 			return "", errUnchanged
 		}
 		now := time.Now().UTC()
 		t.State, t.Suspended = StateSuspended, &now
 		return "", nil
+	}, func(*Tenant) error {
+		m.stopRuntime(name)
+		return nil
 	})
-	if errors.Is(err, errUnchanged) {
-		return m.Get(ctx, name)
-	}
-	if err != nil {
-		return Tenant{}, err
-	}
-	m.stopRuntime(name)
-	return t.Public(), nil
 }
 
 // Resume undoes Suspend: users not revoked individually can connect
@@ -212,26 +218,18 @@ func (m *Manager) Suspend(ctx context.Context, actor, name string) (Tenant, erro
 func (m *Manager) Resume(ctx context.Context, actor, name string) (Tenant, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	t, err := m.change(ctx, actor, "tenant.resume", name, true, func(t *Tenant) (string, error) {
+	return m.changeThen(ctx, actor, "tenant.resume", name, func(t *Tenant) (string, error) {
 		if t.State == StateActive {
 			return "", errUnchanged
 		}
 		t.State, t.Suspended = StateActive, nil
 		return "", nil
+	}, func(t *Tenant) error {
+		if err := m.startRuntime(ctx, t); err != nil {
+			return err
+		}
+		return m.waitServing(ctx, t)
 	})
-	if errors.Is(err, errUnchanged) {
-		return m.Get(ctx, name)
-	}
-	if err != nil {
-		return Tenant{}, err
-	}
-	if err := m.startRuntime(ctx, t); err != nil {
-		return t.Public(), err
-	}
-	if err := m.waitServing(ctx, t); err != nil {
-		return t.Public(), err
-	}
-	return t.Public(), nil
 }
 
 // ServingTimeout bounds how long Resume waits for the tenant's ingest to
@@ -459,6 +457,18 @@ func (m *Manager) dropShares(ctx context.Context, actor string, t *Tenant) error
 	return nil
 }
 
+// check refuses a user spec with a malformed name or no permission at
+// all (ErrInvalid).
+func (u UserSpec) check() error {
+	if err := ValidateName("user", u.Name); err != nil {
+		return err
+	}
+	if len(u.Pub)+len(u.Sub) == 0 {
+		return fmt.Errorf("%w: user %s: give at least one --pub or --sub", ErrInvalid, u.Name)
+	}
+	return nil
+}
+
 // UserCreds is a new user and its credentials (shown once, never stored).
 type UserCreds struct {
 	User  User   `json:"user"`
@@ -468,11 +478,8 @@ type UserCreds struct {
 // AddUser issues a user of tenant with permissions on the named topics,
 // queues and groups, and returns its .creds (jwt.FormatUserConfig).
 func (m *Manager) AddUser(ctx context.Context, actor, tenant string, u UserSpec) (UserCreds, error) {
-	if err := ValidateName("user", u.Name); err != nil {
+	if err := u.check(); err != nil {
 		return UserCreds{}, err
-	}
-	if len(u.Pub)+len(u.Sub) == 0 {
-		return UserCreds{}, fmt.Errorf("%w: user %s: give at least one --pub or --sub", ErrInvalid, u.Name)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -518,11 +525,8 @@ func (m *Manager) AddUser(ctx context.Context, actor, tenant string, u UserSpec)
 // themselves (nats.go, the nats CLI) with the same .creds and get the new
 // permissions. The audit record holds the tenant before and after.
 func (m *Manager) UpdateUser(ctx context.Context, actor, tenant string, u UserSpec) (User, error) {
-	if err := ValidateName("user", u.Name); err != nil {
+	if err := u.check(); err != nil {
 		return User{}, err
-	}
-	if len(u.Pub)+len(u.Sub) == 0 {
-		return User{}, fmt.Errorf("%w: user %s: give at least one --pub or --sub", ErrInvalid, u.Name)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()

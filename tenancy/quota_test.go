@@ -20,10 +20,7 @@ import (
 // change nothing.
 func TestRateQuotaMalformedDelete(t *testing.T) {
 	e := start(t, 3)
-	q := tenancy.DefaultQuota()
-	q.PublishRate, q.Policy = 200, tenancy.PolicyReject
-	e.tenant("harbor-retail", q)
-	creds := e.user("harbor-retail", "producer", []string{"orders"}, nil)
+	creds := e.rateLimited("harbor-retail", 200, tenancy.PolicyReject)
 
 	acked, limited := e.flood(creds, "producer", 2*time.Second)
 	rate := float64(acked) / 2
@@ -33,7 +30,7 @@ func TestRateQuotaMalformedDelete(t *testing.T) {
 	}
 
 	// Live change to throttle at 400/s.
-	q.PublishRate, q.Policy = 400, tenancy.PolicyThrottle
+	q := rateQuota(400, tenancy.PolicyThrottle)
 	if _, err := e.m.Update(ctx(t), "test", "harbor-retail", q); err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/msgplatform/platform/embeddednats"
 	"github.com/msgplatform/platform/tenancy"
@@ -70,8 +69,7 @@ func TestShareTopic(t *testing.T) {
 	}
 	_ = rc.Flush()
 
-	pc := e.mustConnect(prod, "producer", 0)
-	pjs, _ := jetstream.New(pc)
+	pjs := e.jetStream(prod, "producer", 0)
 	m := nats.NewMsg("orders.k1")
 	m.Header.Set(tenancy.HeaderTenant, "meridian") // spoof: must be overwritten
 	m.Data = []byte("shared-1")
@@ -140,7 +138,7 @@ func TestDeleteEndsItsShares(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pjs, _ := jetstream.New(e.mustConnect(e.user("owner", "producer", []string{"orders"}, nil), "producer", 1))
+	pjs := e.jetStream(e.user("owner", "producer", []string{"orders"}, nil), "producer", 1)
 	if _, err := pjs.Publish(ctx(t), "orders.k1", []byte("before")); err != nil {
 		t.Fatal(err)
 	}
@@ -190,7 +188,7 @@ func TestDeleteASuspendedTenantPurgesItsData(t *testing.T) {
 	e := start(t, 3)
 	e.tenant("gone", tenancy.DefaultQuota())
 	prod := e.user("gone", "producer", []string{"orders"}, nil)
-	pjs, _ := jetstream.New(e.mustConnect(prod, "producer", 0))
+	pjs := e.jetStream(prod, "producer", 0)
 	for i := range 10 {
 		if _, err := pjs.Publish(ctx(t), fmt.Sprintf("orders.k%d", i), []byte("data")); err != nil {
 			t.Fatal(err)

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/msgplatform/platform/embeddednats"
 )
 
 // Per-subject authorization denials. nats-server (2.15) publishes no
@@ -37,51 +39,25 @@ func (m *Manager) WatchViolations(srv *server.Server) {
 	if srv == nil {
 		return
 	}
-	srv.SetLogger(&violationLogger{next: srv.Logger(), m: m, last: map[string]time.Time{}}, false, false)
+	next := srv.Logger()
+	if next == nil {
+		next = embeddednats.Discard{}
+	}
+	srv.SetLogger(&violationLogger{Logger: next, m: m, last: map[string]time.Time{}}, false, false)
 }
 
+// violationLogger passes every line on to the server's previous logger
+// (embedded) and observes the error lines.
 type violationLogger struct {
-	next server.Logger
-	m    *Manager
+	server.Logger
+	m *Manager
 
 	mu   sync.Mutex
 	last map[string]time.Time // tenant/user/op/subject -> last record
 }
 
-func (l *violationLogger) Noticef(format string, v ...any) {
-	if l.next != nil {
-		l.next.Noticef(format, v...)
-	}
-}
-
-func (l *violationLogger) Warnf(format string, v ...any) {
-	if l.next != nil {
-		l.next.Warnf(format, v...)
-	}
-}
-
-func (l *violationLogger) Fatalf(format string, v ...any) {
-	if l.next != nil {
-		l.next.Fatalf(format, v...)
-	}
-}
-
-func (l *violationLogger) Debugf(format string, v ...any) {
-	if l.next != nil {
-		l.next.Debugf(format, v...)
-	}
-}
-
-func (l *violationLogger) Tracef(format string, v ...any) {
-	if l.next != nil {
-		l.next.Tracef(format, v...)
-	}
-}
-
 func (l *violationLogger) Errorf(format string, v ...any) {
-	if l.next != nil {
-		l.next.Errorf(format, v...)
-	}
+	l.Logger.Errorf(format, v...)
 	l.observe(fmt.Sprintf(format, v...))
 }
 

@@ -69,10 +69,8 @@ func RunFabric(t testing.TB, n int, opts ...Option) *Fabric {
 		o(&cfg)
 	}
 	cfg.EnsureDefaults()
-	trust, err := embeddednats.LoadOrCreateTrust(cfg.DataDir + "/trust")
-	if err != nil {
-		t.Fatalf("natstest: trust: %v", err)
-	}
+	trust := Trust(t, cfg.DataDir)
+	var err error
 	if trust.ClientTLS, err = cfg.TLS.Internal(); err != nil {
 		t.Fatalf("natstest: tls: %v", err)
 	}
@@ -127,18 +125,11 @@ func startFabric(t testing.TB, cfg embeddednats.FabricConfig, trust *embeddednat
 	}
 	f.Fabric = fab
 	f.net.idToNode = f.nodeByServerID
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	if err := fab.Start(ctx); err != nil {
+	t.Cleanup(f.net.close) // registered first: runs once the fabric closed
+	if err := start(t, fab, 60*time.Second); err != nil {
 		f.net.close()
 		return nil, err
 	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = fab.Close(ctx)
-		f.net.close()
-	})
 	return f, nil
 }
 
@@ -266,10 +257,7 @@ func (f *Fabric) WaitReplicasCurrent(js jetstream.JetStream, stream string) {
 		if err != nil {
 			return err
 		}
-		info, err := s.Info(ctx)
-		if err != nil {
-			return err
-		}
+		info := s.CachedInfo()
 		if info.Cluster == nil || info.Cluster.Leader == "" {
 			return fmt.Errorf("stream %s has no leader", stream)
 		}

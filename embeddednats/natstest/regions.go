@@ -26,10 +26,7 @@ type Regions struct {
 func RunRegions(t testing.TB, nodes int, deny []string, names ...string) *Regions {
 	t.Helper()
 	dir := t.TempDir()
-	trust, err := embeddednats.LoadOrCreateTrust(dir + "/trust")
-	if err != nil {
-		t.Fatalf("natstest: trust: %v", err)
-	}
+	trust := Trust(t, dir)
 	for attempt := 1; ; attempt++ {
 		cfg := embeddednats.RegionsConfig{LeafPort: -1, Deny: deny}
 		for _, name := range names {
@@ -46,15 +43,7 @@ func RunRegions(t testing.TB, nodes int, deny []string, names ...string) *Region
 		if err != nil {
 			t.Fatalf("natstest: regions: %v", err)
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		err = r.Start(ctx)
-		cancel()
-		if err == nil {
-			t.Cleanup(func() {
-				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				defer cancel()
-				_ = r.Close(ctx)
-			})
+		if err = start(t, r, 60*time.Second); err == nil {
 			return &Regions{Regions: r, t: t}
 		}
 		if !errors.Is(err, embeddednats.ErrPortInUse) || attempt == 3 {
@@ -68,28 +57,26 @@ func RunRegions(t testing.TB, nodes int, deny []string, names ...string) *Region
 // test ends.
 func (r *Regions) Conn(name string, opts ...nats.Option) *nats.Conn {
 	r.t.Helper()
-	f := r.Region(name)
-	if f == nil {
-		r.t.Fatalf("natstest: no region %q", name)
-	}
-	all := append([]nats.Option{nats.MaxReconnects(-1), nats.ReconnectWait(50 * time.Millisecond)}, opts...)
-	nc, err := f.Connect(all...)
-	if err != nil {
-		r.t.Fatalf("natstest: connect to %s: %v", name, err)
-	}
-	r.t.Cleanup(nc.Close)
-	return nc
+	return r.fabric(name).Conn(opts...)
 }
 
 // JetStream returns a JetStream context of region name's own domain on a
 // fresh admin connection to that region.
 func (r *Regions) JetStream(name string) jetstream.JetStream {
 	r.t.Helper()
-	js, err := jetstream.New(r.Conn(name))
-	if err != nil {
-		r.t.Fatalf("natstest: jetstream: %v", err)
+	return r.fabric(name).JetStream()
+}
+
+// fabric is region name's fabric as a test Fabric for its connections;
+// the test fails when there is no such region. Its routes have no proxies:
+// Isolate, Heal and Delay do not apply.
+func (r *Regions) fabric(name string) *Fabric {
+	r.t.Helper()
+	f := r.Region(name)
+	if f == nil {
+		r.t.Fatalf("natstest: no region %q", name)
 	}
-	return js
+	return &Fabric{Fabric: f, t: r.t}
 }
 
 // Kill stops every node of region name at once (a region outage).

@@ -1,9 +1,11 @@
 package natstest
 
 import (
+	"bytes"
 	"context"
 	"log/slog"
 	"os"
+	"sync"
 	"testing"
 	"time"
 )
@@ -23,4 +25,34 @@ func Logger(testing.TB) *slog.Logger {
 		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	return nil
+}
+
+// LogOnFailure returns a logger at level whose lines are kept and shown,
+// under title, only when the test fails.
+func LogOnFailure(t testing.TB, level slog.Level, title string) *slog.Logger {
+	var buf syncBuffer
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("%s:\n%s", title, buf.String())
+		}
+	})
+	return slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: level}))
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
