@@ -84,14 +84,24 @@ func (c Config) validateFiles(p *validate.Problems, key string) {
 	}
 }
 
+// keyPair loads CertFile and KeyFile; its error wraps ErrInvalid and
+// names both files.
+func (c Config) keyPair() (tls.Certificate, error) {
+	cert, err := tls.LoadX509KeyPair(c.CertFile, c.KeyFile)
+	if err != nil {
+		return tls.Certificate{}, fmt.Errorf("%w: cert_file %s, key_file %s: %v", ErrInvalid, c.CertFile, c.KeyFile, err)
+	}
+	return cert, nil
+}
+
 // Server is the listener configuration: nil when c is not enabled.
 func (c Config) Server() (*tls.Config, error) {
 	if !c.Enabled() {
 		return nil, nil
 	}
-	cert, err := tls.LoadX509KeyPair(c.CertFile, c.KeyFile)
+	cert, err := c.keyPair()
 	if err != nil {
-		return nil, fmt.Errorf("%w: cert_file %s, key_file %s: %v", ErrInvalid, c.CertFile, c.KeyFile, err)
+		return nil, err
 	}
 	tc := &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}}
 	if c.CAFile != "" {
@@ -126,9 +136,9 @@ func (c Config) Client(serverName string) (*tls.Config, error) {
 		tc.RootCAs = pool
 	}
 	if c.CertFile != "" || c.KeyFile != "" {
-		cert, err := tls.LoadX509KeyPair(c.CertFile, c.KeyFile)
+		cert, err := c.keyPair()
 		if err != nil {
-			return nil, fmt.Errorf("%w: cert_file %s, key_file %s: %v", ErrInvalid, c.CertFile, c.KeyFile, err)
+			return nil, err
 		}
 		tc.Certificates = []tls.Certificate{cert}
 	}
@@ -173,9 +183,9 @@ func (c Config) Internal() (*tls.Config, error) {
 	if !c.Enabled() {
 		return nil, nil
 	}
-	own, err := tls.LoadX509KeyPair(c.CertFile, c.KeyFile)
+	own, err := c.keyPair()
 	if err != nil {
-		return nil, fmt.Errorf("%w: cert_file %s, key_file %s: %v", ErrInvalid, c.CertFile, c.KeyFile, err)
+		return nil, err
 	}
 	var roots *x509.CertPool
 	if c.CAFile != "" {
