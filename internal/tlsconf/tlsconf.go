@@ -77,10 +77,8 @@ func (c Config) validateFiles(p *validate.Problems, key string) {
 			p.Addf(key, "cert_file and key_file are not a usable pair: %v", err)
 		}
 	}
-	if c.CAFile != "" {
-		if _, err := c.pool(); err != nil {
-			p.Addf(key+".ca_file", "%v", err)
-		}
+	if _, err := c.pool(); err != nil {
+		p.Addf(key+".ca_file", "%v", err)
 	}
 }
 
@@ -104,12 +102,8 @@ func (c Config) Server() (*tls.Config, error) {
 		return nil, err
 	}
 	tc := &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}}
-	if c.CAFile != "" {
-		pool, err := c.pool()
-		if err != nil {
-			return nil, err
-		}
-		tc.ClientCAs = pool
+	if tc.ClientCAs, err = c.pool(); err != nil {
+		return nil, err
 	}
 	if c.Verify {
 		if tc.ClientCAs == nil {
@@ -128,12 +122,9 @@ func (c Config) Client(serverName string) (*tls.Config, error) {
 		return nil, nil
 	}
 	tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: serverName}
-	if c.CAFile != "" {
-		pool, err := c.pool()
-		if err != nil {
-			return nil, err
-		}
-		tc.RootCAs = pool
+	var err error
+	if tc.RootCAs, err = c.pool(); err != nil {
+		return nil, err
 	}
 	if c.CertFile != "" || c.KeyFile != "" {
 		cert, err := c.keyPair()
@@ -145,7 +136,11 @@ func (c Config) Client(serverName string) (*tls.Config, error) {
 	return tc, nil
 }
 
+// pool is the CA pool of CAFile: nil without a CAFile.
 func (c Config) pool() (*x509.CertPool, error) {
+	if c.CAFile == "" {
+		return nil, nil
+	}
 	pem, err := os.ReadFile(c.CAFile)
 	if err != nil {
 		return nil, fmt.Errorf("%w: ca_file: %v", ErrInvalid, err)
@@ -187,11 +182,9 @@ func (c Config) Internal() (*tls.Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	var roots *x509.CertPool
-	if c.CAFile != "" {
-		if roots, err = c.pool(); err != nil {
-			return nil, err
-		}
+	roots, err := c.pool()
+	if err != nil {
+		return nil, err
 	}
 	return &tls.Config{
 		MinVersion:   tls.VersionTLS12,
