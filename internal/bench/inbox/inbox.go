@@ -28,11 +28,9 @@ func (m inboxMode) Name() string { return m.name }
 // openInboxModes returns raw ack, the Pebble inbox and (unless skipped)
 // the Postgres inbox, each with a one-row business effect.
 func openInboxModes(ctx context.Context, o bench.StoreOptions) ([]inboxMode, func(), error) {
-	var cleanups []func()
-	cleanup := func() {
-		for i := len(cleanups) - 1; i >= 0; i-- {
-			cleanups[i]()
-		}
+	db, pool, cleanup, err := bench.OpenStores(ctx, o, pginbox.Migrate)
+	if err != nil {
+		return nil, nil, err
 	}
 	modes := []inboxMode{{"raw", func(_ context.Context, msgs []platform.InboxMsg) error {
 		for _, m := range msgs {
@@ -42,11 +40,6 @@ func openInboxModes(ctx context.Context, o bench.StoreOptions) ([]inboxMode, fun
 		}
 		return nil
 	}}}
-	db, closeDB, err := bench.TempPebble()
-	if err != nil {
-		return nil, nil, err
-	}
-	cleanups = append(cleanups, closeDB)
 	pin, err := pebbleinbox.New(db, platform.DefaultInboxConfig("bench"), pebbleinbox.Options{})
 	if err != nil {
 		cleanup()
@@ -59,17 +52,7 @@ func openInboxModes(ctx context.Context, o bench.StoreOptions) ([]inboxMode, fun
 		})
 		return err
 	}})
-	if !o.SkipPostgres {
-		pool, drop, err := bench.Database(ctx, o.DSN)
-		if err != nil {
-			cleanup()
-			return nil, nil, err
-		}
-		cleanups = append(cleanups, drop)
-		if err := pginbox.Migrate(ctx, pool); err != nil {
-			cleanup()
-			return nil, nil, err
-		}
+	if pool != nil {
 		if _, err := pool.Exec(ctx, `CREATE TABLE bench_effects (event_id text PRIMARY KEY)`); err != nil {
 			cleanup()
 			return nil, nil, err

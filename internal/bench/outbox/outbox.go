@@ -46,23 +46,12 @@ type outboxBackend struct {
 // openOutboxBackends opens the PostgreSQL outbox (unless skipped) in a
 // fresh database and the Pebble outbox in a temporary directory.
 func openOutboxBackends(ctx context.Context, o Options) ([]outboxBackend, func(), error) {
-	var backends []outboxBackend
-	var cleanups []func()
-	cleanup := func() {
-		for i := len(cleanups) - 1; i >= 0; i-- {
-			cleanups[i]()
-		}
+	db, pool, cleanup, err := bench.OpenStores(ctx, o.StoreOptions, pgoutbox.Migrate)
+	if err != nil {
+		return nil, nil, err
 	}
-	if !o.SkipPostgres {
-		pool, drop, err := bench.Database(ctx, o.DSN)
-		if err != nil {
-			return nil, nil, err
-		}
-		cleanups = append(cleanups, drop)
-		if err := pgoutbox.Migrate(ctx, pool); err != nil {
-			cleanup()
-			return nil, nil, err
-		}
+	var backends []outboxBackend
+	if pool != nil {
 		backends = append(backends, outboxBackend{name: "postgres", store: pgoutbox.New(pool), enqueue: func(ctx context.Context, evs []outboxrelay.Event) error {
 			return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 				for _, ev := range evs {
@@ -74,12 +63,6 @@ func openOutboxBackends(ctx context.Context, o Options) ([]outboxBackend, func()
 			})
 		}})
 	}
-	db, closeDB, err := bench.TempPebble()
-	if err != nil {
-		cleanup()
-		return nil, nil, err
-	}
-	cleanups = append(cleanups, closeDB)
 	pstore, err := pebbleoutbox.Open(db, pebbleoutbox.Options{})
 	if err != nil {
 		cleanup()
