@@ -31,20 +31,14 @@ type Options struct {
 
 // Validate reports every problem at once.
 func (o Options) Validate() error {
-	var errs []error
-	if o.Count < 1 || o.Size < 1 {
-		errs = append(errs, fmt.Errorf("--count and --size must be >= 1, got %d and %d", o.Count, o.Size))
-	}
+	errs := []error{bench.CheckCountSize(o.Count, o.Size)}
 	if o.Concurrency < 1 || o.Concurrency > 1024 {
 		errs = append(errs, fmt.Errorf("--concurrency must be 1..1024, got %d", o.Concurrency))
 	}
 	if o.Work < 0 || o.Work > time.Minute {
 		errs = append(errs, fmt.Errorf("--work must be 0..1m, got %s", o.Work))
 	}
-	if o.Runs < 1 || o.Runs > 100 {
-		errs = append(errs, fmt.Errorf("--runs must be 1..100, got %d", o.Runs))
-	}
-	return errors.Join(errs...)
+	return errors.Join(append(errs, bench.CheckRuns(o.Runs))...)
 }
 
 // queueDrain is one way of draining the bench queue: it returns once

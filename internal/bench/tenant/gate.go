@@ -30,17 +30,11 @@ type GateOptions struct {
 
 // Validate reports every problem at once.
 func (o GateOptions) Validate() error {
-	var errs []error
-	if o.Count < 1 || o.Size < 1 {
-		errs = append(errs, fmt.Errorf("--count and --size must be >= 1, got %d and %d", o.Count, o.Size))
-	}
+	var batch error
 	if o.Batch < 1 || o.Batch > 1000 {
-		errs = append(errs, fmt.Errorf("--batch must be 1..1000 (the group's max ack pending), got %d", o.Batch))
+		batch = fmt.Errorf("--batch must be 1..1000 (the group's max ack pending), got %d", o.Batch)
 	}
-	if o.Runs < 1 || o.Runs > 100 {
-		errs = append(errs, fmt.Errorf("--runs must be 1..100, got %d", o.Runs))
-	}
-	return errors.Join(errs...)
+	return errors.Join(bench.CheckCountSize(o.Count, o.Size), batch, bench.CheckRuns(o.Runs))
 }
 
 // gateSide is one consumer of the bench: where its events are queued and
