@@ -184,11 +184,7 @@ func Median(runs []Result) Result {
 		for i, r := range runs {
 			v[i] = get(r)
 		}
-		sort.Float64s(v)
-		if len(v)%2 == 1 {
-			return v[len(v)/2]
-		}
-		return (v[len(v)/2-1] + v[len(v)/2]) / 2
+		return MedianOf(v)
 	}
 	return Result{
 		Msgs:     int(med(func(r Result) float64 { return float64(r.Msgs) })),

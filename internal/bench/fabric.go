@@ -40,14 +40,15 @@ func StartFabric(ctx context.Context, cfg embeddednats.FabricConfig, trust *embe
 	return embeddednats.StartFabric(sctx, cfg, trust)
 }
 
-// WithFabric starts a temporary 3-node fabric in dir, with TLS on the
-// client ports when srvTLS is set (a listener Config with its CA), runs
-// fn on it and stops it. Connections to a TLS fabric verify it against
-// srvTLS.CAFile as a service's client does.
-func WithFabric(ctx context.Context, dir string, sync bool, srvTLS tlsconf.Config, fn func(*nats.Conn, *catalog.Reconciler) error) error {
+// TempFabric starts a temporary 3-node fabric in dir (SyncAlways as sync
+// says), with TLS on the client ports when srvTLS is set (a listener
+// Config with its CA); its connections verify a TLS fabric against
+// srvTLS.CAFile as a service's client does. stop closes it, waiting at
+// most 10s.
+func TempFabric(ctx context.Context, dir string, sync bool, srvTLS tlsconf.Config) (f *embeddednats.Fabric, stop func(), err error) {
 	trust, err := embeddednats.NewTrust()
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	cfg := embeddednats.DefaultFabricConfig()
 	cfg.Port, cfg.ClusterPort, cfg.DataDir = -1, -1, dir
@@ -55,19 +56,27 @@ func WithFabric(ctx context.Context, dir string, sync bool, srvTLS tlsconf.Confi
 	if srvTLS.Enabled() {
 		cfg.TLS = srvTLS
 		if trust.ClientTLS, err = (tlsconf.Config{CAFile: srvTLS.CAFile}).Client(""); err != nil {
-			return err
+			return nil, nil, err
 		}
 	}
 	cfg.LameDuck = 200 * time.Millisecond
-	f, err := StartFabric(ctx, cfg, trust)
-	if err != nil {
-		return err
+	if f, err = StartFabric(ctx, cfg, trust); err != nil {
+		return nil, nil, err
 	}
-	defer func() {
+	return f, func() {
 		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		_ = f.Close(cctx)
-	}()
+	}, nil
+}
+
+// WithFabric starts a TempFabric in dir, runs fn on it and stops it.
+func WithFabric(ctx context.Context, dir string, sync bool, srvTLS tlsconf.Config, fn func(*nats.Conn, *catalog.Reconciler) error) error {
+	f, stop, err := TempFabric(ctx, dir, sync, srvTLS)
+	if err != nil {
+		return err
+	}
+	defer stop()
 	nc, err := f.Connect()
 	if err != nil {
 		return err
@@ -81,8 +90,8 @@ func WithFabric(ctx context.Context, dir string, sync bool, srvTLS tlsconf.Confi
 }
 
 // Connect connects to remote, or with inProcess starts a temporary
-// 3-node fabric and connects to it; the returned func disconnects and
-// removes the fabric.
+// 3-node fabric (SyncAlways, the platform's default) and connects to it;
+// the returned func disconnects and removes the fabric.
 func Connect(ctx context.Context, remote Remote, inProcess bool) (*nats.Conn, func(), error) {
 	if !inProcess {
 		nc, err := remote.Connect()
@@ -95,14 +104,7 @@ func Connect(ctx context.Context, remote Remote, inProcess bool) (*nats.Conn, fu
 	if err != nil {
 		return nil, nil, err
 	}
-	trust, err := embeddednats.NewTrust()
-	if err != nil {
-		return nil, nil, err
-	}
-	cfg := embeddednats.DefaultFabricConfig()
-	cfg.Port, cfg.ClusterPort, cfg.DataDir = -1, -1, dir
-	cfg.LameDuck = 200 * time.Millisecond
-	f, err := StartFabric(ctx, cfg, trust)
+	f, stop, err := TempFabric(ctx, dir, true, tlsconf.Config{})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -112,9 +114,7 @@ func Connect(ctx context.Context, remote Remote, inProcess bool) (*nats.Conn, fu
 	}
 	return nc, func() {
 		nc.Close()
-		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = f.Close(cctx)
+		stop()
 		os.RemoveAll(dir)
 	}, nil
 }

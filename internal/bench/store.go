@@ -28,8 +28,22 @@ func (o StoreOptions) Validate() error {
 	if o.Count < 1 || o.Keys < 1 || o.Size < 1 {
 		return fmt.Errorf("--count, --keys and --size must be >= 1")
 	}
-	if o.Runs < 1 || o.Runs > 100 {
-		return fmt.Errorf("--runs must be 1..100, got %d", o.Runs)
+	return CheckRuns(o.Runs)
+}
+
+// CheckCountSize is the problem of a harness's --count and --size (each
+// at least 1), nil if none.
+func CheckCountSize(count, size int) error {
+	if count < 1 || size < 1 {
+		return fmt.Errorf("--count and --size must be >= 1, got %d and %d", count, size)
+	}
+	return nil
+}
+
+// CheckRuns is the problem of a harness's --runs (1..100), nil if none.
+func CheckRuns(runs int) error {
+	if runs < 1 || runs > 100 {
+		return fmt.Errorf("--runs must be 1..100, got %d", runs)
 	}
 	return nil
 }

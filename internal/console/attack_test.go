@@ -52,7 +52,7 @@ func startAuthz(t *testing.T) *authz {
 	f := start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	m := f.d.Tenants()
+	m := f.D.Tenants()
 	spec := tenancy.DefaultSpec("harbor")
 	spec.Quota.PublishRate = 50
 	if _, err := m.Create(ctx, "test", spec); err != nil {
@@ -84,9 +84,9 @@ func startAuthz(t *testing.T) *authz {
 		if err != nil {
 			t.Fatal(err)
 		}
-		f.creds[u.Name+"@harbor"] = string(uc.Creds)
+		f.Creds[u.Name+"@harbor"] = string(uc.Creds)
 	}
-	nc, err := f.d.ConnectTenant(ctx, "harbor", "test-harbor")
+	nc, err := f.D.ConnectTenant(ctx, "harbor", "test-harbor")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +95,7 @@ func startAuthz(t *testing.T) *authz {
 	redrivetest.DeadLetter(t, js, tenancy.StoredName("payments"), "ledger", 0, 3, "card "+card+" declined (%d)")
 	redrivetest.DeadLetter(t, js, tenancy.StoredName("payments"), "fraud", 3, 2, "velocity check %d")
 	redrivetest.DeadLetter(t, js, tenancy.StoredName("refunds"), "refunder", 0, 1, "refund %d stuck")
-	svc, err := f.d.RedriveFor(ctx, "harbor")
+	svc, err := f.D.RedriveFor(ctx, "harbor")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,6 +137,20 @@ func (a *authz) unchanged(t *testing.T, requests int) {
 	}
 }
 
+// submit files form through c as a redrive request, wanting the redirect
+// to it (what names the request in a failure), and returns the request as
+// harbor's store holds it.
+func (a *authz) submit(t *testing.T, c *client, what string, form url.Values) (redrive.Status, error) {
+	t.Helper()
+	code, _, h := c.post("/console/requests", form)
+	if code != http.StatusSeeOther {
+		t.Fatalf("%s: %d", what, code)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return a.svc.Get(ctx, mustURL(h.Get("Location")).Query().Get("id"))
+}
+
 // noLeak fails when body holds a ledger entry's reason or any payload.
 func noLeak(t *testing.T, what, body string) {
 	t.Helper()
@@ -164,8 +178,7 @@ func forbidden(t *testing.T, c *client, paths ...string) {
 // any page or JSON endpoint, and can neither file nor act on a redrive.
 func TestAttackConsoleDLQPublishOnly(t *testing.T) {
 	a := startAuthz(t)
-	c := a.client(t)
-	c.login(a.creds["pat@harbor"])
+	c := a.signedIn(t, "pat@harbor")
 	before := a.requests(t)
 	for _, p := range []string{
 		"/console/", "/console/?scope=harbor", "/console/requests", "/console/requests?dlq=payments", "/console/history",
@@ -208,8 +221,7 @@ func TestAttackConsoleDLQPublishOnly(t *testing.T) {
 // payments DLQ, in the same tenant.
 func TestAttackConsoleDLQOtherTopic(t *testing.T) {
 	a := startAuthz(t)
-	c := a.client(t)
-	c.login(a.creds["sue@harbor"])
+	c := a.signedIn(t, "sue@harbor")
 	before := a.requests(t)
 	if code, body := c.get("/console/"); code != http.StatusOK || !strings.Contains(body, ">refunds<") || strings.Contains(body, ">payments<") {
 		t.Fatalf("sue's DLQ list (%d) must show refunds only:\n%s", code, excerpt(body))
@@ -235,8 +247,7 @@ func TestAttackConsoleDLQOtherTopic(t *testing.T) {
 // that holds another group's entries.
 func TestAttackConsoleDLQOtherGroup(t *testing.T) {
 	a := startAuthz(t)
-	c := a.client(t)
-	c.login(a.creds["fay@harbor"])
+	c := a.signedIn(t, "fay@harbor")
 	code, body := c.get("/console/dlq?name=payments")
 	if code != http.StatusOK || !strings.Contains(body, "velocity check 3") {
 		t.Fatalf("fay's view of payments: %d\n%s", code, excerpt(body))
@@ -264,14 +275,7 @@ func TestAttackConsoleDLQOtherGroup(t *testing.T) {
 	}
 	a.unchanged(t, before)
 	// "all" is narrowed to the entries she may see.
-	code, _, h := c.post("/console/requests", url.Values{"dlq": {"payments"}, "mode": {"all"}, "rate": {"0"}, "reason": {"fraud rule fixed"}})
-	if code != http.StatusSeeOther {
-		t.Fatalf("fay's own redrive request: %d", code)
-	}
-	id := mustURL(h.Get("Location")).Query().Get("id")
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	st, err := a.svc.Get(ctx, id)
+	st, err := a.submit(t, c, "fay's own redrive request", url.Values{"dlq": {"payments"}, "mode": {"all"}, "rate": {"0"}, "reason": {"fraud rule fixed"}})
 	if err != nil || st.Total != 2 || st.Requester != "fay@harbor" || st.Request.Rate != 50 || strings.Join(st.ConsumerGroups, ",") != "fraud" {
 		t.Fatalf("fay's request: total %d, requester %s, rate %g, groups %v, %v; want 2 fraud entries at the tenant's 50/s", st.Total, st.Requester, st.Request.Rate, st.ConsumerGroups, err)
 	}
@@ -283,8 +287,7 @@ func TestAttackConsoleDLQOtherGroup(t *testing.T) {
 // rate is given the quota.
 func TestAttackConsoleRedriveDestination(t *testing.T) {
 	a := startAuthz(t)
-	c := a.client(t)
-	c.login(a.creds["alice@harbor"])
+	c := a.signedIn(t, "alice@harbor")
 	before := a.requests(t)
 	for _, dest := range []string{"refunds.order:1", "stored.refunds.order:1", "payments.order:1.x", "$JS.API.STREAM.DELETE.stored_refunds", "other.subject"} {
 		code, body, _ := c.post("/console/requests", url.Values{"dlq": {"payments"}, "mode": {"all"}, "rate": {"10"}, "reason": {"x"}, "destination": {dest}})
@@ -296,8 +299,7 @@ func TestAttackConsoleRedriveDestination(t *testing.T) {
 		}
 	}
 	// bob may consume payments but publish nowhere: not even back into it.
-	b := a.client(t)
-	b.login(a.creds["bob@harbor"])
+	b := a.signedIn(t, "bob@harbor")
 	if code, body, _ := b.post("/console/requests", url.Values{"dlq": {"payments"}, "mode": {"all"}, "rate": {"10"}, "reason": {"x"}}); code != http.StatusForbidden || !strings.Contains(body, "may not publish to topic payments") {
 		t.Errorf("bob redriving into payments: %d, want 403:\n%s", code, excerpt(body))
 	}
@@ -311,13 +313,7 @@ func TestAttackConsoleRedriveDestination(t *testing.T) {
 		t.Errorf("rate above the quota: %d, want 400 naming the quota:\n%s", code, excerpt(body))
 	}
 	a.unchanged(t, before)
-	code, _, h := c.post("/console/requests", url.Values{"dlq": {"payments"}, "mode": {"all"}, "rate": {"0"}, "reason": {"x"}})
-	if code != http.StatusSeeOther {
-		t.Fatalf("alice's unlimited request: %d", code)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if st, err := a.svc.Get(ctx, mustURL(h.Get("Location")).Query().Get("id")); err != nil || st.Request.Rate != 50 {
+	if st, err := a.submit(t, c, "alice's unlimited request", url.Values{"dlq": {"payments"}, "mode": {"all"}, "rate": {"0"}, "reason": {"x"}}); err != nil || st.Request.Rate != 50 {
 		t.Fatalf("an unlimited request by a tenant user: rate %g, %v; want the quota, 50", st.Request.Rate, err)
 	}
 	attack.Refused(t, "console_redrive_destination")
@@ -329,8 +325,7 @@ func TestAttackConsoleRedriveDestination(t *testing.T) {
 func TestAttackConsoleApprover(t *testing.T) {
 	a := startAuthz(t)
 	for _, who := range []string{"pat", "fay", "sue", "alice"} {
-		c := a.client(t)
-		c.login(a.creds[who+"@harbor"])
+		c := a.signedIn(t, who+"@harbor")
 		code, body, _ := c.post("/console/action", url.Values{"id": {a.filed.ID}, "op": {"approve"}})
 		noLeak(t, who+" approving", body)
 		if code != http.StatusForbidden {
@@ -338,8 +333,7 @@ func TestAttackConsoleApprover(t *testing.T) {
 		}
 	}
 	a.unchanged(t, a.requests(t))
-	b := a.client(t)
-	b.login(a.creds["bob@harbor"])
+	b := a.signedIn(t, "bob@harbor")
 	if code, body, _ := b.post("/console/action", url.Values{"id": {a.filed.ID}, "op": {"approve"}}); code != http.StatusSeeOther {
 		t.Fatalf("bob approving: %d\n%s", code, excerpt(body))
 	}
@@ -381,7 +375,7 @@ func TestAttackConsoleLogin(t *testing.T) {
 			_ = mw.Close()
 			_ = pw.Close()
 		}()
-		req, _ := http.NewRequest(http.MethodPost, f.base+"/console/login", pr)
+		req, _ := http.NewRequest(http.MethodPost, f.Base+"/console/login", pr)
 		req.Header.Set("Content-Type", mw.FormDataContentType())
 		if !chunked {
 			req.ContentLength = size + 1024
@@ -406,8 +400,8 @@ func TestAttackConsoleLogin(t *testing.T) {
 	}
 
 	// In the handler: it reads at most the limit.
-	c, err := console.New(console.Config{URL: f.d.URL(), AdminAccount: f.d.Trust().AdminAccount(),
-		Tenants: f.d.ConsoleTenants, Redrive: f.d.RedriveFor, Access: f.d.RedriveAccess})
+	c, err := console.New(console.Config{URL: f.D.URL(), AdminAccount: f.D.Trust().AdminAccount(),
+		Tenants: f.D.ConsoleTenants, Redrive: f.D.RedriveFor, Access: f.D.RedriveAccess})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -479,9 +473,9 @@ func (c *counting) Read(p []byte) (int, error) {
 // HttpOnly and SameSite=Strict; over plain HTTP it is not Secure.
 func TestAttackConsoleCookie(t *testing.T) {
 	f := start(t)
-	f.tenantTopic(t, "harbor", "payments", false, 1, "alice")
-	c, err := console.New(console.Config{URL: f.d.URL(), AdminAccount: f.d.Trust().AdminAccount(),
-		Tenants: f.d.ConsoleTenants, Redrive: f.d.RedriveFor, Access: f.d.RedriveAccess})
+	f.TenantTopic(t, "harbor", "payments", false, 1, "alice")
+	c, err := console.New(console.Config{URL: f.D.URL(), AdminAccount: f.D.Trust().AdminAccount(),
+		Tenants: f.D.ConsoleTenants, Redrive: f.D.RedriveFor, Access: f.D.RedriveAccess})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -498,7 +492,7 @@ func TestAttackConsoleCookie(t *testing.T) {
 		if tlsOn {
 			hc.Transport.(*http.Transport).TLSClientConfig.MinVersion = tls.VersionTLS12
 		}
-		resp, err := hc.PostForm(srv.URL+"/console/login", url.Values{"creds": {f.creds["alice@harbor"]}})
+		resp, err := hc.PostForm(srv.URL+"/console/login", url.Values{"creds": {f.Creds["alice@harbor"]}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -542,14 +536,13 @@ func TestAttackConsoleCookie(t *testing.T) {
 // its next click, without signing in again.
 func TestAttackConsolePermissionWithdrawn(t *testing.T) {
 	a := startAuthz(t)
-	c := a.client(t)
-	c.login(a.creds["alice@harbor"])
+	c := a.signedIn(t, "alice@harbor")
 	if code, body := c.get("/console/entry?dlq=payments&seq=1"); code != http.StatusOK || !strings.Contains(body, card) {
 		t.Fatalf("alice before the change: %d\n%s", code, excerpt(body))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := a.d.Tenants().UpdateUser(ctx, "test", "harbor", tenancy.UserSpec{Name: "alice", Pub: []string{"payments"}, Sub: []string{"refunds"}}); err != nil {
+	if _, err := a.D.Tenants().UpdateUser(ctx, "test", "harbor", tenancy.UserSpec{Name: "alice", Pub: []string{"payments"}, Sub: []string{"refunds"}}); err != nil {
 		t.Fatal(err)
 	}
 	before := a.requests(t)

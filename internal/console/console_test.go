@@ -24,10 +24,10 @@ import (
 // platform admin account's user is a platform operator.
 func TestConsoleAuth(t *testing.T) {
 	f := start(t)
-	f.tenantTopic(t, "harbor", "payments", true, 3, "alice", "gone")
+	f.TenantTopic(t, "harbor", "payments", true, 3, "alice", "gone")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := f.d.Tenants().RevokeUser(ctx, "test", "harbor", "gone"); err != nil {
+	if _, err := f.D.Tenants().RevokeUser(ctx, "test", "harbor", "gone"); err != nil {
 		t.Fatal(err)
 	}
 	c := f.client(t)
@@ -60,28 +60,28 @@ func TestConsoleAuth(t *testing.T) {
 	}{
 		{"empty", "", http.StatusBadRequest, "paste the contents of your .creds file"},
 		{"garbage", "hello, I am not a creds file", http.StatusBadRequest, "not a NATS .creds file"},
-		{"jwt without seed", strings.Split(f.creds["alice@harbor"], "*************************")[0], http.StatusBadRequest, "seed is missing or malformed"},
+		{"jwt without seed", strings.Split(f.Creds["alice@harbor"], "*************************")[0], http.StatusBadRequest, "seed is missing or malformed"},
 		{"unknown account", string(unknown), http.StatusUnauthorized, "the broker refused these credentials"},
-		{"revoked user", f.creds["gone@harbor"], http.StatusUnauthorized, "the broker refused these credentials"},
+		{"revoked user", f.Creds["gone@harbor"], http.StatusUnauthorized, "the broker refused these credentials"},
 	} {
 		code, body, _ := c.do(http.MethodPost, "/console/login", url.Values{"creds": {tc.creds}})
 		if code != tc.code || !strings.Contains(body, tc.want) {
 			t.Errorf("login with %s creds: %d, want %d with %q; body:\n%s", tc.name, code, tc.code, tc.want, excerpt(body))
 		}
 	}
-	if cookies := c.hc.Jar.Cookies(mustURL(f.base + "/console/")); len(cookies) != 0 {
+	if cookies := c.hc.Jar.Cookies(mustURL(f.Base + "/console/")); len(cookies) != 0 {
 		t.Fatalf("a refused login set cookies: %v", cookies)
 	}
 
 	// A forged cookie is no session.
 	forged := &http.Cookie{Name: "platform_console", Value: "eyJ1IjoiYWRtaW4iLCJvcCI6dHJ1ZSwiZXhwIjo5OTk5OTk5OTk5fQ.AAAA", Path: "/console/"}
-	c.hc.Jar.SetCookies(mustURL(f.base+"/console/"), []*http.Cookie{forged})
+	c.hc.Jar.SetCookies(mustURL(f.Base+"/console/"), []*http.Cookie{forged})
 	if code, _, h := c.do(http.MethodGet, "/console/", nil); code != http.StatusSeeOther || !strings.HasPrefix(h.Get("Location"), "/console/login") {
 		t.Fatalf("forged cookie: %d %q", code, h.Get("Location"))
 	}
 
 	// Alice signs in; a POST without the CSRF token changes nothing.
-	c.login(f.creds["alice@harbor"])
+	c.login(f.Creds["alice@harbor"])
 	if _, body := c.get("/console/"); !strings.Contains(body, "alice@harbor") || !strings.Contains(body, ">payments<") {
 		t.Fatalf("alice's DLQ list:\n%s", excerpt(body))
 	}
@@ -94,7 +94,7 @@ func TestConsoleAuth(t *testing.T) {
 	if code, _, _ := c.do(http.MethodPost, "/console/requests", form); code != http.StatusForbidden {
 		t.Fatalf("POST with a wrong CSRF token: %d, want 403", code)
 	}
-	svc, err := f.d.RedriveFor(ctx, "harbor")
+	svc, err := f.D.RedriveFor(ctx, "harbor")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,18 +128,13 @@ func TestConsoleAuth(t *testing.T) {
 	}
 
 	// Logout ends the session, also for a copy of the cookie.
-	saved := c.hc.Jar.Cookies(mustURL(f.base + "/console/"))
-	if code, _, h := c.post("/console/logout", url.Values{}); code != http.StatusSeeOther || h.Get("Location") != "/console/login" {
-		t.Fatalf("logout: %d %q", code, h.Get("Location"))
-	}
-	c.hc.Jar.SetCookies(mustURL(f.base+"/console/"), saved)
+	c.loggedOut("logout")
 	if code, _ := c.get("/console/"); code != http.StatusSeeOther {
 		t.Fatalf("after logout the old cookie still works: %d", code)
 	}
 
 	// The admin account's user is a platform operator: every scope.
-	op := f.client(t)
-	op.login(f.creds["admin@platform"])
+	op := f.signedIn(t, "admin@platform")
 	if _, body := op.get("/console/"); !strings.Contains(body, "admin@platform") || !strings.Contains(body, "tenant harbor") || !strings.Contains(body, ">orders<") {
 		t.Fatalf("operator's page:\n%s", excerpt(body))
 	}
@@ -153,11 +148,11 @@ func TestConsoleAuth(t *testing.T) {
 // none succeeds; the other tenant's DLQ and request are unchanged.
 func TestConsoleTenantIsolation(t *testing.T) {
 	f := start(t)
-	f.tenantTopic(t, "harbor", "payments", true, 4, "alice")
-	f.tenantTopic(t, "meridian", "refunds", false, 2, "mallory")
+	f.TenantTopic(t, "harbor", "payments", true, 4, "alice")
+	f.TenantTopic(t, "meridian", "refunds", false, 2, "mallory")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	harbor, err := f.d.RedriveFor(ctx, "harbor")
+	harbor, err := f.D.RedriveFor(ctx, "harbor")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,8 +161,7 @@ func TestConsoleTenantIsolation(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	m := f.client(t)
-	m.login(f.creds["mallory@meridian"])
+	m := f.signedIn(t, "mallory@meridian")
 	if _, body := m.get("/console/"); !strings.Contains(body, ">refunds<") || strings.Contains(body, "payments") {
 		t.Fatalf("mallory's DLQ list must show refunds only:\n%s", excerpt(body))
 	}
@@ -241,7 +235,7 @@ func TestConsoleTenantIsolation(t *testing.T) {
 		}
 	}
 	// An operator scoped to meridian does not see harbor's DLQ either.
-	admin, err := f.d.RedriveFor(ctx, "meridian")
+	admin, err := f.D.RedriveFor(ctx, "meridian")
 	if err != nil {
 		t.Fatal(err)
 	}

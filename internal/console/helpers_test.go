@@ -2,7 +2,6 @@ package console_test
 
 import (
 	"io"
-	"maps"
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
@@ -14,27 +13,13 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/msgplatform/platform/internal/daemon/daemontest"
+	"github.com/msgplatform/platform/internal/console/consoletest"
 )
 
-// fixture is a running platformd with tenants, each with a topic whose
-// DLQ holds entries, and users whose .creds the tests sign in with.
-type fixture struct {
-	d     *daemontest.Daemon
-	base  string // http://host:port
-	creds map[string]string
-}
-
-// tenantTopic creates tenant with topic (review: required when review)
-// and n DLQ entries, and users; it returns the tenant's JetStream.
-func (f *fixture) tenantTopic(t *testing.T, tenant, topic string, review bool, n int, users ...string) jetstream.JetStream {
-	t.Helper()
-	js, creds := f.d.TenantTopic(t, tenant, topic, review, n, users...)
-	maps.Copy(f.creds, creds)
-	return js
-}
+// fixture is the console's test platformd (consoletest.Fixture), with
+// the helpers of these tests.
+type fixture struct{ *consoletest.Fixture }
 
 func start(t *testing.T) *fixture {
 	t.Helper()
@@ -52,8 +37,24 @@ type client struct {
 
 func (f *fixture) client(t *testing.T) *client {
 	jar, _ := cookiejar.New(nil)
-	return &client{t: t, base: f.base, hc: &http.Client{Jar: jar, Timeout: 60 * time.Second,
+	return &client{t: t, base: f.Base, hc: &http.Client{Jar: jar, Timeout: 60 * time.Second,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
+}
+
+// signedInAt is a new client of the console at base, signed in with the
+// creds of who (e.g. "alice@harbor").
+func (f *fixture) signedInAt(t *testing.T, base, who string) *client {
+	t.Helper()
+	c := f.client(t)
+	c.base = base
+	c.login(f.Creds[who])
+	return c
+}
+
+// signedIn is signedInAt the fixture's own console.
+func (f *fixture) signedIn(t *testing.T, who string) *client {
+	t.Helper()
+	return f.signedInAt(t, f.Base, who)
 }
 
 var csrfRE = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
@@ -111,10 +112,10 @@ func tenantConn(t *testing.T, f *fixture, who string) *nats.Conn {
 	t.Helper()
 	dir := t.TempDir()
 	p := filepath.Join(dir, "u.creds")
-	if err := os.WriteFile(p, []byte(f.creds[who]), 0o600); err != nil {
+	if err := os.WriteFile(p, []byte(f.Creds[who]), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	nc, err := nats.Connect(f.d.URL(), nats.UserCredentials(p))
+	nc, err := nats.Connect(f.D.URL(), nats.UserCredentials(p))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,27 +28,27 @@ import (
 // wrap, when not nil, wraps the store (fault injection).
 func (f *fixture) secondConsole(t *testing.T, wrap func(console.EndedSessions) console.EndedSessions) (string, *nats.Conn, *console.Console) {
 	t.Helper()
-	key, err := daemon.ConsoleSessionKey(f.d.Trust())
+	key, err := daemon.ConsoleSessionKey(f.D.Trust())
 	if err != nil {
 		t.Fatal(err)
 	}
-	nc := f.d.AdminConn(t, nats.Name("second-console"))
+	nc := f.D.AdminConn(t, nats.Name("second-console"))
 	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var ended console.EndedSessions = console.NewKVEndedSessions(js, len(f.d.Nodes()), 0)
+	var ended console.EndedSessions = console.NewKVEndedSessions(js, len(f.D.Nodes()), 0)
 	if wrap != nil {
 		ended = wrap(ended)
 	}
-	v, err := f.d.NewVerifier()
+	v, err := f.D.NewVerifier()
 	if err != nil {
 		t.Fatal(err)
 	}
 	c, err := console.New(console.Config{
-		URL: f.d.URL(), AdminAccount: f.d.Trust().AdminAccount(), SessionKey: key, Verifier: v, Ended: ended,
-		Tenants: f.d.ConsoleTenants,
-		Redrive: f.d.RedriveFor, Access: f.d.RedriveAccess,
+		URL: f.D.URL(), AdminAccount: f.D.Trust().AdminAccount(), SessionKey: key, Verifier: v, Ended: ended,
+		Tenants: f.D.ConsoleTenants,
+		Redrive: f.D.RedriveFor, Access: f.D.RedriveAccess,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -71,6 +71,19 @@ func (c *client) cookies() []*http.Cookie { return c.hc.Jar.Cookies(mustURL(c.ba
 
 func (c *client) replay(saved []*http.Cookie) {
 	c.hc.Jar.SetCookies(mustURL(c.base+"/console/"), saved)
+}
+
+// loggedOut signs c out, requiring the redirect to the login page (what
+// names the step in a failure), and puts the session's cookies back: c
+// then holds a copy of an ended session's cookie. It returns them.
+func (c *client) loggedOut(what string) []*http.Cookie {
+	c.t.Helper()
+	saved := c.cookies()
+	if code, _, h := c.post("/console/logout", url.Values{}); code != http.StatusSeeOther || h.Get("Location") != "/console/login" {
+		c.t.Fatalf("%s: %d %q, want the login page", what, code, h.Get("Location"))
+	}
+	c.replay(saved)
+	return saved
 }
 
 // sessionID decodes the session id from a saved cookie (the test reads
@@ -131,26 +144,20 @@ func (c *client) refusedWithin(t *testing.T, d time.Duration) time.Duration {
 // keyed by a hash (no session id in the bucket).
 func TestConsoleLogoutAcrossDaemons(t *testing.T) {
 	f := startN(t, 3)
-	f.tenantTopic(t, "harbor", "payments", false, 2, "alice", "bob", "carol")
+	f.TenantTopic(t, "harbor", "payments", false, 2, "alice", "bob", "carol")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	a := f.base
+	a := f.Base
 	b, ncB, _ := f.secondConsole(t, nil)
 
 	// A → B.
-	alice := f.client(t)
-	alice.login(f.creds["alice@harbor"])
+	alice := f.signedIn(t, "alice@harbor")
 	alice.base = b
 	if code, body := alice.get("/console/"); code != http.StatusOK || !strings.Contains(body, "alice@harbor") {
 		t.Fatalf("alice's session on B before the logout: %d\n%s", code, excerpt(body))
 	}
 	alice.base = a
-	saved := alice.cookies()
-	aliceID := sessionID(t, saved)
-	if code, _, h := alice.post("/console/logout", url.Values{}); code != http.StatusSeeOther || h.Get("Location") != "/console/login" {
-		t.Fatalf("logout on A: %d %q", code, h.Get("Location"))
-	}
-	alice.replay(saved)
+	aliceID := sessionID(t, alice.loggedOut("logout on A"))
 	alice.base = b
 	// The ended set is read from its stream's leader: B's very next
 	// request sees the record A wrote, not a replica's older state.
@@ -161,29 +168,22 @@ func TestConsoleLogoutAcrossDaemons(t *testing.T) {
 	}
 
 	// B → A (the daemon's own console reads the record).
-	bob := f.client(t)
-	bob.base = b
-	bob.login(f.creds["bob@harbor"])
-	saved = bob.cookies()
-	if code, _, _ := bob.post("/console/logout", url.Values{}); code != http.StatusSeeOther {
-		t.Fatalf("logout on B: %d", code)
-	}
-	bob.replay(saved)
+	bob := f.signedInAt(t, b, "bob@harbor")
+	bob.loggedOut("logout on B")
 	bob.base = a
 	bob.refusedWithin(t, 0)
 
 	// Signed out for a suspension on A: still ended on B after the resume.
-	carol := f.client(t)
-	carol.login(f.creds["carol@harbor"])
-	saved = carol.cookies()
-	if _, err := f.d.Tenants().Suspend(ctx, "test", "harbor"); err != nil {
+	carol := f.signedIn(t, "carol@harbor")
+	saved := carol.cookies()
+	if _, err := f.D.Tenants().Suspend(ctx, "test", "harbor"); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(1200 * time.Millisecond) // the verifier's cache
 	if code, body := carol.get("/console/"); code != http.StatusUnauthorized || !strings.Contains(body, "suspended") {
 		t.Fatalf("carol after the suspension: %d, want 401 naming it\n%s", code, excerpt(body))
 	}
-	if _, err := f.d.Tenants().Resume(ctx, "test", "harbor"); err != nil {
+	if _, err := f.D.Tenants().Resume(ctx, "test", "harbor"); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(1200 * time.Millisecond)
@@ -192,9 +192,7 @@ func TestConsoleLogoutAcrossDaemons(t *testing.T) {
 	if code, _, h := carol.do(http.MethodGet, "/console/", nil); code != http.StatusSeeOther || !strings.HasPrefix(h.Get("Location"), "/console/login") {
 		t.Fatalf("carol's signed-out session on B after the resume: %d %q, want the login page", code, h.Get("Location"))
 	}
-	fresh := f.client(t)
-	fresh.base = b
-	fresh.login(f.creds["carol@harbor"]) // the tenant works again: a new sign-in is fine
+	f.signedInAt(t, b, "carol@harbor") // the tenant works again: a new sign-in is fine
 
 	// The record: replicated, the session TTL, leader reads, hashed keys.
 	js, _ := jetstream.New(ncB)
@@ -254,13 +252,12 @@ func (e *flakyEnded) End(ctx context.Context, s console.EndedSession) error {
 // retried record is written.
 func TestConsoleLogoutFaults(t *testing.T) {
 	f := start(t)
-	f.tenantTopic(t, "harbor", "payments", false, 1, "alice", "bob")
-	a := f.base
+	f.TenantTopic(t, "harbor", "payments", false, 1, "alice", "bob")
+	a := f.Base
 
 	// Cut off from the bucket: 503, nothing done, the cookie kept.
 	b, ncB, _ := f.secondConsole(t, nil)
-	alice := f.client(t)
-	alice.login(f.creds["alice@harbor"])
+	alice := f.signedIn(t, "alice@harbor")
 	alice.base = b
 	if code, _ := alice.get("/console/"); code != http.StatusOK {
 		t.Fatalf("alice on B: %d", code)
@@ -286,17 +283,13 @@ func TestConsoleLogoutFaults(t *testing.T) {
 	}
 	// A logout on B still ends the session there (the record is retried).
 	alice.base = b
-	saved := alice.cookies()
-	if code, _, h := alice.post("/console/logout", url.Values{}); code != http.StatusSeeOther || h.Get("Location") != "/console/login" {
-		t.Fatalf("logout on B without its connection: %d %q, want the login page", code, h.Get("Location"))
-	}
-	alice.replay(saved)
+	alice.loggedOut("logout on B without its connection")
 	if code, _, _ := alice.do(http.MethodGet, "/console/", nil); code != http.StatusSeeOther {
 		t.Fatalf("alice's session on B after her logout there: %d, want the login page", code)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	svc, err := f.d.RedriveFor(ctx, "harbor")
+	svc, err := f.D.RedriveFor(ctx, "harbor")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -312,14 +305,8 @@ func TestConsoleLogoutFaults(t *testing.T) {
 		flaky.fail.Store(true)
 		return flaky
 	})
-	bob := f.client(t)
-	bob.base = c
-	bob.login(f.creds["bob@harbor"])
-	saved = bob.cookies()
-	if code, _, _ := bob.post("/console/logout", url.Values{}); code != http.StatusSeeOther {
-		t.Fatalf("logout on C: %d", code)
-	}
-	bob.replay(saved)
+	bob := f.signedInAt(t, c, "bob@harbor")
+	bob.loggedOut("logout on C")
 	if code, _, _ := bob.do(http.MethodGet, "/console/", nil); code != http.StatusSeeOther {
 		t.Fatalf("bob's ended session on C: %d, want the login page", code)
 	}

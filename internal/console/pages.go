@@ -1,6 +1,7 @@
 package console
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -64,18 +65,30 @@ func (c *Console) logout(w http.ResponseWriter, r *http.Request, s Session) {
 	http.Redirect(w, r, "/console/login", http.StatusSeeOther)
 }
 
-func (c *Console) dlqs(w http.ResponseWriter, r *http.Request, s Session) {
-	scope, svc, err := c.service(r, s)
-	if err != nil {
-		c.fail(w, r, &s, 0, err)
-		return
+// page serves a read-only page of the session's scope: fn gets the
+// scope's redrive service and returns the template to render and its view;
+// page fills in the session and the scope and renders it (200), or shows
+// the error page when the scope's service or fn fails.
+func (c *Console) page(fn func(r *http.Request, svc *redrive.Guard) (string, view, error)) func(http.ResponseWriter, *http.Request, Session) {
+	return func(w http.ResponseWriter, r *http.Request, s Session) {
+		scope, svc, err := c.service(r, s)
+		var name string
+		var v view
+		if err == nil {
+			name, v, err = fn(r, svc)
+		}
+		if err != nil {
+			c.fail(w, r, &s, 0, err)
+			return
+		}
+		v.S, v.Scope = &s, scope
+		c.render(w, r, http.StatusOK, name, v)
 	}
+}
+
+func (c *Console) dlqs(r *http.Request, svc *redrive.Guard) (string, view, error) {
 	list, err := svc.ListDLQs(r.Context())
-	if err != nil {
-		c.fail(w, r, &s, 0, err)
-		return
-	}
-	c.render(w, r, http.StatusOK, "dlqs", view{Title: "Dead-letter queues", S: &s, Scope: scope, Data: list})
+	return "dlqs", view{Title: "Dead-letter queues", Data: list}, err
 }
 
 type dlqPage struct {
@@ -96,32 +109,21 @@ func uintParam(r *http.Request, name string) (uint64, error) {
 	return n, nil
 }
 
-func (c *Console) dlq(w http.ResponseWriter, r *http.Request, s Session) {
-	scope, svc, err := c.service(r, s)
-	if err != nil {
-		c.fail(w, r, &s, 0, err)
-		return
-	}
+func (c *Console) dlq(r *http.Request, svc *redrive.Guard) (string, view, error) {
 	name := r.FormValue("name")
 	d, err := svc.DescribeDLQ(r.Context(), name)
 	if err != nil {
-		c.fail(w, r, &s, 0, err)
-		return
+		return "", view{}, err
 	}
 	f := redrive.EntryFilter{DLQ: name, Fingerprint: strings.TrimSpace(r.FormValue("fingerprint")), Limit: 200}
 	if f.FromSeq, err = uintParam(r, "from_seq"); err == nil {
 		f.ToSeq, err = uintParam(r, "to_seq")
 	}
 	if err != nil {
-		c.fail(w, r, &s, 0, err)
-		return
+		return "", view{}, err
 	}
 	entries, err := svc.Entries(r.Context(), f)
-	if err != nil {
-		c.fail(w, r, &s, 0, err)
-		return
-	}
-	c.render(w, r, http.StatusOK, "dlq", view{Title: "DLQ " + d.Name, S: &s, Scope: scope, Data: dlqPage{DLQ: d, Entries: entries, Filter: f}})
+	return "dlq", view{Title: "DLQ " + d.Name, Data: dlqPage{DLQ: d, Entries: entries, Filter: f}}, err
 }
 
 type entryPage struct {
@@ -131,27 +133,20 @@ type entryPage struct {
 	Binary  bool
 }
 
-func (c *Console) entry(w http.ResponseWriter, r *http.Request, s Session) {
-	scope, svc, err := c.service(r, s)
-	if err != nil {
-		c.fail(w, r, &s, 0, err)
-		return
-	}
+func (c *Console) entry(r *http.Request, svc *redrive.Guard) (string, view, error) {
 	seq, err := uintParam(r, "seq")
 	if err != nil {
-		c.fail(w, r, &s, 0, err)
-		return
+		return "", view{}, err
 	}
 	e, err := svc.Show(r.Context(), r.FormValue("dlq"), seq)
 	if err != nil {
-		c.fail(w, r, &s, 0, err)
-		return
+		return "", view{}, err
 	}
 	p := entryPage{DLQ: r.FormValue("dlq"), Entry: e, Payload: string(e.Payload)}
 	if !isText(e.Payload) {
 		p.Payload, p.Binary = fmt.Sprintf("%x", e.Payload), true
 	}
-	c.render(w, r, http.StatusOK, "entry", view{Title: fmt.Sprintf("Entry %d of %s", seq, p.DLQ), S: &s, Scope: scope, Data: p})
+	return "entry", view{Title: fmt.Sprintf("Entry %d of %s", seq, p.DLQ), Data: p}, nil
 }
 
 func isText(b []byte) bool {
@@ -168,24 +163,14 @@ type groupsPage struct {
 	Groups []redrive.Group
 }
 
-func (c *Console) groups(w http.ResponseWriter, r *http.Request, s Session) {
-	scope, svc, err := c.service(r, s)
-	if err != nil {
-		c.fail(w, r, &s, 0, err)
-		return
-	}
+func (c *Console) groups(r *http.Request, svc *redrive.Guard) (string, view, error) {
 	name := r.FormValue("dlq")
 	d, err := svc.DescribeDLQ(r.Context(), name)
 	if err != nil {
-		c.fail(w, r, &s, 0, err)
-		return
+		return "", view{}, err
 	}
 	gs, err := svc.Groups(r.Context(), redrive.EntryFilter{DLQ: name})
-	if err != nil {
-		c.fail(w, r, &s, 0, err)
-		return
-	}
-	c.render(w, r, http.StatusOK, "groups", view{Title: "Fingerprint groups of " + d.Name, S: &s, Scope: scope, Data: groupsPage{DLQ: d, Groups: gs}})
+	return "groups", view{Title: "Fingerprint groups of " + d.Name, Data: groupsPage{DLQ: d, Groups: gs}}, err
 }
 
 type requestsPage struct {
@@ -193,18 +178,9 @@ type requestsPage struct {
 	DLQ  string
 }
 
-func (c *Console) requests(w http.ResponseWriter, r *http.Request, s Session) {
-	scope, svc, err := c.service(r, s)
-	if err != nil {
-		c.fail(w, r, &s, 0, err)
-		return
-	}
+func (c *Console) requests(r *http.Request, svc *redrive.Guard) (string, view, error) {
 	list, err := svc.List(r.Context(), redrive.ListFilter{DLQ: r.FormValue("dlq")})
-	if err != nil {
-		c.fail(w, r, &s, 0, err)
-		return
-	}
-	c.render(w, r, http.StatusOK, "requests", view{Title: "Redrive requests", S: &s, Scope: scope, Data: requestsPage{List: list, DLQ: r.FormValue("dlq")}})
+	return "requests", view{Title: "Redrive requests", Data: requestsPage{List: list, DLQ: r.FormValue("dlq")}}, err
 }
 
 // parseRequest reads the request form; the requester is the session's
@@ -285,18 +261,9 @@ func (c *Console) submit(w http.ResponseWriter, r *http.Request, s Session) {
 	c.fail(w, r, &s, 0, err)
 }
 
-func (c *Console) request(w http.ResponseWriter, r *http.Request, s Session) {
-	scope, svc, err := c.service(r, s)
-	if err != nil {
-		c.fail(w, r, &s, 0, err)
-		return
-	}
+func (c *Console) request(r *http.Request, svc *redrive.Guard) (string, view, error) {
 	st, err := svc.Get(r.Context(), r.FormValue("id"))
-	if err != nil {
-		c.fail(w, r, &s, 0, err)
-		return
-	}
-	c.render(w, r, http.StatusOK, "request", view{Title: "Redrive " + st.ID, S: &s, Scope: scope, Notice: r.FormValue("done"), Data: st})
+	return "request", view{Title: "Redrive " + st.ID, Notice: r.FormValue("done"), Data: st}, err
 }
 
 // action approves, rejects, runs, pauses, resumes or cancels a request as
@@ -309,26 +276,15 @@ func (c *Console) action(w http.ResponseWriter, r *http.Request, s Session) {
 		return
 	}
 	id, note := r.PostFormValue("id"), strings.TrimSpace(r.PostFormValue("note"))
-	var fn func(string, string, string) (redrive.Status, error)
 	ctx := r.Context()
-	switch verb := r.PostFormValue("op"); verb {
-	case "approve":
-		fn = func(id, actor, note string) (redrive.Status, error) { return svc.Approve(ctx, id, actor, note) }
-	case "reject":
-		fn = func(id, actor, note string) (redrive.Status, error) { return svc.Reject(ctx, id, actor, note) }
-	case "run":
-		fn = func(id, actor, note string) (redrive.Status, error) { return svc.Run(ctx, id, actor, note) }
-	case "pause":
-		fn = func(id, actor, note string) (redrive.Status, error) { return svc.Pause(ctx, id, actor, note) }
-	case "resume":
-		fn = func(id, actor, note string) (redrive.Status, error) { return svc.Resume(ctx, id, actor, note) }
-	case "cancel":
-		fn = func(id, actor, note string) (redrive.Status, error) { return svc.Cancel(ctx, id, actor, note) }
-	default:
-		c.fail(w, r, &s, http.StatusBadRequest, fmt.Errorf("console: unknown action %q (approve, reject, run, pause, resume, cancel)", verb))
+	fn, ok := map[string]func(ctx context.Context, id, actor, note string) (redrive.Status, error){
+		"approve": svc.Approve, "reject": svc.Reject, "run": svc.Run, "pause": svc.Pause, "resume": svc.Resume, "cancel": svc.Cancel,
+	}[r.PostFormValue("op")]
+	if !ok {
+		c.fail(w, r, &s, http.StatusBadRequest, fmt.Errorf("console: unknown action %q (approve, reject, run, pause, resume, cancel)", r.PostFormValue("op")))
 		return
 	}
-	if _, err := fn(id, s.Principal(), note); err != nil {
+	if _, err := fn(ctx, id, s.Principal(), note); err != nil {
 		st, gerr := svc.Get(ctx, id)
 		if gerr != nil {
 			c.fail(w, r, &s, 0, err)
@@ -376,20 +332,11 @@ func (c *Console) statusJSON(w http.ResponseWriter, r *http.Request, s Session) 
 	http.Error(w, err.Error(), statusOf(err))
 }
 
-func (c *Console) history(w http.ResponseWriter, r *http.Request, s Session) {
-	scope, svc, err := c.service(r, s)
-	if err != nil {
-		c.fail(w, r, &s, 0, err)
-		return
-	}
+func (c *Console) history(r *http.Request, svc *redrive.Guard) (string, view, error) {
 	recs, err := svc.History(r.Context(), redrive.HistoryFilter{ID: r.FormValue("id"), Limit: 300})
-	if err != nil {
-		c.fail(w, r, &s, 0, err)
-		return
-	}
 	// Newest first.
 	for i, j := 0, len(recs)-1; i < j; i, j = i+1, j-1 {
 		recs[i], recs[j] = recs[j], recs[i]
 	}
-	c.render(w, r, http.StatusOK, "history", view{Title: "Audit history", S: &s, Scope: scope, Data: recs})
+	return "history", view{Title: "Audit history", Data: recs}, err
 }

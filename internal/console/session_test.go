@@ -10,15 +10,14 @@ import (
 	"time"
 
 	"github.com/msgplatform/platform/internal/console"
+	"github.com/msgplatform/platform/internal/console/consoletest"
 	"github.com/msgplatform/platform/internal/daemon"
-	"github.com/msgplatform/platform/internal/daemon/daemontest"
 	"github.com/msgplatform/platform/redrive"
 )
 
 func startN(t *testing.T, nodes int) *fixture {
 	t.Helper()
-	d := daemontest.Start(t, nodes)
-	return &fixture{d: d, base: "http://" + d.HTTPAddr().String(), creds: map[string]string{"admin@platform": d.AdminCreds(t)}}
+	return &fixture{consoletest.Start(t, nodes)}
 }
 
 // A credential revoked after sign-in, or a tenant suspended, stops
@@ -28,10 +27,10 @@ func startN(t *testing.T, nodes int) *fixture {
 // tenant is suspended.
 func TestConsoleRevokedAfterSignIn(t *testing.T) {
 	f := startN(t, 3)
-	f.tenantTopic(t, "harbor", "payments", true, 3, "alice", "bob")
+	f.TenantTopic(t, "harbor", "payments", true, 3, "alice", "bob")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	svc, err := f.d.RedriveFor(ctx, "harbor")
+	svc, err := f.D.RedriveFor(ctx, "harbor")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,12 +39,12 @@ func TestConsoleRevokedAfterSignIn(t *testing.T) {
 		t.Fatal(err)
 	}
 	alice, bob := f.client(t), f.client(t)
-	alice.login(f.creds["alice@harbor"])
-	bob.login(f.creds["bob@harbor"])
+	alice.login(f.Creds["alice@harbor"])
+	bob.login(f.Creds["bob@harbor"])
 	if code, body := bob.get("/console/requests"); code != http.StatusOK || !strings.Contains(body, st.ID) {
 		t.Fatalf("bob's request list: %d", code)
 	}
-	if _, err := f.d.Tenants().RevokeUser(ctx, "test", "harbor", "bob"); err != nil {
+	if _, err := f.D.Tenants().RevokeUser(ctx, "test", "harbor", "bob"); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(1200 * time.Millisecond) // the verifier's cache (1s)
@@ -71,7 +70,7 @@ func TestConsoleRevokedAfterSignIn(t *testing.T) {
 	}
 
 	// Suspending the tenant signs its users out.
-	if _, err := f.d.Tenants().Suspend(ctx, "test", "harbor"); err != nil {
+	if _, err := f.D.Tenants().Suspend(ctx, "test", "harbor"); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(1200 * time.Millisecond)
@@ -90,17 +89,17 @@ func TestConsoleRevokedAfterSignIn(t *testing.T) {
 // console of another installation (another key) does not.
 func TestConsoleSessionAcrossDaemons(t *testing.T) {
 	f := startN(t, 3)
-	f.tenantTopic(t, "harbor", "payments", false, 2, "alice")
-	key, err := daemon.ConsoleSessionKey(f.d.Trust())
+	f.TenantTopic(t, "harbor", "payments", false, 2, "alice")
+	key, err := daemon.ConsoleSessionKey(f.D.Trust())
 	if err != nil {
 		t.Fatal(err)
 	}
 	other := make([]byte, 32)
 	serve := func(key []byte) string {
 		c, err := console.New(console.Config{
-			URL: f.d.URL(), AdminAccount: f.d.Trust().AdminAccount(), SessionKey: key,
-			Tenants: f.d.ConsoleTenants,
-			Redrive: f.d.RedriveFor, Access: f.d.RedriveAccess,
+			URL: f.D.URL(), AdminAccount: f.D.Trust().AdminAccount(), SessionKey: key,
+			Tenants: f.D.ConsoleTenants,
+			Redrive: f.D.RedriveFor, Access: f.D.RedriveAccess,
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -111,8 +110,7 @@ func TestConsoleSessionAcrossDaemons(t *testing.T) {
 	}
 	second, foreign := serve(key), serve(other)
 
-	c := f.client(t)
-	c.login(f.creds["alice@harbor"]) // on the daemon's own console
+	c := f.signedIn(t, "alice@harbor") // on the daemon's own console
 	c.base = second
 	if code, body := c.get("/console/"); code != http.StatusOK || !strings.Contains(body, "alice@harbor") || !strings.Contains(body, "payments") {
 		t.Fatalf("the session on a second console of the installation: %d\n%s", code, excerpt(body))

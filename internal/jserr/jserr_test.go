@@ -20,8 +20,7 @@ import (
 func TestWrongRevisionOnRealBuckets(t *testing.T) {
 	f := natstest.RunFabric(t, 3, natstest.WithSyncAlways(false))
 	js := f.JetStream()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
+	ctx := natstest.Context(t, 60*time.Second)
 	for _, replicas := range []int{1, 3} {
 		kv, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: fmt.Sprintf("cas_r%d", replicas), Replicas: replicas})
 		if err != nil {
@@ -65,8 +64,7 @@ func TestWrongRevisionOnRealBuckets(t *testing.T) {
 // (a conflict found while the proposals are applied comes as 10164).
 func TestWrongRevisionUnderContention(t *testing.T) {
 	f := natstest.RunFabric(t, 3, natstest.WithSyncAlways(false))
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
+	ctx := natstest.Context(t, 60*time.Second)
 	kv, err := f.JetStream().CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "contended", Replicas: 3})
 	if err != nil {
 		t.Fatal(err)

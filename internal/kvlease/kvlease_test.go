@@ -17,8 +17,7 @@ import (
 func bucket(t *testing.T) (*natstest.Fabric, jetstream.KeyValue) {
 	t.Helper()
 	f := natstest.RunFabric(t, 3, natstest.WithSyncAlways(false))
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	ctx := natstest.Context(t, 30*time.Second)
 	kv, err := f.JetStream().CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "leases", Replicas: 3})
 	if err != nil {
 		t.Fatal(err)

@@ -1,7 +1,6 @@
 package metrics_test
 
 import (
-	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -52,8 +51,7 @@ func gauge(reg *prometheus.Registry, name, stream string) (map[string]float64, e
 func TestStreamHasLeaderAndLostQuorum(t *testing.T) {
 	f := natstest.RunFabric(t, 3)
 	js := f.JetStream()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
+	ctx := natstest.Context(t, 60*time.Second)
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "orders", Subjects: []string{"orders.>"}, Replicas: 3}); err != nil {
 		t.Fatal(err)
 	}

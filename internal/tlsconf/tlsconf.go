@@ -77,11 +77,19 @@ func (c Config) validateFiles(p *validate.Problems, key string) {
 			p.Addf(key, "cert_file and key_file are not a usable pair: %v", err)
 		}
 	}
-	if c.CAFile != "" {
-		if _, err := c.pool(); err != nil {
-			p.Addf(key+".ca_file", "%v", err)
-		}
+	if _, err := c.pool(); err != nil {
+		p.Addf(key+".ca_file", "%v", err)
 	}
+}
+
+// keyPair loads CertFile and KeyFile; its error wraps ErrInvalid and
+// names both files.
+func (c Config) keyPair() (tls.Certificate, error) {
+	cert, err := tls.LoadX509KeyPair(c.CertFile, c.KeyFile)
+	if err != nil {
+		return tls.Certificate{}, fmt.Errorf("%w: cert_file %s, key_file %s: %v", ErrInvalid, c.CertFile, c.KeyFile, err)
+	}
+	return cert, nil
 }
 
 // Server is the listener configuration: nil when c is not enabled.
@@ -89,17 +97,13 @@ func (c Config) Server() (*tls.Config, error) {
 	if !c.Enabled() {
 		return nil, nil
 	}
-	cert, err := tls.LoadX509KeyPair(c.CertFile, c.KeyFile)
+	cert, err := c.keyPair()
 	if err != nil {
-		return nil, fmt.Errorf("%w: cert_file %s, key_file %s: %v", ErrInvalid, c.CertFile, c.KeyFile, err)
+		return nil, err
 	}
 	tc := &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}}
-	if c.CAFile != "" {
-		pool, err := c.pool()
-		if err != nil {
-			return nil, err
-		}
-		tc.ClientCAs = pool
+	if tc.ClientCAs, err = c.pool(); err != nil {
+		return nil, err
 	}
 	if c.Verify {
 		if tc.ClientCAs == nil {
@@ -118,24 +122,25 @@ func (c Config) Client(serverName string) (*tls.Config, error) {
 		return nil, nil
 	}
 	tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: serverName}
-	if c.CAFile != "" {
-		pool, err := c.pool()
-		if err != nil {
-			return nil, err
-		}
-		tc.RootCAs = pool
+	var err error
+	if tc.RootCAs, err = c.pool(); err != nil {
+		return nil, err
 	}
 	if c.CertFile != "" || c.KeyFile != "" {
-		cert, err := tls.LoadX509KeyPair(c.CertFile, c.KeyFile)
+		cert, err := c.keyPair()
 		if err != nil {
-			return nil, fmt.Errorf("%w: cert_file %s, key_file %s: %v", ErrInvalid, c.CertFile, c.KeyFile, err)
+			return nil, err
 		}
 		tc.Certificates = []tls.Certificate{cert}
 	}
 	return tc, nil
 }
 
+// pool is the CA pool of CAFile: nil without a CAFile.
 func (c Config) pool() (*x509.CertPool, error) {
+	if c.CAFile == "" {
+		return nil, nil
+	}
 	pem, err := os.ReadFile(c.CAFile)
 	if err != nil {
 		return nil, fmt.Errorf("%w: ca_file: %v", ErrInvalid, err)
@@ -173,15 +178,13 @@ func (c Config) Internal() (*tls.Config, error) {
 	if !c.Enabled() {
 		return nil, nil
 	}
-	own, err := tls.LoadX509KeyPair(c.CertFile, c.KeyFile)
+	own, err := c.keyPair()
 	if err != nil {
-		return nil, fmt.Errorf("%w: cert_file %s, key_file %s: %v", ErrInvalid, c.CertFile, c.KeyFile, err)
+		return nil, err
 	}
-	var roots *x509.CertPool
-	if c.CAFile != "" {
-		if roots, err = c.pool(); err != nil {
-			return nil, err
-		}
+	roots, err := c.pool()
+	if err != nil {
+		return nil, err
 	}
 	return &tls.Config{
 		MinVersion:   tls.VersionTLS12,

@@ -36,13 +36,22 @@ func serveHi(t *testing.T, st *tls.Config) string {
 	return ln.Addr().String()
 }
 
+// readHi dials addr with tc and reads what it serves until it closes.
+func readHi(addr string, tc *tls.Config) error {
+	conn, err := tls.Dial("tcp", addr, tc)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	_, err = io.ReadAll(conn)
+	return err
+}
+
 // A client with the CA reaches a listener; one with another CA, or
 // without a certificate where Verify asks for one, is refused.
 func TestMutualTLS(t *testing.T) {
 	ca := tlstest.NewT(t)
-	srv := ca.ServerT(t, "n1")
-	srv.Verify = true
-	st, err := srv.Server()
+	st, err := ca.VerifyingServerT(t, "n1").Server()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,13 +61,7 @@ func TestMutualTLS(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		conn, err := tls.Dial("tcp", addr, ct)
-		if err != nil {
-			return err
-		}
-		defer conn.Close()
-		_, err = io.ReadAll(conn)
-		return err
+		return readHi(addr, ct)
 	}
 	if err := dial(ca.ClientT(t, "svc")); err != nil {
 		t.Fatalf("client with a certificate of the CA: %v", err)
@@ -100,8 +103,7 @@ func TestValidateNamesEveryProblem(t *testing.T) {
 // own certificate or one the system pool verifies for the host.
 func TestInternal(t *testing.T) {
 	ca := tlstest.NewT(t)
-	srv := ca.ServerT(t, "n1", "n1.example.internal")
-	srv.Verify = true
+	srv := ca.VerifyingServerT(t, "n1", "n1.example.internal")
 	own, err := srv.Internal()
 	if err != nil {
 		t.Fatal(err)
@@ -116,13 +118,7 @@ func TestInternal(t *testing.T) {
 	dial := func(addr, name string, tc *tls.Config) error {
 		tc = tc.Clone()
 		tc.ServerName = name
-		conn, err := tls.Dial("tcp", addr, tc)
-		if err != nil {
-			return err
-		}
-		defer conn.Close()
-		_, err = io.ReadAll(conn)
-		return err
+		return readHi(addr, tc)
 	}
 	addr := serve(srv)
 	// Dialled by a name the certificate does not carry.

@@ -4,7 +4,6 @@ import (
 	"crypto/tls"
 	"net"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,16 +22,8 @@ func startTLSServer(t *testing.T, port int, c tlsconf.Config) *server.Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: port, NoLog: true, NoSigs: true,
+	return runServer(t, &server.Options{Host: "127.0.0.1", Port: port, NoLog: true, NoSigs: true,
 		TLSConfig: tc, TLSVerify: c.Verify, TLSTimeout: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Start()
-	if !s.ReadyForConnections(5 * time.Second) {
-		t.Fatal("server not ready")
-	}
-	return s
 }
 
 func clientTLS(t *testing.T, c tlsconf.Config) *tls.Config {
@@ -49,18 +40,9 @@ func clientTLS(t *testing.T, c tlsconf.Config) *tls.Config {
 // through the TLS connection, and reconnects over TLS after a restart.
 func TestTLSForwardsAndReconnects(t *testing.T) {
 	ca := tlstest.NewT(t)
-	srv := ca.ServerT(t, "n1")
-	srv.Verify = true
+	srv := ca.VerifyingServerT(t, "n1")
 	s := startTLSServer(t, -1, srv)
-	url := s.ClientURL()
-	var reconnected atomic.Int32
-	c, err := Dial(Options{URLs: []string{url}, TLS: clientTLS(t, ca.ClientT(t, "ingest")), ReconnectWait: 50 * time.Millisecond,
-		OnReconnect: func() { reconnected.Add(1) }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	forwarder(t, c)
+	c, reconnected := reconnectingForwarder(t, s.ClientURL(), clientTLS(t, ca.ClientT(t, "ingest")))
 	check := func(s *server.Server, tag string) {
 		t.Helper()
 		nc, err := nats.Connect(s.ClientURL(), nats.Secure(clientTLS(t, ca.ClientT(t, "client"))))
@@ -124,9 +106,7 @@ func connz(t *testing.T, s *server.Server) []*server.ConnInfo {
 // certificate.
 func TestTLSRefusals(t *testing.T) {
 	ca := tlstest.NewT(t)
-	srv := ca.ServerT(t, "n1")
-	srv.Verify = true
-	s := startTLSServer(t, -1, srv)
+	s := startTLSServer(t, -1, ca.VerifyingServerT(t, "n1"))
 	defer s.Shutdown()
 	plain := startServer(t, -1)
 	defer plain.Shutdown()

@@ -3,6 +3,7 @@ package wire
 import (
 	"bufio"
 	"bytes"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"slices"
@@ -16,9 +17,11 @@ import (
 	"github.com/nats-io/nats.go"
 )
 
-func startServer(t *testing.T, port int) *server.Server {
+// runServer starts a nats-server with opts and waits until it accepts
+// clients.
+func runServer(t *testing.T, opts *server.Options) *server.Server {
 	t.Helper()
-	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: port, NoLog: true, NoSigs: true, MaxPayload: 256 << 10})
+	s, err := server.NewServer(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,6 +30,11 @@ func startServer(t *testing.T, port int) *server.Server {
 		t.Fatal("server not ready")
 	}
 	return s
+}
+
+func startServer(t *testing.T, port int) *server.Server {
+	t.Helper()
+	return runServer(t, &server.Options{Host: "127.0.0.1", Port: port, NoLog: true, NoSigs: true, MaxPayload: 256 << 10})
 }
 
 // dial connects to s; the connection is closed when the test ends.
@@ -38,6 +46,21 @@ func dial(t *testing.T, s *server.Server) *Conn {
 	}
 	t.Cleanup(c.Close)
 	return c
+}
+
+// reconnectingForwarder dials url (over tc when set) reconnecting every
+// 50ms, runs forwarder on the connection and returns it with its count of
+// reconnects; it is closed when the test ends.
+func reconnectingForwarder(t *testing.T, url string, tc *tls.Config) (*Conn, *atomic.Int32) {
+	t.Helper()
+	var reconnected atomic.Int32
+	c, err := Dial(Options{URLs: []string{url}, TLS: tc, ReconnectWait: 50 * time.Millisecond, OnReconnect: func() { reconnected.Add(1) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	forwarder(t, c)
+	return c, &reconnected
 }
 
 // forwarder subscribes to in.> and republishes each message to
@@ -146,14 +169,7 @@ func TestMaxPayloadIsRefusedNotSent(t *testing.T) {
 
 func TestReconnectSubscribesAgain(t *testing.T) {
 	s := startServer(t, -1)
-	url := s.ClientURL()
-	var reconnected atomic.Int32
-	c, err := Dial(Options{URLs: []string{url}, ReconnectWait: 50 * time.Millisecond, OnReconnect: func() { reconnected.Add(1) }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	forwarder(t, c)
+	c, reconnected := reconnectingForwarder(t, s.ClientURL(), nil)
 	check := func(s *server.Server, tag string) {
 		t.Helper()
 		nc, err := nats.Connect(s.ClientURL())

@@ -16,9 +16,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/msgplatform/platform/embeddednats"
 	"github.com/msgplatform/platform/internal/bench"
 	"github.com/msgplatform/platform/internal/control"
+	"github.com/msgplatform/platform/internal/tlsconf"
 	"github.com/msgplatform/platform/platform"
 	"github.com/msgplatform/platform/platform/catalog"
 	"github.com/msgplatform/platform/platform/consumer"
@@ -152,39 +152,38 @@ func (b *groupBench) logf(format string, args ...any) {
 	fmt.Fprintf(b.progress, "bench group: "+format+"\n", args...)
 }
 
+// open opens the bench's own connection with b.connect and b.js on it,
+// with room for o.Window publishes in flight.
+func (b *groupBench) open() (*nats.Conn, error) {
+	nc, err := b.connect()
+	if err != nil {
+		return nil, err
+	}
+	if b.js, err = jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(max(b.o.Window*2, 256))); err != nil {
+		nc.Close()
+		return nil, err
+	}
+	return nc, nil
+}
+
 func (b *groupBench) runInProcess(ctx context.Context) (groupBenchResult, error) {
 	dir, err := os.MkdirTemp("", "platformctl-bench-group-")
 	if err != nil {
 		return groupBenchResult{}, err
 	}
 	defer os.RemoveAll(dir)
-	trust, err := embeddednats.NewTrust()
-	if err != nil {
-		return groupBenchResult{}, err
-	}
-	cfg := embeddednats.DefaultFabricConfig()
-	cfg.Port, cfg.ClusterPort, cfg.DataDir = -1, -1, dir
-	cfg.Durability.SyncAlways = b.o.SyncAlways
-	cfg.LameDuck = 200 * time.Millisecond
 	b.logf("starting a 3-node fabric in %s (sync_always %v)", dir, b.o.SyncAlways)
-	f, err := bench.StartFabric(ctx, cfg, trust)
+	f, stop, err := bench.TempFabric(ctx, dir, b.o.SyncAlways, tlsconf.Config{})
 	if err != nil {
 		return groupBenchResult{}, err
 	}
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = f.Close(cctx)
-	}()
+	defer stop()
 	b.connect = func() (*nats.Conn, error) { return f.Connect() }
-	nc, err := b.connect()
+	nc, err := b.open()
 	if err != nil {
 		return groupBenchResult{}, err
 	}
 	defer nc.Close()
-	if b.js, err = jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(max(b.o.Window*2, 256))); err != nil {
-		return groupBenchResult{}, err
-	}
 	rec := catalog.NewReconciler(b.js, catalog.ReconcilerOptions{DefaultReplicas: 3})
 	b.applyGroup = func(ctx context.Context, g platform.GroupSpec) error {
 		_, err := rec.ApplyGroup(ctx, g, catalog.ApplyOptions{})
@@ -198,14 +197,11 @@ func (b *groupBench) runInProcess(ctx context.Context) (groupBenchResult, error)
 
 func (b *groupBench) runAgainst(ctx context.Context, remote bench.Remote) (groupBenchResult, error) {
 	b.connect = remote.Connect
-	nc, err := b.connect()
+	nc, err := b.open()
 	if err != nil {
 		return groupBenchResult{}, err
 	}
 	defer nc.Close()
-	if b.js, err = jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(max(b.o.Window*2, 256))); err != nil {
-		return groupBenchResult{}, err
-	}
 	b.applyGroup = func(ctx context.Context, gs platform.GroupSpec) error {
 		return control.Call(ctx, nc, control.SubjGroupApply, control.ApplyGroupRequest{Spec: gs}, nil)
 	}
@@ -263,17 +259,8 @@ func (b *groupBench) run(ctx context.Context, applyTopic func(context.Context, p
 		}
 		closeMembers(members)
 	}
-	res.raw, res.group = median(raws), median(grps)
+	res.raw, res.group = bench.MedianOf(raws), bench.MedianOf(grps)
 	return res, nil
-}
-
-func median(v []float64) float64 {
-	s := slices.Clone(v)
-	slices.Sort(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
 // cleanup deletes what the bench created unless --keep.

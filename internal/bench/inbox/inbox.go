@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"slices"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -23,14 +22,15 @@ type inboxMode struct {
 	process func(ctx context.Context, msgs []platform.InboxMsg) error
 }
 
+// Name is m's name in the figures.
+func (m inboxMode) Name() string { return m.name }
+
 // openInboxModes returns raw ack, the Pebble inbox and (unless skipped)
 // the Postgres inbox, each with a one-row business effect.
 func openInboxModes(ctx context.Context, o bench.StoreOptions) ([]inboxMode, func(), error) {
-	var cleanups []func()
-	cleanup := func() {
-		for i := len(cleanups) - 1; i >= 0; i-- {
-			cleanups[i]()
-		}
+	db, pool, cleanup, err := bench.OpenStores(ctx, o, pginbox.Migrate)
+	if err != nil {
+		return nil, nil, err
 	}
 	modes := []inboxMode{{"raw", func(_ context.Context, msgs []platform.InboxMsg) error {
 		for _, m := range msgs {
@@ -40,11 +40,6 @@ func openInboxModes(ctx context.Context, o bench.StoreOptions) ([]inboxMode, fun
 		}
 		return nil
 	}}}
-	db, closeDB, err := bench.TempPebble()
-	if err != nil {
-		return nil, nil, err
-	}
-	cleanups = append(cleanups, closeDB)
 	pin, err := pebbleinbox.New(db, platform.DefaultInboxConfig("bench"), pebbleinbox.Options{})
 	if err != nil {
 		cleanup()
@@ -57,17 +52,7 @@ func openInboxModes(ctx context.Context, o bench.StoreOptions) ([]inboxMode, fun
 		})
 		return err
 	}})
-	if !o.SkipPostgres {
-		pool, drop, err := bench.Database(ctx, o.DSN)
-		if err != nil {
-			cleanup()
-			return nil, nil, err
-		}
-		cleanups = append(cleanups, drop)
-		if err := pginbox.Migrate(ctx, pool); err != nil {
-			cleanup()
-			return nil, nil, err
-		}
+	if pool != nil {
 		if _, err := pool.Exec(ctx, `CREATE TABLE bench_effects (event_id text PRIMARY KEY)`); err != nil {
 			cleanup()
 			return nil, nil, err
@@ -118,38 +103,30 @@ func Run(ctx context.Context, out io.Writer, remote bench.Remote, o bench.StoreO
 	}
 	defer closeModes()
 	fmt.Fprintf(out, "bench.inbox.consume_params: count=%d size=%dB fetch=500 ack=explicit prefetch=1_batch (every mode alike)\n", o.Count, o.Size)
-	rates := map[string][]float64{}
-	ratios := map[string][]float64{}
-	for run := 1; run <= o.Runs; run++ {
-		order := slices.Clone(modes)
-		if run%2 == 0 {
-			slices.Reverse(order)
+	res, err := bench.Interleave(o.Runs, modes, inboxMode.Name, func(run int, m inboxMode) (float64, error) {
+		rate, err := benchConsume(ctx, js, topic, fmt.Sprintf("bench-%s-%d-%d", m.name, id, run), m, o.Count)
+		if err != nil {
+			return 0, err
 		}
-		got := map[string]float64{}
-		for _, m := range order {
-			rate, err := benchConsume(ctx, js, topic, fmt.Sprintf("bench-%s-%d-%d", m.name, id, run), m, o.Count)
-			if err != nil {
-				return err
-			}
-			got[m.name] = rate
-			rates[m.name] = append(rates[m.name], rate)
-			fmt.Fprintf(out, "bench.inbox.run%d.%s.msgs_per_sec: %.0f msg/s\n", run, m.name, rate)
-		}
+		fmt.Fprintf(out, "bench.inbox.run%d.%s.msgs_per_sec: %.0f msg/s\n", run, m.name, rate)
+		return rate, nil
+	}, func(run int, ratios map[string]float64) {
 		for _, m := range modes[1:] {
-			r := got[m.name] / got["raw"]
-			ratios[m.name] = append(ratios[m.name], r)
-			fmt.Fprintf(out, "bench.inbox.run%d.%s_vs_raw_ratio: %.2f x\n", run, m.name, r)
+			fmt.Fprintf(out, "bench.inbox.run%d.%s_vs_raw_ratio: %.2f x\n", run, m.name, ratios[m.name])
 		}
+	})
+	if err != nil {
+		return err
 	}
 	for _, m := range modes {
-		fmt.Fprintf(out, "bench.inbox.median.%s.msgs_per_sec: %.0f msg/s (%d runs)\n", m.name, bench.MedianOf(rates[m.name]), o.Runs)
+		fmt.Fprintf(out, "bench.inbox.median.%s.msgs_per_sec: %.0f msg/s (%d runs)\n", m.name, bench.MedianOf(res.Rates[m.name]), o.Runs)
 	}
 	for _, m := range modes[1:] {
 		goal := ""
 		if m.name == "pebble_inbox" {
 			goal = "; goal >= 0.8"
 		}
-		fmt.Fprintf(out, "bench.inbox.median.%s_vs_raw_ratio: %.2f x (median of %d per-run ratios%s)\n", m.name, bench.MedianOf(ratios[m.name]), o.Runs, goal)
+		fmt.Fprintf(out, "bench.inbox.median.%s_vs_raw_ratio: %.2f x (median of %d per-run ratios%s)\n", m.name, bench.MedianOf(res.Ratios[m.name]), o.Runs, goal)
 	}
 	return nil
 }

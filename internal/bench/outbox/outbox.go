@@ -46,23 +46,12 @@ type outboxBackend struct {
 // openOutboxBackends opens the PostgreSQL outbox (unless skipped) in a
 // fresh database and the Pebble outbox in a temporary directory.
 func openOutboxBackends(ctx context.Context, o Options) ([]outboxBackend, func(), error) {
-	var backends []outboxBackend
-	var cleanups []func()
-	cleanup := func() {
-		for i := len(cleanups) - 1; i >= 0; i-- {
-			cleanups[i]()
-		}
+	db, pool, cleanup, err := bench.OpenStores(ctx, o.StoreOptions, pgoutbox.Migrate)
+	if err != nil {
+		return nil, nil, err
 	}
-	if !o.SkipPostgres {
-		pool, drop, err := bench.Database(ctx, o.DSN)
-		if err != nil {
-			return nil, nil, err
-		}
-		cleanups = append(cleanups, drop)
-		if err := pgoutbox.Migrate(ctx, pool); err != nil {
-			cleanup()
-			return nil, nil, err
-		}
+	var backends []outboxBackend
+	if pool != nil {
 		backends = append(backends, outboxBackend{name: "postgres", store: pgoutbox.New(pool), enqueue: func(ctx context.Context, evs []outboxrelay.Event) error {
 			return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 				for _, ev := range evs {
@@ -74,12 +63,6 @@ func openOutboxBackends(ctx context.Context, o Options) ([]outboxBackend, func()
 			})
 		}})
 	}
-	db, closeDB, err := bench.TempPebble()
-	if err != nil {
-		cleanup()
-		return nil, nil, err
-	}
-	cleanups = append(cleanups, closeDB)
 	pstore, err := pebbleoutbox.Open(db, pebbleoutbox.Options{})
 	if err != nil {
 		cleanup()
@@ -139,47 +122,29 @@ func Run(ctx context.Context, out io.Writer, remote bench.Remote, o Options) err
 	}
 	defer closeBackends()
 	payload := make([]byte, o.Size)
-	raws := make([]float64, 0, o.Runs)
-	drains := map[string][]float64{}
-	ratios := map[string][]float64{}
-	for run := 1; run <= o.Runs; run++ {
-		// Odd runs: raw first, then the backends; even runs: the reverse.
-		steps := []string{"raw"}
-		for _, b := range backends {
-			steps = append(steps, b.name)
-		}
-		if run%2 == 0 {
-			slices.Reverse(steps)
-		}
-		rates := map[string]float64{}
-		for _, step := range steps {
-			if step == "raw" {
-				r, err := rawRun(run, "raw_publish")
-				if err != nil {
-					return err
-				}
-				rates[step] = r
-				continue
-			}
-			b := backends[slices.IndexFunc(backends, func(b outboxBackend) bool { return b.name == step })]
-			rate, err := benchRelayDrain(ctx, out, nc, b, topic, payload, run, o)
-			if err != nil {
-				return err
-			}
-			rates[step] = rate
-		}
-		raws = append(raws, rates["raw"])
-		for _, b := range backends {
-			ratio := rates[b.name] / rates["raw"]
-			drains[b.name] = append(drains[b.name], rates[b.name])
-			ratios[b.name] = append(ratios[b.name], ratio)
-			fmt.Fprintf(out, "bench.outbox.run%d.%s.relay_drain_vs_raw_ratio: %.2f x\n", run, b.name, ratio)
-		}
-	}
-	fmt.Fprintf(out, "bench.outbox.median.raw_publish.msgs_per_sec: %.0f msg/s (%d runs)\n", bench.MedianOf(raws), o.Runs)
+	// Odd runs: raw first, then the backends; even runs: the reverse.
+	steps := []string{"raw"}
 	for _, b := range backends {
-		fmt.Fprintf(out, "bench.outbox.median.%s.relay_drain_msgs_per_sec: %.0f msg/s (%d runs)\n", b.name, bench.MedianOf(drains[b.name]), o.Runs)
-		fmt.Fprintf(out, "bench.outbox.median.%s.relay_drain_vs_raw_ratio: %.2f x (median of %d per-run ratios; goal >= 0.9)\n", b.name, bench.MedianOf(ratios[b.name]), o.Runs)
+		steps = append(steps, b.name)
+	}
+	res, err := bench.Interleave(o.Runs, steps, func(step string) string { return step }, func(run int, step string) (float64, error) {
+		if step == "raw" {
+			return rawRun(run, "raw_publish")
+		}
+		b := backends[slices.IndexFunc(backends, func(b outboxBackend) bool { return b.name == step })]
+		return benchRelayDrain(ctx, out, nc, b, topic, payload, run, o)
+	}, func(run int, ratios map[string]float64) {
+		for _, b := range backends {
+			fmt.Fprintf(out, "bench.outbox.run%d.%s.relay_drain_vs_raw_ratio: %.2f x\n", run, b.name, ratios[b.name])
+		}
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "bench.outbox.median.raw_publish.msgs_per_sec: %.0f msg/s (%d runs)\n", bench.MedianOf(res.Rates["raw"]), o.Runs)
+	for _, b := range backends {
+		fmt.Fprintf(out, "bench.outbox.median.%s.relay_drain_msgs_per_sec: %.0f msg/s (%d runs)\n", b.name, bench.MedianOf(res.Rates[b.name]), o.Runs)
+		fmt.Fprintf(out, "bench.outbox.median.%s.relay_drain_vs_raw_ratio: %.2f x (median of %d per-run ratios; goal >= 0.9)\n", b.name, bench.MedianOf(res.Ratios[b.name]), o.Runs)
 	}
 	for _, b := range backends {
 		if err := benchRelaySteady(ctx, out, nc, b, topic, payload, o); err != nil {

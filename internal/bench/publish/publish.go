@@ -247,24 +247,20 @@ func benchValidate(ctx context.Context, out io.Writer, nc *nats.Conn, o Options,
 		false: platform.NewPublisher(js, platform.PublisherOptions{}),
 		true:  platform.NewPublisher(js, platform.PublisherOptions{Validator: val}),
 	}
-	rates := map[bool][]float64{}
-	for r := 0; r < o.Runs; r++ {
-		order := []bool{false, true}
-		if r%2 == 1 {
-			order = []bool{true, false}
+	res, err := bench.Interleave(o.Runs, []bool{false, true}, strconv.FormatBool, func(run int, validated bool) (float64, error) {
+		rate, err := publishThrough(ctx, pubs[validated], o, payload, fmt.Sprintf("r%d-%t", run-1, validated))
+		if err != nil {
+			return 0, err
 		}
-		for _, validated := range order {
-			rate, err := publishThrough(ctx, pubs[validated], o, payload, fmt.Sprintf("r%d-%t", r, validated))
-			if err != nil {
-				return err
-			}
-			rates[validated] = append(rates[validated], rate)
-			if popts.Progress != nil {
-				fmt.Fprintf(popts.Progress, "run %d validated=%t: %.0f msgs/s\n", r+1, validated, rate)
-			}
+		if popts.Progress != nil {
+			fmt.Fprintf(popts.Progress, "run %d validated=%t: %.0f msgs/s\n", run, validated, rate)
 		}
+		return rate, nil
+	}, nil)
+	if err != nil {
+		return err
 	}
-	plain, validated := bench.MedianUpper(rates[false]), bench.MedianUpper(rates[true])
+	plain, validated := bench.MedianUpper(res.Rates["false"]), bench.MedianUpper(res.Rates["true"])
 	fmt.Fprintf(out, "bench.publish.plain.msgs_per_s: %.0f msgs/s\n", plain)
 	fmt.Fprintf(out, "bench.publish.validated.msgs_per_s: %.0f msgs/s\n", validated)
 	fmt.Fprintf(out, "bench.publish.validate_cost: %.1f us/event\n", float64(cost.Nanoseconds())/1000)

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -64,23 +65,18 @@ func benchTLSCompare(ctx context.Context, out io.Writer, o Options, popts bench.
 				}
 				js[tls] = j
 			}
-			for r := 0; r < runs; r++ {
-				order := []bool{false, true}
-				if r%2 == 1 {
-					order = []bool{true, false}
+			_, err := bench.Interleave(runs, []bool{false, true}, strconv.FormatBool, func(run int, tls bool) (float64, error) {
+				res, _, err := bench.Publish(ctx, js[tls], one)
+				if err != nil {
+					return 0, err
 				}
-				for _, tls := range order {
-					res, _, err := bench.Publish(ctx, js[tls], one)
-					if err != nil {
-						return err
-					}
-					results[tls] = append(results[tls], res)
-					if popts.Progress != nil {
-						fmt.Fprintf(popts.Progress, "bench: tls comparison run %d/%d tls=%t: %.0f msg/s\n", r+1, runs, tls, res.MsgsPerS)
-					}
+				results[tls] = append(results[tls], res)
+				if popts.Progress != nil {
+					fmt.Fprintf(popts.Progress, "bench: tls comparison run %d/%d tls=%t: %.0f msg/s\n", run, runs, tls, res.MsgsPerS)
 				}
-			}
-			return nil
+				return res.MsgsPerS, nil
+			}, nil)
+			return err
 		})
 	})
 	if err != nil {

@@ -31,25 +31,28 @@ type Options struct {
 
 // Validate reports every problem at once.
 func (o Options) Validate() error {
-	var errs []error
-	if o.Count < 1 || o.Size < 1 {
-		errs = append(errs, fmt.Errorf("--count and --size must be >= 1, got %d and %d", o.Count, o.Size))
-	}
+	errs := []error{bench.CheckCountSize(o.Count, o.Size)}
 	if o.Concurrency < 1 || o.Concurrency > 1024 {
 		errs = append(errs, fmt.Errorf("--concurrency must be 1..1024, got %d", o.Concurrency))
 	}
 	if o.Work < 0 || o.Work > time.Minute {
 		errs = append(errs, fmt.Errorf("--work must be 0..1m, got %s", o.Work))
 	}
-	if o.Runs < 1 || o.Runs > 100 {
-		errs = append(errs, fmt.Errorf("--runs must be 1..100, got %d", o.Runs))
-	}
-	return errors.Join(errs...)
+	return errors.Join(append(errs, bench.CheckRuns(o.Runs))...)
 }
 
 // queueDrain is one way of draining the bench queue: it returns once
 // count jobs were handled.
 type queueDrain func(ctx context.Context, count int, handle func()) error
+
+// queueSide is a named queueDrain: one side of the comparison.
+type queueSide struct {
+	name  string
+	drain queueDrain
+}
+
+// Name is d's name in the figures.
+func (d queueSide) Name() string { return d.name }
 
 // Run queues o.Count jobs and drains them with a raw nats.go consumer
 // and with consumer.Workers, o.Runs times interleaved, and writes each
@@ -89,64 +92,53 @@ func Run(ctx context.Context, out, progress io.Writer, remote bench.Remote, o Op
 			time.Sleep(o.Work)
 		}
 	}
-	drains := []struct {
-		name  string
-		drain queueDrain
-	}{
+	drains := []queueSide{
 		{"raw", rawQueueDrain(cons, o.Concurrency, work)},
 		{"workers", workersQueueDrain(js, name, o.Concurrency, work)},
 	}
 	fmt.Fprintf(out, "bench.queue.params: count=%d size=%dB concurrency=%d work=%s replicas=3 lease=%s\n",
 		o.Count, o.Size, o.Concurrency, o.Work, spec.Lease)
 	payload := make([]byte, o.Size)
-	rates := map[string][]float64{}
-	var ratios []float64
-	for run := 1; run <= o.Runs; run++ {
-		got := map[string]float64{}
-		for i := range drains {
-			d := drains[i]
-			if run%2 == 0 {
-				d = drains[len(drains)-1-i]
+	res, err := bench.Interleave(o.Runs, drains, queueSide.Name, func(run int, d queueSide) (float64, error) {
+		fmt.Fprintf(progress, "bench queue: run %d/%d: queueing %d jobs for %s\n", run, o.Runs, o.Count, d.name)
+		for j := range o.Count {
+			if _, err := js.PublishAsync(fmt.Sprintf("%s.job-%d", name, j), payload); err != nil {
+				return 0, fmt.Errorf("bench queue: queue jobs: %w", err)
 			}
-			fmt.Fprintf(progress, "bench queue: run %d/%d: queueing %d jobs for %s\n", run, o.Runs, o.Count, d.name)
-			for j := range o.Count {
-				if _, err := js.PublishAsync(fmt.Sprintf("%s.job-%d", name, j), payload); err != nil {
-					return fmt.Errorf("bench queue: queue jobs: %w", err)
-				}
-			}
-			select {
-			case <-js.PublishAsyncComplete():
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-			var handled atomic.Int64
-			dctx, stopWatch := watchQueueDrain(ctx, progress, fmt.Sprintf("bench queue: run %d/%d: %s", run, o.Runs, d.name), &handled, o.Count)
-			start := time.Now()
-			err := d.drain(dctx, o.Count, func() { handled.Add(1) })
-			elapsed := time.Since(start)
-			stopWatch()
-			if cause := context.Cause(dctx); err != nil && cause != nil && ctx.Err() == nil {
-				err = cause
-			}
-			if err != nil {
-				return fmt.Errorf("bench queue: %s: %w", d.name, err)
-			}
-			if err := waitQueueEmpty(ctx, js, platform.StreamName(name)); err != nil {
-				return fmt.Errorf("bench queue: %s: %w", d.name, err)
-			}
-			rate := float64(o.Count) / elapsed.Seconds()
-			got[d.name] = rate
-			rates[d.name] = append(rates[d.name], rate)
-			fmt.Fprintf(out, "bench.queue.run%d.%s.jobs_per_sec: %.0f jobs/s\n", run, d.name, rate)
 		}
-		r := got["workers"] / got["raw"]
-		ratios = append(ratios, r)
-		fmt.Fprintf(out, "bench.queue.run%d.workers_vs_raw_ratio: %.2f x\n", run, r)
+		select {
+		case <-js.PublishAsyncComplete():
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+		var handled atomic.Int64
+		dctx, stopWatch := watchQueueDrain(ctx, progress, fmt.Sprintf("bench queue: run %d/%d: %s", run, o.Runs, d.name), &handled, o.Count)
+		start := time.Now()
+		err := d.drain(dctx, o.Count, func() { handled.Add(1) })
+		elapsed := time.Since(start)
+		stopWatch()
+		if cause := context.Cause(dctx); err != nil && cause != nil && ctx.Err() == nil {
+			err = cause
+		}
+		if err != nil {
+			return 0, fmt.Errorf("bench queue: %s: %w", d.name, err)
+		}
+		if err := waitQueueEmpty(ctx, js, platform.StreamName(name)); err != nil {
+			return 0, fmt.Errorf("bench queue: %s: %w", d.name, err)
+		}
+		rate := float64(o.Count) / elapsed.Seconds()
+		fmt.Fprintf(out, "bench.queue.run%d.%s.jobs_per_sec: %.0f jobs/s\n", run, d.name, rate)
+		return rate, nil
+	}, func(run int, ratios map[string]float64) {
+		fmt.Fprintf(out, "bench.queue.run%d.workers_vs_raw_ratio: %.2f x\n", run, ratios["workers"])
+	})
+	if err != nil {
+		return err
 	}
 	for _, d := range drains {
-		fmt.Fprintf(out, "bench.queue.median.%s.jobs_per_sec: %.0f jobs/s\n", d.name, bench.MedianOf(rates[d.name]))
+		fmt.Fprintf(out, "bench.queue.median.%s.jobs_per_sec: %.0f jobs/s\n", d.name, bench.MedianOf(res.Rates[d.name]))
 	}
-	fmt.Fprintf(out, "bench.queue.median.workers_vs_raw_ratio: %.2f x\n", bench.MedianOf(ratios))
+	fmt.Fprintf(out, "bench.queue.median.workers_vs_raw_ratio: %.2f x\n", bench.MedianOf(res.Ratios["workers"]))
 	return nil
 }
 

@@ -30,17 +30,11 @@ type GateOptions struct {
 
 // Validate reports every problem at once.
 func (o GateOptions) Validate() error {
-	var errs []error
-	if o.Count < 1 || o.Size < 1 {
-		errs = append(errs, fmt.Errorf("--count and --size must be >= 1, got %d and %d", o.Count, o.Size))
-	}
+	var batch error
 	if o.Batch < 1 || o.Batch > 1000 {
-		errs = append(errs, fmt.Errorf("--batch must be 1..1000 (the group's max ack pending), got %d", o.Batch))
+		batch = fmt.Errorf("--batch must be 1..1000 (the group's max ack pending), got %d", o.Batch)
 	}
-	if o.Runs < 1 || o.Runs > 100 {
-		errs = append(errs, fmt.Errorf("--runs must be 1..100, got %d", o.Runs))
-	}
-	return errors.Join(errs...)
+	return errors.Join(bench.CheckCountSize(o.Count, o.Size), batch, bench.CheckRuns(o.Runs))
 }
 
 // gateSide is one consumer of the bench: where its events are queued and
@@ -53,6 +47,9 @@ type gateSide struct {
 	info    func(ctx context.Context) (*jetstream.ConsumerInfo, error)
 	group   string
 }
+
+// Name is s's name in the figures.
+func (s *gateSide) Name() string { return s.name }
 
 // RunGate starts a temporary fabric with a tenancy manager and drains
 // like-for-like consumers, one read straight from JetStream and one a
@@ -139,47 +136,45 @@ func RunGate(ctx context.Context, out, progress io.Writer, o GateOptions) error 
 	fmt.Fprintf(out, "bench.gate.params: count=%d size=%dB batch=%d replicas=3 runs=%d\n", o.Count, o.Size, o.Batch, o.Runs)
 	fmt.Fprintf(out, "bench.gate.placement: %s\n", t.arrange(ctx, platform.StreamName("orders"), []string{tenant}, tenant))
 	payload := make([]byte, o.Size)
-	rates, firsts, empties := map[string][]float64{}, map[string][]float64{}, map[string]int{}
-	var ratios, firstRatios []float64
-	for run := 1; run <= o.Runs; run++ {
-		got, first := map[string]float64{}, map[string]float64{}
-		for i := range sides {
-			s := sides[i]
-			if run%2 == 0 {
-				s = sides[len(sides)-1-i]
+	firsts, empties := map[string][]float64{}, map[string]int{}
+	first := map[string]float64{} // the run's first-batch rates
+	var firstRatios []float64
+	res, err := bench.Interleave(o.Runs, sides, (*gateSide).Name, func(run int, s *gateSide) (float64, error) {
+		fmt.Fprintf(progress, "bench gate: run %d/%d: queueing %d events for %s\n", run, o.Runs, o.Count, s.name)
+		for range o.Count {
+			if _, err := s.pubJS.PublishAsync(s.subject, payload); err != nil {
+				return 0, fmt.Errorf("bench gate: queue: %w", err)
 			}
-			fmt.Fprintf(progress, "bench gate: run %d/%d: queueing %d events for %s\n", run, o.Runs, o.Count, s.name)
-			for range o.Count {
-				if _, err := s.pubJS.PublishAsync(s.subject, payload); err != nil {
-					return fmt.Errorf("bench gate: queue: %w", err)
-				}
-			}
-			select {
-			case <-s.pubJS.PublishAsyncComplete():
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-			total, head, empty, err := drainGate(ctx, progress, s, o)
-			if err != nil {
-				return fmt.Errorf("bench gate: %s: %w", s.name, err)
-			}
-			empties[s.name] += empty
-			got[s.name], first[s.name] = float64(o.Count)/total.Seconds(), float64(min(o.Batch, o.Count))/head.Seconds()
-			rates[s.name] = append(rates[s.name], got[s.name])
-			firsts[s.name] = append(firsts[s.name], first[s.name])
-			fmt.Fprintf(out, "bench.gate.run%d.%s.events_per_sec: %.0f events/s\n", run, s.name, got[s.name])
-			fmt.Fprintf(out, "bench.gate.run%d.%s.first_batch_ms: %.2f ms\n", run, s.name, head.Seconds()*1000)
 		}
-		ratios = append(ratios, got["gated"]/got["raw"])
+		select {
+		case <-s.pubJS.PublishAsyncComplete():
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+		total, head, empty, err := drainGate(ctx, progress, s, o)
+		if err != nil {
+			return 0, fmt.Errorf("bench gate: %s: %w", s.name, err)
+		}
+		empties[s.name] += empty
+		rate := float64(o.Count) / total.Seconds()
+		first[s.name] = float64(min(o.Batch, o.Count)) / head.Seconds()
+		firsts[s.name] = append(firsts[s.name], first[s.name])
+		fmt.Fprintf(out, "bench.gate.run%d.%s.events_per_sec: %.0f events/s\n", run, s.name, rate)
+		fmt.Fprintf(out, "bench.gate.run%d.%s.first_batch_ms: %.2f ms\n", run, s.name, head.Seconds()*1000)
+		return rate, nil
+	}, func(run int, ratios map[string]float64) {
 		firstRatios = append(firstRatios, first["gated"]/first["raw"])
-		fmt.Fprintf(out, "bench.gate.run%d.gated_over_raw: %.2f x\n", run, got["gated"]/got["raw"])
+		fmt.Fprintf(out, "bench.gate.run%d.gated_over_raw: %.2f x\n", run, ratios["gated"])
+	})
+	if err != nil {
+		return err
 	}
 	for _, s := range sides {
-		fmt.Fprintf(out, "bench.gate.median.%s.events_per_sec: %.0f events/s\n", s.name, bench.MedianOf(rates[s.name]))
+		fmt.Fprintf(out, "bench.gate.median.%s.events_per_sec: %.0f events/s\n", s.name, bench.MedianOf(res.Rates[s.name]))
 		fmt.Fprintf(out, "bench.gate.median.%s.first_batch_events_per_sec: %.0f events/s\n", s.name, bench.MedianOf(firsts[s.name]))
 		fmt.Fprintf(out, "bench.gate.%s.empty_fetches: %d pulls\n", s.name, empties[s.name])
 	}
-	fmt.Fprintf(out, "bench.gate.median.gated_over_raw: %.2f x\n", bench.MedianOf(ratios))
+	fmt.Fprintf(out, "bench.gate.median.gated_over_raw: %.2f x\n", bench.MedianOf(res.Ratios["gated"]))
 	fmt.Fprintf(out, "bench.gate.median.first_batch_gated_over_raw: %.2f x\n", bench.MedianOf(firstRatios))
 	return nil
 }

@@ -216,13 +216,9 @@ func runQuota(ctx context.Context, tgt quotaTarget, o QuotaOptions, size int, pr
 	}
 	emptyC := func(ctx context.Context) error { return tgt.purge(ctx, "bench-quota-c", "orders") }
 	for r := range o.Runs {
-		// Alternate which goes first, so neither always follows the other.
-		first, second := "raw publish", "the unthrottled tenant through the ingest"
-		if r%2 == 1 {
-			first, second = second, first
-		}
-		logf("run %d/%d: %s, then %s, %d events each", r+1, o.Runs, first, second, o.Count)
-		for _, side := range []string{first, second} {
+		order := bench.RunOrder(r+1, []string{"raw publish", "the unthrottled tenant through the ingest"})
+		logf("run %d/%d: %s, then %s, %d events each", r+1, o.Runs, order[0], order[1], o.Count)
+		for _, side := range order {
 			if side == "raw publish" {
 				res, cpu, err := measure(side, rawJS, rawOpts, emptyRaw)
 				if err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/msgplatform/platform/internal/console/consoletest"
 	"github.com/msgplatform/platform/platform"
 	"github.com/msgplatform/platform/redrive"
 	"github.com/msgplatform/platform/tenancy"
@@ -40,9 +41,9 @@ func TestConsoleBrowserFourEyes(t *testing.T) {
 	if exe == "" {
 		t.Skip("no Chromium found (set CHROME_PATH, or apt-get install chromium): the browser test needs one")
 	}
-	f := start(t)
+	f := consoletest.Start(t, 1)
 	const n = 6
-	js := f.tenantTopic(t, "harbor", "payments", true, n, "alice", "bob")
+	js := f.TenantTopic(t, "harbor", "payments", true, n, "alice", "bob")
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -91,9 +92,9 @@ func TestConsoleBrowserFourEyes(t *testing.T) {
 	login := func(who string) {
 		t.Helper()
 		run("sign in as "+who,
-			chromedp.Navigate(f.base+"/console/"),
+			chromedp.Navigate(f.Base+"/console/"),
 			chromedp.WaitVisible(chromedp.CSS("#creds")),
-			chromedp.SetValue(chromedp.CSS("#creds"), f.creds[who]),
+			chromedp.SetValue(chromedp.CSS("#creds"), f.Creds[who]),
 			chromedp.Click(chromedp.CSS("#signin")),
 			chromedp.WaitVisible(chromedp.CSS("#principal")))
 		if got := text("#principal"); got != who {
@@ -161,7 +162,7 @@ func TestConsoleBrowserFourEyes(t *testing.T) {
 	if di, _ := dlq.Info(ctx); di.State.Msgs != 0 {
 		t.Fatalf("DLQ still holds %d entries", di.State.Msgs)
 	}
-	svc, err := f.d.RedriveFor(ctx, "harbor")
+	svc, err := f.D.RedriveFor(ctx, "harbor")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,7 +181,7 @@ func TestConsoleBrowserFourEyes(t *testing.T) {
 		t.Fatalf("audit actors: %v", who)
 	}
 	// The audit history page shows them too.
-	run("history", chromedp.Navigate(f.base+"/console/history"), chromedp.WaitVisible(chromedp.CSS("#history")))
+	run("history", chromedp.Navigate(f.Base+"/console/history"), chromedp.WaitVisible(chromedp.CSS("#history")))
 	if h := text("#history"); !strings.Contains(h, "redrive.approve") || !strings.Contains(h, "bob@harbor") {
 		t.Fatalf("history page: %q", h)
 	}

@@ -91,6 +91,15 @@ func (ca *CA) ServerT(t testing.TB, name string, hosts ...string) tlsconf.Config
 	return c
 }
 
+// VerifyingServerT is ServerT with Verify on: the listener asks for a
+// client certificate of the CA.
+func (ca *CA) VerifyingServerT(t testing.TB, name string, hosts ...string) tlsconf.Config {
+	t.Helper()
+	c := ca.ServerT(t, name, hosts...)
+	c.Verify = true
+	return c
+}
+
 func (ca *CA) ClientT(t testing.TB, name string) tlsconf.Config {
 	t.Helper()
 	c, err := ca.Client(name)
