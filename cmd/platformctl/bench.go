@@ -14,18 +14,9 @@ import (
 )
 
 func newBenchCmd(g *globalOptions) *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   "bench",
-		Short: "Benchmarks; each reports figures as 'name: value unit', one per line",
-	}
-	cmd.AddCommand(newBenchPublishCmd(g), newBenchOutboxCmd(g), newBenchInboxCmd(g))
-	cmd.AddCommand(newBenchGroupCmd(g))
-	cmd.AddCommand(newBenchQuotaCmd(g))
-	cmd.AddCommand(newBenchMirrorCmd(g))
-	cmd.AddCommand(newBenchRedriveCmd(g))
-	cmd.AddCommand(newBenchQueueCmd(g))
-	cmd.AddCommand(newBenchGateCmd(g))
-	return cmd
+	return parentCmd("bench", "Benchmarks; each reports figures as 'name: value unit', one per line",
+		newBenchPublishCmd(g), newBenchOutboxCmd(g), newBenchInboxCmd(g), newBenchGroupCmd(g), newBenchQuotaCmd(g),
+		newBenchMirrorCmd(g), newBenchRedriveCmd(g), newBenchQueueCmd(g), newBenchGateCmd(g))
 }
 
 func newBenchPublishCmd(g *globalOptions) *cobra.Command {

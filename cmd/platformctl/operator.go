@@ -3,10 +3,10 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"text/tabwriter"
 	"time"
 
 	"github.com/nats-io/jwt/v2"
@@ -141,10 +141,8 @@ func newOperatorListCmd(g *globalOptions) *cobra.Command {
 			if err := g.call(cmd.Context(), principal.SubjOperatorList, struct{}{}, &ops); err != nil {
 				return err
 			}
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "PRINCIPAL\tSTATE\tADDED\tBY\tPUBLIC KEY\tEXPIRES")
 			now := time.Now()
-			for _, o := range ops {
+			return writeTable(cmd.OutOrStdout(), "PRINCIPAL\tSTATE\tADDED\tBY\tPUBLIC KEY\tEXPIRES", ops, func(w io.Writer, o principal.Operator) {
 				state, by := "active", orDash(o.CreatedBy)
 				switch {
 				case o.Bootstrap:
@@ -158,9 +156,8 @@ func newOperatorListCmd(g *globalOptions) *cobra.Command {
 				if o.Expires != nil {
 					expires = o.Expires.UTC().Format("2006-01-02T15:04:05Z")
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", o.Principal(), state, o.Created.UTC().Format("2006-01-02T15:04:05Z"), by, o.PublicKey, expires)
-			}
-			return tw.Flush()
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", o.Principal(), state, o.Created.UTC().Format("2006-01-02T15:04:05Z"), by, o.PublicKey, expires)
+			})
 		},
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
@@ -187,16 +186,13 @@ func newSchemaListCmd(g *globalOptions) *cobra.Command {
 				fmt.Fprintln(cmd.OutOrStdout(), "no schemas registered (platformctl schema register TYPE --file schema.json)")
 				return nil
 			}
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "TYPE\tMODE\tLATEST")
-			for _, s := range list {
+			return writeTable(cmd.OutOrStdout(), "TYPE\tMODE\tLATEST", list, func(w io.Writer, s schema.SubjectInfo) {
 				latest := "-"
 				if s.Latest > 0 {
 					latest = "v" + strconv.Itoa(s.Latest)
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\n", s.Subject, s.Mode, latest)
-			}
-			return tw.Flush()
+				fmt.Fprintf(w, "%s\t%s\t%s\n", s.Subject, s.Mode, latest)
+			})
 		},
 	}
 }

@@ -2,7 +2,7 @@ package main
 
 import (
 	"fmt"
-	"text/tabwriter"
+	"io"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -67,12 +67,9 @@ func newTenantSharesCmd(g *globalOptions) *cobra.Command {
 			if err := g.call(cmd.Context(), tenancy.SubjTenantShares, req, &ls); err != nil {
 				return err
 			}
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "OWNER\tTOPIC\tREADER\tSUBJECT\tSINCE")
-			for _, s := range ls {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", s.From, s.Topic, s.To, tenancy.SharedSubject(s.From, s.Topic), s.Created.Format(time.RFC3339))
-			}
-			return tw.Flush()
+			return writeTable(cmd.OutOrStdout(), "OWNER\tTOPIC\tREADER\tSUBJECT\tSINCE", ls, func(w io.Writer, s tenancy.Share) {
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", s.From, s.Topic, s.To, tenancy.SharedSubject(s.From, s.Topic), s.Created.Format(time.RFC3339))
+			})
 		},
 	}
 }

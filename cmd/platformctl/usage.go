@@ -2,7 +2,7 @@ package main
 
 import (
 	"fmt"
-	"text/tabwriter"
+	"io"
 
 	"github.com/spf13/cobra"
 
@@ -34,14 +34,11 @@ for each tenant concerned (and the metric platform_tenant_usage_partial is
 			if err := g.call(cmd.Context(), tenancy.SubjUsage, req, &us); err != nil {
 				return err
 			}
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "TENANT\tSTATE\tEVENTS IN\tBYTES IN\tMSGS OUT\tBYTES OUT\tTHROTTLED\tREJECTED\tDROPPED\tAUTH DENIED\tCONNECTIONS\tR1 DISK\tR3 DISK")
-			for _, u := range us {
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%s\t%d\t%d\t%d\t%d\t%d/%s\t%s\t%s\n", u.Tenant, u.State, u.MsgsIn, size(int64(u.BytesIn)),
+			if err := writeTable(cmd.OutOrStdout(), "TENANT\tSTATE\tEVENTS IN\tBYTES IN\tMSGS OUT\tBYTES OUT\tTHROTTLED\tREJECTED\tDROPPED\tAUTH DENIED\tCONNECTIONS\tR1 DISK\tR3 DISK", us, func(w io.Writer, u tenancy.Usage) {
+				fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%d\t%s\t%d\t%d\t%d\t%d\t%d/%s\t%s\t%s\n", u.Tenant, u.State, u.MsgsIn, size(int64(u.BytesIn)),
 					u.MsgsOut, size(u.BytesOut), u.Throttled, u.Rejected, u.Dropped, u.Denied, u.Connections, limit(int64(u.ConnQuota), false),
 					tier(u.Storage["R1"]), tier(u.Storage["R3"]))
-			}
-			if err := tw.Flush(); err != nil {
+			}); err != nil {
 				return err
 			}
 			for _, u := range us {
@@ -86,8 +83,8 @@ func tier(t tenancy.TierUsage) string {
 func optionalTenant(args []string) (tenancy.NameRequest, error) {
 	var req tenancy.NameRequest
 	if len(args) == 1 {
-		if err := tenancy.ValidateName("tenant", args[0]); err != nil {
-			return req, usageError{err}
+		if err := validTenant(args[0]); err != nil {
+			return req, err
 		}
 		req.Name = args[0]
 	}
