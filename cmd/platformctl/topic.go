@@ -36,9 +36,9 @@ lowering replicas below 3 needs --allow-reduced-replicas.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			spec.Name = args[0]
 			if maxBytes != "" {
-				n, err := units.ParseSize(maxBytes)
+				n, err := sizeFlag("--max-bytes", maxBytes)
 				if err != nil {
-					return usageError{fmt.Errorf("--max-bytes: %w", err)}
+					return err
 				}
 				spec.Retention.MaxBytes = n
 			}
