@@ -24,13 +24,11 @@ func (g *globalOptions) signedBy(userCreds *string) caller {
 	}
 }
 
-// replyCmd completes cmd (its Use, Short, Long and Args) into a command
+// printCmd completes cmd (its Use, Short, Long and Args) into a command
 // that sends subject the request request makes from the arguments, by
-// call, and prints the reply, a T: with text, or as indented JSON with
-// -o json. An error from request or call is the command's, and nothing
-// is printed.
-func replyCmd[T any](cmd *cobra.Command, call caller, subject string, request func(args []string) (any, error), text func(io.Writer, T) error) *cobra.Command {
-	var output string
+// call, and prints the reply, a T, with text. An error from request or
+// call is the command's, and nothing is printed.
+func printCmd[T any](cmd *cobra.Command, call caller, subject string, request func(args []string) (any, error), text func(io.Writer, T) error) *cobra.Command {
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		req, err := request(args)
 		if err != nil {
@@ -40,10 +38,17 @@ func replyCmd[T any](cmd *cobra.Command, call caller, subject string, request fu
 		if err := call(cmd.Context(), subject, req, &v); err != nil {
 			return err
 		}
-		return writeOutput(cmd.OutOrStdout(), output, v, text)
+		return text(cmd.OutOrStdout(), v)
 	}
-	addOutputFlag(cmd, &output)
 	return cmd
+}
+
+// replyCmd is printCmd with -o: the reply is printed with text, or as
+// indented JSON with -o json.
+func replyCmd[T any](cmd *cobra.Command, call caller, subject string, request func(args []string) (any, error), text func(io.Writer, T) error) *cobra.Command {
+	var output string
+	addOutputFlag(cmd, &output)
+	return printCmd(cmd, call, subject, request, func(w io.Writer, v T) error { return writeOutput(w, output, v, text) })
 }
 
 // listCmd is a replyCmd that takes no arguments and sends subject an
@@ -72,7 +77,7 @@ func writeOutput[T any](w io.Writer, output string, v T, text func(io.Writer, T)
 	return text(w, v)
 }
 
-func writeJSON(w io.Writer, v any) error {
+func writeJSON[T any](w io.Writer, v T) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)

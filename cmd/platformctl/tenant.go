@@ -178,56 +178,45 @@ func newTenantUpdateCmd(g *globalOptions) *cobra.Command {
 }
 
 func newTenantListCmd(g *globalOptions) *cobra.Command {
-	return &cobra.Command{
+	return printCmd(&cobra.Command{
 		Use:   "list",
 		Short: "List tenants",
 		Args:  exactArgs(0, "no arguments"),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			var ts []tenancy.Tenant
-			if err := g.call(cmd.Context(), tenancy.SubjTenantList, nil, &ts); err != nil {
-				return err
-			}
-			return writeTable(cmd.OutOrStdout(), "TENANT\tSTATE\tPUBLISH RATE\tPOLICY\tCONNECTIONS\tTOPICS\tQUEUES\tUSERS\tACCOUNT", ts, func(w io.Writer, t tenancy.Tenant) {
-				rate := "unlimited"
-				if t.Quota.PublishRate > 0 {
-					rate = fmt.Sprintf("%d/s", t.Quota.PublishRate)
-				}
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\n", t.Name, t.State, rate, t.Quota.Policy, t.Quota.Connections,
-					len(t.Topics), len(t.Queues), len(t.Users), t.Account)
-			})
-		},
-	}
+	}, g.call, tenancy.SubjTenantList, noRequest, writeTenants)
+}
+
+func writeTenants(w io.Writer, ts []tenancy.Tenant) error {
+	return writeTable(w, "TENANT\tSTATE\tPUBLISH RATE\tPOLICY\tCONNECTIONS\tTOPICS\tQUEUES\tUSERS\tACCOUNT", ts, func(w io.Writer, t tenancy.Tenant) {
+		rate := "unlimited"
+		if t.Quota.PublishRate > 0 {
+			rate = fmt.Sprintf("%d/s", t.Quota.PublishRate)
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\n", t.Name, t.State, rate, t.Quota.Policy, t.Quota.Connections,
+			len(t.Topics), len(t.Queues), len(t.Users), t.Account)
+	})
 }
 
 func newTenantShowCmd(g *globalOptions) *cobra.Command {
-	return &cobra.Command{
+	return printCmd(&cobra.Command{
 		Use:   "show NAME",
 		Short: "Show a tenant: state, quota, topics, queues, groups and users (JSON)",
 		Args:  tenantArgs(1, "NAME"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			var t tenancy.Tenant
-			if err := g.call(cmd.Context(), tenancy.SubjTenantShow, tenancy.NameRequest{Name: args[0]}, &t); err != nil {
-				return err
-			}
-			return writeJSON(cmd.OutOrStdout(), t)
-		},
-	}
+	}, g.call, tenancy.SubjTenantShow, func(args []string) (any, error) {
+		return tenancy.NameRequest{Name: args[0]}, nil
+	}, writeJSON[tenancy.Tenant])
 }
 
 func newTenantStateCmd(g *globalOptions, verb, subject, short string) *cobra.Command {
-	return &cobra.Command{
+	return printCmd(&cobra.Command{
 		Use:   verb + " NAME",
 		Short: short,
 		Args:  tenantArgs(1, "NAME"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			var t tenancy.Tenant
-			if err := g.call(cmd.Context(), subject, tenancy.NameRequest{Actor: actor(), Name: args[0]}, &t); err != nil {
-				return err
-			}
-			_, err := fmt.Fprintf(cmd.OutOrStdout(), "tenant %s: %s\n", t.Name, t.State)
-			return err
-		},
-	}
+	}, g.call, subject, func(args []string) (any, error) {
+		return tenancy.NameRequest{Actor: actor(), Name: args[0]}, nil
+	}, func(w io.Writer, t tenancy.Tenant) error {
+		_, err := fmt.Fprintf(w, "tenant %s: %s\n", t.Name, t.State)
+		return err
+	})
 }
 
 func newTenantDeleteCmd(g *globalOptions) *cobra.Command {

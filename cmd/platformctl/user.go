@@ -88,25 +88,24 @@ certificates, give the user's own certificate there).`,
 }
 
 func newUserListCmd(g *globalOptions) *cobra.Command {
-	return &cobra.Command{
+	return printCmd(&cobra.Command{
 		Use:   "list TENANT",
 		Short: "List a tenant's users",
 		Args:  tenantArgs(1, "TENANT"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			var us []tenancy.User
-			if err := g.call(cmd.Context(), tenancy.SubjUserList, tenancy.NameRequest{Name: args[0]}, &us); err != nil {
-				return err
-			}
-			return writeTable(cmd.OutOrStdout(), "USER\tPUB\tSUB\tSTATE\tROLES\tPUBLIC KEY", us, func(w io.Writer, u tenancy.User) {
-				state := "active"
-				if u.Revoked != nil {
-					state = "revoked " + u.Revoked.Format("2006-01-02T15:04:05Z")
-				}
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", u.Name, orDash(strings.Join(u.Pub, ",")), orDash(strings.Join(u.Sub, ",")), state,
-					orDash(strings.Join(u.Roles, ",")), u.PublicKey)
-			})
-		},
-	}
+	}, g.call, tenancy.SubjUserList, func(args []string) (any, error) {
+		return tenancy.NameRequest{Name: args[0]}, nil
+	}, writeUsers)
+}
+
+func writeUsers(w io.Writer, us []tenancy.User) error {
+	return writeTable(w, "USER\tPUB\tSUB\tSTATE\tROLES\tPUBLIC KEY", us, func(w io.Writer, u tenancy.User) {
+		state := "active"
+		if u.Revoked != nil {
+			state = "revoked " + u.Revoked.Format("2006-01-02T15:04:05Z")
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", u.Name, orDash(strings.Join(u.Pub, ",")), orDash(strings.Join(u.Sub, ",")), state,
+			orDash(strings.Join(u.Roles, ",")), u.PublicKey)
+	})
 }
 
 func newUserRevokeCmd(g *globalOptions) *cobra.Command {
