@@ -3,7 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"text/tabwriter"
+	"io"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -20,8 +20,8 @@ func newAuditCmd(g *globalOptions) *cobra.Command {
 		Args:  exactArgs(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if f.Tenant != "" {
-				if err := tenancy.ValidateName("tenant", f.Tenant); err != nil {
-					return usageError{err}
+				if err := validTenant(f.Tenant); err != nil {
+					return err
 				}
 			}
 			if f.Limit < 0 {
@@ -40,12 +40,9 @@ func newAuditCmd(g *globalOptions) *cobra.Command {
 				}
 				return nil
 			}
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "SEQ\tTIME\tTENANT\tACTION\tTARGET\tACTOR\tDETAIL")
-			for _, r := range rs {
-				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Seq, r.Time.Format(time.RFC3339), orDash(r.Tenant), r.Action, orDash(r.Target), r.Actor, orDash(r.Detail))
-			}
-			return tw.Flush()
+			return writeTable(cmd.OutOrStdout(), "SEQ\tTIME\tTENANT\tACTION\tTARGET\tACTOR\tDETAIL", rs, func(w io.Writer, r tenancy.Record) {
+				fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Seq, r.Time.Format(time.RFC3339), orDash(r.Tenant), r.Action, orDash(r.Target), r.Actor, orDash(r.Detail))
+			})
 		},
 	}
 	cmd.Flags().StringVar(&f.Tenant, "tenant", "", "only this tenant's records")

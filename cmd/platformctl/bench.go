@@ -14,26 +14,15 @@ import (
 )
 
 func newBenchCmd(g *globalOptions) *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   "bench",
-		Short: "Benchmarks; each reports figures as 'name: value unit', one per line",
-	}
-	cmd.AddCommand(newBenchPublishCmd(g), newBenchOutboxCmd(g), newBenchInboxCmd(g))
-	cmd.AddCommand(newBenchGroupCmd(g))
-	cmd.AddCommand(newBenchQuotaCmd(g))
-	cmd.AddCommand(newBenchMirrorCmd(g))
-	cmd.AddCommand(newBenchRedriveCmd(g))
-	cmd.AddCommand(newBenchQueueCmd(g))
-	cmd.AddCommand(newBenchGateCmd(g))
-	return cmd
+	return parentCmd("bench", "Benchmarks; each reports figures as 'name: value unit', one per line",
+		newBenchPublishCmd(g), newBenchOutboxCmd(g), newBenchInboxCmd(g), newBenchGroupCmd(g), newBenchQuotaCmd(g),
+		newBenchMirrorCmd(g), newBenchRedriveCmd(g), newBenchQueueCmd(g), newBenchGateCmd(g))
 }
 
 func newBenchPublishCmd(g *globalOptions) *cobra.Command {
 	o := publish.Options{}
-	cmd := &cobra.Command{
-		Use:   "publish",
-		Short: "Raw JetStream publish of 1 KiB events to an R3 topic: msgs/s, MiB/s, ack p50/p99",
-		Long: `Publishes --count events of --size bytes to a bench topic (R3, --partitions
+	cmd := benchCmd("publish", "Raw JetStream publish of 1 KiB events to an R3 topic: msgs/s, MiB/s, ack p50/p99",
+		`Publishes --count events of --size bytes to a bench topic (R3, --partitions
 partitions) with async publish and up to --window acks in flight, --runs
 times, and prints the median figures. This is the baseline every other
 benchmark reports a ratio against.
@@ -47,12 +36,10 @@ names:
   tls   one fabric with a plaintext client port and one with TLS on it
         (a throw-away CA; the client verifies the server), both up at once,
         runs interleaved (plain, tls, tls, plain, ...), medians of
-        max(--runs, 3) each: both figures and tls_over_plain (goal >= 0.85).`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			size, err := units.ParseSize(o.Size)
+        max(--runs, 3) each: both figures and tls_over_plain (goal >= 0.85).`, func(cmd *cobra.Command) error {
+			size, err := sizeFlag("--size", o.Size)
 			if err != nil {
-				return usageError{fmt.Errorf("--size: %w", err)}
+				return err
 			}
 			popts := bench.PublishOptions{
 				Count: o.Count, Size: int(size), Window: o.Window, Runs: o.Runs,
@@ -68,8 +55,7 @@ names:
 				}
 			}
 			return publish.Run(cmd.Context(), cmd.OutOrStdout(), g.benchRemote(), o, popts)
-		},
-	}
+		})
 	f := cmd.Flags()
 	f.IntVar(&o.Count, "count", 50000, "events per run")
 	f.StringVar(&o.Size, "size", "1KiB", "payload size (1024, 1KiB, ...)")
@@ -99,9 +85,36 @@ func checkCompare(compare []string) error {
 	return nil
 }
 
-// profiled runs run under a CPU profile to path (none when empty); a
-// profile that cannot be started is a usage error.
-func profiled(path string, run func() error) error {
+// benchCmd is `bench USE`, a command without arguments: run gets the
+// command for its context, its output (figures) and its error stream
+// (progress).
+func benchCmd(use, short, long string, run func(cmd *cobra.Command) error) *cobra.Command {
+	return &cobra.Command{
+		Use:   use,
+		Short: short,
+		Long:  long,
+		Args:  cobra.NoArgs,
+		RunE:  func(cmd *cobra.Command, _ []string) error { return run(cmd) },
+	}
+}
+
+// sizeFlag parses the byte count s of flag (a usage error when it is not
+// one).
+func sizeFlag(flag, s string) (int64, error) {
+	n, err := units.ParseSize(s)
+	if err != nil {
+		return 0, usageError{fmt.Errorf("%s: %w", flag, err)}
+	}
+	return n, nil
+}
+
+// profiled returns invalid (the options' Validate error) as a usage
+// error; else it runs run under a CPU profile to path (none when empty).
+// A profile that cannot be started is a usage error.
+func profiled(invalid error, path string, run func() error) error {
+	if invalid != nil {
+		return usageError{invalid}
+	}
 	stop, err := bench.StartCPUProfile("--cpuprofile", path)
 	if err != nil {
 		return usageError{err}

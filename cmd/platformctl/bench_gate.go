@@ -8,10 +8,8 @@ import (
 
 func newBenchGateCmd(g *globalOptions) *cobra.Command {
 	o := tenant.GateOptions{}
-	cmd := &cobra.Command{
-		Use:   "gate",
-		Short: "A tenant member consuming through the JetStream gate vs the same consumer without it",
-		Long: `Starts a temporary 3-node fabric with a tenancy manager (what platformd
+	cmd := benchCmd("gate", "A tenant member consuming through the JetStream gate vs the same consumer without it",
+		`Starts a temporary 3-node fabric with a tenancy manager (what platformd
 runs) and two like-for-like R3 topics of one partition, each with group
 bench (a pinned partition consumer): one in the platform's account, read
 by the admin user straight from JetStream; one in a tenant's account,
@@ -25,15 +23,9 @@ alternating order. Prints each run's events/s and ratio, then one median
 line per figure, the ratio of the first --batch events of a run (a
 stall hides in a long average), and per side the pulls that brought
 nothing while events were pending (each waited out its 5 s expiry).
-Progress goes to stderr.`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := o.Validate(); err != nil {
-				return usageError{err}
-			}
-			return profiled(o.CPUProfile, func() error { return tenant.RunGate(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), o) })
-		},
-	}
+Progress goes to stderr.`, func(cmd *cobra.Command) error {
+			return profiled(o.Validate(), o.CPUProfile, func() error { return tenant.RunGate(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), o) })
+		})
 	f := cmd.Flags()
 	f.IntVar(&o.Count, "count", 20000, "events per run and side")
 	f.IntVar(&o.Size, "size", 1024, "payload bytes")

@@ -1,22 +1,17 @@
 package main
 
 import (
-	"context"
-	"fmt"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/msgplatform/platform/internal/bench/group"
-	"github.com/msgplatform/platform/internal/units"
 )
 
 func newBenchGroupCmd(g *globalOptions) *cobra.Command {
 	o := group.Options{}
-	cmd := &cobra.Command{
-		Use:   "group",
-		Short: "Consumer group throughput vs raw consume+ack, and the rebalance pause when a member dies",
-		Long: `Preloads --count events of --size bytes over --keys keys into a bench topic
+	cmd := benchCmd("group", "Consumer group throughput vs raw consume+ack, and the rebalance pause when a member dies",
+		`Preloads --count events of --size bytes over --keys keys into a bench topic
 (--partitions partitions, --replicas replicas), then drains them twice on the
 same fabric in the same run:
 
@@ -38,23 +33,16 @@ owner. A replacement member joins after each kill.
 
 By default it runs against the platform at --server (topic and group applied
 through the control API, deleted afterwards unless --keep). With --in-process
-it starts a temporary 3-node fabric itself.`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			size, err := units.ParseSize(o.Size)
+it starts a temporary 3-node fabric itself.`, func(cmd *cobra.Command) error {
+			size, err := sizeFlag("--size", o.Size)
 			if err != nil {
-				return usageError{fmt.Errorf("--size: %w", err)}
+				return err
 			}
 			if err := o.Validate(int(size)); err != nil {
 				return usageError{err}
 			}
-			ctx := cmd.Context()
-			if ctx == nil {
-				ctx = context.Background()
-			}
-			return group.Run(ctx, cmd.OutOrStdout(), cmd.ErrOrStderr(), g.benchRemote(), o, int(size))
-		},
-	}
+			return group.Run(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), g.benchRemote(), o, int(size))
+		})
 	f := cmd.Flags()
 	f.IntVar(&o.Count, "count", 50000, "events preloaded and drained per run")
 	f.StringVar(&o.Size, "size", "1KiB", "payload size")

@@ -9,10 +9,8 @@ import (
 
 func newBenchInboxCmd(g *globalOptions) *cobra.Command {
 	o := bench.StoreOptions{}
-	cmd := &cobra.Command{
-		Use:   "inbox",
-		Short: "Consumption through the Pebble and Postgres inboxes vs raw consume+ack",
-		Long: `Publishes --count events to an R3 topic, then consumes them with a fresh
+	cmd := benchCmd("inbox", "Consumption through the Pebble and Postgres inboxes vs raw consume+ack",
+		`Publishes --count events to an R3 topic, then consumes them with a fresh
 durable consumer per mode, --runs times, interleaved (raw, pebble, postgres;
 then the reverse order, and so on): raw ack, through the Pebble inbox
 (ProcessBatch: one synced commit per fetch) and through the Postgres inbox
@@ -20,15 +18,9 @@ then the reverse order, and so on): raw ack, through the Pebble inbox
 fetches of 500, explicit ack, the next fetch in flight while a batch is
 processed. Prints each run's msgs/s and ratios under bench.inbox.runN, then
 one median line per figure (ratios: the median of the per-run ratios; goal
->= 0.8 for Pebble).`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := o.Validate(); err != nil {
-				return usageError{err}
-			}
-			return profiled(o.CPUProfile, func() error { return inbox.Run(cmd.Context(), cmd.OutOrStdout(), g.benchRemote(), o) })
-		},
-	}
+>= 0.8 for Pebble).`, func(cmd *cobra.Command) error {
+			return profiled(o.Validate(), o.CPUProfile, func() error { return inbox.Run(cmd.Context(), cmd.OutOrStdout(), g.benchRemote(), o) })
+		})
 	storeFlags(cmd, &o, 20000)
 	cmd.Flags().BoolVar(&o.SkipPostgres, "skip-postgres", false, "measure the Pebble inbox only")
 	return cmd

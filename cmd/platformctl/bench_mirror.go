@@ -2,13 +2,11 @@ package main
 
 import (
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/msgplatform/platform/internal/bench/mirror"
-	"github.com/msgplatform/platform/internal/units"
 )
 
 type benchMirrorOptions struct {
@@ -20,10 +18,8 @@ type benchMirrorOptions struct {
 
 func newBenchMirrorCmd(_ *globalOptions) *cobra.Command {
 	o := benchMirrorOptions{}
-	cmd := &cobra.Command{
-		Use:   "mirror",
-		Short: "Cross-region mirror lag p50/p99 at a fixed publish rate, and mirrored vs raw publish throughput",
-		Long: `Starts a temporary in-process two-region fabric (eu and us, one node each,
+	cmd := benchCmd("mirror", "Cross-region mirror lag p50/p99 at a fixed publish rate, and mirrored vs raw publish throughput",
+		`Starts a temporary in-process two-region fabric (eu and us, one node each,
 linked by a leafnode with the residency layer's deny list, and the residency
 guard and gate running as platformd runs them) and, in the same run:
 
@@ -36,19 +32,16 @@ guard and gate running as platformd runs them) and, in the same run:
 It prints the publish rate achieved on each and their ratio, the mirror lag
 per event (arrival in us minus publish time in eu, same process clock)
 p50/p99/max, and the mirror throughput over the source publish rate. Both
-regions run without sync_always unless --sync-always is given.`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			size, err := units.ParseSize(o.size)
+regions run without sync_always unless --sync-always is given.`, func(cmd *cobra.Command) error {
+			size, err := sizeFlag("--size", o.size)
 			if err != nil {
-				return usageError{fmt.Errorf("--size: %w", err)}
+				return err
 			}
 			if o.rate <= 0 || o.duration <= 0 || size < 8 {
 				return usageError{errors.New("--rate and --duration must be > 0 and --size at least 8B")}
 			}
 			return mirror.Run(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), o.rate, o.duration, int(size), o.sync)
-		},
-	}
+		})
 	cmd.Flags().IntVar(&o.rate, "rate", 5000, "events per second published")
 	cmd.Flags().DurationVar(&o.duration, "duration", 5*time.Second, "how long each phase publishes")
 	cmd.Flags().StringVar(&o.size, "size", "1KiB", "event size")

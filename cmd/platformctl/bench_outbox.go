@@ -10,10 +10,8 @@ import (
 
 func newBenchOutboxCmd(g *globalOptions) *cobra.Command {
 	o := outbox.Options{}
-	cmd := &cobra.Command{
-		Use:   "outbox",
-		Short: "Outbox relay throughput vs raw publish, and commit-to-ack latency (Postgres and Pebble)",
-		Long: `In one run on one R3 topic, --runs times, interleaved (raw, postgres, pebble;
+	cmd := benchCmd("outbox", "Outbox relay throughput vs raw publish, and commit-to-ack latency (Postgres and Pebble)",
+		`In one run on one R3 topic, --runs times, interleaved (raw, postgres, pebble;
 then the reverse order, and so on, so that the host's load drift hits every
 figure alike):
 
@@ -37,18 +35,9 @@ the per-run ratios, goal >= 0.9).
 
 Last, per backend, a new relay runs while --writers commit one event per
 transaction at a steady --latency-rate: commit-to-ack latency p50/p99 (from
-the commit's return to the ack).`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := o.Validate(); err != nil {
-				return usageError{err}
-			}
-			if o.LatencyCount < 1 || o.Writers < 1 || o.LatencyRate < 1 || o.Window < 1 || o.Window > 65536 {
-				return usageError{fmt.Errorf("--latency-count, --writers and --latency-rate must be >= 1, --window 1..65536")}
-			}
-			return profiled(o.CPUProfile, func() error { return outbox.Run(cmd.Context(), cmd.OutOrStdout(), g.benchRemote(), o) })
-		},
-	}
+the commit's return to the ack).`, func(cmd *cobra.Command) error {
+			return profiled(validOutboxOptions(o), o.CPUProfile, func() error { return outbox.Run(cmd.Context(), cmd.OutOrStdout(), g.benchRemote(), o) })
+		})
 	// 100,000 events: a drain of about 3-4 s per phase; 20,000 (under a
 	// second) let one scheduling hiccup of the shared host swing a ratio
 	// by 0.3.
@@ -61,4 +50,15 @@ the commit's return to the ack).`,
 	cmd.Flags().BoolVar(&o.SkipPostgres, "skip-postgres", false, "measure the Pebble outbox only")
 	cmd.Flags().BoolVar(&o.SinglePublishes, "single-publishes", false, "run the relays with fast batches off (SinglePublishes: one ack per event, like raw), to see what the batches gain")
 	return cmd
+}
+
+// validOutboxOptions is o.Validate, then the latency phase's flags.
+func validOutboxOptions(o outbox.Options) error {
+	if err := o.Validate(); err != nil {
+		return err
+	}
+	if o.LatencyCount < 1 || o.Writers < 1 || o.LatencyRate < 1 || o.Window < 1 || o.Window > 65536 {
+		return fmt.Errorf("--latency-count, --writers and --latency-rate must be >= 1, --window 1..65536")
+	}
+	return nil
 }

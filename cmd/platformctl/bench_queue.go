@@ -10,10 +10,8 @@ import (
 
 func newBenchQueueCmd(g *globalOptions) *cobra.Command {
 	o := queue.Options{}
-	cmd := &cobra.Command{
-		Use:   "queue",
-		Short: "Work-queue workers (leases, one job per free slot) vs a raw nats.go consumer",
-		Long: `Queues --count jobs on an R3 work queue, then drains them --runs times
+	cmd := benchCmd("queue", "Work-queue workers (leases, one job per free slot) vs a raw nats.go consumer",
+		`Queues --count jobs on an R3 work queue, then drains them --runs times
 with each of two consumers, interleaved (raw first in odd runs, workers
 first in even runs), each handler taking --work per job on --concurrency
 goroutines:
@@ -28,17 +26,11 @@ goroutines:
 
 Prints each run's jobs/s and ratio under bench.queue.runN, then one median
 line per figure (the ratio is the median of the per-run ratios). Progress
-goes to stderr.`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := o.Validate(); err != nil {
-				return usageError{err}
-			}
-			return profiled(o.CPUProfile, func() error {
+goes to stderr.`, func(cmd *cobra.Command) error {
+			return profiled(o.Validate(), o.CPUProfile, func() error {
 				return queue.Run(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), g.benchRemote(), o)
 			})
-		},
-	}
+		})
 	f := cmd.Flags()
 	f.IntVar(&o.Count, "count", 5000, "jobs per run and consumer")
 	f.IntVar(&o.Size, "size", 1024, "payload bytes")

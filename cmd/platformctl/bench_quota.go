@@ -1,23 +1,18 @@
 package main
 
 import (
-	"fmt"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/msgplatform/platform/internal/bench"
 	"github.com/msgplatform/platform/internal/bench/tenant"
-	"github.com/msgplatform/platform/internal/units"
 	"github.com/msgplatform/platform/tenancy"
 )
 
 func newBenchQuotaCmd(g *globalOptions) *cobra.Command {
 	o := tenant.QuotaOptions{}
-	cmd := &cobra.Command{
-		Use:   "quota",
-		Short: "Publish-rate quota: a flooding tenant held to its quota, a neighbour's p99, the ingest's cost against raw publish",
-		Long: `Creates three tenants, each with a topic "orders", and in one run measures:
+	cmd := benchCmd("quota", "Publish-rate quota: a flooding tenant held to its quota, a neighbour's p99, the ingest's cost against raw publish",
+		`Creates three tenants, each with a topic "orders", and in one run measures:
 
   1. raw: bench publish (async, --window in flight) of --count events to a
      platform topic, and the same through the ingest by an unthrottled
@@ -53,27 +48,18 @@ flood); they add up to a_offered_msgs (a_unaccounted is 0).
 With --in-process it starts a temporary 3-node fabric and a tenancy
 manager (what platformd runs); otherwise it uses the platform at --server
 and deletes its tenants (bench-quota-a|b|c) afterwards. Figures go to
-stdout as 'name: value unit', progress to stderr.`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			size, err := units.ParseSize(o.Size)
+stdout as 'name: value unit', progress to stderr.`, func(cmd *cobra.Command) error {
+			size, err := sizeFlag("--size", o.Size)
 			if err != nil {
-				return usageError{fmt.Errorf("--size: %w", err)}
+				return err
 			}
-			if err := o.Validate(); err != nil {
-				return usageError{err}
-			}
-			stop, err := bench.StartCPUProfile("--cpuprofile", o.CPUProfile)
-			if err != nil {
-				return usageError{err}
-			}
-			defer stop()
-			if o.MemProfile != "" {
-				defer tenant.WriteHeapProfile(o.MemProfile, cmd.ErrOrStderr())
-			}
-			return tenant.RunQuota(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), g.benchRemote(), o, int(size))
-		},
-	}
+			return profiled(o.Validate(), o.CPUProfile, func() error {
+				if o.MemProfile != "" {
+					defer tenant.WriteHeapProfile(o.MemProfile, cmd.ErrOrStderr())
+				}
+				return tenant.RunQuota(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), g.benchRemote(), o, int(size))
+			})
+		})
 	f := cmd.Flags()
 	f.IntVar(&o.Quota, "quota", 2000, "tenant A's publish-rate quota, events/s")
 	f.Float64Var(&o.Flood, "flood", 10, "tenant A offers this multiple of its quota")

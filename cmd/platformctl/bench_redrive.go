@@ -1,22 +1,17 @@
 package main
 
 import (
-	"context"
 	"errors"
-	"fmt"
 
 	"github.com/spf13/cobra"
 
 	"github.com/msgplatform/platform/internal/bench/redrive"
-	"github.com/msgplatform/platform/internal/units"
 )
 
 func newBenchRedriveCmd(_ *globalOptions) *cobra.Command {
 	o := redrive.Options{}
-	cmd := &cobra.Command{
-		Use:   "redrive",
-		Short: "Redrive throughput at an unlimited rate vs raw publish, and the rate held at --rate",
-		Long: `Starts a temporary 3-node fabric and, on it, in one run:
+	cmd := benchCmd("redrive", "Redrive throughput at an unlimited rate vs raw publish, and the rate held at --rate",
+		`Starts a temporary 3-node fabric and, on it, in one run:
 
   raw:       publishes --count events of --size bytes to an R3 bench topic
              (async, --window in flight, each with a unique Nats-Msg-Id as
@@ -36,12 +31,10 @@ emptied topic, and their figures are the medians (the ratio is median /
 median). Goals: redrive at an unlimited rate >= 0.8 x raw publish; the
 rated run within 0.95..1.05 of --rate. Progress goes to stderr; to stdout
 one line of settings (bench.redrive.settings), then one figure per line.
-The bench always starts its own fabric (--in-process is the only mode).`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			size, err := units.ParseSize(o.Size)
+The bench always starts its own fabric (--in-process is the only mode).`, func(cmd *cobra.Command) error {
+			size, err := sizeFlag("--size", o.Size)
 			if err != nil {
-				return usageError{fmt.Errorf("--size: %w", err)}
+				return err
 			}
 			if !o.InProcess {
 				return usageError{errors.New("--in-process=false: bench redrive always runs on a temporary in-process fabric")}
@@ -49,13 +42,8 @@ The bench always starts its own fabric (--in-process is the only mode).`,
 			if err := o.Validate(int(size)); err != nil {
 				return usageError{err}
 			}
-			ctx := cmd.Context()
-			if ctx == nil {
-				ctx = context.Background()
-			}
-			return redrive.Run(ctx, cmd.OutOrStdout(), cmd.ErrOrStderr(), o, int(size))
-		},
-	}
+			return redrive.Run(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), o, int(size))
+		})
 	f := cmd.Flags()
 	f.IntVar(&o.Count, "count", 20000, "DLQ entries redriven at an unlimited rate (and events of the raw publish)")
 	f.IntVar(&o.RateCount, "rate-count", 10000, "DLQ entries redriven at --rate")

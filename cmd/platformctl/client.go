@@ -97,13 +97,15 @@ func (g *globalOptions) requestTimeout() (time.Duration, error) {
 }
 
 // callLong is call for an operation the platform may work on for up to
-// serverTimeout: unless --timeout was given, platformctl waits that long
-// plus a margin for the reply.
-func (g *globalOptions) callLong(cmd *cobra.Command, serverTimeout time.Duration, subject string, req, resp any) error {
-	if f := cmd.Flags().Lookup("timeout"); f == nil || !f.Changed {
-		return g.callWithin(cmd.Context(), serverTimeout+10*time.Second, subject, req, resp)
+// serverTimeout: unless --timeout was given to cmd, platformctl waits
+// that long plus a margin for the reply.
+func (g *globalOptions) callLong(cmd *cobra.Command, serverTimeout time.Duration) caller {
+	return func(ctx context.Context, subject string, req, resp any) error {
+		if f := cmd.Flags().Lookup("timeout"); f == nil || !f.Changed {
+			return g.callWithin(ctx, serverTimeout+10*time.Second, subject, req, resp)
+		}
+		return g.call(ctx, subject, req, resp)
 	}
-	return g.call(cmd.Context(), subject, req, resp)
 }
 
 // call connects, sends one control API request and decodes its reply,

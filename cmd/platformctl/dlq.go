@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 	"unicode/utf8"
 
@@ -36,30 +35,17 @@ it may consume (--sub).`,
 }
 
 func newDLQListCmd(g *globalOptions, scope, userCreds *string) *cobra.Command {
-	var output string
-	cmd := &cobra.Command{
+	return replyCmd(&cobra.Command{
 		Use:   "list",
 		Short: "List every DLQ with its owner, depth and oldest age",
 		Args:  exactArgs(0, "no arguments"),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			var ds []redrive.DLQ
-			if err := g.callAs(cmd.Context(), *userCreds, redrive.SubjDLQList, redrive.ScopeRequest{Scope: *scope}, &ds); err != nil {
-				return err
-			}
-			if output == "json" {
-				return writeJSON(cmd.OutOrStdout(), ds)
-			}
-			return writeDLQs(cmd.OutOrStdout(), ds)
-		},
-	}
-	addOutputFlag(cmd, &output)
-	return cmd
+	}, g.signedBy(userCreds), redrive.SubjDLQList, func([]string) (any, error) {
+		return redrive.ScopeRequest{Scope: *scope}, nil
+	}, writeDLQs)
 }
 
 func writeDLQs(w io.Writer, ds []redrive.DLQ) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "DLQ\tKIND\tOWNER\tREVIEW\tDEPTH\tOLDEST AGE\tRETENTION\t")
-	for _, d := range ds {
+	return writeTable(w, "DLQ\tKIND\tOWNER\tREVIEW\tDEPTH\tOLDEST AGE\tRETENTION\t", ds, func(w io.Writer, d redrive.DLQ) {
 		review := "-"
 		if d.ReviewRequired {
 			review = "required"
@@ -68,9 +54,8 @@ func writeDLQs(w io.Writer, ds []redrive.DLQ) error {
 		if d.ExpiryWarning {
 			oldest += " (near expiry!)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t\n", d.Name, orDash(d.Kind), orDash(d.Owner), review, d.Depth, oldest, d.Retention)
-	}
-	return tw.Flush()
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t\n", d.Name, orDash(d.Kind), orDash(d.Owner), review, d.Depth, oldest, d.Retention)
+	})
 }
 
 func newDLQShowCmd(g *globalOptions, scope, userCreds *string) *cobra.Command {
@@ -102,25 +87,13 @@ consumer, group, tenant, failure times, headers and payload.`,
 				if err := g.callAs(cmd.Context(), *userCreds, redrive.SubjDLQShow, redrive.ShowRequest{Scope: *scope, DLQ: f.DLQ, Seq: seq}, &e); err != nil {
 					return err
 				}
-				if output == "json" {
-					return writeJSON(cmd.OutOrStdout(), e)
-				}
-				return writeEntry(cmd.OutOrStdout(), e)
+				return writeOutput(cmd.OutOrStdout(), output, e, writeEntry)
 			}
 			var es []redrive.Entry
 			if err := g.callAs(cmd.Context(), *userCreds, redrive.SubjDLQEntries, f, &es); err != nil {
 				return err
 			}
-			if output == "json" {
-				return writeJSON(cmd.OutOrStdout(), es)
-			}
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "SEQ\tTIME\tFINGERPRINT\tCLASS\tATTEMPTS\tORIGIN\tGROUP\tTENANT\tREASON")
-			for _, e := range es {
-				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%s#%d\t%s\t%s\t%s\n", e.Seq, e.Time.UTC().Format(time.RFC3339), e.Fingerprint, e.Class, e.Attempts,
-					e.Stream, e.StreamSeq, orDash(e.Group), orDash(e.Tenant), clip(e.Reason, 80))
-			}
-			return tw.Flush()
+			return writeOutput(cmd.OutOrStdout(), output, es, writeEntries)
 		},
 	}
 	fl := cmd.Flags()
@@ -131,6 +104,13 @@ consumer, group, tenant, failure times, headers and payload.`,
 	fl.IntVar(&f.Limit, "limit", 100, "at most N entries")
 	addOutputFlag(cmd, &output)
 	return cmd
+}
+
+func writeEntries(w io.Writer, es []redrive.Entry) error {
+	return writeTable(w, "SEQ\tTIME\tFINGERPRINT\tCLASS\tATTEMPTS\tORIGIN\tGROUP\tTENANT\tREASON", es, func(w io.Writer, e redrive.Entry) {
+		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%d\t%s#%d\t%s\t%s\t%s\n", e.Seq, e.Time.UTC().Format(time.RFC3339), e.Fingerprint, e.Class, e.Attempts,
+			e.Stream, e.StreamSeq, orDash(e.Group), orDash(e.Tenant), clip(e.Reason, 80))
+	})
 }
 
 func writeEntry(w io.Writer, e redrive.Entry) error {
@@ -170,36 +150,21 @@ func clip(s string, n int) string {
 }
 
 func newDLQGroupsCmd(g *globalOptions, scope, userCreds *string) *cobra.Command {
-	var (
-		f      redrive.EntryFilter
-		output string
-	)
-	cmd := &cobra.Command{
+	var f redrive.EntryFilter
+	cmd := replyCmd(&cobra.Command{
 		Use:   "groups DLQ",
 		Short: "Group a DLQ's entries by error fingerprint (class + normalized reason), largest first",
 		Args:  exactArgs(1, "DLQ"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			f.DLQ, f.Scope = args[0], *scope
-			var gs []redrive.Group
-			if err := g.callAs(cmd.Context(), *userCreds, redrive.SubjDLQGroups, f, &gs); err != nil {
-				return err
-			}
-			if output == "json" {
-				return writeJSON(cmd.OutOrStdout(), gs)
-			}
-			return writeGroups(cmd.OutOrStdout(), gs)
-		},
-	}
+	}, g.signedBy(userCreds), redrive.SubjDLQGroups, func(args []string) (any, error) {
+		f.DLQ, f.Scope = args[0], *scope
+		return f, nil
+	}, writeGroups)
 	cmd.Flags().StringVar(&f.Tenant, "entry-tenant", "", "only entries whose Platform-Tenant header names this tenant")
-	addOutputFlag(cmd, &output)
 	return cmd
 }
 
 func writeGroups(w io.Writer, gs []redrive.Group) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "FINGERPRINT\tCOUNT\tCLASS\tFIRST SEEN\tLAST SEEN\tSEQS\tMESSAGE")
-	for _, g := range gs {
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%d..%d\t%s\n", g.Fingerprint, g.Count, g.Class, g.FirstSeen.UTC().Format(time.RFC3339), g.LastSeen.UTC().Format(time.RFC3339), g.FirstSeq, g.LastSeq, clip(g.Message, 80))
-	}
-	return tw.Flush()
+	return writeTable(w, "FINGERPRINT\tCOUNT\tCLASS\tFIRST SEEN\tLAST SEEN\tSEQS\tMESSAGE", gs, func(w io.Writer, g redrive.Group) {
+		fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\t%d..%d\t%s\n", g.Fingerprint, g.Count, g.Class, g.FirstSeen.UTC().Format(time.RFC3339), g.LastSeen.UTC().Format(time.RFC3339), g.FirstSeq, g.LastSeq, clip(g.Message, 80))
+	})
 }

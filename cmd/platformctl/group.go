@@ -9,12 +9,8 @@ import (
 )
 
 func newGroupCmd(g *globalOptions) *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   "group",
-		Short: "Consumer groups: named durable subscriptions with their own position",
-	}
-	cmd.AddCommand(newGroupCreateCmd(g), newGroupResetCmd(g))
-	return cmd
+	return parentCmd("group", "Consumer groups: named durable subscriptions with their own position",
+		newGroupCreateCmd(g), newGroupResetCmd(g))
 }
 
 func newGroupCreateCmd(g *globalOptions) *cobra.Command {

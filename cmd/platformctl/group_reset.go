@@ -85,10 +85,7 @@ recorded as unauthenticated:<--as> (--as is deprecated).`,
 			if err := g.callAs(cmd.Context(), review.userCreds, redrive.SubjResetRun, redrive.ResetRequestBody{Reset: req, By: review.as, Reason: review.reason}, &out); err != nil {
 				return err
 			}
-			if output == "json" {
-				return writeJSON(cmd.OutOrStdout(), out)
-			}
-			return writeGroupReset(cmd.OutOrStdout(), out)
+			return writeOutput(cmd.OutOrStdout(), output, out, writeGroupReset)
 		},
 	}
 	f := cmd.Flags()

@@ -62,12 +62,11 @@ func (r *resetReviewFlags) submit(cmd *cobra.Command, g *globalOptions, req cata
 	if err := g.callAs(cmd.Context(), r.userCreds, redrive.SubjResetRequest, redrive.ResetRequestBody{Reset: req, By: r.as, Reason: r.reason}, &out); err != nil {
 		return err
 	}
-	if output == "json" {
-		return writeJSON(cmd.OutOrStdout(), out)
-	}
-	writeResetRequest(cmd.OutOrStdout(), out)
-	fmt.Fprintf(cmd.OutOrStdout(), "next: someone other than %s runs `platformctl group reset --approve %s`\n", out.Requester, out.ID)
-	return nil
+	return writeOutput(cmd.OutOrStdout(), output, out, func(w io.Writer, out redrive.ResetRequest) error {
+		err := writeResetRequest(w, out)
+		fmt.Fprintf(w, "next: someone other than %s runs `platformctl group reset --approve %s`\n", out.Requester, out.ID)
+		return err
+	})
 }
 
 func (r *resetReviewFlags) decide(cmd *cobra.Command, g *globalOptions, output string) error {
@@ -78,10 +77,7 @@ func (r *resetReviewFlags) decide(cmd *cobra.Command, g *globalOptions, output s
 		if err := g.callAs(cmd.Context(), r.userCreds, redrive.SubjResetExecute, body, &out); err != nil {
 			return err
 		}
-		if output == "json" {
-			return writeJSON(w, out)
-		}
-		return writeGroupReset(w, out)
+		return writeOutput(w, output, out, writeGroupReset)
 	}
 	subj, creds := redrive.SubjResetShow, ""
 	if r.approve != "" {
@@ -91,14 +87,10 @@ func (r *resetReviewFlags) decide(cmd *cobra.Command, g *globalOptions, output s
 	if err := g.callAs(cmd.Context(), creds, subj, body, &out); err != nil {
 		return err
 	}
-	if output == "json" {
-		return writeJSON(w, out)
-	}
-	writeResetRequest(w, out)
-	return nil
+	return writeOutput(w, output, out, writeResetRequest)
 }
 
-func writeResetRequest(w io.Writer, r redrive.ResetRequest) {
+func writeResetRequest(w io.Writer, r redrive.ResetRequest) error {
 	fmt.Fprintf(w, "reset request %s: %s\n", r.ID, r.State)
 	target := "start"
 	switch {
@@ -121,4 +113,5 @@ func writeResetRequest(w io.Writer, r redrive.ResetRequest) {
 	if r.Error != "" {
 		fmt.Fprintf(w, "  failed: %s\n", r.Error)
 	}
+	return nil
 }

@@ -3,10 +3,10 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"text/tabwriter"
 	"time"
 
 	"github.com/nats-io/jwt/v2"
@@ -132,37 +132,31 @@ To renew, revoke the operator and add it again (a new key).`,
 }
 
 func newOperatorListCmd(g *globalOptions) *cobra.Command {
-	return &cobra.Command{
+	return printCmd(&cobra.Command{
 		Use:   "list",
 		Short: "List the platform operators (and the bootstrap admin)",
 		Args:  exactArgs(0, "no arguments"),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			var ops []principal.Operator
-			if err := g.call(cmd.Context(), principal.SubjOperatorList, struct{}{}, &ops); err != nil {
-				return err
-			}
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "PRINCIPAL\tSTATE\tADDED\tBY\tPUBLIC KEY\tEXPIRES")
-			now := time.Now()
-			for _, o := range ops {
-				state, by := "active", orDash(o.CreatedBy)
-				switch {
-				case o.Bootstrap:
-					state, by = "bootstrap (trust.json)", "-"
-				case o.Revoked != nil:
-					state = "revoked " + o.Revoked.UTC().Format("2006-01-02T15:04:05Z") + " by " + orDash(o.RevokedBy)
-				case o.Expired(now):
-					state = "expired"
-				}
-				expires := "never"
-				if o.Expires != nil {
-					expires = o.Expires.UTC().Format("2006-01-02T15:04:05Z")
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", o.Principal(), state, o.Created.UTC().Format("2006-01-02T15:04:05Z"), by, o.PublicKey, expires)
-			}
-			return tw.Flush()
-		},
-	}
+	}, g.call, principal.SubjOperatorList, func([]string) (any, error) { return struct{}{}, nil }, writeOperators)
+}
+
+func writeOperators(w io.Writer, ops []principal.Operator) error {
+	now := time.Now()
+	return writeTable(w, "PRINCIPAL\tSTATE\tADDED\tBY\tPUBLIC KEY\tEXPIRES", ops, func(w io.Writer, o principal.Operator) {
+		state, by := "active", orDash(o.CreatedBy)
+		switch {
+		case o.Bootstrap:
+			state, by = "bootstrap (trust.json)", "-"
+		case o.Revoked != nil:
+			state = "revoked " + o.Revoked.UTC().Format("2006-01-02T15:04:05Z") + " by " + orDash(o.RevokedBy)
+		case o.Expired(now):
+			state = "expired"
+		}
+		expires := "never"
+		if o.Expires != nil {
+			expires = o.Expires.UTC().Format("2006-01-02T15:04:05Z")
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", o.Principal(), state, o.Created.UTC().Format("2006-01-02T15:04:05Z"), by, o.PublicKey, expires)
+	})
 }
 
 func newOperatorRevokeCmd(g *globalOptions, signer func() string) *cobra.Command {

@@ -15,12 +15,8 @@ import (
 )
 
 func newOutboxCmd(g *globalOptions) *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   "outbox",
-		Short: "Transactional outbox: run a relay for a PostgreSQL outbox, show its backlog",
-	}
-	cmd.AddCommand(newOutboxRelayCmd(g), newOutboxStatusCmd())
-	return cmd
+	return parentCmd("outbox", "Transactional outbox: run a relay for a PostgreSQL outbox, show its backlog",
+		newOutboxRelayCmd(g), newOutboxStatusCmd())
 }
 
 type outboxRelayOptions struct {

@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -15,12 +14,8 @@ import (
 )
 
 func newQueueCmd(g *globalOptions) *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   "queue",
-		Short: "Create and list work queues (competing workers, leases, attempts)",
-	}
-	cmd.AddCommand(newQueueCreateCmd(g), newQueueListCmd(g), newQueueDescribeCmd(g))
-	return cmd
+	return parentCmd("queue", "Create and list work queues (competing workers, leases, attempts)",
+		newQueueCreateCmd(g), newQueueListCmd(g), newQueueDescribeCmd(g))
 }
 
 func newQueueCreateCmd(g *globalOptions) *cobra.Command {
@@ -49,60 +44,34 @@ func newQueueCreateCmd(g *globalOptions) *cobra.Command {
 }
 
 func newQueueListCmd(g *globalOptions) *cobra.Command {
-	var output string
-	cmd := &cobra.Command{
-		Use:   "list",
-		Short: "List work queues",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			var queues []catalog.QueueInfo
-			if err := g.call(cmd.Context(), control.SubjQueueList, nil, &queues); err != nil {
-				return err
-			}
-			if output == "json" {
-				return writeJSON(cmd.OutOrStdout(), queues)
-			}
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "QUEUE\tLEASE\tMAX ATTEMPTS\tREPLICAS\tJOBS\tBYTES\tLEADER\tOWNER\tRESIDENCY")
-			for _, q := range queues {
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%s\t%s\t%s\t%s\n", q.Spec.Name, q.Spec.Lease, q.Spec.MaxAttempts,
-					replicaHealth(q.Stream.Cluster, q.Spec.Replicas), q.Stream.Messages, units.HumanSize(q.Stream.Bytes),
-					orDash(q.Stream.Cluster.Leader), orDash(q.Spec.Owner), orDash(q.Spec.Residency))
-			}
-			return tw.Flush()
-		},
-	}
-	addOutputFlag(cmd, &output)
-	return cmd
+	return listCmd(g, "list", "List work queues", control.SubjQueueList, writeQueues)
+}
+
+func writeQueues(w io.Writer, queues []catalog.QueueInfo) error {
+	return writeTable(w, "QUEUE\tLEASE\tMAX ATTEMPTS\tREPLICAS\tJOBS\tBYTES\tLEADER\tOWNER\tRESIDENCY", queues, func(w io.Writer, q catalog.QueueInfo) {
+		fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%d\t%s\t%s\t%s\t%s\n", q.Spec.Name, q.Spec.Lease, q.Spec.MaxAttempts,
+			replicaHealth(q.Stream.Cluster, q.Spec.Replicas), q.Stream.Messages, units.HumanSize(q.Stream.Bytes),
+			orDash(q.Stream.Cluster.Leader), orDash(q.Spec.Owner), orDash(q.Spec.Residency))
+	})
 }
 
 func newQueueDescribeCmd(g *globalOptions) *cobra.Command {
-	var output string
-	cmd := &cobra.Command{
+	return replyCmd(&cobra.Command{
 		Use:   "describe NAME",
 		Short: "Pending and leased jobs and the age of the oldest unfinished one",
 		Args:  exactArgs(1, "NAME"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			var st catalog.QueueStatus
-			if err := g.call(cmd.Context(), control.SubjQueueDescribe, control.NameRequest{Name: args[0]}, &st); err != nil {
-				return err
-			}
-			if output == "json" {
-				return writeJSON(cmd.OutOrStdout(), st)
-			}
-			w := cmd.OutOrStdout()
-			fmt.Fprintf(w, "Queue %s\n  subject:      %s.>\n  lease:        %s\n  max attempts: %d\n  replicas:     %s (leader %s)\n  owner:        %s\n",
-				st.Spec.Name, st.Spec.Name, st.Spec.Lease, st.Spec.MaxAttempts,
-				replicaHealth(st.Stream.Cluster, st.Spec.Replicas), orDash(st.Stream.Cluster.Leader), orDash(st.Spec.Owner))
-			fmt.Fprintf(w, "  residency:    %s\n", orDash(st.Spec.Residency))
-			fmt.Fprintf(w, "  pending:      %d\n  leased:       %d\n  redelivered:  %d\n  oldest job:   %s\n  pulls:        %d waiting\n",
-				st.Pending, st.InFlight, st.Redelivered, age(st.OldestAge), st.Waiting)
-			printQueueWorkers(w, st)
-			return nil
-		},
-	}
-	addOutputFlag(cmd, &output)
-	return cmd
+	}, g.call, control.SubjQueueDescribe, nameRequest, writeQueueStatus)
+}
+
+func writeQueueStatus(w io.Writer, st catalog.QueueStatus) error {
+	fmt.Fprintf(w, "Queue %s\n  subject:      %s.>\n  lease:        %s\n  max attempts: %d\n  replicas:     %s (leader %s)\n  owner:        %s\n",
+		st.Spec.Name, st.Spec.Name, st.Spec.Lease, st.Spec.MaxAttempts,
+		replicaHealth(st.Stream.Cluster, st.Spec.Replicas), orDash(st.Stream.Cluster.Leader), orDash(st.Spec.Owner))
+	fmt.Fprintf(w, "  residency:    %s\n", orDash(st.Spec.Residency))
+	fmt.Fprintf(w, "  pending:      %d\n  leased:       %d\n  redelivered:  %d\n  oldest job:   %s\n  pulls:        %d waiting\n",
+		st.Pending, st.InFlight, st.Redelivered, age(st.OldestAge), st.Waiting)
+	printQueueWorkers(w, st)
+	return nil
 }
 
 // printQueueWorkers prints the queue's Workers instances from their
@@ -122,14 +91,11 @@ func printQueueWorkers(w io.Writer, st catalog.QueueStatus) {
 	if len(st.Workers) == 0 {
 		return
 	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "    WORKERS ID\tJOBS\tRENEWED\tSTATE")
-	for _, s := range st.Workers {
+	_ = writeTable(w, "    WORKERS ID\tJOBS\tRENEWED\tSTATE", st.Workers, func(w io.Writer, s platform.WorkerSession) {
 		state := "live"
 		if s.Lost {
 			state = "lost: its jobs go back to live workers, or after the lease"
 		}
-		fmt.Fprintf(tw, "    %s\t%d\t%s ago\t%s\n", s.ID, s.Jobs, s.Silent.Round(100*time.Millisecond), state)
-	}
-	_ = tw.Flush()
+		fmt.Fprintf(w, "    %s\t%d\t%s ago\t%s\n", s.ID, s.Jobs, s.Silent.Round(100*time.Millisecond), state)
+	})
 }

@@ -95,30 +95,13 @@ func newRedriveRequestCmd(g *globalOptions, o *redriveOptions) *cobra.Command {
 				if err := g.callAs(cmd.Context(), o.userCreds, redrive.SubjPreview, r, &p); err != nil {
 					return err
 				}
-				if o.output == "json" {
-					return writeJSON(cmd.OutOrStdout(), p)
-				}
-				return writePreview(cmd.OutOrStdout(), p)
+				return writeOutput(cmd.OutOrStdout(), o.output, p, writePreview)
 			}
 			var st redrive.Status
 			if err := g.callAs(cmd.Context(), o.userCreds, redrive.SubjRequest, r, &st); err != nil {
 				return err
 			}
-			if o.output == "json" {
-				return writeJSON(cmd.OutOrStdout(), st)
-			}
-			w := cmd.OutOrStdout()
-			fmt.Fprintf(w, "requested %s: %d entries of DLQ %s", st.ID, st.Total, st.Object)
-			if st.Excluded > 0 {
-				fmt.Fprintf(w, " (%d more matched but have no original subject)", st.Excluded)
-			}
-			fmt.Fprintln(w)
-			if st.ReviewRequired {
-				fmt.Fprintf(w, "%s is marked review: required: someone other than %s must run `platformctl redrive approve %s --user-creds THEIR.creds`\n", st.Object, st.Requester, st.ID)
-			} else {
-				fmt.Fprintf(w, "no review required: run it with `platformctl redrive run %s`\n", st.ID)
-			}
-			return nil
+			return writeOutput(cmd.OutOrStdout(), o.output, st, writeRequested)
 		},
 	}
 	f := cmd.Flags()
@@ -136,6 +119,21 @@ func newRedriveRequestCmd(g *globalOptions, o *redriveOptions) *cobra.Command {
 	f.BoolVar(&dryRun, "dry-run", false, "show what would be sent, grouped by fingerprint; store and send nothing")
 	addOutputFlag(cmd, &o.output)
 	return cmd
+}
+
+// writeRequested reports a request just made and who may run it.
+func writeRequested(w io.Writer, st redrive.Status) error {
+	fmt.Fprintf(w, "requested %s: %d entries of DLQ %s", st.ID, st.Total, st.Object)
+	if st.Excluded > 0 {
+		fmt.Fprintf(w, " (%d more matched but have no original subject)", st.Excluded)
+	}
+	fmt.Fprintln(w)
+	if st.ReviewRequired {
+		fmt.Fprintf(w, "%s is marked review: required: someone other than %s must run `platformctl redrive approve %s --user-creds THEIR.creds`\n", st.Object, st.Requester, st.ID)
+	} else {
+		fmt.Fprintf(w, "no review required: run it with `platformctl redrive run %s`\n", st.ID)
+	}
+	return nil
 }
 
 func writePreview(w io.Writer, p redrive.Preview) error {
@@ -304,12 +302,7 @@ func newRedriveStatusCmd(g *globalOptions, o *redriveOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "status [ID]",
 		Short: "Show one redrive (state, who, progress, rate, ETA), or list them",
-		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) > 1 {
-				return usageError{fmt.Errorf("%s: want [ID], got %d arguments", cmd.CommandPath(), len(args))}
-			}
-			return nil
-		},
+		Args:  optionalID,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			w := cmd.OutOrStdout()
 			if len(args) == 1 {
@@ -317,32 +310,35 @@ func newRedriveStatusCmd(g *globalOptions, o *redriveOptions) *cobra.Command {
 				if err := g.callAs(cmd.Context(), o.userCreds, redrive.SubjStatus, redrive.IDRequest{Scope: o.tenant, ID: args[0]}, &st); err != nil {
 					return err
 				}
-				if o.output == "json" {
-					return writeJSON(w, st)
-				}
-				return writeRedrive(w, st)
+				return writeOutput(w, o.output, st, writeRedrive)
 			}
 			var sts []redrive.Status
 			f.Scope = o.tenant
 			if err := g.callAs(cmd.Context(), o.userCreds, redrive.SubjList, f, &sts); err != nil {
 				return err
 			}
-			if o.output == "json" {
-				return writeJSON(w, sts)
-			}
-			tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tDLQ\tSTATE\tREQUESTER\tAPPROVER\tDONE\tSENT\tFAILED AGAIN\tREASON")
-			for _, st := range sts {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d/%d\t%d\t%d\t%s\n", st.ID, st.Object, st.State, st.Requester, orDash(st.ApprovedBy),
-					st.Progress.Next, st.Total, st.Progress.Sent, st.Progress.Refailed, clip(st.Reason, 60))
-			}
-			return tw.Flush()
+			return writeOutput(w, o.output, sts, writeRedrives)
 		},
 	}
 	cmd.Flags().StringVar(&f.DLQ, "dlq", "", "only this DLQ's requests")
 	cmd.Flags().StringVar((*string)(&f.State), "state", "", "only requests in this state")
 	addOutputFlag(cmd, &o.output)
 	return cmd
+}
+
+func writeRedrives(w io.Writer, sts []redrive.Status) error {
+	return writeTable(w, "ID\tDLQ\tSTATE\tREQUESTER\tAPPROVER\tDONE\tSENT\tFAILED AGAIN\tREASON", sts, func(w io.Writer, st redrive.Status) {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d/%d\t%d\t%d\t%s\n", st.ID, st.Object, st.State, st.Requester, orDash(st.ApprovedBy),
+			st.Progress.Next, st.Total, st.Progress.Sent, st.Progress.Refailed, clip(st.Reason, 60))
+	})
+}
+
+// optionalID is the Args of a command taking an optional ID.
+func optionalID(cmd *cobra.Command, args []string) error {
+	if len(args) > 1 {
+		return usageError{fmt.Errorf("%s: want [ID], got %d arguments", cmd.CommandPath(), len(args))}
+	}
+	return nil
 }
 
 func writeRedrive(w io.Writer, st redrive.Status) error {
@@ -391,12 +387,7 @@ func newRedriveHistoryCmd(g *globalOptions, o *redriveOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "history [ID]",
 		Short: "The audit log of redrives: who requested, approved, ran, paused; outcomes; DLQ seq → message id links",
-		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) > 1 {
-				return usageError{fmt.Errorf("%s: want [ID], got %d arguments", cmd.CommandPath(), len(args))}
-			}
-			return nil
-		},
+		Args:  optionalID,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if links && o.output == "json" {
 				return usageError{fmt.Errorf("%s: --links is a text view; -o json already holds every link (the redrive.sent records' after)", cmd.CommandPath())}
@@ -412,8 +403,8 @@ func newRedriveHistoryCmd(g *globalOptions, o *redriveOptions) *cobra.Command {
 			if o.output == "json" {
 				return writeJSON(cmd.OutOrStdout(), rs)
 			}
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			if links {
+				tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 				// One row per redriven event, from the redrive.sent
 				// records shown (either encoding).
 				fmt.Fprintln(tw, "REQUEST\tDLQ SEQ\tMSG ID\tSTREAM\tSEQ\tSUBJECT\tORIGINAL ID\tDUPLICATE")
@@ -428,11 +419,9 @@ func newRedriveHistoryCmd(g *globalOptions, o *redriveOptions) *cobra.Command {
 				}
 				return tw.Flush()
 			}
-			fmt.Fprintln(tw, "SEQ\tTIME\tREQUEST\tACTION\tACTOR\tDETAIL")
-			for _, r := range rs {
-				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", r.Seq, r.Time.UTC().Format(time.RFC3339), r.Target, r.Action, r.Actor, orDash(r.Detail))
-			}
-			return tw.Flush()
+			return writeTable(cmd.OutOrStdout(), "SEQ\tTIME\tREQUEST\tACTION\tACTOR\tDETAIL", rs, func(w io.Writer, r redrive.AuditRecord) {
+				fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\n", r.Seq, r.Time.UTC().Format(time.RFC3339), r.Target, r.Action, r.Actor, orDash(r.Detail))
+			})
 		},
 	}
 	cmd.Flags().IntVar(&f.Limit, "limit", 200, "show the last N records")

@@ -1,10 +1,8 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -29,39 +27,22 @@ answers for all of them.`,
 }
 
 func newRegionListCmd(g *globalOptions) *cobra.Command {
-	var output string
-	cmd := &cobra.Command{
-		Use:   "list",
-		Short: "List the regions and whether each answers",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			var rs []region.Info
-			if err := g.call(cmd.Context(), region.SubjList, nil, &rs); err != nil {
-				return err
-			}
-			if output == "json" {
-				return writeJSON(cmd.OutOrStdout(), rs)
-			}
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "REGION\tDOMAIN\tHOME\tSTREAMS\tERROR")
-			for _, r := range rs {
-				home := ""
-				if r.Home {
-					home = "yes"
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", r.Name, r.Domain, orDash(home), r.Streams, orDash(r.Error))
-			}
-			return tw.Flush()
-		},
-	}
-	addOutputFlag(cmd, &output)
-	return cmd
+	return listCmd(g, "list", "List the regions and whether each answers", region.SubjList, writeRegions)
+}
+
+func writeRegions(w io.Writer, rs []region.Info) error {
+	return writeTable(w, "REGION\tDOMAIN\tHOME\tSTREAMS\tERROR", rs, func(w io.Writer, r region.Info) {
+		home := ""
+		if r.Home {
+			home = "yes"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\n", r.Name, r.Domain, orDash(home), r.Streams, orDash(r.Error))
+	})
 }
 
 func newRegionMirrorCmd(g *globalOptions) *cobra.Command {
 	var req region.MirrorRequest
-	var output string
-	cmd := &cobra.Command{
+	cmd := replyCmd(&cobra.Command{
 		Use:   "mirror TOPIC --to REGION",
 		Short: "Mirror a non-resident topic to another region (asynchronous; refused for resident topics)",
 		Long: `Creates, in REGION, a mirror of TOPIC: a stream of the same name that
@@ -70,52 +51,28 @@ origin's sequence numbers. Running it again changes nothing. A topic with a
 residency (and its dead-letter streams) never leaves its region: the request
 is refused with the reason, and nothing is created.`,
 		Args: exactArgs(1, "TOPIC"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			req.Topic = args[0]
-			if req.To == "" {
-				return usageError{errors.New("--to: name the region to mirror to, e.g. --to us")}
-			}
-			var st region.MirrorStatus
-			if err := g.call(cmd.Context(), region.SubjMirror, req, &st); err != nil {
-				return err
-			}
-			if output == "json" {
-				return writeJSON(cmd.OutOrStdout(), st)
-			}
-			verb := "mirror exists"
-			if st.Created {
-				verb = "created mirror"
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s of topic %s: %s -> %s (stream %s)\n", verb, st.Topic, st.From, st.To, st.Stream)
-			return writeMirrors(cmd.OutOrStdout(), []region.MirrorStatus{st})
-		},
-	}
+	}, g.call, region.SubjMirror, func(args []string) (any, error) {
+		req.Topic = args[0]
+		return req, requireTo(req.To, "mirror to")
+	}, writeMirror)
 	cmd.Flags().StringVar(&req.To, "to", "", "region to mirror to (required)")
 	cmd.Flags().StringVar(&req.From, "from", "", "region the topic lives in (default: found)")
 	cmd.Flags().IntVar(&req.Replicas, "replicas", 0, "replicas of the mirror (default: the topic's)")
-	addOutputFlag(cmd, &output)
 	return cmd
 }
 
-func newRegionMirrorsCmd(g *globalOptions) *cobra.Command {
-	var output string
-	cmd := &cobra.Command{
-		Use:   "mirrors",
-		Short: "List every mirror and its lag in events and seconds",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			var ms []region.MirrorStatus
-			if err := g.call(cmd.Context(), region.SubjMirrors, nil, &ms); err != nil {
-				return err
-			}
-			if output == "json" {
-				return writeJSON(cmd.OutOrStdout(), ms)
-			}
-			return writeMirrors(cmd.OutOrStdout(), ms)
-		},
+// writeMirror reports the mirror `region mirror` made or found.
+func writeMirror(w io.Writer, st region.MirrorStatus) error {
+	verb := "mirror exists"
+	if st.Created {
+		verb = "created mirror"
 	}
-	addOutputFlag(cmd, &output)
-	return cmd
+	fmt.Fprintf(w, "%s of topic %s: %s -> %s (stream %s)\n", verb, st.Topic, st.From, st.To, st.Stream)
+	return writeMirrors(w, []region.MirrorStatus{st})
+}
+
+func newRegionMirrorsCmd(g *globalOptions) *cobra.Command {
+	return listCmd(g, "mirrors", "List every mirror and its lag in events and seconds", region.SubjMirrors, writeMirrors)
 }
 
 func writeMirrors(w io.Writer, ms []region.MirrorStatus) error {
@@ -123,13 +80,10 @@ func writeMirrors(w io.Writer, ms []region.MirrorStatus) error {
 		fmt.Fprintln(w, "No mirrors.")
 		return nil
 	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "TOPIC\tFROM\tTO\tMESSAGES\tLAST SEQ\tORIGIN SEQ\tLAG (EVENTS)\tLAG\tERROR")
-	for _, m := range ms {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\t%s\n", m.Topic, m.From, m.To, m.Messages, m.LastSeq, m.OriginLastSeq,
+	return writeTable(w, "TOPIC\tFROM\tTO\tMESSAGES\tLAST SEQ\tORIGIN SEQ\tLAG (EVENTS)\tLAG\tERROR", ms, func(w io.Writer, m region.MirrorStatus) {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\t%s\n", m.Topic, m.From, m.To, m.Messages, m.LastSeq, m.OriginLastSeq,
 			m.LagMessages, age(time.Duration(m.LagSeconds*float64(time.Second))), orDash(m.Error))
-	}
-	return tw.Flush()
+	})
 }
 
 // writeTopicMirrors adds the mirrors of a topic to `topic describe` (in
@@ -145,7 +99,6 @@ func writeTopicMirrors(cmd *cobra.Command, g *globalOptions, topic string) {
 
 func newRegionFailoverCmd(g *globalOptions) *cobra.Command {
 	var req region.FailoverRequest
-	var output string
 	cmd := &cobra.Command{
 		Use:   "failover TOPIC --to REGION",
 		Short: "Promote a topic's mirror in REGION to primary and move its consumer groups there",
@@ -176,27 +129,24 @@ the outage.
 Undo with 'platformctl region failback TOPIC' once the original region is
 back.`,
 		Args: exactArgs(1, "TOPIC"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			req.Topic = args[0]
-			if req.To == "" {
-				return usageError{errors.New("--to: name the region to fail over to, e.g. --to us")}
-			}
-			var out region.Failover
-			if err := g.callLong(cmd, region.OpTimeout, region.SubjFailover, req, &out); err != nil {
-				return err
-			}
-			if output == "json" {
-				return writeJSON(cmd.OutOrStdout(), out)
-			}
-			return writeFailover(cmd.OutOrStdout(), out)
-		},
 	}
+	replyCmd(cmd, g.callLong(cmd, region.OpTimeout), region.SubjFailover, func(args []string) (any, error) {
+		req.Topic = args[0]
+		return req, requireTo(req.To, "fail over to")
+	}, writeFailover)
 	cmd.Flags().StringVar(&req.To, "to", "", "region holding the mirror to promote (required)")
 	cmd.Flags().StringSliceVar(&req.Groups, "group", nil, "consumer group to recreate even without a recorded position (repeatable)")
 	cmd.Flags().DurationVar(&req.CatchUp, "catch-up", 0, "how long to let the mirror catch up when the origin answers (default 10s; negative: do not wait)")
 	cmd.Flags().BoolVar(&req.DryRun, "dry-run", false, "report the lag and the group positions; change nothing")
-	addOutputFlag(cmd, &output)
 	return cmd
+}
+
+// requireTo is the usage error of a region command run without --to.
+func requireTo(to, verb string) error {
+	if to == "" {
+		return usageError{fmt.Errorf("--to: name the region to %s, e.g. --to us", verb)}
+	}
+	return nil
 }
 
 func writeFailover(w io.Writer, f region.Failover) error {
@@ -215,14 +165,11 @@ func writeFailover(w io.Writer, f region.Failover) error {
 	fmt.Fprintf(w, "promoted at seq %d; events not replicated (kept in %s, restored by failback): %d\n", f.PromotedAtSeq, f.From, f.Unreplicated)
 	fmt.Fprintf(w, "duplicate window consumers must absorb: %d events\n", f.DuplicateWindow)
 	if len(f.Groups) > 0 {
-		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "GROUP\tPARTITION\tSOURCE\tACK FLOOR\tSTART SEQ\tDUPLICATES")
-		for _, g := range f.Groups {
+		if err := writeTable(w, "GROUP\tPARTITION\tSOURCE\tACK FLOOR\tSTART SEQ\tDUPLICATES", f.Groups, func(w io.Writer, g region.FailoverGroup) {
 			for _, p := range g.Partitions {
-				fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\t%d\n", g.Group, p.Partition, p.Source, p.AckFloor, p.StartSeq, p.Duplicates)
+				fmt.Fprintf(w, "%s\t%d\t%s\t%d\t%d\t%d\n", g.Group, p.Partition, p.Source, p.AckFloor, p.StartSeq, p.Duplicates)
 			}
-		}
-		if err := tw.Flush(); err != nil {
+		}); err != nil {
 			return err
 		}
 	} else {
@@ -236,7 +183,6 @@ func writeFailover(w io.Writer, f region.Failover) error {
 
 func newRegionFailbackCmd(g *globalOptions) *cobra.Command {
 	var req region.FailbackRequest
-	var output string
 	cmd := &cobra.Command{
 		Use:   "failback TOPIC",
 		Short: "Return a failed-over topic to its original region, keeping every event written during the outage",
@@ -251,37 +197,30 @@ by a fresh mirror of the original, which is primary again. Nothing is
 deleted before its events are in the original region; an interrupted
 failback can be run again.`,
 		Args: exactArgs(1, "TOPIC"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			req.Topic = args[0]
-			var out region.Failback
-			if err := g.callLong(cmd, region.OpTimeout, region.SubjFailback, req, &out); err != nil {
-				return err
-			}
-			if output == "json" {
-				return writeJSON(cmd.OutOrStdout(), out)
-			}
-			w := cmd.OutOrStdout()
-			fmt.Fprintf(w, "topic %s failed back: %s -> %s (primary again)\n", out.Topic, out.From, out.To)
-			fmt.Fprintf(w, "events written in %s after seq %d: %d; copied back: %d; already there (same event id): %d; kept in %s only: %d\n",
-				out.From, out.PromotedAtSeq, out.Scanned, out.Copied, out.Deduplicated, out.To, out.OriginOnly)
-			if len(out.Groups) > 0 {
-				tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-				fmt.Fprintf(tw, "GROUP\tPARTITION\tACK FLOOR IN %s\tSTART SEQ IN %s\tTO PROCESS\n", out.From, out.To)
-				for _, g := range out.Groups {
-					fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\n", g.Group, g.Partition, g.FromAckFloor, g.StartSeq, g.ToProcess)
-				}
-				if err := tw.Flush(); err != nil {
-					return err
-				}
-			}
-			fmt.Fprintf(w, "mirroring resumed: %s -> %s\n", out.To, out.From)
-			for _, n := range out.Notes {
-				fmt.Fprintf(w, "note: %s\n", n)
-			}
-			return nil
-		},
 	}
+	replyCmd(cmd, g.callLong(cmd, region.OpTimeout), region.SubjFailback, func(args []string) (any, error) {
+		req.Topic = args[0]
+		return req, nil
+	}, writeFailback)
 	cmd.Flags().StringVar(&req.From, "from", "", "region currently primary (default: found)")
-	addOutputFlag(cmd, &output)
 	return cmd
+}
+
+func writeFailback(w io.Writer, out region.Failback) error {
+	fmt.Fprintf(w, "topic %s failed back: %s -> %s (primary again)\n", out.Topic, out.From, out.To)
+	fmt.Fprintf(w, "events written in %s after seq %d: %d; copied back: %d; already there (same event id): %d; kept in %s only: %d\n",
+		out.From, out.PromotedAtSeq, out.Scanned, out.Copied, out.Deduplicated, out.To, out.OriginOnly)
+	if len(out.Groups) > 0 {
+		header := fmt.Sprintf("GROUP\tPARTITION\tACK FLOOR IN %s\tSTART SEQ IN %s\tTO PROCESS", out.From, out.To)
+		if err := writeTable(w, header, out.Groups, func(w io.Writer, g region.FailbackGroup) {
+			fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\n", g.Group, g.Partition, g.FromAckFloor, g.StartSeq, g.ToProcess)
+		}); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(w, "mirroring resumed: %s -> %s\n", out.To, out.From)
+	for _, n := range out.Notes {
+		fmt.Fprintf(w, "note: %s\n", n)
+	}
+	return nil
 }

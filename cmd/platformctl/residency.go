@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -16,12 +15,8 @@ import (
 )
 
 func newResidencyCmd(g *globalOptions) *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   "residency",
-		Short: "Data residency: where every topic's and queue's events are, for auditors",
-	}
-	cmd.AddCommand(newResidencyReportCmd(g), newResidencyCheckCmd(g), newResidencyAuditCmd(g))
-	return cmd
+	return parentCmd("residency", "Data residency: where every topic's and queue's events are, for auditors",
+		newResidencyReportCmd(g), newResidencyCheckCmd(g), newResidencyAuditCmd(g))
 }
 
 func newResidencyCheckCmd(g *globalOptions) *cobra.Command {
@@ -64,8 +59,8 @@ Nothing is created. A source in another domain is named in the file by
 }
 
 func newResidencyAuditCmd(g *globalOptions) *cobra.Command {
-	var regionName, output string
-	cmd := &cobra.Command{
+	var regionName string
+	cmd := replyCmd(&cobra.Command{
 		Use:   "audit [--region REGION]",
 		Short: "The cross-border copies the residency gate and guard refused, for auditors",
 		Long: `Lists the refusals recorded in each region's residency audit stream: every
@@ -73,35 +68,27 @@ stream create or update the residency gate refused at the JetStream API
 request (remedy "refused"), and every stream the guard deleted or trimmed
 after the fact, with the topic or queue and regions it named.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			var refs []region.Refusal
-			if err := g.call(cmd.Context(), region.SubjAudit, region.AuditRequest{Region: regionName}, &refs); err != nil {
-				return err
-			}
-			if output == "json" {
-				return writeJSON(cmd.OutOrStdout(), refs)
-			}
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "AT\tREGION\tSTREAM\tACTION\tREMEDY\tPROBLEMS")
-			for _, r := range refs {
-				remedy := r.Remedy
-				if r.Error != "" {
-					remedy += " (failed: " + r.Error + ")"
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.At.UTC().Format(time.RFC3339), r.Region, r.Stream, r.Action, remedy, strings.Join(r.Problems, "; "))
-			}
-			if err := tw.Flush(); err != nil {
-				return err
-			}
-			if len(refs) == 0 {
-				fmt.Fprintln(cmd.OutOrStdout(), "No refusals recorded.")
-			}
-			return nil
-		},
-	}
+	}, g.call, region.SubjAudit, func([]string) (any, error) {
+		return region.AuditRequest{Region: regionName}, nil
+	}, writeRefusals)
 	cmd.Flags().StringVar(&regionName, "region", "", "only this region's refusals (default: every region)")
-	addOutputFlag(cmd, &output)
 	return cmd
+}
+
+func writeRefusals(w io.Writer, refs []region.Refusal) error {
+	if err := writeTable(w, "AT\tREGION\tSTREAM\tACTION\tREMEDY\tPROBLEMS", refs, func(w io.Writer, r region.Refusal) {
+		remedy := r.Remedy
+		if r.Error != "" {
+			remedy += " (failed: " + r.Error + ")"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", r.At.UTC().Format(time.RFC3339), r.Region, r.Stream, r.Action, remedy, strings.Join(r.Problems, "; "))
+	}); err != nil {
+		return err
+	}
+	if len(refs) == 0 {
+		fmt.Fprintln(w, "No refusals recorded.")
+	}
+	return nil
 }
 
 // errViolations makes `residency report` exit non-zero when it found any.
@@ -130,11 +117,7 @@ read. Exits 1 when a violation is found.`,
 			if err := g.call(cmd.Context(), region.SubjReport, nil, &rep); err != nil {
 				return err
 			}
-			if output == "json" {
-				if err := writeJSON(cmd.OutOrStdout(), rep); err != nil {
-					return err
-				}
-			} else if err := writeResidencyReport(cmd.OutOrStdout(), rep); err != nil {
+			if err := writeOutput(cmd.OutOrStdout(), output, rep, writeResidencyReport); err != nil {
 				return err
 			}
 			if n := len(rep.Violations); n > 0 {
@@ -148,9 +131,7 @@ read. Exits 1 when a violation is found.`,
 }
 
 func writeResidencyReport(w io.Writer, rep region.Report) error {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tKIND\tRESIDENCY\tREGION\tCOPIES\tSTATUS")
-	for _, t := range rep.Topics {
+	if err := writeTable(w, "NAME\tKIND\tRESIDENCY\tREGION\tCOPIES\tSTATUS", rep.Topics, func(w io.Writer, t region.TopicResidency) {
 		var copies []string
 		for _, c := range t.Copies {
 			copies = append(copies, fmt.Sprintf("%s:%s(%s of %s)", c.Region, c.Stream, c.How, c.Of))
@@ -163,9 +144,8 @@ func writeResidencyReport(w io.Writer, rep region.Report) error {
 		if kind == "" {
 			kind = "topic" // a platformd before queue residency
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", t.Topic, kind, orDash(t.Residency), t.Region, orDash(strings.Join(copies, " ")), status)
-	}
-	if err := tw.Flush(); err != nil {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", t.Topic, kind, orDash(t.Residency), t.Region, orDash(strings.Join(copies, " ")), status)
+	}); err != nil {
 		return err
 	}
 	if len(rep.Violations) == 0 {

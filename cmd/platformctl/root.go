@@ -74,3 +74,10 @@ func envOr(key, def string) string {
 	}
 	return def
 }
+
+// parentCmd is a command that only holds its subcommands.
+func parentCmd(use, short string, subs ...*cobra.Command) *cobra.Command {
+	cmd := &cobra.Command{Use: use, Short: short}
+	cmd.AddCommand(subs...)
+	return cmd
+}

@@ -2,7 +2,7 @@ package main
 
 import (
 	"fmt"
-	"text/tabwriter"
+	"io"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -54,25 +54,13 @@ tenant can read it. --revoke stops it at once. Both changes are audited.`,
 }
 
 func newTenantSharesCmd(g *globalOptions) *cobra.Command {
-	return &cobra.Command{
+	return printCmd(&cobra.Command{
 		Use:   "shares [TENANT]",
 		Short: "List topics shared between tenants (of TENANT, as owner or reader, or all)",
 		Args:  cobra.MaximumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			req, err := optionalTenant(args)
-			if err != nil {
-				return err
-			}
-			var ls []tenancy.Share
-			if err := g.call(cmd.Context(), tenancy.SubjTenantShares, req, &ls); err != nil {
-				return err
-			}
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "OWNER\tTOPIC\tREADER\tSUBJECT\tSINCE")
-			for _, s := range ls {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", s.From, s.Topic, s.To, tenancy.SharedSubject(s.From, s.Topic), s.Created.Format(time.RFC3339))
-			}
-			return tw.Flush()
-		},
-	}
+	}, g.call, tenancy.SubjTenantShares, optionalTenant, func(w io.Writer, ls []tenancy.Share) error {
+		return writeTable(w, "OWNER\tTOPIC\tREADER\tSUBJECT\tSINCE", ls, func(w io.Writer, s tenancy.Share) {
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", s.From, s.Topic, s.To, tenancy.SharedSubject(s.From, s.Topic), s.Created.Format(time.RFC3339))
+		})
+	})
 }

@@ -1,11 +1,9 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
@@ -14,24 +12,7 @@ import (
 )
 
 func newStatusCmd(g *globalOptions) *cobra.Command {
-	var output string
-	cmd := &cobra.Command{
-		Use:   "status",
-		Short: "Show nodes, the JetStream meta leader and each stream's replica health",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			var st control.Status
-			if err := g.call(cmd.Context(), control.SubjStatus, nil, &st); err != nil {
-				return err
-			}
-			if output == "json" {
-				return writeJSON(cmd.OutOrStdout(), st)
-			}
-			return writeStatus(cmd.OutOrStdout(), st)
-		},
-	}
-	addOutputFlag(cmd, &output)
-	return cmd
+	return listCmd(g, "status", "Show nodes, the JetStream meta leader and each stream's replica health", control.SubjStatus, writeStatus)
 }
 
 func writeStatus(w io.Writer, st control.Status) error {
@@ -40,9 +21,7 @@ func writeStatus(w io.Writer, st control.Status) error {
 		leader = "NONE (no quorum: streams cannot be created or changed)"
 	}
 	fmt.Fprintf(w, "Region %s (domain %s), answered by %s\nMeta leader: %s\n\n", st.Region, st.Domain, st.Server, leader)
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "NODE\tROLE\tSTATE\tLAG")
-	for _, n := range st.Nodes {
+	if err := writeTable(w, "NODE\tROLE\tSTATE\tLAG", st.Nodes, func(w io.Writer, n control.NodeStatus) {
 		role, state := "follower", "current"
 		if n.Leader {
 			role = "leader"
@@ -53,13 +32,12 @@ func writeStatus(w io.Writer, st control.Status) error {
 		case !n.Current:
 			state = "lagging"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\n", n.Name, role, state, n.Lag)
+		fmt.Fprintf(w, "%s\t%s\t%s\t%d\n", n.Name, role, state, n.Lag)
+	}); err != nil {
+		return err
 	}
-	tw.Flush()
 	fmt.Fprintln(w)
-	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "STREAM\tKIND\tREPLICAS\tCURRENT\tLEADER\tLAGGING\tMESSAGES\tBYTES")
-	for _, s := range st.Streams {
+	return writeTable(w, "STREAM\tKIND\tREPLICAS\tCURRENT\tLEADER\tLAGGING\tMESSAGES\tBYTES", st.Streams, func(w io.Writer, s control.StreamStatus) {
 		var lagging []string
 		for _, p := range s.Peers {
 			if !p.Current {
@@ -70,28 +48,11 @@ func writeStatus(w io.Writer, st control.Status) error {
 				lagging = append(lagging, state)
 			}
 		}
-		kind, leader := s.Kind, s.Leader
-		if kind == "" {
-			kind = "-"
-		}
+		leader := s.Leader
 		if leader == "" {
 			leader = "NONE"
 		}
-		lag := strings.Join(lagging, ",")
-		if lag == "" {
-			lag = "-"
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d/%d\t%s\t%s\t%d\t%s\n", s.Name, kind, s.Replicas, s.Current(), s.Replicas, leader, lag, s.Messages, units.HumanSize(s.Bytes))
-	}
-	return tw.Flush()
-}
-
-func addOutputFlag(cmd *cobra.Command, output *string) {
-	cmd.Flags().StringVarP(output, "output", "o", "table", "output format: table or json")
-}
-
-func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
+		fmt.Fprintf(w, "%s\t%s\t%d\t%d/%d\t%s\t%s\t%d\t%s\n", s.Name, orDash(s.Kind), s.Replicas, s.Current(), s.Replicas, leader,
+			orDash(strings.Join(lagging, ",")), s.Messages, units.HumanSize(s.Bytes))
+	})
 }

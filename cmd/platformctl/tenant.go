@@ -1,13 +1,11 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"os/user"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -19,16 +17,12 @@ import (
 )
 
 func newTenantCmd(g *globalOptions) *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   "tenant",
-		Short: "Tenants: isolated NATS accounts with quotas, suspend/resume, topics and queues",
-	}
-	cmd.AddCommand(newTenantCreateCmd(g), newTenantListCmd(g), newTenantShowCmd(g), newTenantUpdateCmd(g),
+	return parentCmd("tenant", "Tenants: isolated NATS accounts with quotas, suspend/resume, topics and queues",
+		newTenantCreateCmd(g), newTenantListCmd(g), newTenantShowCmd(g), newTenantUpdateCmd(g),
 		newTenantStateCmd(g, "suspend", tenancy.SubjTenantSuspend, "Drop and refuse every connection of the tenant; data and configuration are kept"),
 		newTenantStateCmd(g, "resume", tenancy.SubjTenantResume, "Let a suspended tenant's users connect again"),
 		newTenantDeleteCmd(g), newTenantTopicCmd(g), newTenantQueueCmd(g), newTenantGroupCmd(g),
 		newTenantShareCmd(g), newTenantSharesCmd(g))
-	return cmd
 }
 
 // actor names who runs the command, for the audit log.
@@ -39,6 +33,25 @@ func actor() string {
 	}
 	host, _ := os.Hostname()
 	return "platformctl:" + name + "@" + host
+}
+
+// tenantArgs is exactArgs(n, names) for arguments that start with a
+// TENANT, and a usage error too when that is not a valid tenant name.
+func tenantArgs(n int, names string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if err := exactArgs(n, names)(cmd, args); err != nil {
+			return err
+		}
+		return validTenant(args[0])
+	}
+}
+
+// validTenant is a usage error when name is not a valid tenant name.
+func validTenant(name string) error {
+	if err := tenancy.ValidateName("tenant", name); err != nil {
+		return usageError{err}
+	}
+	return nil
 }
 
 // quotaFlags binds the quota flags; apply sets only those given.
@@ -112,12 +125,9 @@ func newTenantCreateCmd(g *globalOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "create NAME [quota flags]",
 		Short: "Create a tenant (a NATS account signed by the platform) with its quota",
-		Args:  exactArgs(1, "NAME"),
+		Args:  tenantArgs(1, "NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			spec := tenancy.DefaultSpec(args[0])
-			if err := tenancy.ValidateName("tenant", spec.Name); err != nil {
-				return usageError{err}
-			}
 			if err := qf.apply(&spec.Quota); err != nil {
 				return err
 			}
@@ -125,7 +135,7 @@ func newTenantCreateCmd(g *globalOptions) *cobra.Command {
 			if err := g.call(cmd.Context(), tenancy.SubjTenantCreate, tenancy.CreateRequest{Actor: actor(), Spec: spec}, &t); err != nil {
 				return err
 			}
-			return writeTenant(cmd.OutOrStdout(), t)
+			return writeJSON(cmd.OutOrStdout(), t)
 		},
 	}
 	qf = addQuotaFlags(cmd)
@@ -137,11 +147,8 @@ func newTenantUpdateCmd(g *globalOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "update NAME [quota flags]",
 		Short: "Change a tenant's quota; it applies to live connections at once",
-		Args:  exactArgs(1, "NAME"),
+		Args:  tenantArgs(1, "NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := tenancy.ValidateName("tenant", args[0]); err != nil {
-				return usageError{err}
-			}
 			changed := 0
 			cmd.LocalFlags().VisitAll(func(f *pflag.Flag) {
 				if f.Changed {
@@ -163,7 +170,7 @@ func newTenantUpdateCmd(g *globalOptions) *cobra.Command {
 			if err := g.call(cmd.Context(), tenancy.SubjTenantUpdate, tenancy.UpdateRequest{Actor: actor(), Name: args[0], Quota: q}, &t); err != nil {
 				return err
 			}
-			return writeTenant(cmd.OutOrStdout(), t)
+			return writeJSON(cmd.OutOrStdout(), t)
 		},
 	}
 	qf = addQuotaFlags(cmd)
@@ -171,65 +178,45 @@ func newTenantUpdateCmd(g *globalOptions) *cobra.Command {
 }
 
 func newTenantListCmd(g *globalOptions) *cobra.Command {
-	return &cobra.Command{
+	return printCmd(&cobra.Command{
 		Use:   "list",
 		Short: "List tenants",
 		Args:  exactArgs(0, "no arguments"),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			var ts []tenancy.Tenant
-			if err := g.call(cmd.Context(), tenancy.SubjTenantList, nil, &ts); err != nil {
-				return err
-			}
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "TENANT\tSTATE\tPUBLISH RATE\tPOLICY\tCONNECTIONS\tTOPICS\tQUEUES\tUSERS\tACCOUNT")
-			for _, t := range ts {
-				rate := "unlimited"
-				if t.Quota.PublishRate > 0 {
-					rate = fmt.Sprintf("%d/s", t.Quota.PublishRate)
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\n", t.Name, t.State, rate, t.Quota.Policy, t.Quota.Connections,
-					len(t.Topics), len(t.Queues), len(t.Users), t.Account)
-			}
-			return tw.Flush()
-		},
-	}
+	}, g.call, tenancy.SubjTenantList, noRequest, writeTenants)
+}
+
+func writeTenants(w io.Writer, ts []tenancy.Tenant) error {
+	return writeTable(w, "TENANT\tSTATE\tPUBLISH RATE\tPOLICY\tCONNECTIONS\tTOPICS\tQUEUES\tUSERS\tACCOUNT", ts, func(w io.Writer, t tenancy.Tenant) {
+		rate := "unlimited"
+		if t.Quota.PublishRate > 0 {
+			rate = fmt.Sprintf("%d/s", t.Quota.PublishRate)
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\n", t.Name, t.State, rate, t.Quota.Policy, t.Quota.Connections,
+			len(t.Topics), len(t.Queues), len(t.Users), t.Account)
+	})
 }
 
 func newTenantShowCmd(g *globalOptions) *cobra.Command {
-	return &cobra.Command{
+	return printCmd(&cobra.Command{
 		Use:   "show NAME",
 		Short: "Show a tenant: state, quota, topics, queues, groups and users (JSON)",
-		Args:  exactArgs(1, "NAME"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := tenancy.ValidateName("tenant", args[0]); err != nil {
-				return usageError{err}
-			}
-			var t tenancy.Tenant
-			if err := g.call(cmd.Context(), tenancy.SubjTenantShow, tenancy.NameRequest{Name: args[0]}, &t); err != nil {
-				return err
-			}
-			return writeTenant(cmd.OutOrStdout(), t)
-		},
-	}
+		Args:  tenantArgs(1, "NAME"),
+	}, g.call, tenancy.SubjTenantShow, func(args []string) (any, error) {
+		return tenancy.NameRequest{Name: args[0]}, nil
+	}, writeJSON[tenancy.Tenant])
 }
 
 func newTenantStateCmd(g *globalOptions, verb, subject, short string) *cobra.Command {
-	return &cobra.Command{
+	return printCmd(&cobra.Command{
 		Use:   verb + " NAME",
 		Short: short,
-		Args:  exactArgs(1, "NAME"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := tenancy.ValidateName("tenant", args[0]); err != nil {
-				return usageError{err}
-			}
-			var t tenancy.Tenant
-			if err := g.call(cmd.Context(), subject, tenancy.NameRequest{Actor: actor(), Name: args[0]}, &t); err != nil {
-				return err
-			}
-			_, err := fmt.Fprintf(cmd.OutOrStdout(), "tenant %s: %s\n", t.Name, t.State)
-			return err
-		},
-	}
+		Args:  tenantArgs(1, "NAME"),
+	}, g.call, subject, func(args []string) (any, error) {
+		return tenancy.NameRequest{Actor: actor(), Name: args[0]}, nil
+	}, func(w io.Writer, t tenancy.Tenant) error {
+		_, err := fmt.Fprintf(w, "tenant %s: %s\n", t.Name, t.State)
+		return err
+	})
 }
 
 func newTenantDeleteCmd(g *globalOptions) *cobra.Command {
@@ -237,11 +224,8 @@ func newTenantDeleteCmd(g *globalOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "delete NAME [--purge]",
 		Short: "Delete a tenant; refused while it has topics or queues unless --purge",
-		Args:  exactArgs(1, "NAME"),
+		Args:  tenantArgs(1, "NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := tenancy.ValidateName("tenant", args[0]); err != nil {
-				return usageError{err}
-			}
 			if err := g.call(cmd.Context(), tenancy.SubjTenantDelete, tenancy.NameRequest{Actor: actor(), Name: args[0], Purge: purge}, nil); err != nil {
 				return err
 			}
@@ -253,72 +237,56 @@ func newTenantDeleteCmd(g *globalOptions) *cobra.Command {
 	return cmd
 }
 
-func newTenantTopicCmd(g *globalOptions) *cobra.Command {
-	spec := platform.DefaultTopicSpec("")
+// newTenantApplyCmd is `tenant topic|queue|group TENANT NAME`: it sends
+// subject the request request makes from TENANT, NAME and the apply
+// flags, and prints the change the platform reports.
+func newTenantApplyCmd(g *globalOptions, use, short, subject string, request func(tenant, name string, opts catalog.ApplyOptions) any) *cobra.Command {
 	var opts catalog.ApplyOptions
 	cmd := &cobra.Command{
-		Use:   "topic TENANT NAME",
-		Short: "Create or update a topic in the tenant's account (publish to NAME.<key>)",
-		Args:  exactArgs(2, "TENANT NAME"),
+		Use:   use,
+		Short: short,
+		Args:  tenantArgs(2, "TENANT NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			spec.Name = args[1]
-			if err := tenancy.ValidateName("tenant", args[0]); err != nil {
-				return usageError{err}
-			}
-			return g.apply(cmd, tenancy.SubjTenantTopic, tenancy.TopicRequest{Actor: actor(), Tenant: args[0], Spec: spec, Options: opts}, opts.DryRun)
+			return g.apply(cmd, subject, request(args[0], args[1], opts), opts.DryRun)
 		},
 	}
+	addApplyFlags(cmd, &opts)
+	return cmd
+}
+
+func newTenantTopicCmd(g *globalOptions) *cobra.Command {
+	spec := platform.DefaultTopicSpec("")
+	cmd := newTenantApplyCmd(g, "topic TENANT NAME", "Create or update a topic in the tenant's account (publish to NAME.<key>)", tenancy.SubjTenantTopic,
+		func(tenant, name string, opts catalog.ApplyOptions) any {
+			spec.Name = name
+			return tenancy.TopicRequest{Actor: actor(), Tenant: tenant, Spec: spec, Options: opts}
+		})
 	cmd.Flags().IntVar(&spec.Partitions, "partitions", spec.Partitions, "partition count (fixed for the topic's life)")
 	cmd.Flags().IntVar(&spec.Replicas, "replicas", 0, "replicas (default: the platform's)")
 	cmd.Flags().DurationVar(&spec.Retention.MaxAge, "retention", spec.Retention.MaxAge, "keep events this long")
-	addApplyFlags(cmd, &opts)
 	return cmd
 }
 
 func newTenantQueueCmd(g *globalOptions) *cobra.Command {
 	spec := platform.DefaultQueueSpec("")
-	var opts catalog.ApplyOptions
-	cmd := &cobra.Command{
-		Use:   "queue TENANT NAME",
-		Short: "Create or update a work queue in the tenant's account (publish to NAME.>)",
-		Args:  exactArgs(2, "TENANT NAME"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			spec.Name = args[1]
-			if err := tenancy.ValidateName("tenant", args[0]); err != nil {
-				return usageError{err}
-			}
-			return g.apply(cmd, tenancy.SubjTenantQueue, tenancy.QueueRequest{Actor: actor(), Tenant: args[0], Spec: spec, Options: opts}, opts.DryRun)
-		},
-	}
+	cmd := newTenantApplyCmd(g, "queue TENANT NAME", "Create or update a work queue in the tenant's account (publish to NAME.>)", tenancy.SubjTenantQueue,
+		func(tenant, name string, opts catalog.ApplyOptions) any {
+			spec.Name = name
+			return tenancy.QueueRequest{Actor: actor(), Tenant: tenant, Spec: spec, Options: opts}
+		})
 	cmd.Flags().DurationVar(&spec.Lease, "lease", spec.Lease, "lease of a job")
 	cmd.Flags().IntVar(&spec.MaxAttempts, "max-attempts", spec.MaxAttempts, "deliveries before the dead-letter queue")
 	cmd.Flags().IntVar(&spec.Replicas, "replicas", 0, "replicas (default: the platform's)")
-	addApplyFlags(cmd, &opts)
 	return cmd
 }
 
 func newTenantGroupCmd(g *globalOptions) *cobra.Command {
 	var spec platform.GroupSpec
-	var opts catalog.ApplyOptions
-	cmd := &cobra.Command{
-		Use:   "group TENANT NAME --topic TOPIC",
-		Short: "Create a consumer group on one of the tenant's topics",
-		Args:  exactArgs(2, "TENANT NAME"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			spec.Name = args[1]
-			if err := tenancy.ValidateName("tenant", args[0]); err != nil {
-				return usageError{err}
-			}
-			return g.apply(cmd, tenancy.SubjTenantGroup, tenancy.GroupRequest{Actor: actor(), Tenant: args[0], Spec: spec, Options: opts}, opts.DryRun)
-		},
-	}
+	cmd := newTenantApplyCmd(g, "group TENANT NAME --topic TOPIC", "Create a consumer group on one of the tenant's topics", tenancy.SubjTenantGroup,
+		func(tenant, name string, opts catalog.ApplyOptions) any {
+			spec.Name = name
+			return tenancy.GroupRequest{Actor: actor(), Tenant: tenant, Spec: spec, Options: opts}
+		})
 	cmd.Flags().StringVar(&spec.Topic, "topic", "", "the tenant's topic the group reads")
-	addApplyFlags(cmd, &opts)
 	return cmd
-}
-
-func writeTenant(w io.Writer, t tenancy.Tenant) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(t)
 }

@@ -16,12 +16,8 @@ import (
 )
 
 func newTopicCmd(g *globalOptions) *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   "topic",
-		Short: "Create, list and describe topics (partitioned, retained logs)",
-	}
-	cmd.AddCommand(newTopicCreateCmd(g), newTopicListCmd(g), newTopicDescribeCmd(g))
-	return cmd
+	return parentCmd("topic", "Create, list and describe topics (partitioned, retained logs)",
+		newTopicCreateCmd(g), newTopicListCmd(g), newTopicDescribeCmd(g))
 }
 
 func newTopicCreateCmd(g *globalOptions) *cobra.Command {
@@ -40,9 +36,9 @@ lowering replicas below 3 needs --allow-reduced-replicas.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			spec.Name = args[0]
 			if maxBytes != "" {
-				n, err := units.ParseSize(maxBytes)
+				n, err := sizeFlag("--max-bytes", maxBytes)
 				if err != nil {
-					return usageError{fmt.Errorf("--max-bytes: %w", err)}
+					return err
 				}
 				spec.Retention.MaxBytes = n
 			}
@@ -101,31 +97,15 @@ func writeChange(w io.Writer, ch catalog.Change, dry bool) error {
 }
 
 func newTopicListCmd(g *globalOptions) *cobra.Command {
-	var output string
-	cmd := &cobra.Command{
-		Use:   "list",
-		Short: "List topics",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			var topics []catalog.TopicInfo
-			if err := g.call(cmd.Context(), control.SubjTopicList, nil, &topics); err != nil {
-				return err
-			}
-			if output == "json" {
-				return writeJSON(cmd.OutOrStdout(), topics)
-			}
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "TOPIC\tPARTITIONS\tREPLICAS\tRETENTION\tMESSAGES\tBYTES\tLEADER\tOWNER\tRESIDENCY")
-			for _, t := range topics {
-				fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", t.Spec.Name, t.Spec.Partitions,
-					replicaHealth(t.Stream.Cluster, t.Spec.Replicas), retention(t.Spec.Retention), t.Stream.Messages,
-					units.HumanSize(t.Stream.Bytes), orDash(t.Stream.Cluster.Leader), orDash(t.Spec.Owner), orDash(t.Spec.Residency))
-			}
-			return tw.Flush()
-		},
-	}
-	addOutputFlag(cmd, &output)
-	return cmd
+	return listCmd(g, "list", "List topics", control.SubjTopicList, writeTopics)
+}
+
+func writeTopics(w io.Writer, topics []catalog.TopicInfo) error {
+	return writeTable(w, "TOPIC\tPARTITIONS\tREPLICAS\tRETENTION\tMESSAGES\tBYTES\tLEADER\tOWNER\tRESIDENCY", topics, func(w io.Writer, t catalog.TopicInfo) {
+		fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", t.Spec.Name, t.Spec.Partitions,
+			replicaHealth(t.Stream.Cluster, t.Spec.Replicas), retention(t.Spec.Retention), t.Stream.Messages,
+			units.HumanSize(t.Stream.Bytes), orDash(t.Stream.Cluster.Leader), orDash(t.Spec.Owner), orDash(t.Spec.Residency))
+	})
 }
 
 func newTopicDescribeCmd(g *globalOptions) *cobra.Command {
@@ -176,9 +156,7 @@ func writeTopicStatus(w io.Writer, st catalog.TopicStatus) error {
 		fmt.Fprintln(w, "No consumer groups.")
 		return nil
 	}
-	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "GROUP\tPENDING\tOLDEST UNPROCESSED\tLAGGING PARTITIONS\tMISSING")
-	for _, gs := range st.Groups {
+	return writeTable(w, "GROUP\tPENDING\tOLDEST UNPROCESSED\tLAGGING PARTITIONS\tMISSING", st.Groups, func(w io.Writer, gs catalog.GroupStatus) {
 		var lagging []string
 		for _, p := range gs.Partitions {
 			if p.Pending > 0 {
@@ -192,9 +170,8 @@ func writeTopicStatus(w io.Writer, st catalog.TopicStatus) error {
 		if len(gs.MissingPartitions) > 0 {
 			missing = fmt.Sprint(gs.MissingPartitions)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", gs.Name, gs.Pending, age(gs.OldestAge), orDash(strings.Join(lagging, " ")), missing)
-	}
-	return tw.Flush()
+		fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\n", gs.Name, gs.Pending, age(gs.OldestAge), orDash(strings.Join(lagging, " ")), missing)
+	})
 }
 
 // maxLaggingShown bounds the partitions listed per group in the table

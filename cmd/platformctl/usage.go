@@ -2,7 +2,7 @@ package main
 
 import (
 	"fmt"
-	"text/tabwriter"
+	"io"
 
 	"github.com/spf13/cobra"
 
@@ -10,7 +10,7 @@ import (
 )
 
 func newUsageCmd(g *globalOptions) *cobra.Command {
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "usage [TENANT]",
 		Short: "Per-tenant usage, cluster-wide: events and bytes in and out, storage against quota, connections, throttled, rejected and dropped publishes",
 		Long: `Per tenant, totals over the whole cluster (every daemon's ingest counters
@@ -25,33 +25,22 @@ delivered to them are missing from the figures: a line on stderr says so
 for each tenant concerned (and the metric platform_tenant_usage_partial is
 1).`,
 		Args: cobra.MaximumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			req, err := optionalTenant(args)
-			if err != nil {
-				return err
-			}
-			var us []tenancy.Usage
-			if err := g.call(cmd.Context(), tenancy.SubjUsage, req, &us); err != nil {
-				return err
-			}
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "TENANT\tSTATE\tEVENTS IN\tBYTES IN\tMSGS OUT\tBYTES OUT\tTHROTTLED\tREJECTED\tDROPPED\tAUTH DENIED\tCONNECTIONS\tR1 DISK\tR3 DISK")
-			for _, u := range us {
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%s\t%d\t%d\t%d\t%d\t%d/%s\t%s\t%s\n", u.Tenant, u.State, u.MsgsIn, size(int64(u.BytesIn)),
-					u.MsgsOut, size(u.BytesOut), u.Throttled, u.Rejected, u.Dropped, u.Denied, u.Connections, limit(int64(u.ConnQuota), false),
-					tier(u.Storage["R1"]), tier(u.Storage["R3"]))
-			}
-			if err := tw.Flush(); err != nil {
-				return err
-			}
-			for _, u := range us {
-				if u.Partial != "" {
-					fmt.Fprintf(cmd.ErrOrStderr(), "usage: %s: partial figures: %s\n", u.Tenant, u.Partial)
-				}
-			}
-			return nil
-		},
 	}
+	return printCmd(cmd, g.call, tenancy.SubjUsage, optionalTenant, func(w io.Writer, us []tenancy.Usage) error {
+		if err := writeTable(w, "TENANT\tSTATE\tEVENTS IN\tBYTES IN\tMSGS OUT\tBYTES OUT\tTHROTTLED\tREJECTED\tDROPPED\tAUTH DENIED\tCONNECTIONS\tR1 DISK\tR3 DISK", us, func(w io.Writer, u tenancy.Usage) {
+			fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%d\t%s\t%d\t%d\t%d\t%d\t%d/%s\t%s\t%s\n", u.Tenant, u.State, u.MsgsIn, size(int64(u.BytesIn)),
+				u.MsgsOut, size(u.BytesOut), u.Throttled, u.Rejected, u.Dropped, u.Denied, u.Connections, limit(int64(u.ConnQuota), false),
+				tier(u.Storage["R1"]), tier(u.Storage["R3"]))
+		}); err != nil {
+			return err
+		}
+		for _, u := range us {
+			if u.Partial != "" {
+				fmt.Fprintf(cmd.ErrOrStderr(), "usage: %s: partial figures: %s\n", u.Tenant, u.Partial)
+			}
+		}
+		return nil
+	})
 }
 
 func size(n int64) string {
@@ -83,11 +72,11 @@ func tier(t tenancy.TierUsage) string {
 
 // optionalTenant is the request of a command taking an optional TENANT
 // argument (all tenants without it).
-func optionalTenant(args []string) (tenancy.NameRequest, error) {
+func optionalTenant(args []string) (any, error) {
 	var req tenancy.NameRequest
 	if len(args) == 1 {
-		if err := tenancy.ValidateName("tenant", args[0]); err != nil {
-			return req, usageError{err}
+		if err := validTenant(args[0]); err != nil {
+			return nil, err
 		}
 		req.Name = args[0]
 	}

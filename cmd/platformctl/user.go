@@ -3,10 +3,10 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
@@ -15,12 +15,8 @@ import (
 )
 
 func newUserCmd(g *globalOptions) *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   "user",
-		Short: "Tenant users: credentials with publish/read permissions on named topics, queues and groups",
-	}
-	cmd.AddCommand(newUserAddCmd(g), newUserListCmd(g), newUserRevokeCmd(g), newUserUpdateCmd(g), newUserRoleCmd(g))
-	return cmd
+	return parentCmd("user", "Tenant users: credentials with publish/read permissions on named topics, queues and groups",
+		newUserAddCmd(g), newUserListCmd(g), newUserRevokeCmd(g), newUserUpdateCmd(g), newUserRoleCmd(g))
 }
 
 func newUserAddCmd(g *globalOptions) *cobra.Command {
@@ -42,12 +38,9 @@ file and the inbox prefix, so that 'nats --context NAME ...' (requests and
 on its client port the context names the --tls-ca file too, and
 --tls-cert/--tls-key when given (where the port verifies client
 certificates, give the user's own certificate there).`,
-		Args: exactArgs(2, "TENANT NAME"),
+		Args: tenantUserArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			spec.Name = args[1]
-			if err := validTenantUser(args); err != nil {
-				return err
-			}
 			if out == "" {
 				return usageError{errors.New("--out FILE is required: where to write the credentials")}
 			}
@@ -95,42 +88,32 @@ certificates, give the user's own certificate there).`,
 }
 
 func newUserListCmd(g *globalOptions) *cobra.Command {
-	return &cobra.Command{
+	return printCmd(&cobra.Command{
 		Use:   "list TENANT",
 		Short: "List a tenant's users",
-		Args:  exactArgs(1, "TENANT"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := tenancy.ValidateName("tenant", args[0]); err != nil {
-				return usageError{err}
-			}
-			var us []tenancy.User
-			if err := g.call(cmd.Context(), tenancy.SubjUserList, tenancy.NameRequest{Name: args[0]}, &us); err != nil {
-				return err
-			}
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "USER\tPUB\tSUB\tSTATE\tROLES\tPUBLIC KEY")
-			for _, u := range us {
-				state := "active"
-				if u.Revoked != nil {
-					state = "revoked " + u.Revoked.Format("2006-01-02T15:04:05Z")
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", u.Name, orDash(strings.Join(u.Pub, ",")), orDash(strings.Join(u.Sub, ",")), state,
-					orDash(strings.Join(u.Roles, ",")), u.PublicKey)
-			}
-			return tw.Flush()
-		},
-	}
+		Args:  tenantArgs(1, "TENANT"),
+	}, g.call, tenancy.SubjUserList, func(args []string) (any, error) {
+		return tenancy.NameRequest{Name: args[0]}, nil
+	}, writeUsers)
+}
+
+func writeUsers(w io.Writer, us []tenancy.User) error {
+	return writeTable(w, "USER\tPUB\tSUB\tSTATE\tROLES\tPUBLIC KEY", us, func(w io.Writer, u tenancy.User) {
+		state := "active"
+		if u.Revoked != nil {
+			state = "revoked " + u.Revoked.Format("2006-01-02T15:04:05Z")
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", u.Name, orDash(strings.Join(u.Pub, ",")), orDash(strings.Join(u.Sub, ",")), state,
+			orDash(strings.Join(u.Roles, ",")), u.PublicKey)
+	})
 }
 
 func newUserRevokeCmd(g *globalOptions) *cobra.Command {
 	return &cobra.Command{
 		Use:   "revoke TENANT NAME",
 		Short: "Revoke a user: its connections are dropped and it cannot connect again",
-		Args:  exactArgs(2, "TENANT NAME"),
+		Args:  tenantUserArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := validTenantUser(args); err != nil {
-				return err
-			}
 			var u tenancy.User
 			if err := g.call(cmd.Context(), tenancy.SubjUserRevoke, tenancy.RevokeRequest{Actor: actor(), Tenant: args[0], User: args[1]}, &u); err != nil {
 				return err
@@ -153,12 +136,9 @@ nats-server cannot change a live connection's permissions in place, so the
 user's connections are closed and reconnect by themselves (nats.go, the nats
 CLI) with the same credentials and the new permissions. Audited with the
 permissions before and after.`,
-		Args: exactArgs(2, "TENANT NAME"),
+		Args: tenantUserArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			spec.Name = args[1]
-			if err := validTenantUser(args); err != nil {
-				return err
-			}
 			if len(spec.Pub)+len(spec.Sub) == 0 {
 				return usageError{errors.New("give at least one --pub or --sub")}
 			}
@@ -176,9 +156,12 @@ permissions before and after.`,
 	return cmd
 }
 
-// validTenantUser checks the TENANT NAME arguments of a user command: a
-// usage error for the first name that is not valid.
-func validTenantUser(args []string) error {
+// tenantUserArgs checks the TENANT NAME arguments of a user command: a
+// usage error for a wrong count, or for the first name that is not valid.
+func tenantUserArgs(cmd *cobra.Command, args []string) error {
+	if err := exactArgs(2, "TENANT NAME")(cmd, args); err != nil {
+		return err
+	}
 	for _, n := range []struct{ what, v string }{{"tenant", args[0]}, {"user", args[1]}} {
 		if err := tenancy.ValidateName(n.what, n.v); err != nil {
 			return usageError{err}

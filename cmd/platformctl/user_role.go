@@ -32,12 +32,9 @@ redrives into what it may publish to (--pub). The roles are stored with the
 user in the tenant registry and every change is audited (user.role). Only a
 platform operator grants roles (sign with --user-creds to be recorded by
 name). The user's credentials and NATS permissions do not change.`,
-		Args: exactArgs(2, "TENANT NAME"),
+		Args: tenantUserArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			r.Tenant, r.User, r.Actor = args[0], args[1], actor()
-			if err := validTenantUser(args); err != nil {
-				return err
-			}
 			if err := r.Validate(); err != nil {
 				return usageError{err}
 			}
