@@ -11,6 +11,7 @@ import (
 	"github.com/msgplatform/platform/embeddednats/natstest"
 	"github.com/msgplatform/platform/platform"
 	"github.com/msgplatform/platform/platform/catalog"
+	"github.com/msgplatform/platform/platform/catalog/catalogtest"
 	"github.com/msgplatform/platform/tenancy"
 )
 
@@ -37,13 +38,7 @@ func TestCanaryTenantTopicDetectsStalledGroup(t *testing.T) {
 	if _, err := m.Create(ctx, "test", spec); err != nil {
 		t.Fatal(err)
 	}
-	off := false
-	payments := platform.DefaultTopicSpec("payments")
-	payments.Partitions, payments.Replicas = 4, 1
-	muted := platform.DefaultTopicSpec("muted")
-	muted.Replicas, muted.Canary = 1, &off
-	tasks := platform.DefaultQueueSpec("tasks")
-	tasks.Replicas = 1
+	payments, muted, tasks := catalogtest.CanaryObjects("payments", "muted", "tasks")
 	for _, ts := range []platform.TopicSpec{payments, muted} {
 		if _, err := m.ApplyTopic(ctx, "test", "acme", ts, catalog.ApplyOptions{}); err != nil {
 			t.Fatal(err)

@@ -52,3 +52,17 @@ func GroupFabric(t testing.TB, topic string, partitions int, group string, opts 
 	ApplyGroups(t, js, Topic(topic, partitions), group)
 	return f, js
 }
+
+// CanaryObjects returns the objects a canary test measures, each with 1
+// replica: topic with 4 partitions, optedOut with canaries off, and
+// queue.
+func CanaryObjects(topic, optedOut, queue string) (platform.TopicSpec, platform.TopicSpec, platform.QueueSpec) {
+	off := false
+	t := platform.DefaultTopicSpec(topic)
+	t.Partitions, t.Replicas = 4, 1
+	o := platform.DefaultTopicSpec(optedOut)
+	o.Replicas, o.Canary = 1, &off
+	q := platform.DefaultQueueSpec(queue)
+	q.Replicas = 1
+	return t, o, q
+}
