@@ -18,12 +18,10 @@ import (
 // publish order per key.
 func TestSameKeySamePartition(t *testing.T) {
 	t.Parallel()
-	f := natstest.RunFabric(t, 3)
-	ctx := natstest.Context(t, 60*time.Second)
 	spec := platform.DefaultTopicSpec("orders")
 	spec.Partitions = 24
-	js := f.JetStream()
-	catalogtest.ApplyGroups(t, js, spec)
+	_, js := catalogtest.TopicFabric(t, 3, spec)
+	ctx := natstest.Context(t, 60*time.Second)
 	const keys, rounds = 500, 3
 	var futures []jetstream.PubAckFuture
 	for round := range rounds {

@@ -15,11 +15,9 @@ import (
 )
 
 func TestPublisherDedupesAndFailsClearlyWithoutQuorum(t *testing.T) {
-	f := natstest.RunFabric(t, 3)
-	js := f.JetStream()
 	spec := platform.DefaultTopicSpec("orders")
 	spec.Partitions = 4
-	catalogtest.ApplyGroups(t, js, spec)
+	f, js := catalogtest.TopicFabric(t, 3, spec)
 	reg := prometheus.NewRegistry()
 	pub := platform.NewPublisher(js, platform.PublisherOptions{AckTimeout: 2 * time.Second, Registerer: reg})
 	ctx := natstest.Context(t, 2*time.Minute)

@@ -27,13 +27,11 @@ import (
 // and counts the skip.
 func TestRedriveReachesOnlyTheFailedGroup(t *testing.T) {
 	t.Parallel()
-	f := natstest.RunFabric(t, 1)
-	js := f.JetStream()
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
 	topic := catalogtest.Topic("payments", 1)
 	topic.Replicas = 1
-	catalogtest.ApplyGroups(t, js, topic, "ledger", "mailer")
+	_, js := catalogtest.TopicFabric(t, 1, topic, "ledger", "mailer")
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
 	var ledgerSeen, mailerSeen atomic.Int32
 	var failing atomic.Bool
 	failing.Store(true)

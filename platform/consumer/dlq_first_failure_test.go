@@ -23,12 +23,10 @@ import (
 // the new one saw.
 func TestFirstFailureSurvivesConsumerCrash(t *testing.T) {
 	t.Parallel()
-	f := natstest.RunFabric(t, 1)
-	js := f.JetStream()
-	ctx := natstest.Context(t, 60*time.Second)
 	spec := platform.DefaultTopicSpec("refunds")
 	spec.Replicas = 1
-	catalogtest.ApplyGroups(t, js, spec, "notifier")
+	f, js := catalogtest.TopicFabric(t, 1, spec, "notifier")
+	ctx := natstest.Context(t, 60*time.Second)
 	var mu sync.Mutex
 	var firstAttempt time.Time
 	second := make(chan struct{}, 1)

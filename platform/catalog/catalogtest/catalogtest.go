@@ -42,6 +42,17 @@ func Topic(name string, partitions int) platform.TopicSpec {
 	return spec
 }
 
+// TopicFabric starts a fabric of nodes nodes with topic spec and the named
+// groups on it applied, and returns the fabric and a JetStream context on
+// it.
+func TopicFabric(t testing.TB, nodes int, spec platform.TopicSpec, groups ...string) (*natstest.Fabric, jetstream.JetStream) {
+	t.Helper()
+	f := natstest.RunFabric(t, nodes)
+	js := f.JetStream()
+	ApplyGroups(t, js, spec, groups...)
+	return f, js
+}
+
 // GroupFabric starts a 3-node fabric (natstest.RunFabric with opts) with
 // Topic(topic, partitions) and group on it applied, and returns the
 // fabric and a JetStream context on it.
