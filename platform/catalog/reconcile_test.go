@@ -126,9 +126,7 @@ func TestApplyRefusesPartitionChange(t *testing.T) {
 	t.Parallel()
 	r, rec, js, ctx := onFabric(t, 3)
 	cat := harborCart()
-	if _, err := r.Apply(ctx, cat, ApplyOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	applyWant(t, ctx, r, cat, ActionCreate, "first apply")
 	before := natstest.StreamConfig(t, js, "orders")
 
 	// Alone.
@@ -182,9 +180,7 @@ func TestApplyReducedReplicas(t *testing.T) {
 	t.Parallel()
 	r, _, js, ctx := onFabric(t, 3)
 	cat := harborCart()
-	if _, err := r.Apply(ctx, cat, ApplyOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	applyWant(t, ctx, r, cat, ActionCreate, "first apply")
 	low := clone(cat)
 	o := low.Topics["orders"]
 	o.Replicas = 1
