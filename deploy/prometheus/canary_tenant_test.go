@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/msgplatform/platform/embeddednats/natstest"
+	"github.com/msgplatform/platform/internal/daemon/daemontest"
 	"github.com/msgplatform/platform/platform"
 	"github.com/msgplatform/platform/platform/catalog"
 	"github.com/msgplatform/platform/platform/catalog/catalogtest"
@@ -53,15 +54,7 @@ func TestCanaryTenantTopicDetectsStalledGroup(t *testing.T) {
 		}
 	}
 
-	nc, err := d.ConnectTenant(ctx, "acme", "test-acme")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := (&daemontest.Daemon{Daemon: d, Config: cfg}).TenantJetStream(t, ctx, "acme", "test-acme")
 	rig := startCanaryHandlers(ctx, t, js, []string{"ledger", "frozen"}, "frozen", "pay:stuck", tenancy.StoredName("tasks"), "tasks")
 	unfreeze := rig.release
 
