@@ -10,7 +10,7 @@ import (
 
 	"github.com/msgplatform/platform/embeddednats/natstest"
 	"github.com/msgplatform/platform/platform"
-	"github.com/msgplatform/platform/platform/catalog"
+	"github.com/msgplatform/platform/platform/catalog/catalogtest"
 )
 
 // Events published by a plain NATS client to <topic>.<key> are stored on
@@ -18,15 +18,10 @@ import (
 // publish order per key.
 func TestSameKeySamePartition(t *testing.T) {
 	t.Parallel()
-	f := natstest.RunFabric(t, 3)
-	r := catalog.NewReconciler(f.JetStream(), catalog.ReconcilerOptions{Logger: natstest.Logger(t)})
-	ctx := natstest.Context(t, 60*time.Second)
 	spec := platform.DefaultTopicSpec("orders")
 	spec.Partitions = 24
-	if _, err := r.ApplyTopic(ctx, spec, catalog.ApplyOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	js := f.JetStream()
+	_, js := catalogtest.TopicFabric(t, 3, spec)
+	ctx := natstest.Context(t, 60*time.Second)
 	const keys, rounds = 500, 3
 	var futures []jetstream.PubAckFuture
 	for round := range rounds {

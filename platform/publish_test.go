@@ -11,18 +11,13 @@ import (
 
 	"github.com/msgplatform/platform/embeddednats/natstest"
 	"github.com/msgplatform/platform/platform"
-	"github.com/msgplatform/platform/platform/catalog"
+	"github.com/msgplatform/platform/platform/catalog/catalogtest"
 )
 
 func TestPublisherDedupesAndFailsClearlyWithoutQuorum(t *testing.T) {
-	f := natstest.RunFabric(t, 3)
-	js := f.JetStream()
-	rec := catalog.NewReconciler(js, catalog.ReconcilerOptions{})
 	spec := platform.DefaultTopicSpec("orders")
 	spec.Partitions = 4
-	if _, err := rec.ApplyTopic(natstest.Context(t, 30*time.Second), spec, catalog.ApplyOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	f, js := catalogtest.TopicFabric(t, 3, spec)
 	reg := prometheus.NewRegistry()
 	pub := platform.NewPublisher(js, platform.PublisherOptions{AckTimeout: 2 * time.Second, Registerer: reg})
 	ctx := natstest.Context(t, 2*time.Minute)

@@ -147,11 +147,7 @@ func DefaultQueueSpec(name string) QueueSpec {
 }
 
 // Validate reports every problem with the topic spec.
-func (t TopicSpec) Validate() error {
-	var p validate.Problems
-	t.validateInto(&p)
-	return p.Err(ErrInvalidSpec)
-}
+func (t TopicSpec) Validate() error { return specProblems(t, t.Name, t.Name).Err(ErrInvalidSpec) }
 
 func (t TopicSpec) validateInto(p *validate.Problems) {
 	if !objectNameRE.MatchString(t.Name) {
@@ -189,18 +185,12 @@ func (t TopicSpec) validateInto(p *validate.Problems) {
 	if t.EventType != "" && !t.ValidateEvents {
 		p.Addf("event_type", "applies only to a validating topic (validate: true), got %q", t.EventType)
 	}
-	if t.Residency != "" && !groupNameRE.MatchString(t.Residency) {
-		p.Addf("residency", "must be a region name such as eu, got %q", t.Residency)
-	}
+	validateResidency(p, t.Residency)
 	t.DLQ.validateInto(p, t.Retention.MaxAge)
 }
 
 // Validate reports every problem with the queue spec.
-func (q QueueSpec) Validate() error {
-	var p validate.Problems
-	q.validateInto(&p)
-	return p.Err(ErrInvalidSpec)
-}
+func (q QueueSpec) Validate() error { return specProblems(q, q.Name, q.Name).Err(ErrInvalidSpec) }
 
 func (q QueueSpec) validateInto(p *validate.Problems) {
 	if !objectNameRE.MatchString(q.Name) {
@@ -213,18 +203,12 @@ func (q QueueSpec) validateInto(p *validate.Problems) {
 		p.Addf("max_attempts", "must be 1..1000, got %d", q.MaxAttempts)
 	}
 	validateReplicas(p, q.Replicas)
-	if q.Residency != "" && !groupNameRE.MatchString(q.Residency) {
-		p.Addf("residency", "must be a region name such as eu, got %q", q.Residency)
-	}
+	validateResidency(p, q.Residency)
 	q.DLQ.validateInto(p, 0)
 }
 
 // Validate reports every problem with the group spec.
-func (g GroupSpec) Validate() error {
-	var p validate.Problems
-	g.validateInto(&p)
-	return p.Err(ErrInvalidSpec)
-}
+func (g GroupSpec) Validate() error { return specProblems(g, g.Name, g.Name).Err(ErrInvalidSpec) }
 
 func (g GroupSpec) validateInto(p *validate.Problems) {
 	if !groupNameRE.MatchString(g.Name) {
@@ -244,6 +228,25 @@ func validateReplicas(p *validate.Problems, r int) {
 	}
 }
 
+// validateResidency records a residency that is neither "" nor a region
+// name.
+func validateResidency(p *validate.Problems, region string) {
+	if region != "" && !groupNameRE.MatchString(region) {
+		p.Addf("residency", "must be a region name such as eu, got %q", region)
+	}
+}
+
+// specProblems returns every problem of spec s, named name and declared
+// under key, a name that is not its key included.
+func specProblems(s interface{ validateInto(*validate.Problems) }, name, key string) *validate.Problems {
+	var p validate.Problems
+	s.validateInto(&p)
+	if name != key {
+		p.Addf("name", "must equal its key %q, got %q", key, name)
+	}
+	return &p
+}
+
 // Catalog is the declared set of topics, queues and groups, keyed by name.
 type Catalog struct {
 	Topics map[string]TopicSpec `mapstructure:"topics" json:"topics"`
@@ -258,19 +261,10 @@ type Catalog struct {
 func (c Catalog) Validate() error {
 	var p validate.Problems
 	for key, t := range c.Topics {
-		var tp validate.Problems
-		t.validateInto(&tp)
-		if t.Name != key {
-			tp.Addf("name", "must equal its key %q, got %q", key, t.Name)
-		}
-		p.Merge("topics."+key, tp.Err(nil))
+		p.Merge("topics."+key, specProblems(t, t.Name, key).Err(nil))
 	}
 	for key, q := range c.Queues {
-		var qp validate.Problems
-		q.validateInto(&qp)
-		if q.Name != key {
-			qp.Addf("name", "must equal its key %q, got %q", key, q.Name)
-		}
+		qp := specProblems(q, q.Name, key)
 		if _, dup := c.Topics[key]; dup {
 			qp.Addf("name", "%q is already a topic; topics and queues share one namespace", key)
 		}
@@ -289,11 +283,7 @@ func (c Catalog) Validate() error {
 		p.Merge("queues."+key, qp.Err(nil))
 	}
 	for key, g := range c.Groups {
-		var gp validate.Problems
-		g.validateInto(&gp)
-		if g.Name != key {
-			gp.Addf("name", "must equal its key %q, got %q", key, g.Name)
-		}
+		gp := specProblems(g, g.Name, key)
 		if _, ok := c.Topics[g.Topic]; !ok && g.Topic != "" {
 			gp.Addf("topic", "no topic %q is declared", g.Topic)
 		}

@@ -9,8 +9,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/msgplatform/platform/embeddednats/natstest"
+	"github.com/msgplatform/platform/internal/daemon/daemontest"
 	"github.com/msgplatform/platform/platform"
 	"github.com/msgplatform/platform/platform/catalog"
+	"github.com/msgplatform/platform/platform/catalog/catalogtest"
 	"github.com/msgplatform/platform/tenancy"
 )
 
@@ -37,13 +39,7 @@ func TestCanaryTenantTopicDetectsStalledGroup(t *testing.T) {
 	if _, err := m.Create(ctx, "test", spec); err != nil {
 		t.Fatal(err)
 	}
-	off := false
-	payments := platform.DefaultTopicSpec("payments")
-	payments.Partitions, payments.Replicas = 4, 1
-	muted := platform.DefaultTopicSpec("muted")
-	muted.Replicas, muted.Canary = 1, &off
-	tasks := platform.DefaultQueueSpec("tasks")
-	tasks.Replicas = 1
+	payments, muted, tasks := catalogtest.CanaryObjects("payments", "muted", "tasks")
 	for _, ts := range []platform.TopicSpec{payments, muted} {
 		if _, err := m.ApplyTopic(ctx, "test", "acme", ts, catalog.ApplyOptions{}); err != nil {
 			t.Fatal(err)
@@ -58,15 +54,7 @@ func TestCanaryTenantTopicDetectsStalledGroup(t *testing.T) {
 		}
 	}
 
-	nc, err := d.ConnectTenant(ctx, "acme", "test-acme")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := (&daemontest.Daemon{Daemon: d, Config: cfg}).TenantJetStream(t, ctx, "acme", "test-acme")
 	rig := startCanaryHandlers(ctx, t, js, []string{"ledger", "frozen"}, "frozen", "pay:stuck", tenancy.StoredName("tasks"), "tasks")
 	unfreeze := rig.release
 

@@ -29,6 +29,7 @@ import (
 	"github.com/msgplatform/platform/platform"
 	"github.com/msgplatform/platform/platform/canary"
 	"github.com/msgplatform/platform/platform/catalog"
+	"github.com/msgplatform/platform/platform/catalog/catalogtest"
 	"github.com/msgplatform/platform/platform/consumer"
 )
 
@@ -46,13 +47,7 @@ func startCanaryDaemon(t *testing.T) (*daemon.Daemon, *conf.Config) {
 	cfg.Fabric.Durability.Replicas = 1
 	cfg.HTTP.Listen = "127.0.0.1:0"
 	cfg.Canary = canary.Config{Interval: canaryInterval}
-	off := false
-	orders := platform.DefaultTopicSpec("orders")
-	orders.Partitions, orders.Replicas = 4, 1
-	quiet := platform.DefaultTopicSpec("quiet")
-	quiet.Replicas, quiet.Canary = 1, &off
-	jobs := platform.DefaultQueueSpec("jobs")
-	jobs.Replicas = 1
+	orders, quiet, jobs := catalogtest.CanaryObjects("orders", "quiet", "jobs")
 	cfg.Catalog = platform.Catalog{
 		Topics: map[string]platform.TopicSpec{"orders": orders, "quiet": quiet},
 		Queues: map[string]platform.QueueSpec{"jobs": jobs},
@@ -294,6 +289,19 @@ func (h *canaryHandlers) reached() []string {
 	return slices.Clone(h.seen)
 }
 
+// started starts c within ctx, failing the test if it does not start, and
+// closes it when the test ends.
+func started(ctx context.Context, t *testing.T, c interface {
+	Start(context.Context) error
+	Close(context.Context) error
+}) {
+	t.Helper()
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close(context.Background()) })
+}
+
 // startCanaryHandlers starts a member of each group (through js) and
 // workers of queue (recorded as label); group stuck blocks on the event
 // with key stuckKey until release is called (at the latest when the test
@@ -326,10 +334,7 @@ func startCanaryHandlers(ctx context.Context, t *testing.T, js jetstream.JetStre
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := m.Start(ctx); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = m.Close(context.Background()) })
+		started(ctx, t, m)
 	}
 	t.Cleanup(h.release) // runs before the members close
 	w, err := consumer.NewWorkers(js, consumer.WorkersConfig{Queue: queue}, func(_ context.Context, msg *consumer.Message) error {
@@ -339,9 +344,6 @@ func startCanaryHandlers(ctx context.Context, t *testing.T, js jetstream.JetStre
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := w.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = w.Close(context.Background()) })
+	started(ctx, t, w)
 	return h
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/msgplatform/platform/platform"
 	"github.com/msgplatform/platform/platform/canary"
 	"github.com/msgplatform/platform/platform/catalog"
+	"github.com/msgplatform/platform/platform/catalog/catalogtest"
 	"github.com/msgplatform/platform/platform/consumer"
 )
 
@@ -41,13 +42,7 @@ func TestCanaryMeasuresAckFloorsNotHandlers(t *testing.T) {
 	f := natstest.RunFabric(t, 1)
 	js := f.JetStream()
 	ctx := natstest.Context(t, 60*time.Second)
-	off := false
-	orders := platform.DefaultTopicSpec("orders")
-	orders.Partitions, orders.Replicas = 4, 1
-	quiet := platform.DefaultTopicSpec("quiet")
-	quiet.Replicas, quiet.Canary = 1, &off
-	jobs := platform.DefaultQueueSpec("jobs")
-	jobs.Replicas = 1
+	orders, quiet, jobs := catalogtest.CanaryObjects("orders", "quiet", "jobs")
 	cat := platform.Catalog{
 		Topics: map[string]platform.TopicSpec{"orders": orders, "quiet": quiet},
 		Queues: map[string]platform.QueueSpec{"jobs": jobs},

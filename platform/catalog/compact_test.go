@@ -36,10 +36,7 @@ func storedFor(t *testing.T, js jetstream.JetStream, topic platform.TopicSpec, k
 }
 
 func TestCompactedTopicKeepsLatestPerKeyAndHonoursTombstones(t *testing.T) {
-	f := natstest.RunFabric(t, 1)
-	rec, _ := newTestReconciler(t, f)
-	js := f.JetStream()
-	ctx := natstest.Context(t, 60*time.Second)
+	rec, _, js, ctx := onFabric(t, 1)
 
 	topic := platform.DefaultTopicSpec("profiles")
 	topic.Partitions = 2
@@ -108,10 +105,7 @@ func TestCompactedTopicKeepsLatestPerKeyAndHonoursTombstones(t *testing.T) {
 }
 
 func TestReconcileRefusesCleanupSwitchWithoutFlag(t *testing.T) {
-	f := natstest.RunFabric(t, 1)
-	rec, _ := newTestReconciler(t, f)
-	js := f.JetStream()
-	ctx := natstest.Context(t, 60*time.Second)
+	rec, _, js, ctx := onFabric(t, 1)
 	topic := platform.DefaultTopicSpec("prices")
 	topic.Replicas = 1
 	if _, err := rec.ApplyTopic(ctx, topic, ApplyOptions{AllowReducedReplicas: true}); err != nil {

@@ -79,11 +79,7 @@ type GroupPartitionStatus struct {
 // next_by_subj from AckFloor+1): everything before the floor is
 // acknowledged, so that event is the oldest unprocessed one.
 func (r *Reconciler) DescribeTopic(ctx context.Context, name string) (TopicStatus, error) {
-	stream, si, err := r.platformStream(ctx, name, platform.StreamKindTopic)
-	if err != nil {
-		return TopicStatus{}, err
-	}
-	spec, err := platform.TopicFromStream(&si.Config)
+	stream, si, spec, err := platformSpec(ctx, r, name, platform.StreamKindTopic, platform.TopicFromStream)
 	if err != nil {
 		return TopicStatus{}, err
 	}
@@ -258,11 +254,7 @@ type QueueStatus struct {
 
 // DescribeQueue reads a queue's spec, stream and consumer.
 func (r *Reconciler) DescribeQueue(ctx context.Context, name string) (QueueStatus, error) {
-	_, si, err := r.platformStream(ctx, name, platform.StreamKindQueue)
-	if err != nil {
-		return QueueStatus{}, err
-	}
-	spec, err := platform.QueueFromStream(&si.Config)
+	_, si, spec, err := platformSpec(ctx, r, name, platform.StreamKindQueue, platform.QueueFromStream)
 	if err != nil {
 		return QueueStatus{}, err
 	}
@@ -320,4 +312,16 @@ func (r *Reconciler) platformStream(ctx context.Context, name, kind string) (jet
 		return nil, nil, fmt.Errorf("%w: no %s %q (stream %q is not one)", platform.ErrNotFound, kind, name, si.Config.Name)
 	}
 	return s, si, nil
+}
+
+// platformSpec returns the stream of the platform object name of kind,
+// its info and the spec fromStream reads back from it.
+func platformSpec[S any](ctx context.Context, r *Reconciler, name, kind string, fromStream func(*jetstream.StreamConfig) (S, error)) (jetstream.Stream, *jetstream.StreamInfo, S, error) {
+	s, si, err := r.platformStream(ctx, name, kind)
+	if err != nil {
+		var zero S
+		return nil, nil, zero, err
+	}
+	spec, err := fromStream(&si.Config)
+	return s, si, spec, err
 }

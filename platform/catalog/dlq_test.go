@@ -12,10 +12,7 @@ import (
 // DLQ and advisory streams, and changes them in place on a later apply.
 func TestApplyDLQRetentionAndOwner(t *testing.T) {
 	t.Parallel()
-	f := natstest.RunFabric(t, 1)
-	js := f.JetStream()
-	ctx := natstest.Context(t, 60*time.Second)
-	r := NewReconciler(js, ReconcilerOptions{DefaultReplicas: 1})
+	r, _, js, ctx := onFabric(t, 1)
 	topic := platform.DefaultTopicSpec("payments")
 	topic.Replicas, topic.Owner = 1, "checkout"
 	topic.DLQ = platform.DLQSpec{Retention: 336 * time.Hour, Owner: "payments-oncall"}

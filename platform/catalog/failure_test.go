@@ -153,13 +153,5 @@ func TestApplySurvivesNodeLoss(t *testing.T) {
 	more.Topics["payments"] = pay
 
 	// And the result is complete: a further apply has nothing to do.
-	again, err := r.Apply(ctx, more, ApplyOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range again {
-		if c.Action != ActionUnchanged {
-			t.Errorf("after node loss, re-apply: %s", c)
-		}
-	}
+	applyWant(t, ctx, r, more, ActionUnchanged, "after node loss, re-apply")
 }

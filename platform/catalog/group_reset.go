@@ -198,11 +198,7 @@ func (r *Reconciler) resetGroup(ctx context.Context, req GroupResetRequest, appr
 			return GroupReset{}, err
 		}
 	}
-	stream, si, err := r.platformStream(ctx, topic, platform.StreamKindTopic)
-	if err != nil {
-		return GroupReset{}, err
-	}
-	spec, err := platform.TopicFromStream(&si.Config)
+	stream, si, spec, err := platformSpec(ctx, r, topic, platform.StreamKindTopic, platform.TopicFromStream)
 	if err != nil {
 		return GroupReset{}, err
 	}

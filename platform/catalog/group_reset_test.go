@@ -66,10 +66,7 @@ type resetFixture struct {
 
 func newResetFixture(t *testing.T, review string) resetFixture {
 	t.Helper()
-	f := natstest.RunFabric(t, 1)
-	rec, _ := newTestReconciler(t, f)
-	js := f.JetStream()
-	ctx := natstest.Context(t, 60*time.Second)
+	rec, _, js, ctx := onFabric(t, 1)
 	topic := platform.DefaultTopicSpec("payments")
 	topic.Partitions = 3
 	topic.Replicas = 1

@@ -77,18 +77,18 @@ func (a *apiRecorder) writes() []string {
 	return out
 }
 
-// newTestReconciler returns a reconciler on the fabric whose API requests
-// are recorded.
-// onFabric starts a 3-node fabric and returns a reconciler on it that
-// records its API requests (newTestReconciler), a plain JetStream and a
-// context ending after 60 s or with the test.
-func onFabric(t *testing.T) (*Reconciler, *apiRecorder, jetstream.JetStream, context.Context) {
+// onFabric starts a fabric of nodes nodes and returns a reconciler on it
+// that records its API requests (newTestReconciler), a plain JetStream
+// and a context ending after 60 s or with the test.
+func onFabric(t *testing.T, nodes int) (*Reconciler, *apiRecorder, jetstream.JetStream, context.Context) {
 	t.Helper()
-	f := natstest.RunFabric(t, 3)
+	f := natstest.RunFabric(t, nodes)
 	r, rec := newTestReconciler(t, f)
 	return r, rec, f.JetStream(), natstest.Context(t, 60*time.Second)
 }
 
+// newTestReconciler returns a reconciler on the fabric whose API requests
+// are recorded.
 func newTestReconciler(t testing.TB, f *natstest.Fabric) (*Reconciler, *apiRecorder) {
 	t.Helper()
 	rec := &apiRecorder{}
@@ -103,6 +103,23 @@ func newTestReconciler(t testing.TB, f *natstest.Fabric) (*Reconciler, *apiRecor
 		t.Fatal(err)
 	}
 	return NewReconciler(js, ReconcilerOptions{Logger: natstest.Logger(t)}), rec
+}
+
+// applyWant applies cat with r and returns its changes, failing the test
+// if the apply fails and reporting, under what, each change whose action
+// is not want.
+func applyWant(t *testing.T, ctx context.Context, r *Reconciler, cat platform.Catalog, want Action, what string) []Change {
+	t.Helper()
+	changes, err := r.Apply(ctx, cat, ApplyOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range changes {
+		if c.Action != want {
+			t.Errorf("%s: %s, want %s", what, c, want)
+		}
+	}
+	return changes
 }
 
 func actions(changes []Change) map[string]Action {

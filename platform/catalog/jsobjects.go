@@ -288,6 +288,31 @@ func (p *plan) checkStreamName(key string, info *jetstream.StreamInfo, kind stri
 	return false
 }
 
+// existingSpec returns the spec fromStream reads back from info, the
+// stream already backing key; false, with a conflict planned, when the
+// stream is not a platform object of kind or its record is damaged.
+func existingSpec[S any](p *plan, key, kind string, info *jetstream.StreamInfo, fromStream func(*jetstream.StreamConfig) (S, error)) (S, bool) {
+	var zero S
+	if !p.checkStreamName(key, info, kind) {
+		return zero, false
+	}
+	cur, err := fromStream(&info.Config)
+	if err != nil {
+		p.conflict(key, "%v; the %s's record is damaged, inspect the stream before applying", err, kind)
+		return zero, false
+	}
+	return cur, true
+}
+
+// checkStorage plans a conflict when the storage or retention of cur,
+// which cannot change in place, differ from want's.
+func (p *plan) checkStorage(key, kind string, cur *jetstream.StreamConfig, want jetstream.StreamConfig) {
+	if cur.Storage != want.Storage || cur.Retention != want.Retention {
+		p.conflict(key, "stream %q has %s storage and %s retention, which cannot be changed in place (want %s, %s); recreate the %s",
+			want.Name, cur.Storage, cur.Retention, want.Storage, want.Retention, kind)
+	}
+}
+
 // checkReplicas refuses lowering replicas below 3 without the flag.
 func (p *plan) checkReplicas(key, kind string, cur, want int) {
 	if want >= cur || want >= 3 || p.o.AllowReducedReplicas {

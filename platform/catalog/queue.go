@@ -37,19 +37,12 @@ func (p *plan) planQueue(ctx context.Context, q platform.QueueSpec) {
 		p.add(it)
 		return
 	}
-	if !p.checkStreamName(key, info, platform.StreamKindQueue) {
-		return
-	}
-	cur, err := platform.QueueFromStream(&info.Config)
-	if err != nil {
-		p.conflict(key, "%v; the queue's record is damaged, inspect the stream before applying", err)
+	cur, ok := existingSpec(p, key, platform.StreamKindQueue, info, platform.QueueFromStream)
+	if !ok {
 		return
 	}
 	p.checkReplicas(key, "queue", cur.Replicas, q.Replicas)
-	if info.Config.Storage != want.Storage || info.Config.Retention != want.Retention {
-		p.conflict(key, "stream %q has %s storage and %s retention, which cannot be changed in place (want %s, %s); recreate the queue",
-			want.Name, info.Config.Storage, info.Config.Retention, want.Storage, want.Retention)
-	}
+	p.checkStorage(key, "queue", &info.Config, want)
 	if d := diffStream(&info.Config, want); len(d) > 0 {
 		it.change.Details = append(it.change.Details, d...)
 		it.steps = append(it.steps, p.r.updateStream(mergeStream(&info.Config, want)))

@@ -151,12 +151,7 @@ func (r *Reconciler) ApplyTopic(ctx context.Context, spec platform.TopicSpec, o 
 	if spec.Replicas == 0 {
 		spec.Replicas = r.opts.DefaultReplicas
 	}
-	if err := prefixed("topics."+spec.Name, spec.Validate()); err != nil {
-		return Change{}, err
-	}
-	p := r.newPlan(o)
-	p.planTopic(ctx, spec)
-	return one(p.run(ctx))
+	return r.applyOne(ctx, "topics."+spec.Name, spec.Validate(), o, func(p *plan) { p.planTopic(ctx, spec) })
 }
 
 // ApplyQueue applies one queue (see Apply).
@@ -164,22 +159,23 @@ func (r *Reconciler) ApplyQueue(ctx context.Context, spec platform.QueueSpec, o 
 	if spec.Replicas == 0 {
 		spec.Replicas = r.opts.DefaultReplicas
 	}
-	if err := prefixed("queues."+spec.Name, spec.Validate()); err != nil {
-		return Change{}, err
-	}
-	p := r.newPlan(o)
-	p.planQueue(ctx, spec)
-	return one(p.run(ctx))
+	return r.applyOne(ctx, "queues."+spec.Name, spec.Validate(), o, func(p *plan) { p.planQueue(ctx, spec) })
 }
 
 // ApplyGroup applies one group (see Apply). Its topic must exist
 // (platform.ErrNotFound otherwise).
 func (r *Reconciler) ApplyGroup(ctx context.Context, spec platform.GroupSpec, o ApplyOptions) (Change, error) {
-	if err := prefixed("groups."+spec.Name, spec.Validate()); err != nil {
+	return r.applyOne(ctx, "groups."+spec.Name, spec.Validate(), o, func(p *plan) { p.planGroup(ctx, spec, nil) })
+}
+
+// applyOne applies the one object add plans, refusing it with its spec's
+// problems (keyed under key) before anything is read.
+func (r *Reconciler) applyOne(ctx context.Context, key string, problems error, o ApplyOptions, add func(*plan)) (Change, error) {
+	if err := prefixed(key, problems); err != nil {
 		return Change{}, err
 	}
 	p := r.newPlan(o)
-	p.planGroup(ctx, spec, nil)
+	add(p)
 	return one(p.run(ctx))
 }
 

@@ -18,7 +18,7 @@ import (
 // changes nothing and sends no create/update/delete request.
 func TestApplyCreatesThenIsIdempotent(t *testing.T) {
 	t.Parallel()
-	r, rec, js, ctx := onFabric(t)
+	r, rec, js, ctx := onFabric(t, 3)
 	cat := harborCart()
 
 	dry, err := r.Apply(ctx, cat, ApplyOptions{DryRun: true})
@@ -32,15 +32,7 @@ func TestApplyCreatesThenIsIdempotent(t *testing.T) {
 		t.Fatalf("dry run created the stream: %v", err)
 	}
 
-	changes, err := r.Apply(ctx, cat, ApplyOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range changes {
-		if c.Action != ActionCreate {
-			t.Errorf("%s: want create", c)
-		}
-	}
+	changes := applyWant(t, ctx, r, cat, ActionCreate, "first apply")
 	if got := []string{changes[0].Name, changes[1].Name, changes[2].Name}; got[0] != "orders" || got[1] != "shipment-jobs" || got[2] != "email-notifier" {
 		t.Errorf("changes not in topic, queue, group order: %v", got)
 	}
@@ -132,11 +124,9 @@ func TestApplyCreatesThenIsIdempotent(t *testing.T) {
 // catalog is applied, not even the valid changes beside it.
 func TestApplyRefusesPartitionChange(t *testing.T) {
 	t.Parallel()
-	r, rec, js, ctx := onFabric(t)
+	r, rec, js, ctx := onFabric(t, 3)
 	cat := harborCart()
-	if _, err := r.Apply(ctx, cat, ApplyOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	applyWant(t, ctx, r, cat, ActionCreate, "first apply")
 	before := natstest.StreamConfig(t, js, "orders")
 
 	// Alone.
@@ -188,11 +178,9 @@ func TestApplyRefusesPartitionChange(t *testing.T) {
 // stream and its group consumers follow.
 func TestApplyReducedReplicas(t *testing.T) {
 	t.Parallel()
-	r, _, js, ctx := onFabric(t)
+	r, _, js, ctx := onFabric(t, 3)
 	cat := harborCart()
-	if _, err := r.Apply(ctx, cat, ApplyOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	applyWant(t, ctx, r, cat, ActionCreate, "first apply")
 	low := clone(cat)
 	o := low.Topics["orders"]
 	o.Replicas = 1
@@ -241,15 +229,7 @@ func TestApplyReducedReplicas(t *testing.T) {
 		}
 		return nil
 	})
-	again, err := r.Apply(ctx, low, ApplyOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range again {
-		if c.Action != ActionUnchanged {
-			t.Errorf("after reduction, re-apply: %s", c)
-		}
-	}
+	applyWant(t, ctx, r, low, ActionUnchanged, "after reduction, re-apply")
 }
 
 // Invalid specs fail before anything is read, each problem named by key.
@@ -303,7 +283,7 @@ func TestApplyRejectsBadSpecs(t *testing.T) {
 // manage, or groups of missing topics are refused.
 func TestApplyRefusesForeignAndMissing(t *testing.T) {
 	t.Parallel()
-	r, _, js, ctx := onFabric(t)
+	r, _, js, ctx := onFabric(t, 3)
 	orders := platform.DefaultTopicSpec("orders")
 	orders.Partitions = 8
 	if _, err := r.ApplyTopic(ctx, orders, ApplyOptions{}); err != nil {

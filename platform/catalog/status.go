@@ -63,21 +63,11 @@ type QueueInfo struct {
 
 // ListTopics returns every platform topic, sorted by name.
 func (r *Reconciler) ListTopics(ctx context.Context) ([]TopicInfo, error) {
-	infos, err := r.listStreams(ctx)
-	if err != nil {
-		return nil, err
-	}
 	out := []TopicInfo{}
-	for _, si := range infos {
-		if platform.StreamKind(&si.Config) != platform.StreamKindTopic {
-			continue
-		}
-		spec, err := platform.TopicFromStream(&si.Config)
-		if err != nil {
-			r.log.Warn("platform: skipping topic with damaged record", "stream", si.Config.Name, "err", err)
-			continue
-		}
-		out = append(out, TopicInfo{Spec: spec, Stream: streamStatus(si)})
+	if err := listKind(ctx, r, platform.StreamKindTopic, platform.TopicFromStream, func(spec platform.TopicSpec, st StreamStatus) {
+		out = append(out, TopicInfo{Spec: spec, Stream: st})
+	}); err != nil {
+		return nil, err
 	}
 	slices.SortFunc(out, func(a, b TopicInfo) int { return cmp.Compare(a.Spec.Name, b.Spec.Name) })
 	return out, nil
@@ -85,24 +75,36 @@ func (r *Reconciler) ListTopics(ctx context.Context) ([]TopicInfo, error) {
 
 // ListQueues returns every platform queue, sorted by name.
 func (r *Reconciler) ListQueues(ctx context.Context) ([]QueueInfo, error) {
-	infos, err := r.listStreams(ctx)
-	if err != nil {
-		return nil, err
-	}
 	out := []QueueInfo{}
-	for _, si := range infos {
-		if platform.StreamKind(&si.Config) != platform.StreamKindQueue {
-			continue
-		}
-		spec, err := platform.QueueFromStream(&si.Config)
-		if err != nil {
-			r.log.Warn("platform: skipping queue with damaged record", "stream", si.Config.Name, "err", err)
-			continue
-		}
-		out = append(out, QueueInfo{Spec: spec, Stream: streamStatus(si)})
+	if err := listKind(ctx, r, platform.StreamKindQueue, platform.QueueFromStream, func(spec platform.QueueSpec, st StreamStatus) {
+		out = append(out, QueueInfo{Spec: spec, Stream: st})
+	}); err != nil {
+		return nil, err
 	}
 	slices.SortFunc(out, func(a, b QueueInfo) int { return cmp.Compare(a.Spec.Name, b.Spec.Name) })
 	return out, nil
+}
+
+// listKind calls add with the spec and status of every platform stream of
+// kind, its spec read back by fromStream; a stream whose record is damaged
+// is skipped with a warning.
+func listKind[S any](ctx context.Context, r *Reconciler, kind string, fromStream func(*jetstream.StreamConfig) (S, error), add func(S, StreamStatus)) error {
+	infos, err := r.listStreams(ctx)
+	if err != nil {
+		return err
+	}
+	for _, si := range infos {
+		if platform.StreamKind(&si.Config) != kind {
+			continue
+		}
+		spec, err := fromStream(&si.Config)
+		if err != nil {
+			r.log.Warn("platform: skipping "+kind+" with damaged record", "stream", si.Config.Name, "err", err)
+			continue
+		}
+		add(spec, streamStatus(si))
+	}
+	return nil
 }
 
 // listStreams reads the info of every stream (paged).

@@ -8,7 +8,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/msgplatform/platform/embeddednats/natstest"
 	"github.com/msgplatform/platform/platform"
 )
 
@@ -16,8 +15,7 @@ import (
 // and tolerance (declared, else 300 s); a topic bounded by size only has
 // no retention series.
 func TestCollector(t *testing.T) {
-	f := natstest.RunFabric(t, 1)
-	rec := NewReconciler(f.JetStream(), ReconcilerOptions{DefaultReplicas: 1, Logger: natstest.Logger(t)})
+	rec, _, _, ctx := onFabric(t, 1)
 	orders := platform.DefaultTopicSpec("orders")
 	orders.Replicas = 1
 	clicks := platform.TopicSpec{Name: "clicks", Partitions: 2, Replicas: 1, Retention: platform.Retention{MaxBytes: 1 << 20}}
@@ -32,7 +30,7 @@ func TestCollector(t *testing.T) {
 	if err := (platform.GroupSpec{Name: "g", Topic: "orders", Tolerance: -time.Second}).Validate(); err == nil || !strings.Contains(err.Error(), "tolerance") {
 		t.Fatalf("negative tolerance: %v, want a problem naming tolerance", err)
 	}
-	if _, err := rec.Apply(natstest.Context(t, 30*time.Second), cat, ApplyOptions{}); err != nil {
+	if _, err := rec.Apply(ctx, cat, ApplyOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	c := NewCollector(rec, func(g string) time.Duration { return cat.Groups[g].Tolerance })

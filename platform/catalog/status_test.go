@@ -18,7 +18,7 @@ import (
 // the group's pending and the age of its oldest unprocessed event.
 func TestDescribeTopic(t *testing.T) {
 	t.Parallel()
-	r, _, js, ctx := onFabric(t)
+	r, _, js, ctx := onFabric(t, 3)
 	orders := platform.DefaultTopicSpec("orders")
 	orders.Partitions = 8
 	orders.Owner = "checkout"
@@ -184,7 +184,7 @@ func TestDescribeTopic(t *testing.T) {
 // pending, in-flight and oldest job age.
 func TestQueueConsumerAndDescribe(t *testing.T) {
 	t.Parallel()
-	r, rec, js, ctx := onFabric(t)
+	r, rec, js, ctx := onFabric(t, 3)
 	q := platform.QueueSpec{Name: "shipment-jobs", Lease: 10 * time.Second, MaxAttempts: 3}
 	ch, err := r.ApplyQueue(ctx, q, ApplyOptions{})
 	if err != nil || ch.Action != ActionCreate {

@@ -55,12 +55,8 @@ func (p *plan) planTopic(ctx context.Context, t platform.TopicSpec) {
 		p.add(it)
 		return
 	}
-	if !p.checkStreamName(key, info, platform.StreamKindTopic) {
-		return
-	}
-	cur, err := platform.TopicFromStream(&info.Config)
-	if err != nil {
-		p.conflict(key, "%v; the topic's record is damaged, inspect the stream before applying", err)
+	cur, ok := existingSpec(p, key, platform.StreamKindTopic, info, platform.TopicFromStream)
+	if !ok {
 		return
 	}
 	if cur.Partitions != t.Partitions {
@@ -71,10 +67,7 @@ func (p *plan) planTopic(ctx context.Context, t platform.TopicSpec) {
 	if from, to := cur.EffectiveCleanup(), t.EffectiveCleanup(); from != to && !p.o.AllowCleanupChange {
 		p.conflict(key+".cleanup", "changing %s -> %s changes what history the topic keeps (compact keeps only the latest event per key and deletes older events at once; delete keeps every event until retention); if that is intended, apply with --allow-cleanup-change (allow_cleanup_change: true)", from, to)
 	}
-	if info.Config.Storage != want.Storage || info.Config.Retention != want.Retention {
-		p.conflict(key, "stream %q has %s storage and %s retention, which cannot be changed in place (want %s, %s); recreate the topic",
-			want.Name, info.Config.Storage, info.Config.Retention, want.Storage, want.Retention)
-	}
+	p.checkStorage(key, "topic", &info.Config, want)
 	if d := append(diffStream(&info.Config, want), diffCompaction(&info.Config, want)...); len(d) > 0 {
 		it.change.Action = ActionUpdate
 		it.change.Details = d

@@ -1,7 +1,6 @@
 package consumer
 
 import (
-	"context"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -13,19 +12,9 @@ import (
 // when it was processed: a canary never reaches a handler, even when
 // fenced (the partition's next owner acks it).
 func (s *settler) skipCanary(next Handler) Handler {
-	return func(ctx context.Context, m *Message) error {
-		if !platform.IsCanary(m.Header) {
-			return next(ctx, m)
-		}
-		if !s.settleable(m) {
-			return nil
-		}
-		if err := m.raw.Ack(); err == nil {
-			s.metrics.canaryProcessed(s.group, s.partition, time.Now())
-		}
-		m.outcome = outcomeAcked
-		return nil
-	}
+	return s.skip(next, func(m *Message) bool { return platform.IsCanary(m.Header) }, func() {
+		s.metrics.canaryProcessed(s.group, s.partition, time.Now())
+	})
 }
 
 // newCanaryGauge is Metrics' record of the last canary processed.

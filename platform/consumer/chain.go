@@ -88,6 +88,25 @@ func (s *settler) settleable(m *Message) bool {
 	return true
 }
 
+// skip is the step that acknowledges each message matching reports true
+// for without passing it on, calling acked once the ack succeeded; a
+// fenced one is left alone (the next owner skips it).
+func (s *settler) skip(next Handler, matching func(*Message) bool, acked func()) Handler {
+	return func(ctx context.Context, m *Message) error {
+		if !matching(m) {
+			return next(ctx, m)
+		}
+		if !s.settleable(m) {
+			return nil
+		}
+		if err := m.raw.Ack(); err == nil {
+			acked()
+		}
+		m.outcome = outcomeAcked
+		return nil
+	}
+}
+
 // recoverPanic turns a panic below it into a transient error.
 func recoverPanic(next Handler) Handler {
 	return func(ctx context.Context, m *Message) (err error) {

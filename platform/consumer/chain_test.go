@@ -85,14 +85,9 @@ func TestMiddlewareRunsInOrderAroundTheHandler(t *testing.T) {
 	startWorkers(t, ctx, js, WorkersConfig{Queue: "mw-jobs", Middleware: []Middleware{workers.middleware("a"), workers.middleware("b")}},
 		workers.handler)
 
-	pub := platform.NewPublisher(js, platform.PublisherOptions{})
 	for _, data := range []string{"good", "bad"} {
-		if _, err := pub.Publish(ctx, platform.Event{ID: data, Topic: "mw-orders", Key: "k", Payload: []byte(data)}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := js.Publish(ctx, "mw-jobs."+data, []byte(data)); err != nil {
-			t.Fatal(err)
-		}
+		publishEvent(t, ctx, js, platform.Event{ID: data, Topic: "mw-orders", Key: "k", Payload: []byte(data)})
+		publishJob(t, ctx, js, "mw-jobs."+data, []byte(data))
 	}
 	want := []string{"a>", "b>", "h", "<b", "<a"}
 	for _, c := range []struct {

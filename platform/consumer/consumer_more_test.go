@@ -18,6 +18,7 @@ import (
 
 	"github.com/msgplatform/platform/embeddednats/natstest"
 	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/catalog/catalogtest"
 	"github.com/msgplatform/platform/platform/dlq"
 )
 
@@ -89,9 +90,7 @@ func (r *recordingTracer) recorded() []recordedSpan {
 // producer's span as parent.
 func TestGroupTracePropagatesFromPublisher(t *testing.T) {
 	t.Parallel()
-	f := natstest.RunFabric(t, 3, natstest.WithSyncAlways(false))
-	js := f.JetStream()
-	applyGroup(t, js, "traced", 2, "tracer-group")
+	_, js := catalogtest.GroupFabric(t, "traced", 2, "tracer-group", natstest.WithSyncAlways(false))
 	tp := &recordingTracer{filter: "traced."}
 	otel.SetTracerProvider(tp) // the runtime's spans go to the global provider
 
@@ -106,16 +105,9 @@ func TestGroupTracePropagatesFromPublisher(t *testing.T) {
 	})
 	ctx := natstest.Context(t, 30*time.Second)
 	pctx, producer := tp.Start(ctx, "checkout place-order")
-	if _, err := platform.NewPublisher(js, platform.PublisherOptions{}).Publish(pctx, platform.Event{ID: "evt-trace-1", Topic: "traced", Key: "order:T1", Payload: []byte("{}")}); err != nil {
-		t.Fatal(err)
-	}
+	publishEvent(t, pctx, js, platform.Event{ID: "evt-trace-1", Topic: "traced", Key: "order:T1", Payload: []byte("{}")})
 	want := producer.SpanContext()
-	var s seen
-	select {
-	case s = <-got:
-	case <-time.After(20 * time.Second):
-		t.Fatal("handler never ran")
-	}
+	s := received(t, got, 20*time.Second, "handler never ran")
 	wantHeader := fmt.Sprintf("00-%s-%s-01", want.TraceID(), want.SpanID())
 	if s.header != wantHeader {
 		t.Errorf("traceparent header = %q, want %q", s.header, wantHeader)
@@ -147,16 +139,11 @@ func TestGroupTracePropagatesFromPublisher(t *testing.T) {
 // and no event is lost (each comes back after the longest delay).
 func TestGroupRetryBudgetStopsRetryStorm(t *testing.T) {
 	t.Parallel()
-	f := natstest.RunFabric(t, 3, natstest.WithSyncAlways(false))
-	js := f.JetStream()
-	applyGroup(t, js, "inventory", 1, "reserver")
+	_, js := catalogtest.GroupFabric(t, "inventory", 1, "reserver", natstest.WithSyncAlways(false))
 	ctx := natstest.Context(t, 60*time.Second)
-	pub := platform.NewPublisher(js, platform.PublisherOptions{})
 	const keys = 10
 	for k := range keys {
-		if _, err := pub.Publish(ctx, platform.Event{ID: fmt.Sprintf("inv-%d", k), Topic: "inventory", Key: fmt.Sprintf("sku:%d", k), Payload: []byte("x")}); err != nil {
-			t.Fatal(err)
-		}
+		publishEvent(t, ctx, js, platform.Event{ID: fmt.Sprintf("inv-%d", k), Topic: "inventory", Key: fmt.Sprintf("sku:%d", k), Payload: []byte("x")})
 	}
 	const longest = 2 * time.Second
 	var mu sync.Mutex
@@ -240,10 +227,8 @@ func TestGroupRetryBudgetStopsRetryStorm(t *testing.T) {
 // is stale.
 func TestGroupOrderAcrossGracefulJoinAndLeave(t *testing.T) {
 	t.Parallel()
-	f := natstest.RunFabric(t, 3, natstest.WithSyncAlways(false))
-	js := f.JetStream()
 	const partitions = 6
-	applyGroup(t, js, "carts", partitions, "cart-view")
+	f, js := catalogtest.GroupFabric(t, "carts", partitions, "cart-view", natstest.WithSyncAlways(false))
 	store := newFencedStore()
 	handler := func(ctx context.Context, m *Message) error {
 		time.Sleep(3 * time.Millisecond)

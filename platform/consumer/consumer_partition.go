@@ -292,16 +292,9 @@ func (r *partitionRunner) resync() {
 
 // keepAlive renews the lease of every event the runner holds.
 func (r *partitionRunner) keepAlive(every time.Duration) {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-r.handlerCtx.Done():
-			return
-		case <-t.C:
-		}
+	repeat(r.handlerCtx, every, nil, func(bool) bool {
 		if r.fenced() {
-			continue
+			return true
 		}
 		r.mu.Lock()
 		var held []jetstream.Msg
@@ -315,7 +308,8 @@ func (r *partitionRunner) keepAlive(every time.Duration) {
 		for _, m := range held {
 			_ = m.InProgress()
 		}
-	}
+		return true
+	})
 }
 
 func (r *partitionRunner) dispatch(msg jetstream.Msg) {
@@ -439,10 +433,7 @@ func (r *partitionRunner) handle(l *lane, m *Message) {
 	if l.current == nil && l.parked == 0 && len(l.queue) == 0 {
 		delete(r.lanes, m.Key)
 	}
-	select {
-	case r.space <- struct{}{}:
-	default:
-	}
+	signal(r.space)
 }
 
 // release stops fetching, lets running handlers finish and settle within

@@ -57,19 +57,7 @@ func (s *settler) groupConsumes(group string) bool {
 // without passing it on (or leaves it alone if fenced: the next owner
 // skips it).
 func (s *settler) skipRedrive(next Handler) Handler {
-	return func(ctx context.Context, m *Message) error {
-		if !s.redriveForOther(m) {
-			return next(ctx, m)
-		}
-		if !s.settleable(m) {
-			return nil
-		}
-		if err := m.raw.Ack(); err == nil {
-			s.metrics.redriveSkipped(s.group, s.partition)
-		}
-		m.outcome = outcomeAcked
-		return nil
-	}
+	return s.skip(next, s.redriveForOther, func() { s.metrics.redriveSkipped(s.group, s.partition) })
 }
 
 func newRedriveSkippedCounter() *prometheus.CounterVec {

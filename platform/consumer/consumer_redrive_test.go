@@ -14,7 +14,7 @@ import (
 
 	"github.com/msgplatform/platform/embeddednats/natstest"
 	"github.com/msgplatform/platform/platform"
-	"github.com/msgplatform/platform/platform/catalog"
+	"github.com/msgplatform/platform/platform/catalog/catalogtest"
 	"github.com/msgplatform/platform/platform/consumer"
 	"github.com/msgplatform/platform/platform/dlq"
 	"github.com/msgplatform/platform/redrive"
@@ -27,19 +27,11 @@ import (
 // and counts the skip.
 func TestRedriveReachesOnlyTheFailedGroup(t *testing.T) {
 	t.Parallel()
-	f := natstest.RunFabric(t, 1)
-	js := f.JetStream()
+	topic := catalogtest.Topic("payments", 1)
+	topic.Replicas = 1
+	_, js := catalogtest.TopicFabric(t, 1, topic, "ledger", "mailer")
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	topic := platform.DefaultTopicSpec("payments")
-	topic.Replicas, topic.Owner = 1, "checkout"
-	cat := platform.Catalog{
-		Topics: map[string]platform.TopicSpec{"payments": topic},
-		Groups: map[string]platform.GroupSpec{"ledger": {Name: "ledger", Topic: "payments"}, "mailer": {Name: "mailer", Topic: "payments"}},
-	}
-	if _, err := catalog.NewReconciler(js, catalog.ReconcilerOptions{DefaultReplicas: 1}).Apply(ctx, cat, catalog.ApplyOptions{}); err != nil {
-		t.Fatal(err)
-	}
 	var ledgerSeen, mailerSeen atomic.Int32
 	var failing atomic.Bool
 	failing.Store(true)

@@ -13,7 +13,7 @@ import (
 
 	"github.com/msgplatform/platform/embeddednats/natstest"
 	"github.com/msgplatform/platform/platform"
-	"github.com/msgplatform/platform/platform/catalog"
+	"github.com/msgplatform/platform/platform/catalog/catalogtest"
 	"github.com/msgplatform/platform/platform/dlq"
 )
 
@@ -23,15 +23,10 @@ import (
 // the new one saw.
 func TestFirstFailureSurvivesConsumerCrash(t *testing.T) {
 	t.Parallel()
-	f := natstest.RunFabric(t, 1)
-	js := f.JetStream()
-	ctx := natstest.Context(t, 60*time.Second)
 	spec := platform.DefaultTopicSpec("refunds")
 	spec.Replicas = 1
-	if _, err := catalog.NewReconciler(js, catalog.ReconcilerOptions{}).Apply(ctx, platform.Catalog{Topics: map[string]platform.TopicSpec{"refunds": spec},
-		Groups: map[string]platform.GroupSpec{"notifier": {Name: "notifier", Topic: "refunds"}}}, catalog.ApplyOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	f, js := catalogtest.TopicFabric(t, 1, spec, "notifier")
+	ctx := natstest.Context(t, 60*time.Second)
 	var mu sync.Mutex
 	var firstAttempt time.Time
 	second := make(chan struct{}, 1)
@@ -51,14 +46,8 @@ func TestFirstFailureSurvivesConsumerCrash(t *testing.T) {
 		}
 		return errors.New("refund service unavailable")
 	})
-	if _, err := platform.NewPublisher(js, platform.PublisherOptions{}).Publish(ctx, platform.Event{ID: "r1", Topic: "refunds", Key: "refund:1", Payload: []byte("r1")}); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-second:
-	case <-time.After(20 * time.Second):
-		t.Fatal("never reached the second attempt")
-	}
+	publishEvent(t, ctx, js, platform.Event{ID: "r1", Topic: "refunds", Key: "refund:1", Payload: []byte("r1")})
+	received(t, second, 20*time.Second, "never reached the second attempt")
 	// The crash comes between two attempts, once the first failure is
 	// recorded (it is written off the settling path, after the first
 	// NAK, and on a loaded machine creating the bucket may take longer

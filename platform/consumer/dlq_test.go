@@ -16,6 +16,7 @@ import (
 
 	"github.com/msgplatform/platform/embeddednats/natstest"
 	"github.com/msgplatform/platform/platform"
+	"github.com/msgplatform/platform/platform/catalog/catalogtest"
 	"github.com/msgplatform/platform/platform/dlq"
 )
 
@@ -45,9 +46,7 @@ func counterSum(t *testing.T, c prometheus.Collector, name string) float64 {
 // failing key is parked while other keys proceed, and keeps its order.
 func TestGroupRetriesAndDeadLetters(t *testing.T) {
 	t.Parallel()
-	f := natstest.RunFabric(t, 3)
-	js := f.JetStream()
-	applyGroup(t, js, "payments", 1, "ledger")
+	_, js := catalogtest.GroupFabric(t, "payments", 1, "ledger")
 	var mu sync.Mutex
 	attempts := map[string][]time.Time{}
 	var order []string
@@ -76,13 +75,10 @@ func TestGroupRetriesAndDeadLetters(t *testing.T) {
 	cfg.Heartbeat, cfg.TTL = 500*time.Millisecond, 10*time.Second
 	startMember(t, js, cfg, handler)
 
-	pub := platform.NewPublisher(js, platform.PublisherOptions{})
 	ctx := natstest.Context(t, 60*time.Second)
 	publish := func(id, key string) {
 		h := nats.Header{"X-Order": []string{id}, platform.HeaderTenant: []string{"harbor-retail"}}
-		if _, err := pub.Publish(ctx, platform.Event{ID: id, Topic: "payments", Key: key, Payload: []byte("payload of " + id), Headers: h}); err != nil {
-			t.Fatal(err)
-		}
+		publishEvent(t, ctx, js, platform.Event{ID: id, Topic: "payments", Key: key, Payload: []byte("payload of " + id), Headers: h})
 	}
 	publish("poison-1", "poison")
 	publish("flaky-1", "flaky")
@@ -190,9 +186,7 @@ func TestGroupRetriesAndDeadLetters(t *testing.T) {
 // DLQ gets exactly one entry with the broker's attempt count.
 func TestGroupKilledOnLastAttemptDeadLettersOnce(t *testing.T) {
 	t.Parallel()
-	f := natstest.RunFabric(t, 3)
-	js := f.JetStream()
-	applyGroup(t, js, "refunds", 1, "notifier")
+	f, js := catalogtest.GroupFabric(t, "refunds", 1, "notifier")
 	ctx := natstest.Context(t, 60*time.Second)
 	// A short lease so the dead member's delivery lapses quickly.
 	name := platform.PartitionConsumer("notifier", 0)
@@ -222,14 +216,8 @@ func TestGroupKilledOnLastAttemptDeadLettersOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = router.Close(context.Background()) })
-	if _, err := platform.NewPublisher(js, platform.PublisherOptions{}).Publish(ctx, platform.Event{ID: "r1", Topic: "refunds", Key: "refund:1", Payload: []byte("r1")}); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-last:
-	case <-time.After(20 * time.Second):
-		t.Fatal("never reached the last attempt")
-	}
+	publishEvent(t, ctx, js, platform.Event{ID: "r1", Topic: "refunds", Key: "refund:1", Payload: []byte("r1")})
+	received(t, last, 20*time.Second, "never reached the last attempt")
 	m.crash()
 	mconn.Close()
 	// Measured on 2.15.2 (R3, pinned): the broker notices the exhausted

@@ -251,31 +251,19 @@ func (m *Member) watch(ctx context.Context, w jetstream.KeyWatcher) {
 	}
 }
 
-func (m *Member) poke() {
-	select {
-	case m.wake <- struct{}{}:
-	default:
-	}
-}
+func (m *Member) poke() { signal(m.wake) }
 
 func (m *Member) loop(ctx context.Context) {
 	defer close(m.done)
-	t := time.NewTicker(m.cfg.Heartbeat)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if !m.paused.Load() {
-				if err := m.beat(ctx); err != nil {
-					m.log.Warn("platform: heartbeat failed", "err", err)
-				}
+	repeat(ctx, m.cfg.Heartbeat, m.wake, func(ticked bool) bool {
+		if ticked && !m.paused.Load() {
+			if err := m.beat(ctx); err != nil {
+				m.log.Warn("platform: heartbeat failed", "err", err)
 			}
-		case <-m.wake:
 		}
 		m.rebalance(ctx)
-	}
+		return true
+	})
 }
 
 func (m *Member) memberKey(id string) string { return m.cfg.Group + ".member." + id }

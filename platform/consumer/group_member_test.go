@@ -17,23 +17,8 @@ import (
 
 	"github.com/msgplatform/platform/embeddednats/natstest"
 	"github.com/msgplatform/platform/platform"
-	"github.com/msgplatform/platform/platform/catalog"
+	"github.com/msgplatform/platform/platform/catalog/catalogtest"
 )
-
-// applyGroup applies a topic with the given partitions and a group on it.
-func applyGroup(t *testing.T, js jetstream.JetStream, topic string, partitions int, groups ...string) {
-	t.Helper()
-	spec := platform.DefaultTopicSpec(topic)
-	spec.Partitions = partitions
-	spec.Owner = "checkout"
-	cat := platform.Catalog{Topics: map[string]platform.TopicSpec{topic: spec}, Groups: map[string]platform.GroupSpec{}}
-	for _, g := range groups {
-		cat.Groups[g] = platform.GroupSpec{Name: g, Topic: topic}
-	}
-	if _, err := catalog.NewReconciler(js, catalog.ReconcilerOptions{}).Apply(natstest.Context(t, 60*time.Second), cat, catalog.ApplyOptions{}); err != nil {
-		t.Fatal(err)
-	}
-}
 
 func fastMember(group, id string) MemberConfig {
 	return MemberConfig{
@@ -78,9 +63,7 @@ func settled(members []*Member, partitions int) error {
 // they need (sticky): 24 members hold 1 each, the 25th none.
 func TestGroupSpreadsEvenlyAndSticky(t *testing.T) {
 	t.Parallel()
-	f := natstest.RunFabric(t, 3)
-	js := f.JetStream()
-	applyGroup(t, js, "orders", 24, "email-notifier")
+	_, js := catalogtest.GroupFabric(t, "orders", 24, "email-notifier")
 	noop := func(context.Context, *Message) error { return nil }
 	var members []*Member
 	for i := range 12 {
@@ -176,9 +159,7 @@ func (s *fencedStore) apply(m *Message) error {
 // late write is refused by its fence.
 func TestGroupMemberKilledMidHandling(t *testing.T) {
 	t.Parallel()
-	f := natstest.RunFabric(t, 3)
-	js := f.JetStream()
-	applyGroup(t, js, "orders", 6, "fraud-monitor")
+	f, js := catalogtest.GroupFabric(t, "orders", 6, "fraud-monitor")
 	store := newFencedStore()
 	handler := func(ctx context.Context, m *Message) error {
 		time.Sleep(2 * time.Millisecond)
@@ -209,21 +190,14 @@ func TestGroupMemberKilledMidHandling(t *testing.T) {
 	all := append([]*Member{victim}, others...)
 	natstest.WaitFor(t, 20*time.Second, func() error { return settled(all, 6) })
 
-	pub := platform.NewPublisher(js, platform.PublisherOptions{})
 	ctx := natstest.Context(t, 60*time.Second)
 	const keys, perKey = 30, 10
 	for n := 1; n <= perKey; n++ {
 		for k := range keys {
-			if _, err := pub.Publish(ctx, platform.Event{ID: fmt.Sprintf("k%d-%d", k, n), Topic: "orders", Key: fmt.Sprintf("order:%d", k), Payload: []byte(strconv.Itoa(n))}); err != nil {
-				t.Fatal(err)
-			}
+			publishEvent(t, ctx, js, platform.Event{ID: fmt.Sprintf("k%d-%d", k, n), Topic: "orders", Key: fmt.Sprintf("order:%d", k), Payload: []byte(strconv.Itoa(n))})
 		}
 	}
-	select {
-	case <-entered:
-	case <-time.After(20 * time.Second):
-		t.Fatal("victim never handled 20 events")
-	}
+	received(t, entered, 20*time.Second, "victim never handled 20 events")
 	victim.crash()
 	victimConn.Close()
 	natstest.WaitFor(t, 30*time.Second, func() error {
@@ -259,9 +233,7 @@ func TestGroupMemberKilledMidHandling(t *testing.T) {
 // result is never acknowledged.
 func TestGroupStaleMemberCannotAck(t *testing.T) {
 	t.Parallel()
-	f := natstest.RunFabric(t, 3)
-	js := f.JetStream()
-	applyGroup(t, js, "orders", 1, "sales-analytics")
+	_, js := catalogtest.GroupFabric(t, "orders", 1, "sales-analytics")
 	block := make(chan struct{})
 	entered := make(chan uint64, 1)
 	staleMetrics, freshMetrics := NewMetrics(), NewMetrics()
@@ -273,10 +245,7 @@ func TestGroupStaleMemberCannotAck(t *testing.T) {
 		return nil
 	})
 	natstest.WaitFor(t, 10*time.Second, func() error { return settled([]*Member{a}, 1) })
-	pub := platform.NewPublisher(js, platform.PublisherOptions{})
-	if _, err := pub.Publish(natstest.Context(t, 10*time.Second), platform.Event{ID: "e1", Topic: "orders", Key: "order:1", Payload: []byte("1")}); err != nil {
-		t.Fatal(err)
-	}
+	publishEvent(t, natstest.Context(t, 10*time.Second), js, platform.Event{ID: "e1", Topic: "orders", Key: "order:1", Payload: []byte("1")})
 	fenceA := <-entered
 	a.paused.Store(true) // a stalls: no more heartbeats
 
@@ -287,12 +256,7 @@ func TestGroupStaleMemberCannotAck(t *testing.T) {
 		handledByB <- m.Fence()
 		return nil
 	})
-	var fenceB uint64
-	select {
-	case fenceB = <-handledByB:
-	case <-time.After(20 * time.Second):
-		t.Fatal("the new owner never got the event")
-	}
+	fenceB := received(t, handledByB, 20*time.Second, "the new owner never got the event")
 	if fenceB <= fenceA {
 		t.Fatalf("fence of the new owner %d is not above the stale one's %d", fenceB, fenceA)
 	}
@@ -302,9 +266,7 @@ func TestGroupStaleMemberCannotAck(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := pub.Publish(natstest.Context(t, 10*time.Second), platform.Event{ID: "e2", Topic: "orders", Key: "order:2", Payload: []byte("1")}); err != nil {
-		t.Fatal(err)
-	}
+	publishEvent(t, natstest.Context(t, 10*time.Second), js, platform.Event{ID: "e2", Topic: "orders", Key: "order:2", Payload: []byte("1")})
 	batch, err := c.Fetch(1, jetstream.FetchMaxWait(500*time.Millisecond), jetstream.FetchPriorityGroup("sales-analytics"))
 	if err != nil {
 		t.Fatal(err)
@@ -332,9 +294,7 @@ func TestGroupStaleMemberCannotAck(t *testing.T) {
 // fail only at its own deadline, saying what it was doing.
 func TestMemberStartJoinsWithinItsContextNotOneHeartbeat(t *testing.T) {
 	t.Parallel()
-	f := natstest.RunFabric(t, 3)
-	js := f.JetStream()
-	applyGroup(t, js, "orders", 2, "email-notifier")
+	_, js := catalogtest.GroupFabric(t, "orders", 2, "email-notifier")
 	cfg := fastMember("email-notifier", "slow")
 	cfg.Heartbeat, cfg.TTL = time.Microsecond, time.Second
 	m, err := NewMember(js, cfg, func(context.Context, *Message) error { return nil })
@@ -365,9 +325,7 @@ func TestMemberStartJoinsWithinItsContextNotOneHeartbeat(t *testing.T) {
 // events' first handling.
 func TestGroupKeepsKeyOrderWhenADeliveryIsLost(t *testing.T) {
 	t.Parallel()
-	f := natstest.RunFabric(t, 3)
-	js := f.JetStream()
-	applyGroup(t, js, "ledger", 1, "books")
+	f, js := catalogtest.GroupFabric(t, "ledger", 1, "books")
 	var mu sync.Mutex
 	var order, parked []int // each event's first handling
 	seen := map[int]bool{}
@@ -399,12 +357,9 @@ func TestGroupKeepsKeyOrderWhenADeliveryIsLost(t *testing.T) {
 		return nil
 	})
 	ctx := natstest.Context(t, 60*time.Second)
-	pub := platform.NewPublisher(js, platform.PublisherOptions{})
 	publish := func(i int) {
 		t.Helper()
-		if _, err := pub.Publish(ctx, platform.Event{ID: fmt.Sprintf("entry-%d", i), Topic: "ledger", Key: "acct:1", Payload: []byte(strconv.Itoa(i))}); err != nil {
-			t.Fatal(err)
-		}
+		publishEvent(t, ctx, js, platform.Event{ID: fmt.Sprintf("entry-%d", i), Topic: "ledger", Key: "acct:1", Payload: []byte(strconv.Itoa(i))})
 	}
 	handled := func(n int) {
 		t.Helper()
@@ -420,9 +375,7 @@ func TestGroupKeepsKeyOrderWhenADeliveryIsLost(t *testing.T) {
 	publish(0)
 	handled(1) // the member holds the consumer's pin
 	for i := 100; i < 103; i++ {
-		if _, err := pub.Publish(ctx, platform.Event{ID: fmt.Sprintf("entry-%d", i), Topic: "ledger", Key: "acct:2", Payload: []byte(strconv.Itoa(i))}); err != nil {
-			t.Fatal(err)
-		}
+		publishEvent(t, ctx, js, platform.Event{ID: fmt.Sprintf("entry-%d", i), Topic: "ledger", Key: "acct:2", Payload: []byte(strconv.Itoa(i))})
 	}
 	natstest.WaitFor(t, 10*time.Second, func() error {
 		mu.Lock()

@@ -1,13 +1,50 @@
 package consumer
 
 import (
+	"context"
 	"io"
 	"net"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/msgplatform/platform/platform"
 )
+
+// publishEvent publishes e on js with a default Publisher, failing the
+// test unless the stream stored it.
+func publishEvent(t testing.TB, ctx context.Context, js jetstream.JetStream, e platform.Event) {
+	t.Helper()
+	if _, err := platform.NewPublisher(js, platform.PublisherOptions{}).Publish(ctx, e); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// publishJob publishes a job with data to subject on js, failing the test
+// unless the queue's stream stored it.
+func publishJob(t testing.TB, ctx context.Context, js jetstream.JetStream, subject string, data []byte) {
+	t.Helper()
+	if _, err := js.Publish(ctx, subject, data); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// received returns the next value on ch, failing the test with msg if
+// none comes within d.
+func received[T any](t testing.TB, ch <-chan T, d time.Duration, msg string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(d):
+	}
+	t.Fatal(msg)
+	var zero T
+	return zero
+}
 
 // slowLink is a TCP proxy in front of a NATS client port that holds what
 // the client sends for delay (set at any time; zero passes it straight

@@ -404,19 +404,13 @@ func (w *Workers) underLease(next Handler) Handler {
 
 // renew keeps the job's lease while ctx lives (at most MaxLease).
 func (w *Workers) renew(ctx context.Context, raw jetstream.Msg) {
-	t := time.NewTicker(max(w.lease/3, 10*time.Millisecond))
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if w.crashed.Load() {
-				return
-			}
-			_ = raw.InProgress()
+	repeat(ctx, max(w.lease/3, 10*time.Millisecond), nil, func(bool) bool {
+		if w.crashed.Load() {
+			return false
 		}
-	}
+		_ = raw.InProgress()
+		return true
+	})
 }
 
 // Close stops claiming jobs, cancels running handlers after ctx ends (a

@@ -72,10 +72,7 @@ func (s *sessions) hold(reply string) {
 	s.mu.Lock()
 	s.held[reply] = struct{}{}
 	s.mu.Unlock()
-	select {
-	case s.wake <- struct{}{}:
-	default:
-	}
+	signal(s.wake)
 }
 
 func (s *sessions) release(reply string) {
@@ -104,26 +101,19 @@ func (s *sessions) put(ctx context.Context) error {
 
 func (s *sessions) loop(ctx context.Context) {
 	defer close(s.done)
-	t := time.NewTicker(s.w.cfg.SessionHeartbeat)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		case <-s.wake:
-		}
+	repeat(ctx, s.w.cfg.SessionHeartbeat, s.wake, func(bool) bool {
 		if s.w.crashed.Load() {
-			return
+			return false
 		}
 		actx, cancel := context.WithTimeout(ctx, s.w.cfg.SessionHeartbeat*3)
+		defer cancel()
 		if err := s.put(actx); err != nil {
 			s.w.log.Debug("platform: worker session", "err", err)
 		} else {
 			s.reclaim(actx)
 		}
-		cancel()
-	}
+		return true
+	})
 }
 
 // reclaim gives back the jobs of every session of the queue that was not

@@ -21,11 +21,12 @@ import (
 	"github.com/msgplatform/platform/platform/dlq"
 )
 
-// queueFabric runs a fabric of nodes nodes and applies q to it: the
-// fabric, an admin JetStream context on it and a ctx that ends with the
-// test or after timeout.
+// queueFabric runs a fabric of nodes nodes and applies q to it, its
+// replicas capped at nodes: the fabric, an admin JetStream context on it
+// and a ctx that ends with the test or after timeout.
 func queueFabric(t *testing.T, nodes int, q platform.QueueSpec, timeout time.Duration) (*natstest.Fabric, jetstream.JetStream, context.Context) {
 	t.Helper()
+	q.Replicas = min(q.Replicas, nodes)
 	f := natstest.RunFabric(t, nodes)
 	js := f.JetStream()
 	ctx := natstest.Context(t, timeout)
@@ -92,9 +93,7 @@ func TestWorkersLeasesAndDeadLetters(t *testing.T) {
 	crashConn := f.Conn()
 	cjs, _ := jetstream.New(crashConn)
 	w1 := startWorkers(t, ctx, cjs, WorkersConfig{Queue: "shipment-jobs", Concurrency: 1, NoDLQRouter: true}, heldUntilCancelled(entered))
-	if _, err := js.Publish(ctx, "shipment-jobs.crash", []byte("c")); err != nil {
-		t.Fatal(err)
-	}
+	publishJob(t, ctx, js, "shipment-jobs.crash", []byte("c"))
 	<-entered
 	crashedAt := time.Now()
 	w1.crash()
@@ -115,9 +114,7 @@ func TestWorkersLeasesAndDeadLetters(t *testing.T) {
 		return nil
 	})
 	for _, s := range []string{"long", "bad"} {
-		if _, err := js.Publish(ctx, "shipment-jobs."+s, []byte(s)); err != nil {
-			t.Fatal(err)
-		}
+		publishJob(t, ctx, js, "shipment-jobs."+s, []byte(s))
 	}
 	natstest.WaitFor(t, 15*time.Second, func() error {
 		if got.Load() == nil {
@@ -154,7 +151,6 @@ func TestWorkersLeasesAndDeadLetters(t *testing.T) {
 func TestWorkersDroppedConnectionReturnsJobEarly(t *testing.T) {
 	t.Parallel()
 	q := platform.DefaultQueueSpec("shipment-jobs") // lease 60s
-	q.Replicas = 1
 	f, js, ctx := queueFabric(t, 1, q, 60*time.Second)
 	fast := func(id string) WorkersConfig {
 		return WorkersConfig{Queue: "shipment-jobs", Concurrency: 1, ID: id, NoDLQRouter: true,
@@ -164,9 +160,7 @@ func TestWorkersDroppedConnectionReturnsJobEarly(t *testing.T) {
 	lostConn := f.Conn()
 	ljs, _ := jetstream.New(lostConn)
 	startWorkers(t, ctx, ljs, fast("w1"), heldUntilCancelled(entered)) // Close cancels the handler stuck on the lost connection
-	if _, err := js.Publish(ctx, "shipment-jobs.ship.1", []byte("ship order 1")); err != nil {
-		t.Fatal(err)
-	}
+	publishJob(t, ctx, js, "shipment-jobs.ship.1", []byte("ship order 1"))
 	<-entered
 	var handled atomic.Int32
 	var backAfter, droppedAt atomic.Int64
@@ -206,7 +200,6 @@ func TestWorkersDroppedConnectionReturnsJobEarly(t *testing.T) {
 func TestWorkersTakeAJobServedLate(t *testing.T) {
 	t.Parallel()
 	q := platform.DefaultQueueSpec("shipment-jobs") // lease 60s
-	q.Replicas = 1
 	f, js, ctx := queueFabric(t, 1, q, 90*time.Second)
 	link := newSlowLink(t, f.Node(0).ClientURL())
 	nc, err := embeddednats.ConnectAdmin(f.Trust(), link.url(), nats.NoReconnect())
@@ -225,9 +218,7 @@ func TestWorkersTakeAJobServedLate(t *testing.T) {
 	time.Sleep(4 * time.Second) // only late requests reach the server from here on
 	for i := range 3 {
 		sent := time.Now()
-		if _, err := js.Publish(ctx, fmt.Sprintf("shipment-jobs.ship.%d", i), []byte("ship")); err != nil {
-			t.Fatal(err)
-		}
+		publishJob(t, ctx, js, fmt.Sprintf("shipment-jobs.ship.%d", i), []byte("ship"))
 		select {
 		case at := <-handled:
 			if d := at.Sub(sent); d > 10*time.Second {
@@ -346,16 +337,13 @@ func TestWorkersKeepClaimingWhenNodesDie(t *testing.T) {
 func TestWorkersSurviveTheirConsumerRecreated(t *testing.T) {
 	t.Parallel()
 	q := platform.DefaultQueueSpec("shipment-jobs")
-	q.Replicas = 1
 	_, js, ctx := queueFabric(t, 1, q, 60*time.Second)
 	handled := make(chan string, 10)
 	startWorkers(t, ctx, js, WorkersConfig{Queue: "shipment-jobs", Concurrency: 2, NoDLQRouter: true, Logger: natstest.Logger(t)}, func(ctx context.Context, m *Message) error {
 		handled <- string(m.Data)
 		return nil
 	})
-	if _, err := js.Publish(ctx, "shipment-jobs.a", []byte("a")); err != nil {
-		t.Fatal(err)
-	}
+	publishJob(t, ctx, js, "shipment-jobs.a", []byte("a"))
 	if s := <-handled; s != "a" {
 		t.Fatalf("handled %q, want a", s)
 	}
@@ -368,9 +356,7 @@ func TestWorkersSurviveTheirConsumerRecreated(t *testing.T) {
 		t.Fatal(err)
 	}
 	began := time.Now()
-	if _, err := js.Publish(ctx, "shipment-jobs.b", []byte("b")); err != nil {
-		t.Fatal(err)
-	}
+	publishJob(t, ctx, js, "shipment-jobs.b", []byte("b"))
 	select {
 	case s := <-handled:
 		if s != "b" {
@@ -394,7 +380,6 @@ func TestWorkersSurviveTheirConsumerRecreated(t *testing.T) {
 func TestWorkersHoldJobsBeyondTheirSlots(t *testing.T) {
 	t.Parallel()
 	q := platform.DefaultQueueSpec("shipment-jobs")
-	q.Replicas = 1
 	q.Lease = 3 * time.Second
 	f, js, ctx := queueFabric(t, 1, q, 90*time.Second)
 	wnc := f.NodeConn(0)
@@ -417,9 +402,7 @@ func TestWorkersHoldJobsBeyondTheirSlots(t *testing.T) {
 	}
 	cfg := WorkersConfig{Queue: "shipment-jobs", Concurrency: 1, NoDLQRouter: true, MaxLease: time.Minute, Metrics: NewMetrics()}
 	startWorkers(t, ctx, wjs, cfg, handler)
-	if _, err := js.Publish(ctx, "shipment-jobs.ship", []byte("job-0")); err != nil {
-		t.Fatal(err)
-	}
+	publishJob(t, ctx, js, "shipment-jobs.ship", []byte("job-0"))
 	<-entered // the lane's one slot is taken
 
 	cid, err := wnc.GetClientID()
@@ -444,9 +427,7 @@ func TestWorkersHoldJobsBeyondTheirSlots(t *testing.T) {
 		[]byte(`{"batch":1,"expires":30000000000}`)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := js.Publish(ctx, "shipment-jobs.ship", []byte("job-1")); err != nil {
-		t.Fatal(err)
-	}
+	publishJob(t, ctx, js, "shipment-jobs.ship", []byte("job-1"))
 	natstest.WaitFor(t, 5*time.Second, func() error { // job-1 held by the lane
 		if n := counterSum(t, cfg.Metrics, "platform_queue_jobs_held_total"); n != 1 {
 			return fmt.Errorf("platform_queue_jobs_held_total = %v, want 1", n)
@@ -482,7 +463,6 @@ func TestWorkersHoldJobsBeyondTheirSlots(t *testing.T) {
 func TestWorkersClaimNoMoreThanTheyCanRun(t *testing.T) {
 	t.Parallel()
 	q := platform.DefaultQueueSpec("shipment-jobs")
-	q.Replicas = 1
 	_, js, ctx := queueFabric(t, 1, q, 60*time.Second)
 	release := make(chan struct{})
 	var running atomic.Int32
@@ -502,9 +482,7 @@ func TestWorkersClaimNoMoreThanTheyCanRun(t *testing.T) {
 			return nil
 		})
 	for i := range 10 {
-		if _, err := js.Publish(ctx, "shipment-jobs.ship", fmt.Appendf(nil, "job-%d", i)); err != nil {
-			t.Fatal(err)
-		}
+		publishJob(t, ctx, js, "shipment-jobs.ship", fmt.Appendf(nil, "job-%d", i))
 	}
 	c, err := js.Consumer(ctx, "shipment-jobs", platform.QueueConsumer)
 	if err != nil {
@@ -554,15 +532,12 @@ func TestWorkersClaimNoMoreThanTheyCanRun(t *testing.T) {
 func TestQueueDescribeShowsWorkers(t *testing.T) {
 	t.Parallel()
 	q := platform.DefaultQueueSpec("shipment-jobs")
-	q.Replicas = 1
 	_, js, ctx := queueFabric(t, 1, q, 60*time.Second)
 	r := catalog.NewReconciler(js, catalog.ReconcilerOptions{})
 	entered := make(chan struct{}, 1)
 	w := startWorkers(t, ctx, js, WorkersConfig{Queue: "shipment-jobs", Concurrency: 2, ID: "box-1", NoDLQRouter: true,
 		SessionHeartbeat: 100 * time.Millisecond, SessionTTL: time.Second}, heldUntilCancelled(entered))
-	if _, err := js.Publish(ctx, "shipment-jobs.ship", []byte("job")); err != nil {
-		t.Fatal(err)
-	}
+	publishJob(t, ctx, js, "shipment-jobs.ship", []byte("job"))
 	<-entered
 	describe := func(want platform.WorkerSession) {
 		t.Helper()

@@ -13,23 +13,9 @@ import (
 	"github.com/msgplatform/platform/embeddednats/natstest"
 	"github.com/msgplatform/platform/platform"
 	"github.com/msgplatform/platform/platform/catalog"
+	"github.com/msgplatform/platform/platform/catalog/catalogtest"
 	"github.com/msgplatform/platform/platform/dlq"
 )
-
-// applyGroup applies a topic with the given partitions and a group on it.
-func applyGroup(t *testing.T, js jetstream.JetStream, topic string, partitions int, groups ...string) {
-	t.Helper()
-	spec := platform.DefaultTopicSpec(topic)
-	spec.Partitions = partitions
-	spec.Owner = "checkout"
-	cat := platform.Catalog{Topics: map[string]platform.TopicSpec{topic: spec}, Groups: map[string]platform.GroupSpec{}}
-	for _, g := range groups {
-		cat.Groups[g] = platform.GroupSpec{Name: g, Topic: topic}
-	}
-	if _, err := catalog.NewReconciler(js, catalog.ReconcilerOptions{}).Apply(natstest.Context(t, 60*time.Second), cat, catalog.ApplyOptions{}); err != nil {
-		t.Fatal(err)
-	}
-}
 
 // A client that terminates an event without copying it to the DLQ (a
 // plain JetStream consumer, a tool, an old library): the captured
@@ -38,10 +24,8 @@ func applyGroup(t *testing.T, js jetstream.JetStream, topic string, partitions i
 // deleted the job) with the loss said in the reason. One entry each.
 func TestDLQRouterCapturesMsgTerminated(t *testing.T) {
 	t.Parallel()
-	f := natstest.RunFabric(t, 3, natstest.WithSyncAlways(false))
-	js := f.JetStream()
+	_, js := catalogtest.GroupFabric(t, "returns", 1, "refunder", natstest.WithSyncAlways(false))
 	ctx := natstest.Context(t, 60*time.Second)
-	applyGroup(t, js, "returns", 1, "refunder")
 	q := platform.DefaultQueueSpec("label-jobs")
 	if _, err := catalog.NewReconciler(js, catalog.ReconcilerOptions{}).ApplyQueue(ctx, q, catalog.ApplyOptions{}); err != nil {
 		t.Fatal(err)
@@ -124,10 +108,8 @@ func TestDLQRouterCapturesMsgTerminated(t *testing.T) {
 // dies with it, and the router takes the next advisory from the new
 // leader within seconds (its consumer's AckWait is 30 s), one entry each.
 func TestDLQRouterKeepsRoutingWhenItsLeaderDies(t *testing.T) {
-	f := natstest.RunFabric(t, 3)
-	js := f.JetStream()
+	f, js := catalogtest.GroupFabric(t, "returns", 1, "refunder")
 	ctx := natstest.Context(t, 90*time.Second)
-	applyGroup(t, js, "returns", 1, "refunder")
 	router := dlq.NewRouter(js, []string{"returns"}, natstest.Logger(t))
 	if err := router.Start(ctx); err != nil {
 		t.Fatal(err)

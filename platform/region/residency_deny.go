@@ -22,23 +22,23 @@ import (
 // CONSUMER.INFO/NAMES/LIST; STREAM.LIST names no stream), which the
 // residency checks read through the link.
 func LinkDeny(topics []platform.TopicSpec) []string {
-	var out []string
-	for _, t := range topics {
-		if t.Residency != "" {
-			out = append(out, ResidentDeny(t.Name)...)
-		}
-	}
-	return out
+	return residentsDeny(topics, func(t platform.TopicSpec) (string, string) { return t.Name, t.Residency })
 }
 
 // QueueLinkDeny is LinkDeny for the resident queues among queues: a
 // queue's subjects (<name>.>), its dead letters and the API calls that
 // read its stream and DLQ streams.
 func QueueLinkDeny(queues []platform.QueueSpec) []string {
+	return residentsDeny(queues, func(q platform.QueueSpec) (string, string) { return q.Name, q.Residency })
+}
+
+// residentsDeny is ResidentDeny of each of specs whose residency, as
+// nameResidency reads it, is set, in order.
+func residentsDeny[S any](specs []S, nameResidency func(S) (name, residency string)) []string {
 	var out []string
-	for _, q := range queues {
-		if q.Residency != "" {
-			out = append(out, ResidentDeny(q.Name)...)
+	for _, s := range specs {
+		if name, residency := nameResidency(s); residency != "" {
+			out = append(out, ResidentDeny(name)...)
 		}
 	}
 	return out

@@ -1,6 +1,7 @@
 package region
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -101,12 +102,7 @@ func TestResidencyReportFindsPropagatedCopies(t *testing.T) {
 func TestResidencyGuardRemovesRepublish(t *testing.T) {
 	_, rs := twoRegions(t, regionTopic("orders.eu", "eu"))
 	ctx := natstest.Context(t, 60*time.Second)
-	refused := make(chan Refusal, 4)
-	g, err := StartGuard(ctx, rs, GuardOptions{OnRefusal: func(r Refusal) { refused <- r }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(g.Stop)
+	_, refused := guardRefusals(t, ctx, rs)
 	eu := rs[0].JS
 	s, err := eu.Stream(ctx, platform.StreamName("orders.eu"))
 	if err != nil {
@@ -117,13 +113,8 @@ func TestResidencyGuardRemovesRepublish(t *testing.T) {
 	if _, err := eu.UpdateStream(ctx, cfg); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case r := <-refused:
-		if r.Remedy != "republish removed" || !strings.Contains(strings.Join(r.Problems, ";"), "republishing it to leak.>") {
-			t.Fatalf("refusal %+v", r)
-		}
-	case <-time.After(15 * time.Second):
-		t.Fatal("the guard did not refuse the republish")
+	if r := nextRefusal(t, refused, "the guard did not refuse the republish"); r.Remedy != "republish removed" || !strings.Contains(strings.Join(r.Problems, ";"), "republishing it to leak.>") {
+		t.Fatalf("refusal %+v", r)
 	}
 	s, err = eu.Stream(ctx, cfg.Name)
 	if err != nil || s.CachedInfo().Config.RePublish != nil {
@@ -142,12 +133,7 @@ func TestResidencyGuardRemovesRepublish(t *testing.T) {
 func TestResidencyGuardDeletesCrossingPushConsumer(t *testing.T) {
 	_, rs := twoRegions(t, regionTopic("orders.eu", "eu"), regionTopic("orders", ""))
 	ctx := natstest.Context(t, 60*time.Second)
-	refused := make(chan Refusal, 4)
-	g, err := StartGuard(ctx, rs, GuardOptions{OnRefusal: func(r Refusal) { refused <- r }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(g.Stop)
+	g, refused := guardRefusals(t, ctx, rs)
 	eu := rs[0].JS
 	if _, err := eu.CreateOrUpdatePushConsumer(ctx, platform.StreamName("orders.eu"), jetstream.ConsumerConfig{Durable: "leaky", DeliverSubject: "leak.push", AckPolicy: jetstream.AckExplicitPolicy}); err != nil {
 		t.Fatal(err)
@@ -158,13 +144,8 @@ func TestResidencyGuardDeletesCrossingPushConsumer(t *testing.T) {
 	if _, err := eu.CreateOrUpdatePushConsumer(ctx, platform.StreamName("orders"), jetstream.ConsumerConfig{Durable: "fine", DeliverSubject: "plain.push", AckPolicy: jetstream.AckExplicitPolicy}); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case r := <-refused:
-		if r.Remedy != "consumer deleted" || r.Stream != platform.StreamName("orders.eu") || !strings.Contains(strings.Join(r.Problems, ";"), "push consumer leaky of stream orders_eu delivers on leak.push") {
-			t.Fatalf("refusal %+v", r)
-		}
-	case <-time.After(15 * time.Second):
-		t.Fatal("the guard did not refuse the push consumer")
+	if r := nextRefusal(t, refused, "the guard did not refuse the push consumer"); r.Remedy != "consumer deleted" || r.Stream != platform.StreamName("orders.eu") || !strings.Contains(strings.Join(r.Problems, ";"), "push consumer leaky of stream orders_eu delivers on leak.push") {
+		t.Fatalf("refusal %+v", r)
 	}
 	if _, err := eu.PushConsumer(ctx, platform.StreamName("orders.eu"), "leaky"); !errors.Is(err, jetstream.ErrConsumerNotFound) {
 		t.Fatalf("push consumer kept: %v", err)
@@ -179,4 +160,30 @@ func TestResidencyGuardDeletesCrossingPushConsumer(t *testing.T) {
 	if g.Refused() != 1 {
 		t.Errorf("guard refused %d, want 1", g.Refused())
 	}
+}
+
+// guardRefusals starts a guard over rs, stopped when the test ends, and
+// returns it and the refusals it reports.
+func guardRefusals(t *testing.T, ctx context.Context, rs Regions) (*Guard, <-chan Refusal) {
+	t.Helper()
+	refused := make(chan Refusal, 4)
+	g, err := StartGuard(ctx, rs, GuardOptions{OnRefusal: func(r Refusal) { refused <- r }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(g.Stop)
+	return g, refused
+}
+
+// nextRefusal returns the next refusal on refused, failing the test with
+// msg if none comes within 15 s.
+func nextRefusal(t *testing.T, refused <-chan Refusal, msg string) Refusal {
+	t.Helper()
+	select {
+	case r := <-refused:
+		return r
+	case <-time.After(15 * time.Second):
+	}
+	t.Fatal(msg)
+	return Refusal{}
 }
