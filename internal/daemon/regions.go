@@ -173,38 +173,10 @@ func (d *Daemon) startRegions(ctx context.Context) error {
 // platformds confirm it on their link deny list first (addPeerResident),
 // or the apply is refused and nothing is created.
 func (d *Daemon) applyTopic(ctx context.Context, spec platform.TopicSpec, o catalog.ApplyOptions) (catalog.Change, error) {
-	rs := d.regions
-	if rs == nil {
-		if err := d.ownResidency("topic", spec.Name, spec.Residency); err != nil {
-			return catalog.Change{}, err
-		}
-		if spec.Residency != "" && !o.DryRun {
-			// Bad input is refused before any link changes.
-			dry := o
-			dry.DryRun = true
-			if _, err := d.rec.ApplyTopic(ctx, spec, dry); err != nil {
-				return catalog.Change{}, err
-			}
-			if err := d.addPeerResident(ctx, "topic", spec.Name); err != nil {
-				return catalog.Change{}, err
-			}
-			if err := d.addLinkResident(spec.Name); err != nil {
-				return catalog.Change{}, err
-			}
-		}
-		return d.rec.ApplyTopic(ctx, spec, o)
-	}
 	where := region.OfTopic(spec, d.region.Name)
-	rec, err := rs.regionRec(ctx, where, "topic", spec.Name)
-	if err != nil {
-		return catalog.Change{}, err
-	}
-	if spec.Residency != "" && !o.DryRun {
-		if err := d.addResident(ctx, spec.Name, spec.Residency); err != nil {
-			return catalog.Change{}, err
-		}
-	}
-	return rec.ApplyTopic(ctx, spec, o)
+	return d.applyResident(ctx, "topic", spec.Name, spec.Residency, where, o, func(rec *catalog.Reconciler, o catalog.ApplyOptions) (catalog.Change, error) {
+		return rec.ApplyTopic(ctx, spec, o)
+	})
 }
 
 // applyQueue is applyTopic for a queue: in mode regions created in its
@@ -212,38 +184,48 @@ func (d *Daemon) applyTopic(ctx context.Context, spec platform.TopicSpec, o cata
 // deny list before it is created; in mode node on the node's link deny
 // list first.
 func (d *Daemon) applyQueue(ctx context.Context, spec platform.QueueSpec, o catalog.ApplyOptions) (catalog.Change, error) {
+	where := region.OfQueue(spec, d.region.Name)
+	return d.applyResident(ctx, "queue", spec.Name, spec.Residency, where, o, func(rec *catalog.Reconciler, o catalog.ApplyOptions) (catalog.Change, error) {
+		return rec.ApplyQueue(ctx, spec, o)
+	})
+}
+
+// applyResident applies a topic or queue (kind) name of residency (""
+// for none) with apply: in mode regions on the reconciler of region
+// where, in mode node on the node's; a resident name is on every link
+// deny list that must hold it first (see applyTopic). Bad input is
+// refused before any link changes.
+func (d *Daemon) applyResident(ctx context.Context, kind, name, residency, where string, o catalog.ApplyOptions, apply func(*catalog.Reconciler, catalog.ApplyOptions) (catalog.Change, error)) (catalog.Change, error) {
 	rs := d.regions
 	if rs == nil {
-		if err := d.ownResidency("queue", spec.Name, spec.Residency); err != nil {
+		if err := d.ownResidency(kind, name, residency); err != nil {
 			return catalog.Change{}, err
 		}
-		if spec.Residency != "" && !o.DryRun {
-			// Bad input is refused before any link changes.
+		if residency != "" && !o.DryRun {
 			dry := o
 			dry.DryRun = true
-			if _, err := d.rec.ApplyQueue(ctx, spec, dry); err != nil {
+			if _, err := apply(d.rec, dry); err != nil {
 				return catalog.Change{}, err
 			}
-			if err := d.addPeerResident(ctx, "queue", spec.Name); err != nil {
+			if err := d.addPeerResident(ctx, kind, name); err != nil {
 				return catalog.Change{}, err
 			}
-			if err := d.addLinkResident(spec.Name); err != nil {
+			if err := d.addLinkResident(name); err != nil {
 				return catalog.Change{}, err
 			}
 		}
-		return d.rec.ApplyQueue(ctx, spec, o)
+		return apply(d.rec, o)
 	}
-	where := region.OfQueue(spec, d.region.Name)
-	rec, err := rs.regionRec(ctx, where, "queue", spec.Name)
+	rec, err := rs.regionRec(ctx, where, kind, name)
 	if err != nil {
 		return catalog.Change{}, err
 	}
-	if spec.Residency != "" && !o.DryRun {
-		if err := d.addResident(ctx, spec.Name, spec.Residency); err != nil {
+	if residency != "" && !o.DryRun {
+		if err := d.addResident(ctx, name, residency); err != nil {
 			return catalog.Change{}, err
 		}
 	}
-	return rec.ApplyQueue(ctx, spec, o)
+	return apply(rec, o)
 }
 
 // regionRec is the reconciler of region where for a topic or queue (kind)
