@@ -325,18 +325,7 @@ func (d *Daemon) keepResidentDeny() error {
 		}()
 		tick := time.NewTicker(linkRefreshInterval)
 		defer tick.Stop()
-		for {
-			select {
-			case <-rs.stop:
-				return
-			case <-tick.C:
-			case <-kick:
-				select {
-				case <-rs.stop:
-					return
-				case <-time.After(linkDebounce):
-				}
-			}
+		for nextLinkRefresh(rs.stop, tick.C, kick) {
 			for _, r := range rs.list {
 				ctx, cancel := context.WithTimeout(context.Background(), linkRefreshInterval)
 				_, names, err := region.ResidentLinkDeny(ctx, r.JS)

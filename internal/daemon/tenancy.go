@@ -56,6 +56,23 @@ func (d *Daemon) stopTenancy(ctx context.Context) error {
 	return d.tenants.Close(ctx)
 }
 
+// tenantsAs lists the tenants, each converted by conv; none when tenancy
+// is off.
+func tenantsAs[T any](ctx context.Context, d *Daemon, conv func(tenancy.Tenant) T) ([]T, error) {
+	if d.tenants == nil {
+		return nil, nil
+	}
+	ts, err := d.tenants.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]T, 0, len(ts))
+	for _, t := range ts {
+		out = append(out, conv(t))
+	}
+	return out, nil
+}
+
 // Tenants returns the tenancy manager (nil before Start).
 func (d *Daemon) Tenants() *tenancy.Manager { return d.tenants }
 
