@@ -150,8 +150,9 @@ func (d *Daemon) Start(ctx context.Context) (err error) {
 	d.reg.MustRegister(metrics.NewNATSCollector(d.metricSource))
 	d.registerCatalogMetrics()
 
-	// On the listening side of a region link, the dialling peers deny
-	// the catalog's resident objects before they are created (regions.go).
+	// The steps run in this order: on the listening side of a region
+	// link, the dialling peers deny the catalog's resident objects before
+	// reconcile creates them (regions.go).
 	for _, step := range []struct {
 		what string
 		run  func(context.Context) error
