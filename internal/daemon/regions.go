@@ -104,39 +104,47 @@ func (d *Daemon) startRegions(ctx context.Context) error {
 	cat := d.cfg.Catalog
 	cat.Topics, cat.Groups, cat.Queues = maps.Clone(cat.Topics), maps.Clone(cat.Groups), maps.Clone(cat.Queues)
 	opts := catalog.ApplyOptions{AllowReducedReplicas: d.cfg.Reconcile.AllowReducedReplicas, AllowCleanupChange: d.cfg.Reconcile.AllowCleanupChange}
-	for name, t := range d.cfg.Catalog.Topics {
-		where := region.OfTopic(t, d.region.Name)
+	// away applies a topic or queue (kind) name with apply in region
+	// where, unless where is home; a region the installation lacks is a
+	// configuration error.
+	away := func(kind, name, where string, apply func(*catalog.Reconciler) error) error {
 		if where == d.region.Name {
-			continue
+			return nil
 		}
 		rec := rs.recs[where]
 		if rec == nil {
-			return fmt.Errorf("%w: topics.%s.residency: no region %q in regions.fabrics", conf.ErrInvalid, name, where)
+			return fmt.Errorf("%w: %ss.%s.residency: no region %q in regions.fabrics", conf.ErrInvalid, kind, name, where)
 		}
-		part := platform.Catalog{Topics: map[string]platform.TopicSpec{name: t}, Groups: map[string]platform.GroupSpec{}}
-		delete(cat.Topics, name)
-		for gn, g := range d.cfg.Catalog.Groups {
-			if g.Topic == name {
-				part.Groups[gn] = g
-				delete(cat.Groups, gn)
+		if err := apply(rec); err != nil {
+			return fmt.Errorf("daemon: reconcile %s %s in region %s: %w", kind, name, where, err)
+		}
+		return nil
+	}
+	for name, t := range d.cfg.Catalog.Topics {
+		err := away("topic", name, region.OfTopic(t, d.region.Name), func(rec *catalog.Reconciler) error {
+			part := platform.Catalog{Topics: map[string]platform.TopicSpec{name: t}, Groups: map[string]platform.GroupSpec{}}
+			delete(cat.Topics, name)
+			for gn, g := range d.cfg.Catalog.Groups {
+				if g.Topic == name {
+					part.Groups[gn] = g
+					delete(cat.Groups, gn)
+				}
 			}
-		}
-		if _, err := rec.Apply(ctx, part, opts); err != nil {
-			return fmt.Errorf("daemon: reconcile topic %s in region %s: %w", name, where, err)
+			_, err := rec.Apply(ctx, part, opts)
+			return err
+		})
+		if err != nil {
+			return err
 		}
 	}
 	for name, q := range d.cfg.Catalog.Queues {
-		where := region.OfQueue(q, d.region.Name)
-		if where == d.region.Name {
-			continue
-		}
-		rec := rs.recs[where]
-		if rec == nil {
-			return fmt.Errorf("%w: queues.%s.residency: no region %q in regions.fabrics", conf.ErrInvalid, name, where)
-		}
-		delete(cat.Queues, name)
-		if _, err := rec.ApplyQueue(ctx, q, opts); err != nil {
-			return fmt.Errorf("daemon: reconcile queue %s in region %s: %w", name, where, err)
+		err := away("queue", name, region.OfQueue(q, d.region.Name), func(rec *catalog.Reconciler) error {
+			delete(cat.Queues, name)
+			_, err := rec.ApplyQueue(ctx, q, opts)
+			return err
+		})
+		if err != nil {
+			return err
 		}
 	}
 	d.cfg.Catalog = cat
