@@ -468,19 +468,8 @@ func (d *Daemon) closeRegions(ctx context.Context) error {
 // on every region in mode regions, on this node's region and its peers in
 // mode node with regions.peers; answered with a clear error otherwise.
 func (d *Daemon) regionEndpoints() []control.Endpoint {
-	need := func() (region.Regions, error) {
-		list, ok := d.regionList()
-		if !ok {
-			return nil, fmt.Errorf("%w: platformd knows only its own region (mode %s, no regions.peers); region operations need the other regions: list them in regions.peers (mode node, see deploy/docker-regions) or run mode regions (conf/dev-regions.yaml)", control.ErrInvalid, d.cfg.Mode)
-		}
-		return list, nil
-	}
 	return []control.Endpoint{
-		{Name: "region_list", Subject: region.SubjList, Handle: control.JSON(func(ctx context.Context, _ struct{}) ([]region.Info, error) {
-			rs, err := need()
-			if err != nil {
-				return nil, err
-			}
+		regionRep(d, "region_list", region.SubjList, 0, func(ctx context.Context, rs region.Regions, _ struct{}) ([]region.Info, error) {
 			out := []region.Info{}
 			for i, r := range rs {
 				ri := region.Info{Name: r.Name, Domain: r.Domain, Home: i == 0}
@@ -497,26 +486,18 @@ func (d *Daemon) regionEndpoints() []control.Endpoint {
 				out = append(out, ri)
 			}
 			return out, nil
-		})},
-		{Name: "region_mirror", Subject: region.SubjMirror, Handle: control.JSON(func(ctx context.Context, r region.MirrorRequest) (region.MirrorStatus, error) {
-			rs, err := need()
-			if err != nil {
-				return region.MirrorStatus{}, err
-			}
+		}),
+		regionRep(d, "region_mirror", region.SubjMirror, 0, func(ctx context.Context, rs region.Regions, r region.MirrorRequest) (region.MirrorStatus, error) {
 			st, err := rs.Mirror(ctx, r)
 			return st, residencyRefusal(err)
-		})},
-		{Name: "region_mirrors", Subject: region.SubjMirrors, Handle: control.JSON(func(ctx context.Context, _ struct{}) ([]region.MirrorStatus, error) {
-			rs, err := need()
-			if err != nil {
-				return nil, err
-			}
+		}),
+		regionRep(d, "region_mirrors", region.SubjMirrors, 0, func(ctx context.Context, rs region.Regions, _ struct{}) ([]region.MirrorStatus, error) {
 			ms, err := rs.Mirrors(ctx)
 			if ms == nil {
 				ms = []region.MirrorStatus{}
 			}
 			return ms, err
-		})},
+		}),
 		{Name: "region_topic_mirrors", Subject: region.SubjTopicMirrors, Handle: control.JSON(func(ctx context.Context, r control.NameRequest) ([]region.MirrorStatus, error) {
 			out := []region.MirrorStatus{}
 			list, ok := d.regionList()
@@ -532,11 +513,7 @@ func (d *Daemon) regionEndpoints() []control.Endpoint {
 			sort.Slice(out, func(i, j int) bool { return out[i].To < out[j].To })
 			return out, err
 		})},
-		{Name: "region_failover", Subject: region.SubjFailover, Handle: control.JSON(func(ctx context.Context, r region.FailoverRequest) (region.Failover, error) {
-			rs, err := need()
-			if err != nil {
-				return region.Failover{}, err
-			}
+		regionRep(d, "region_failover", region.SubjFailover, region.OpTimeout, func(ctx context.Context, rs region.Regions, r region.FailoverRequest) (region.Failover, error) {
 			out, err := rs.Failover(ctx, r)
 			if errors.Is(err, platform.ErrConflict) {
 				err = refused{err}
@@ -545,12 +522,8 @@ func (d *Daemon) regionEndpoints() []control.Endpoint {
 				d.log.Warn("region failover", "topic", r.Topic, "from", out.From, "to", out.To, "promoted_at_seq", out.PromotedAtSeq, "unreplicated", out.Unreplicated, "duplicate_window", out.DuplicateWindow)
 			}
 			return out, residencyRefusal(err)
-		}), Timeout: region.OpTimeout},
-		{Name: "region_failback", Subject: region.SubjFailback, Handle: control.JSON(func(ctx context.Context, r region.FailbackRequest) (region.Failback, error) {
-			rs, err := need()
-			if err != nil {
-				return region.Failback{}, err
-			}
+		}),
+		regionRep(d, "region_failback", region.SubjFailback, region.OpTimeout, func(ctx context.Context, rs region.Regions, r region.FailbackRequest) (region.Failback, error) {
 			out, err := rs.Failback(ctx, r)
 			if errors.Is(err, platform.ErrConflict) || errors.Is(err, region.ErrUnavailable) {
 				err = refused{err}
@@ -559,19 +532,11 @@ func (d *Daemon) regionEndpoints() []control.Endpoint {
 				d.log.Warn("region failback", "topic", r.Topic, "from", out.From, "to", out.To, "copied", out.Copied, "deduplicated", out.Deduplicated)
 			}
 			return out, err
-		}), Timeout: region.OpTimeout},
-		{Name: "residency_report", Subject: region.SubjReport, Handle: control.JSON(func(ctx context.Context, _ struct{}) (region.Report, error) {
-			rs, err := need()
-			if err != nil {
-				return region.Report{}, err
-			}
+		}),
+		regionRep(d, "residency_report", region.SubjReport, 0, func(ctx context.Context, rs region.Regions, _ struct{}) (region.Report, error) {
 			return rs.Report(ctx)
-		})},
-		{Name: "residency_audit", Subject: region.SubjAudit, Handle: control.JSON(func(ctx context.Context, r region.AuditRequest) ([]region.Refusal, error) {
-			rs, err := need()
-			if err != nil {
-				return nil, err
-			}
+		}),
+		regionRep(d, "residency_audit", region.SubjAudit, 0, func(ctx context.Context, rs region.Regions, r region.AuditRequest) ([]region.Refusal, error) {
 			if r.Region != "" && !slices.ContainsFunc(rs, func(x region.Region) bool { return x.Name == r.Region }) {
 				return nil, fmt.Errorf("%w: no region %q (regions: %s)", control.ErrInvalid, r.Region, strings.Join(regionNames(rs), ", "))
 			}
@@ -587,15 +552,26 @@ func (d *Daemon) regionEndpoints() []control.Endpoint {
 				out = append(out, a...)
 			}
 			return out, nil
-		})},
-		{Name: "residency_check", Subject: region.SubjCheck, Handle: control.JSON(func(ctx context.Context, r region.StreamCheckRequest) (struct{}, error) {
-			rs, err := need()
-			if err != nil {
-				return struct{}{}, err
-			}
+		}),
+		regionRep(d, "residency_check", region.SubjCheck, 0, func(ctx context.Context, rs region.Regions, r region.StreamCheckRequest) (struct{}, error) {
 			return struct{}{}, residencyRefusal(rs.CheckStream(ctx, r.Region, r.Config))
-		})},
+		}),
 	}
+}
+
+// regionRep is a region operation's endpoint (timeout: its own request
+// timeout, 0 for the service's): fn runs on the regions this platformd
+// knows; one that knows only its own region refuses the request as
+// invalid, saying how to name the others.
+func regionRep[Req, Resp any](d *Daemon, name, subject string, timeout time.Duration, fn func(ctx context.Context, rs region.Regions, req Req) (Resp, error)) control.Endpoint {
+	return control.Endpoint{Name: name, Subject: subject, Timeout: timeout, Handle: control.JSON(func(ctx context.Context, r Req) (Resp, error) {
+		list, ok := d.regionList()
+		if !ok {
+			var none Resp
+			return none, fmt.Errorf("%w: platformd knows only its own region (mode %s, no regions.peers); region operations need the other regions: list them in regions.peers (mode node, see deploy/docker-regions) or run mode regions (conf/dev-regions.yaml)", control.ErrInvalid, d.cfg.Mode)
+		}
+		return fn(ctx, list, r)
+	})}
 }
 
 func regionNames(rs region.Regions) []string {
