@@ -227,11 +227,9 @@ func redriveErr(err error) error {
 	return err
 }
 
+// rep is mappedEP with redrive's error kinds.
 func rep[Req, Resp any](name, subject string, fn func(ctx context.Context, req Req) (Resp, error)) control.Endpoint {
-	return control.Endpoint{Name: name, Subject: subject, Handle: control.JSON(func(ctx context.Context, r Req) (Resp, error) {
-		resp, err := fn(ctx, r)
-		return resp, redriveErr(err)
-	})}
+	return mappedEP(name, subject, redriveErr, fn)
 }
 
 // redriveEndpoints are the DLQ browse and redrive operations. Each

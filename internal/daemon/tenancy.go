@@ -91,11 +91,9 @@ func tenancyErr(err error) error {
 	return err
 }
 
+// ep is mappedEP with tenancy's error kinds.
 func ep[Req, Resp any](name, subject string, fn func(ctx context.Context, req Req) (Resp, error)) control.Endpoint {
-	return control.Endpoint{Name: name, Subject: subject, Handle: control.JSON(func(ctx context.Context, r Req) (Resp, error) {
-		resp, err := fn(ctx, r)
-		return resp, tenancyErr(err)
-	})}
+	return mappedEP(name, subject, tenancyErr, fn)
 }
 
 // tenancyEndpoints are the tenant, user, usage and audit operations of
