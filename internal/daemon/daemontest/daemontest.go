@@ -108,11 +108,17 @@ func StartAdmin(t testing.TB, nodes int, timeout time.Duration, opts ...nats.Opt
 	t.Helper()
 	d := Start(t, nodes)
 	nc := d.AdminConn(t, opts...)
+	return d, nc, JetStream(t, nc), natstest.Context(t, timeout)
+}
+
+// JetStream is nc's JetStream; it fails the test when it cannot make one.
+func JetStream(t testing.TB, nc *nats.Conn) jetstream.JetStream {
+	t.Helper()
 	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return d, nc, js, natstest.Context(t, timeout)
+	return js
 }
 
 // HTTPGet returns the status and body of GET path on d's HTTP port.
