@@ -70,10 +70,7 @@ func streamState(t *testing.T, js jetstream.JetStream) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	_, info, err := dockertest.StreamInfo(ctx, js, stream)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, info := ordersStream(t, ctx, js)
 	peers := []string{}
 	if info.Cluster != nil {
 		peers = append(peers, info.Cluster.Leader)

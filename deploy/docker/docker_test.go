@@ -265,16 +265,24 @@ func (p *publisher) firstAckStartedAfter(t time.Time) time.Time {
 	return first
 }
 
+// ordersStream is the orders stream and its info, read within ctx; it
+// fails the test when they cannot be read.
+func ordersStream(t *testing.T, ctx context.Context, js jetstream.JetStream) (jetstream.Stream, *jetstream.StreamInfo) {
+	t.Helper()
+	s, info, err := dockertest.StreamInfo(ctx, js, stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, info
+}
+
 // assertAllPresent reads the whole stream and checks that every acked id
 // is in it, at the sequence its ack named.
 func (p *publisher) assertAllPresent(t *testing.T, js jetstream.JetStream) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	s, info, err := dockertest.StreamInfo(ctx, js, stream)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, info := ordersStream(t, ctx, js)
 	last := info.State.LastSeq
 	c, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
 	if err != nil {
