@@ -29,15 +29,15 @@ func (r *rig) attackTransport(t *testing.T, js jetstream.JetStream) {
 	t.Helper()
 	before := streamsState(t, js)
 	for _, region := range []string{"eu", "us"} {
-		dockertest.PlaintextRefused(t, r.natsPort, "orders.order:plain", nodes[region]...)
+		dockertest.PlaintextRefused(t, r.NATSPort, "orders.order:plain", nodes[region]...)
 	}
 	attack.Refused(t, "regions_plaintext_client")
 
-	rogueTLS := dockertest.TLSDir(t, t.TempDir(), r.uid, r.gid, "rogue-eu")
+	rogueTLS := dockertest.TLSDir(t, t.TempDir(), r.UID, r.GID, "rogue-eu")
 	rogues := map[string]dockertest.Rogue{
-		"regions_route_foreign_ca": dockertest.StartRogue(t, r.image, r.Name+"_eu", "/etc/platformd/eu.yaml", "rogue-eu", rogueTLS.Dir, r.uid, r.gid,
+		"regions_route_foreign_ca": dockertest.StartRogue(t, r.Image, r.Name+"_eu", "/etc/platformd/eu.yaml", "rogue-eu", rogueTLS.Dir, r.UID, r.GID,
 			"nats-route://eu1:6222", "nats-route://eu2:6222", "nats-route://eu3:6222"),
-		"regions_leafnode_without_creds": dockertest.StartRogue(t, r.image, r.linkNetwork(), "/etc/platformd/us.yaml", "rogue-us", r.tls.Dir, r.uid, r.gid,
+		"regions_leafnode_without_creds": dockertest.StartRogue(t, r.Image, r.linkNetwork(), "/etc/platformd/us.yaml", "rogue-us", r.TLS.Dir, r.UID, r.GID,
 			"nats-route://us1:6222"),
 	}
 	// The rogues dial every 1 s or so; give them 15 s of attempts, then
@@ -46,7 +46,7 @@ func (r *rig) attackTransport(t *testing.T, js jetstream.JetStream) {
 	time.Sleep(15 * time.Second)
 	var links []dockertest.Link
 	for _, region := range []string{"eu", "us"} {
-		links = append(links, dockertest.Links(t, filepath.Join(r.shared, "trust"), fmt.Sprintf("tls://127.0.0.1:%d", r.natsPort[nodes[region][0]]), r.tls.CAFile())...)
+		links = append(links, dockertest.Links(t, filepath.Join(r.Shared, "trust"), r.URLs(nodes[region][0])[0], r.TLS.CAFile())...)
 	}
 	dockertest.RoguesRefused(t, links, rogues, "leafnode", "the link's leafnode connections", "connection")
 	if after := streamsState(t, js); after != before {

@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/msgplatform/platform/conf"
+	"github.com/msgplatform/platform/embeddednats/natstest"
 	"github.com/msgplatform/platform/internal/dockertest"
 	"github.com/msgplatform/platform/internal/tlsconf/tlstest"
 	"github.com/msgplatform/platform/platform"
@@ -93,15 +94,15 @@ func (l ledger) add(topic string, ids []string) { l[topic] = append(l[topic], id
 func TestDockerRegions(t *testing.T) {
 	start := time.Now()
 	rig := startRig(t)
-	checkLinkDeny(t, rig.here)
-	checkPeers(t, rig.here)
+	checkLinkDeny(t, rig.Here)
+	checkPeers(t, rig.Here)
 
 	conns := map[string]*nats.Conn{"eu": rig.connect(t, "eu"), "us": rig.connect(t, "us")}
 	js := map[string]jetstream.JetStream{"eu": newJS(t, conns["eu"]), "us": newJS(t, conns["us"])}
 	rig.waitLinked(t, conns, 60*time.Second)
 	checkDerivedLinkDeny(t, rig)
 	rig.attackTransport(t, js["eu"])
-	run := randHex(4)
+	run := dockertest.RandHex(4)
 	acked := ledger{}
 	publishAll := func(phase string, n int, only ...string) {
 		for _, tp := range topics {
@@ -178,7 +179,7 @@ func TestDockerRegions(t *testing.T) {
 	rig.waitReady(t, 120*time.Second, nodes["eu"]...)
 	rig.waitLinked(t, conns, 60*time.Second)
 	t.Logf("5. eu1-3 restarted, ready and linked in %s", time.Since(restarted).Round(time.Millisecond))
-	bctx := bounded(t, 60*time.Second)
+	bctx := natstest.Context(t, 60*time.Second)
 	var fb region.Failback
 	rig.platformctl(t, "us", &fb, "region", "failback", "orders")
 	t.Logf("5. platformctl region failback (against us): orders %s -> %s: scanned %d, copied %d, deduplicated %d, origin-only %d; mirror in %s: %d messages, last seq %d, lag %d; notes %v",
@@ -214,7 +215,7 @@ func TestDockerRegions(t *testing.T) {
 // API); the hand-made mirror through the real nats CLI.
 func checkResidency(t *testing.T, rig *rig, js map[string]jetstream.JetStream, conns map[string]*nats.Conn, run string, acked ledger) map[string]string {
 	t.Helper()
-	ctx := bounded(t, 60*time.Second)
+	ctx := natstest.Context(t, 60*time.Second)
 	rogues := map[string]string{}
 	attempts, refused, carried := 0, 0, 0
 	// refusedBy runs platformctl args against region and wants a
@@ -258,7 +259,7 @@ func checkResidency(t *testing.T, rig *rig, js map[string]jetstream.JetStream, c
 			t.Fatalf("refused stream %s exists in %s (%v)", rogue.Name, away, err)
 		}
 		var ref region.Refusal
-		waitFor(t, 20*time.Second, fmt.Sprintf("platformctl residency audit --region %s to list the gate's refusal of %s", away, rogue.Name), func() error {
+		dockertest.WaitFor(t, 20*time.Second, fmt.Sprintf("platformctl residency audit --region %s to list the gate's refusal of %s", away, rogue.Name), func() error {
 			stdout, stderr, err := rig.platformctlRun(tp.Region, "residency", "audit", "--region", away, "-o", "json")
 			if err != nil {
 				return fmt.Errorf("%v: %s", err, stderr)
@@ -303,7 +304,7 @@ func checkResidency(t *testing.T, rig *rig, js map[string]jetstream.JetStream, c
 		}
 	}
 	for name, c := range counts {
-		waitFor(t, 10*time.Second, fmt.Sprintf("%d events of %s at the core subscriber at home", R, name), func() error {
+		dockertest.WaitFor(t, 10*time.Second, fmt.Sprintf("%d events of %s at the core subscriber at home", R, name), func() error {
 			if n := c.home.Load(); n < R {
 				return fmt.Errorf("%d", n)
 			}
@@ -459,16 +460,16 @@ func residentTopics(t *testing.T, here string) []platform.TopicSpec {
 // read from each node's /metrics.
 func checkDerivedLinkDeny(t *testing.T, rig *rig) {
 	t.Helper()
-	usc := loadConfig(t, rig.here, "us.yaml")
-	resident := residentTopics(t, rig.here)
+	usc := loadConfig(t, rig.Here, "us.yaml")
+	resident := residentTopics(t, rig.Here)
 	want := len(region.MergeDeny(usc.Node.Leaf.Remotes[0].Deny, region.LinkDeny(resident), region.FixedLinkDeny()))
 	lines := []string{fmt.Sprintf("platform_region_link_deny_subjects %d", want)}
 	for _, tp := range resident {
 		lines = append(lines, fmt.Sprintf("platform_region_link_denied_resident{name=%q,region=%q} 1", tp.Name, tp.Residency))
 	}
 	for _, n := range nodes["us"] {
-		waitFor(t, 60*time.Second, fmt.Sprintf("%s to apply the derived link deny list (%d subjects)", n, want), func() error {
-			resp, err := dockertest.HTTPClient(t, rig.tls).Get(fmt.Sprintf("https://127.0.0.1:%d/metrics", rig.httpPort[n]))
+		dockertest.WaitFor(t, 60*time.Second, fmt.Sprintf("%s to apply the derived link deny list (%d subjects)", n, want), func() error {
+			resp, err := dockertest.HTTPClient(t, rig.TLS).Get(fmt.Sprintf("https://127.0.0.1:%d/metrics", rig.HTTPPort[n]))
 			if err != nil {
 				return err
 			}
@@ -493,7 +494,7 @@ func checkDerivedLinkDeny(t *testing.T, rig *rig) {
 // and returns the ids.
 func publish(t *testing.T, js jetstream.JetStream, tp topicAt, prefix string, n int) []string {
 	t.Helper()
-	ctx := bounded(t, 60*time.Second)
+	ctx := natstest.Context(t, 60*time.Second)
 	ids := make([]string, 0, n)
 	futures := make([]jetstream.PubAckFuture, 0, n)
 	for i := range n {
@@ -523,14 +524,10 @@ func publish(t *testing.T, js jetstream.JetStream, tp topicAt, prefix string, n 
 // lastSeq returns the last sequence of stream in js.
 func lastSeq(t *testing.T, js jetstream.JetStream, stream string) uint64 {
 	t.Helper()
-	ctx := bounded(t, 10*time.Second)
-	s, err := js.Stream(ctx, stream)
+	ctx := natstest.Context(t, 10*time.Second)
+	_, info, err := dockertest.StreamInfo(ctx, js, stream)
 	if err != nil {
-		t.Fatalf("stream %s: %v", stream, err)
-	}
-	info, err := s.Info(ctx)
-	if err != nil {
-		t.Fatalf("stream %s info: %v", stream, err)
+		t.Fatal(err)
 	}
 	return info.State.LastSeq
 }

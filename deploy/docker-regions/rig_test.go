@@ -16,24 +16,15 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/msgplatform/platform/embeddednats/natstest"
 	"github.com/msgplatform/platform/internal/dockertest"
-	"github.com/msgplatform/platform/internal/tlsconf"
-	"github.com/msgplatform/platform/internal/tlsconf/tlstest"
 	"github.com/msgplatform/platform/platform"
 )
 
 // rig is a running compose project of compose.yaml.
 type rig struct {
-	dockertest.Project
-	here       string
-	ctl        string // the platformctl binary
-	shared     string
-	tls        tlstest.RigFiles  // shared/tls, mounted at /tls
-	image      string            // the image tag
-	uid, gid   int               // the containers' user
-	natsPort   map[string]int    // node -> host port
-	httpPort   map[string]int    // node -> host port
-	containers map[string]string // node -> container id
+	*dockertest.Rig
+	ctl string // the platformctl binary
 }
 
 // startRig builds the binary and the image, starts both regions under a
@@ -41,41 +32,12 @@ type rig struct {
 // nodes are ready. Everything it creates is removed when the test ends.
 func startRig(t *testing.T) *rig {
 	t.Helper()
-	dockertest.SkipShort(t, "docker-regions: skipped with -short (builds an image and runs 6 containers)")
-	compose := dockertest.ComposeCommand(t, "docker-regions", "no Docker engine answers")
-	here, err := filepath.Abs(".")
-	if err != nil {
-		t.Fatal(err)
-	}
-	root := filepath.Join(here, "..", "..")
-	uid, gid := dockertest.RuntimeIDs()
-	tag := "platformd-regions:test-" + randHex(6)
-	dockertest.BuildImage(t, root, here, tag, uid, gid, "eu.yaml", "us.yaml")
-	ctl := buildPlatformctl(t, root)
-
-	r := &rig{
-		Project: dockertest.Project{
-			Compose: compose,
-			File:    filepath.Join(here, "compose.yaml"),
-			Name:    "platformdregions" + randHex(4),
-		},
-		here:       here,
-		ctl:        ctl,
-		shared:     dockertest.SharedDir(t, uid, gid),
-		containers: map[string]string{},
-		image:      tag,
-		uid:        uid,
-		gid:        gid,
-	}
 	all := append(append([]string(nil), nodes["eu"]...), nodes["us"]...)
-	r.tls = dockertest.TLSDir(t, r.shared, uid, gid, tlsHosts()...)
-	r.natsPort, r.httpPort = r.Publish(t, tag, r.shared, all...)
-
-	start := time.Now()
-	r.containers = r.Up(t, 60, all...)
-	r.waitReady(t, 120*time.Second, all...)
-	t.Logf("rig up (project %s, image %s, NATS ports %v, HTTP ports %v) and ready in %s",
-		r.Name, tag, r.natsPort, r.httpPort, time.Since(start).Round(time.Millisecond))
+	r := &rig{Rig: dockertest.StartRig(t, dockertest.RigSpec{
+		Name: "docker-regions", Image: "platformd-regions", Project: "platformdregions",
+		Files: []string{"eu.yaml", "us.yaml"}, TLSHosts: tlsHosts(), Nodes: all, LogTail: 60, Ready: 120 * time.Second,
+	})}
+	r.ctl = buildPlatformctl(t, r.Root)
 	return r
 }
 
@@ -113,12 +75,9 @@ func (r *rig) platformctl(t *testing.T, region string, out any, args ...string) 
 // three nodes once and returns its stdout, stderr and exit error (a
 // refusal is a non-zero exit with the reason on stderr).
 func (r *rig) platformctlRun(region string, args ...string) (string, string, error) {
-	var urls []string
-	for _, n := range nodes[region] {
-		urls = append(urls, fmt.Sprintf("tls://127.0.0.1:%d", r.natsPort[n]))
-	}
-	full := append([]string{"--server", strings.Join(urls, ","), "--creds", filepath.Join(r.shared, "creds", "admin.creds"),
-		"--tls-ca", r.tls.CAFile(), "--timeout", "60s"}, args...)
+	urls := r.URLs(nodes[region]...)
+	full := append([]string{"--server", strings.Join(urls, ","), "--creds", filepath.Join(r.Shared, "creds", "admin.creds"),
+		"--tls-ca", r.TLS.CAFile(), "--timeout", "60s"}, args...)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	var stdout, stderr strings.Builder
@@ -147,7 +106,7 @@ func buildPlatformctl(t *testing.T, root string) string {
 func (r *rig) ids(region string) []string {
 	var out []string
 	for _, n := range nodes[region] {
-		out = append(out, r.containers[n])
+		out = append(out, r.Containers[n])
 	}
 	return out
 }
@@ -174,7 +133,7 @@ func (r *rig) cutLink(t *testing.T, conns map[string]*nats.Conn) {
 	for _, id := range r.ids("us") {
 		r.docker(t, "network", "disconnect", r.linkNetwork(), id)
 	}
-	waitFor(t, 30*time.Second, "the link to be cut (neither region's JetStream answering from the other)", func() error {
+	dockertest.WaitFor(t, 30*time.Second, "the link to be cut (neither region's JetStream answering from the other)", func() error {
 		for _, region := range []string{"eu", "us"} {
 			if probeDomain(conns[region], other(region)) == nil {
 				return fmt.Errorf("domain %s still answers in %s", other(region), region)
@@ -197,33 +156,10 @@ func (r *rig) reconnectLink(t *testing.T, conns map[string]*nats.Conn) {
 }
 
 // connect connects as the platform admin to region's three published
-// ports and checks that the nodes told the client no other address.
+// ports (Rig.Connect).
 func (r *rig) connect(t *testing.T, region string) *nats.Conn {
 	t.Helper()
-	var urls []string
-	for _, n := range nodes[region] {
-		urls = append(urls, fmt.Sprintf("tls://127.0.0.1:%d", r.natsPort[n]))
-	}
-	tc, err := tlsconf.Config{CAFile: r.tls.CAFile()}.Client("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	nc, err := nats.Connect(strings.Join(urls, ","),
-		nats.Secure(tc),
-		nats.UserCredentials(filepath.Join(r.shared, "creds", "admin.creds")),
-		nats.Name("docker-regions-test-"+region),
-		nats.MaxReconnects(-1),
-		nats.ReconnectWait(250*time.Millisecond),
-		nats.Timeout(2*time.Second),
-	)
-	if err != nil {
-		t.Fatalf("connect %s (%v): %v", region, urls, err)
-	}
-	t.Cleanup(nc.Close)
-	if d := nc.DiscoveredServers(); len(d) > 0 {
-		t.Fatalf("%s advertised addresses to the client: %v", region, d)
-	}
-	return nc
+	return r.Connect(t, "docker-regions-test-"+region, 250*time.Millisecond, nodes[region]...)
 }
 
 // natsCLIOut runs the real nats CLI (~/go/bin/nats, else nats on PATH)
@@ -233,15 +169,12 @@ func (r *rig) connect(t *testing.T, region string) *nats.Conn {
 func (r *rig) natsCLIOut(t *testing.T, region string, cfg jetstream.StreamConfig) ([]byte, error) {
 	t.Helper()
 	bin := natsBinary(t)
-	var urls []string
-	for _, n := range nodes[region] {
-		urls = append(urls, fmt.Sprintf("tls://127.0.0.1:%d", r.natsPort[n]))
-	}
+	urls := r.URLs(nodes[region]...)
 	file := streamConfigFile(t, cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, "--server", strings.Join(urls, ","),
-		"--creds", filepath.Join(r.shared, "creds", "admin.creds"), "--tlsca", r.tls.CAFile(), "--timeout", "5s",
+		"--creds", filepath.Join(r.Shared, "creds", "admin.creds"), "--tlsca", r.TLS.CAFile(), "--timeout", "5s",
 		"stream", "add", cfg.Name, "--config", file)
 	cmd.Env = append(os.Environ(), "HOME="+t.TempDir(), "NATS_CONTEXT=")
 	return cmd.CombinedOutput()
@@ -312,7 +245,7 @@ func probeDomain(nc *nats.Conn, domain string) error {
 // leafnode link from the other (the cross-domain API mirrors use).
 func (r *rig) waitLinked(t *testing.T, conns map[string]*nats.Conn, timeout time.Duration) {
 	t.Helper()
-	waitFor(t, timeout, "the leafnode link (each region's JetStream answers from the other)", func() error {
+	dockertest.WaitFor(t, timeout, "the leafnode link (each region's JetStream answers from the other)", func() error {
 		return errors.Join(probeDomain(conns["us"], "eu"), probeDomain(conns["eu"], "us"))
 	})
 }
@@ -332,7 +265,7 @@ func tlsHosts() []string {
 // waitReady polls /readyz on the published HTTP port of each node.
 func (r *rig) waitReady(t *testing.T, timeout time.Duration, names ...string) {
 	t.Helper()
-	dockertest.WaitReady(t, timeout, fmt.Sprintf("%v ready (/readyz 200)", names), r.tls, r.httpPort, names...)
+	dockertest.WaitReady(t, timeout, fmt.Sprintf("%v ready (/readyz 200)", names), r.TLS, r.HTTPPort, names...)
 }
 
 // waitMirror waits until stream in js holds last seq >= want and returns
@@ -340,14 +273,10 @@ func (r *rig) waitReady(t *testing.T, timeout time.Duration, names ...string) {
 func waitMirror(t *testing.T, js jetstream.JetStream, stream string, want uint64, timeout time.Duration) time.Duration {
 	t.Helper()
 	start := time.Now()
-	waitFor(t, timeout, fmt.Sprintf("mirror %s at seq %d", stream, want), func() error {
+	dockertest.WaitFor(t, timeout, fmt.Sprintf("mirror %s at seq %d", stream, want), func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		defer cancel()
-		s, err := js.Stream(ctx, stream)
-		if err != nil {
-			return err
-		}
-		info, err := s.Info(ctx)
+		_, info, err := dockertest.StreamInfo(ctx, js, stream)
 		if err != nil {
 			return err
 		}
@@ -364,14 +293,10 @@ func waitMirror(t *testing.T, js jetstream.JetStream, stream string, want uint64
 // leaving out platformd's canaries.
 func readIDs(t *testing.T, js jetstream.JetStream, stream string) []string {
 	t.Helper()
-	ctx := bounded(t, 30*time.Second)
-	s, err := js.Stream(ctx, stream)
+	ctx := natstest.Context(t, 30*time.Second)
+	s, info, err := dockertest.StreamInfo(ctx, js, stream)
 	if err != nil {
-		t.Fatalf("stream %s: %v", stream, err)
-	}
-	info, err := s.Info(ctx)
-	if err != nil {
-		t.Fatalf("stream %s info: %v", stream, err)
+		t.Fatal(err)
 	}
 	want := info.State.Msgs
 	var ids []string
@@ -458,19 +383,3 @@ func newJS(t *testing.T, nc *nats.Conn) jetstream.JetStream {
 	}
 	return js
 }
-
-// bounded returns a context cancelled after d or when the test ends.
-func bounded(t *testing.T, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
-}
-
-// waitFor retries f every 200ms until it returns nil, failing the test
-// with f's last error after timeout.
-func waitFor(t *testing.T, timeout time.Duration, what string, f func() error) {
-	t.Helper()
-	dockertest.WaitFor(t, timeout, what, f)
-}
-
-func randHex(n int) string { return dockertest.RandHex(n) }

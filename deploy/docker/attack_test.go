@@ -33,7 +33,7 @@ func (r *region) attackTransport(t *testing.T, js jetstream.JetStream) {
 	t.Helper()
 	before := streamState(t, js)
 
-	dockertest.PlaintextRefused(t, r.natsPort, topic+".order:plain", nodes...)
+	dockertest.PlaintextRefused(t, r.NATSPort, topic+".order:plain", nodes...)
 	attack.Refused(t, "docker_plaintext_client")
 
 	other := tlstest.NewT(t)
@@ -42,7 +42,7 @@ func (r *region) attackTransport(t *testing.T, js jetstream.JetStream) {
 		t.Fatal(err)
 	}
 	if nc, err := nats.Connect(r.natsURL(nodes[0]), nats.Secure(tc), nats.Timeout(3*time.Second),
-		nats.UserCredentials(filepath.Join(r.shared, "creds", "admin.creds"))); err == nil {
+		nats.UserCredentials(filepath.Join(r.Shared, "creds", "admin.creds"))); err == nil {
 		nc.Close()
 		t.Fatal("a client trusting another CA connected (it would have sent the admin creds to an impostor)")
 	}
@@ -50,15 +50,15 @@ func (r *region) attackTransport(t *testing.T, js jetstream.JetStream) {
 
 	network := r.Name + "_default"
 	dial := []string{"nats-route://n1:6222", "nats-route://n2:6222", "nats-route://n3:6222"}
-	rogueTLS := dockertest.TLSDir(t, t.TempDir(), r.uid, r.gid, "rogue1")
+	rogueTLS := dockertest.TLSDir(t, t.TempDir(), r.UID, r.GID, "rogue1")
 	rogues := map[string]dockertest.Rogue{
-		"docker_route_foreign_ca":    dockertest.StartRogue(t, r.image, network, "/etc/platformd/node.yaml", "rogue1", rogueTLS.Dir, r.uid, r.gid, dial...),
-		"docker_route_without_creds": dockertest.StartRogue(t, r.image, network, "/etc/platformd/node.yaml", "rogue2", r.tls.Dir, r.uid, r.gid, dial...),
+		"docker_route_foreign_ca":    dockertest.StartRogue(t, r.Image, network, "/etc/platformd/node.yaml", "rogue1", rogueTLS.Dir, r.UID, r.GID, dial...),
+		"docker_route_without_creds": dockertest.StartRogue(t, r.Image, network, "/etc/platformd/node.yaml", "rogue2", r.TLS.Dir, r.UID, r.GID, dial...),
 	}
 	// The rogues dial every 1 s or so; give them 15 s of attempts, then
 	// ask every node (as the system user) for its routes.
 	time.Sleep(15 * time.Second)
-	links := dockertest.Links(t, filepath.Join(r.shared, "trust"), r.natsURL(nodes[0]), r.tls.CAFile())
+	links := dockertest.Links(t, filepath.Join(r.Shared, "trust"), r.natsURL(nodes[0]), r.TLS.CAFile())
 	dockertest.RoguesRefused(t, links, rogues, "route", "its routes", "route")
 	if after := streamState(t, js); after != before {
 		t.Fatalf("the attacks changed stream %s: %s, was %s", stream, after, before)
@@ -70,14 +70,7 @@ func streamState(t *testing.T, js jetstream.JetStream) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	s, err := js.Stream(ctx, stream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := s.Info(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, info := ordersStream(t, ctx, js)
 	peers := []string{}
 	if info.Cluster != nil {
 		peers = append(peers, info.Cluster.Leader)

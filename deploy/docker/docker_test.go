@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -17,8 +16,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/msgplatform/platform/internal/dockertest"
-	"github.com/msgplatform/platform/internal/tlsconf"
-	"github.com/msgplatform/platform/internal/tlsconf/tlstest"
 )
 
 // The topic declared in node.yaml; its stream has the same name.
@@ -51,10 +48,10 @@ func TestDockerRegionSurvivesNodeKills(t *testing.T) {
 	// and change nothing.
 	r.attackTransport(t, js)
 
-	p := &publisher{js: js, run: randHex(4), acked: map[string]uint64{}}
+	p := &publisher{js: js, run: dockertest.RandHex(4), acked: map[string]uint64{}}
 	stop := p.start(4)
 	defer stop()
-	waitFor(t, 30*time.Second, "300 acks before the first kill", func() error {
+	dockertest.WaitFor(t, 30*time.Second, "300 acks before the first kill", func() error {
 		if n := p.ackedCount(); n < 300 {
 			return fmt.Errorf("%d acked", n)
 		}
@@ -67,7 +64,7 @@ func TestDockerRegionSurvivesNodeKills(t *testing.T) {
 	r.kill(t, first)
 	kill1 := time.Now()
 	during1 := p.ackedCount() - acked1
-	waitFor(t, 45*time.Second, "500 acks after the first kill", func() error {
+	dockertest.WaitFor(t, 45*time.Second, "500 acks after the first kill", func() error {
 		if n := p.ackedCount() - acked1; n < 500 {
 			return fmt.Errorf("%d acked since the kill of %s", n, first)
 		}
@@ -105,7 +102,7 @@ func TestDockerRegionSurvivesNodeKills(t *testing.T) {
 	t.Logf("kill 2 (%s): acked between the kills %d, while `docker kill` ran %d, after %d; failed publishes %d (%d started after the kill, slowest to fail %s: %s)",
 		second, acked2-acked1, during2, after2, p.fails.Load()-fails2, n, slow.Round(time.Millisecond), errs)
 
-	waitFor(t, 15*time.Second, "client reconnected to the survivor "+survivor, func() error {
+	dockertest.WaitFor(t, 15*time.Second, "client reconnected to the survivor "+survivor, func() error {
 		if !nc.IsConnected() || nc.ConnectedUrl() != r.natsURL(survivor) {
 			return fmt.Errorf("status %v, url %q", nc.Status(), nc.ConnectedUrl())
 		}
@@ -142,7 +139,7 @@ func TestDockerRegionSurvivesNodeKills(t *testing.T) {
 	p.assertAllPresent(t, js)
 
 	ok := 0
-	waitFor(t, 30*time.Second, "20 publishes acknowledged after the restart", func() error {
+	dockertest.WaitFor(t, 30*time.Second, "20 publishes acknowledged after the restart", func() error {
 		for ok < 20 {
 			if _, err := p.publishOne(context.Background(), 5*time.Second); err != nil {
 				return err
@@ -268,20 +265,24 @@ func (p *publisher) firstAckStartedAfter(t time.Time) time.Time {
 	return first
 }
 
+// ordersStream is the orders stream and its info, read within ctx; it
+// fails the test when they cannot be read.
+func ordersStream(t *testing.T, ctx context.Context, js jetstream.JetStream) (jetstream.Stream, *jetstream.StreamInfo) {
+	t.Helper()
+	s, info, err := dockertest.StreamInfo(ctx, js, stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, info
+}
+
 // assertAllPresent reads the whole stream and checks that every acked id
 // is in it, at the sequence its ack named.
 func (p *publisher) assertAllPresent(t *testing.T, js jetstream.JetStream) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	s, err := js.Stream(ctx, stream)
-	if err != nil {
-		t.Fatalf("stream: %v", err)
-	}
-	info, err := s.Info(ctx)
-	if err != nil {
-		t.Fatalf("stream info: %v", err)
-	}
+	s, info := ordersStream(t, ctx, js)
 	last := info.State.LastSeq
 	c, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
 	if err != nil {
@@ -380,94 +381,26 @@ func readCommitted(t *testing.T, nc *nats.Conn, committed map[string]uint64) {
 
 // region is a running compose project of compose.yaml.
 type region struct {
-	dockertest.Project
-	natsPort   map[string]int
-	httpPort   map[string]int
-	shared     string
-	tls        tlstest.RigFiles  // shared/tls, mounted at /tls
-	image      string            // the image tag
-	uid, gid   int               // the containers' user
-	containers map[string]string // service -> container id
+	*dockertest.Rig
 }
 
 // startRegion builds the image, starts the region and waits until every
 // node is ready. Everything it creates is removed when the test ends.
 func startRegion(t *testing.T) *region {
 	t.Helper()
-	dockertest.SkipShort(t, "docker: skipped with -short (builds an image and runs 3 containers)")
-	compose := dockertest.ComposeCommand(t, "docker", "no engine answers")
-	root, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	here, err := filepath.Abs(".")
-	if err != nil {
-		t.Fatal(err)
-	}
-	uid, gid := dockertest.RuntimeIDs()
-	tag := "platformd:test-" + randHex(6)
-	dockertest.BuildImage(t, root, here, tag, uid, gid, "node.yaml")
-
-	r := &region{
-		Project: dockertest.Project{
-			Compose: compose,
-			File:    filepath.Join(here, "compose.yaml"),
-			Name:    "platformdtest" + randHex(4),
-		},
-		shared: dockertest.SharedDir(t, uid, gid),
-		image:  tag,
-		uid:    uid,
-		gid:    gid,
-	}
-	r.tls = dockertest.TLSDir(t, r.shared, uid, gid, nodes...)
-	r.natsPort, r.httpPort = r.Publish(t, tag, r.shared, nodes...)
-
-	start := time.Now()
-	r.containers = r.Up(t, 300, nodes...)
-	r.waitReady(t, 90*time.Second)
-	t.Logf("region up (project %s, image %s, NATS ports %v, HTTP ports %v) and ready in %s",
-		r.Name, tag, r.natsPort, r.httpPort, time.Since(start).Round(time.Millisecond))
-	return r
+	return &region{dockertest.StartRig(t, dockertest.RigSpec{
+		Name: "docker", Image: "platformd", Project: "platformdtest",
+		Files: []string{"node.yaml"}, TLSHosts: nodes, Nodes: nodes, LogTail: 300, Ready: 90 * time.Second,
+	})}
 }
 
-func (r *region) natsURL(n string) string {
-	return fmt.Sprintf("tls://127.0.0.1:%d", r.natsPort[n])
-}
+func (r *region) natsURL(n string) string { return r.URLs(n)[0] }
 
 // connect connects as the platform admin to the three published ports
-// (TLS, verified against the rig's CA) and checks that no node told the
-// client another address.
+// (Rig.Connect).
 func (r *region) connect(t *testing.T) *nats.Conn {
 	t.Helper()
-	urls := make([]string, len(nodes))
-	for i, n := range nodes {
-		urls[i] = r.natsURL(n)
-	}
-	tc, err := tlsconf.Config{CAFile: r.tls.CAFile()}.Client("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	nc, err := nats.Connect(strings.Join(urls, ","),
-		nats.Secure(tc),
-		nats.UserCredentials(filepath.Join(r.shared, "creds", "admin.creds")),
-		nats.Name("docker-test"),
-		nats.MaxReconnects(-1),
-		nats.ReconnectWait(100*time.Millisecond),
-		nats.Timeout(2*time.Second),
-	)
-	if err != nil {
-		t.Fatalf("connect %v: %v", urls, err)
-	}
-	t.Cleanup(nc.Close)
-	if d := nc.DiscoveredServers(); len(d) > 0 {
-		t.Fatalf("nodes advertised addresses to the client despite no_advertise: %v", d)
-	}
-	for _, s := range nc.Servers() {
-		if !slices.Contains(urls, s) {
-			t.Fatalf("client knows a server it was not given: %s (all: %v)", s, nc.Servers())
-		}
-	}
-	return nc
+	return r.Connect(t, "docker-test", 100*time.Millisecond, nodes...)
 }
 
 // kill stops node's container at once (SIGKILL), as a crash would.
@@ -475,7 +408,7 @@ func (r *region) kill(t *testing.T, n string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if out, err := exec.CommandContext(ctx, "docker", "kill", r.containers[n]).CombinedOutput(); err != nil {
+	if out, err := exec.CommandContext(ctx, "docker", "kill", r.Containers[n]).CombinedOutput(); err != nil {
 		t.Fatalf("docker kill %s: %v\n%s", n, err, out)
 	}
 }
@@ -487,7 +420,7 @@ func (r *region) start(t *testing.T, ns ...string) {
 	defer cancel()
 	args := []string{"start"}
 	for _, n := range ns {
-		args = append(args, r.containers[n])
+		args = append(args, r.Containers[n])
 	}
 	if out, err := exec.CommandContext(ctx, "docker", args...).CombinedOutput(); err != nil {
 		t.Fatalf("docker start %v: %v\n%s", ns, err, out)
@@ -497,7 +430,7 @@ func (r *region) start(t *testing.T, ns ...string) {
 // waitReady polls /readyz on every node's published HTTP port.
 func (r *region) waitReady(t *testing.T, timeout time.Duration) {
 	t.Helper()
-	dockertest.WaitReady(t, timeout, "every node ready (/readyz 200)", r.tls, r.httpPort, nodes...)
+	dockertest.WaitReady(t, timeout, "every node ready (/readyz 200)", r.TLS, r.HTTPPort, nodes...)
 }
 
 // waitStream waits until the topic's stream is R3 with a leader and at
@@ -505,7 +438,7 @@ func (r *region) waitReady(t *testing.T, timeout time.Duration) {
 func (r *region) waitStream(t *testing.T, js jetstream.JetStream, want int) string {
 	t.Helper()
 	var leader string
-	waitFor(t, 60*time.Second, fmt.Sprintf("stream %s with a leader and %d current replicas", stream, want), func() error {
+	dockertest.WaitFor(t, 60*time.Second, fmt.Sprintf("stream %s with a leader and %d current replicas", stream, want), func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		defer cancel()
 		s, err := js.Stream(ctx, stream)
@@ -536,12 +469,3 @@ func (r *region) waitStream(t *testing.T, js jetstream.JetStream, want int) stri
 	}
 	return leader
 }
-
-// waitFor retries f every 200ms until it returns nil, failing the test
-// with f's last error after timeout.
-func waitFor(t *testing.T, timeout time.Duration, what string, f func() error) {
-	t.Helper()
-	dockertest.WaitFor(t, timeout, what, f)
-}
-
-func randHex(n int) string { return dockertest.RandHex(n) }

@@ -125,25 +125,28 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
 	p := &printer{out: out, start: time.Now()}
-	connect := func(name string) (*nats.Conn, error) {
+	// connect opens a connection named name and its JetStream; the
+	// caller closes the connection.
+	connect := func(name string) (*nats.Conn, jetstream.JetStream, error) {
 		if _, err := os.Stat(cfg.Creds); err != nil {
-			return nil, fmt.Errorf("credentials %s: %w (start platformd first: it writes <data-dir>/creds/admin.creds)", cfg.Creds, err)
+			return nil, nil, fmt.Errorf("credentials %s: %w (start platformd first: it writes <data-dir>/creds/admin.creds)", cfg.Creds, err)
 		}
 		nc, err := nats.Connect(cfg.Server, nats.UserCredentials(cfg.Creds), nats.Name("harborcart "+name), nats.Timeout(5*time.Second))
 		if err != nil {
-			return nil, fmt.Errorf("connect to %s: %w", cfg.Server, err)
+			return nil, nil, fmt.Errorf("connect to %s: %w", cfg.Server, err)
 		}
-		return nc, nil
+		js, err := jetstream.New(nc)
+		if err != nil {
+			nc.Close()
+			return nil, nil, err
+		}
+		return nc, js, nil
 	}
-	nc, err := connect("checkout")
+	nc, js, err := connect("checkout")
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return err
-	}
 
 	// 1. The objects.
 	for _, g := range Groups {
@@ -261,15 +264,11 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 	}
 
 	// 3. A shipment worker that will crash holding its first job.
-	crashConn, err := connect("worker-a")
+	crashConn, crashJS, err := connect("worker-a")
 	if err != nil {
 		return err
 	}
 	defer crashConn.Close()
-	crashJS, err := jetstream.New(crashConn)
-	if err != nil {
-		return err
-	}
 	took := make(chan string, 1)
 	crashy, err := consumer.NewWorkers(crashJS, consumer.WorkersConfig{Queue: DemoQueue, Concurrency: 1, NoDLQRouter: true},
 		func(ctx context.Context, m *consumer.Message) error {

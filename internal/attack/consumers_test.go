@@ -54,9 +54,7 @@ func (r *rig) streams(tenant string) []string {
 // stream list are as they were.
 func TestAttackTeamAgainstTeam(t *testing.T) {
 	r := newRig(t, 1)
-	r.mustCtl("tenant", "create", "acme")
-	r.mustCtl("tenant", "topic", "acme", "orders", "--partitions", "1")
-	r.mustCtl("tenant", "topic", "acme", "payments", "--partitions", "1")
+	r.tenant("acme", "orders", "payments")
 	r.mustCtl("tenant", "group", "acme", "notifier", "--topic", "orders")
 	r.mustCtl("tenant", "group", "acme", "ledger", "--topic", "payments")
 	r.mustCtl("tenant", "group", "acme", "tracker", "--topic", "orders")
@@ -316,8 +314,7 @@ func requestErr(nc *nats.Conn, subject string, body []byte) error {
 // platformctl) and an operator acting in the account directly.
 func TestConsumerChangesAreAudited(t *testing.T) {
 	r := newRig(t, 1)
-	r.mustCtl("tenant", "create", "acme")
-	r.mustCtl("tenant", "topic", "acme", "orders", "--partitions", "1")
+	r.tenant("acme", "orders")
 	r.mustCtl("tenant", "group", "acme", "tracker", "--topic", "orders")
 	js := r.tenantJS("acme")
 	s := tenancy.StreamName("orders")

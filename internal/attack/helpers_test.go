@@ -68,6 +68,16 @@ func (r *rig) mustCtl(args ...string) string {
 	return out
 }
 
+// tenant creates tenant with platformctl, and in it a one-partition
+// topic of each of topics.
+func (r *rig) tenant(tenant string, topics ...string) {
+	r.t.Helper()
+	r.mustCtl("tenant", "create", tenant)
+	for _, topic := range topics {
+		r.mustCtl("tenant", "topic", tenant, topic, "--partitions", "1")
+	}
+}
+
 // user issues a tenant user's creds with platformctl (exactly the
 // permissions named) and returns the file.
 func (r *rig) user(tenant, name string, pub, sub []string) string {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/msgplatform/platform/internal/console"
 	"github.com/msgplatform/platform/redrive"
+	"github.com/msgplatform/platform/tenancy"
 )
 
 // mountConsole serves the web console (internal/console) under
@@ -60,16 +61,7 @@ func (d *Daemon) mountConsole(mux *http.ServeMux) error {
 // ConsoleTenants lists the tenants as the console sees them (name and
 // account), none when tenancy is off.
 func (d *Daemon) ConsoleTenants(ctx context.Context) ([]console.TenantRef, error) {
-	if d.tenants == nil {
-		return nil, nil
-	}
-	ts, err := d.tenants.List(ctx)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]console.TenantRef, 0, len(ts))
-	for _, t := range ts {
-		out = append(out, console.TenantRef{Name: t.Name, Account: t.Account})
-	}
-	return out, nil
+	return tenantsAs(ctx, d, func(t tenancy.Tenant) console.TenantRef {
+		return console.TenantRef{Name: t.Name, Account: t.Account}
+	})
 }

@@ -74,6 +74,15 @@ func (d *Daemon) serveControl() (micro.Service, error) {
 	return control.Serve(d.nc, eps, classify, 30*time.Second)
 }
 
+// mappedEP is the endpoint name on subject served by fn, its errors
+// mapped onto the control API's kinds by kinds.
+func mappedEP[Req, Resp any](name, subject string, kinds func(error) error, fn func(ctx context.Context, req Req) (Resp, error)) control.Endpoint {
+	return control.Endpoint{Name: name, Subject: subject, Handle: control.JSON(func(ctx context.Context, r Req) (Resp, error) {
+		resp, err := fn(ctx, r)
+		return resp, kinds(err)
+	})}
+}
+
 // classify maps platform errors to control API codes.
 func classify(err error) int {
 	switch {

@@ -150,28 +150,24 @@ func (d *Daemon) Start(ctx context.Context) (err error) {
 	d.reg.MustRegister(metrics.NewNATSCollector(d.metricSource))
 	d.registerCatalogMetrics()
 
-	// On the listening side of a region link, the dialling peers deny
-	// the catalog's resident objects before they are created (regions.go).
-	if err := d.denyCatalogAtPeers(ctx); err != nil {
-		return fmt.Errorf("daemon: deny the catalog at peers: %w", err)
-	}
-	if err := d.reconcile(ctx); err != nil {
-		return fmt.Errorf("daemon: reconcile: %w", err)
-	}
-	if err := d.startNodeGuard(ctx); err != nil {
-		return fmt.Errorf("daemon: start the residency guard: %w", err)
-	}
-	if err := d.startDLQRouters(ctx); err != nil {
-		return fmt.Errorf("daemon: start the DLQ routers: %w", err)
-	}
-	if err := d.startTenancy(ctx); err != nil {
-		return fmt.Errorf("daemon: start tenancy: %w", err)
-	}
-	if err := d.startCanary(ctx); err != nil {
-		return fmt.Errorf("daemon: start the canary: %w", err)
-	}
-	if err := d.startRedrive(ctx); err != nil {
-		return fmt.Errorf("daemon: start redrive: %w", err)
+	// The steps run in this order: on the listening side of a region
+	// link, the dialling peers deny the catalog's resident objects before
+	// reconcile creates them (regions.go).
+	for _, step := range []struct {
+		what string
+		run  func(context.Context) error
+	}{
+		{"deny the catalog at peers", d.denyCatalogAtPeers},
+		{"reconcile", d.reconcile},
+		{"start the residency guard", d.startNodeGuard},
+		{"start the DLQ routers", d.startDLQRouters},
+		{"start tenancy", d.startTenancy},
+		{"start the canary", d.startCanary},
+		{"start redrive", d.startRedrive},
+	} {
+		if err := step.run(ctx); err != nil {
+			return fmt.Errorf("daemon: %s: %w", step.what, err)
+		}
 	}
 	if d.cfg.Control.Enabled {
 		if d.svc, err = d.serveControl(); err != nil {

@@ -22,10 +22,7 @@ import (
 // it (no Member or Workers router running) still reaches its DLQ, with
 // its payload, headers, origin, group and tenant.
 func TestDaemonRoutesDeadLettersOfEveryObject(t *testing.T) {
-	d := daemontest.Start(t, 1)
-	_, js := natstest.Connect(t, d.URL(), nats.UserCredentials(d.Creds()))
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
+	d, _, js, ctx := daemontest.StartAdmin(t, 1, 90*time.Second)
 
 	// A queue applied after the daemon started (as through the control API).
 	late := platform.DefaultQueueSpec("refund-jobs")

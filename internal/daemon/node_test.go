@@ -14,7 +14,6 @@ import (
 	"github.com/msgplatform/platform/embeddednats"
 	"github.com/msgplatform/platform/embeddednats/natstest"
 	"github.com/msgplatform/platform/internal/control"
-	"github.com/msgplatform/platform/internal/daemon"
 	"github.com/msgplatform/platform/internal/daemon/daemontest"
 	"github.com/msgplatform/platform/platform"
 )
@@ -89,14 +88,10 @@ func TestNodeModeRefusesToMintItsOwnTrust(t *testing.T) {
 	cfg.Node.Port = natstest.FreePorts(t, 1)[0]
 	cfg.Node.Durability.Replicas = 1
 	cfg.Node.StoreDir = ""
-	cfg.EnsureDefaults()
-	d, err := daemon.New(&cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := daemontest.NewConfig(t, &cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	err = d.Start(ctx)
+	err := d.Start(ctx)
 	if !errors.Is(err, embeddednats.ErrNoTrust) || !strings.Contains(err.Error(), "platformd init") {
 		t.Fatalf("start without trust: err = %v, want ErrNoTrust naming platformd init", err)
 	}

@@ -13,7 +13,6 @@ import (
 
 	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
 
 	"github.com/msgplatform/platform/internal/control"
@@ -61,10 +60,7 @@ func listOperators(t *testing.T, ctx context.Context, nc *nats.Conn) map[string]
 // re-pushed the JWT at start (nodes that kept their copy keep it: the
 // preload of trust.json's older JWT does not replace it).
 func TestOperatorRegistry(t *testing.T) {
-	d := daemontest.Start(t, 3)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	nc := d.AdminConn(t)
+	d, nc, js, ctx := daemontest.StartAdmin(t, 3, 3*time.Minute)
 	adminCreds, _ := d.Trust().AdminCreds()
 	admin := signer(t, adminCreds)
 
@@ -96,7 +92,6 @@ func TestOperatorRegistry(t *testing.T) {
 	}
 	// The registry is read from its stream leader (no direct gets: a
 	// replica behind would answer "not revoked").
-	js, _ := jetstream.New(nc)
 	if st, err := js.Stream(ctx, "KV_"+principal.OperatorBucket); err != nil || st.CachedInfo().Config.AllowDirect {
 		t.Fatalf("operator registry stream: err %v, direct gets on: %v", err, err == nil && st.CachedInfo().Config.AllowDirect)
 	}

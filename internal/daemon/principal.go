@@ -105,18 +105,9 @@ func (d *Daemon) accountJWT(_ context.Context, account string) (string, error) {
 }
 
 func (d *Daemon) principalTenants(ctx context.Context) ([]principal.Tenant, error) {
-	if d.tenants == nil {
-		return nil, nil
-	}
-	ts, err := d.tenants.List(ctx)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]principal.Tenant, 0, len(ts))
-	for _, t := range ts {
-		out = append(out, principal.Tenant{Name: t.Name, Account: t.Account, Suspended: t.State != tenancy.StateActive})
-	}
-	return out, nil
+	return tenantsAs(ctx, d, func(t tenancy.Tenant) principal.Tenant {
+		return principal.Tenant{Name: t.Name, Account: t.Account, Suspended: t.State != tenancy.StateActive}
+	})
 }
 
 // caller is who sent a control request: the authenticated principal of a

@@ -106,11 +106,7 @@ func signer(t *testing.T, creds []byte) *principal.Signer {
 // anything; a different authenticated user approves, the requester runs
 // it, and it completes. Audit records name the authenticated principals.
 func TestSignedRedriveFourEyes(t *testing.T) {
-	d := daemontest.Start(t, 3)
-	nc := d.AdminConn(t, nats.Name("principal-test"))
-	js, _ := jetstream.New(nc)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+	d, nc, js, ctx := daemontest.StartAdmin(t, 3, 2*time.Minute, nats.Name("principal-test"))
 	call := func(subject string, req, resp any) error { return control.Call(ctx, nc, subject, req, resp) }
 
 	reviewedPayments(t, ctx, nc, js, 3)
@@ -245,10 +241,7 @@ func TestSignedRedriveFourEyes(t *testing.T) {
 // suspended tenant are refused, and an unsigned request on a DLQ without
 // review still works, recorded as unauthenticated:<name>.
 func TestSignedRedriveTenants(t *testing.T) {
-	d := daemontest.Start(t, 3)
-	nc := d.AdminConn(t, nats.Name("principal-test"))
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+	d, nc, _, ctx := daemontest.StartAdmin(t, 3, 2*time.Minute, nats.Name("principal-test"))
 	call := func(subject string, req, resp any) error { return control.Call(ctx, nc, subject, req, resp) }
 	m := d.Tenants()
 	users := map[string]*principal.Signer{}

@@ -22,11 +22,7 @@ import (
 // which holds the routes' interest too, for each endpoint subject.
 func TestStartReturnsWhenEveryNodeRoutesEveryEndpoint(t *testing.T) {
 	d := daemontest.Start(t, 3)
-	nc, err := nats.Connect(d.URL(), nats.UserCredentials(d.Creds()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	nc, _ := natstest.Connect(t, d.URL(), nats.UserCredentials(d.Creds()))
 	msg, err := nc.Request("$SRV.INFO."+control.ServiceName, nil, 5*time.Second)
 	if err != nil {
 		t.Fatal(err)

@@ -227,11 +227,9 @@ func redriveErr(err error) error {
 	return err
 }
 
+// rep is mappedEP with redrive's error kinds.
 func rep[Req, Resp any](name, subject string, fn func(ctx context.Context, req Req) (Resp, error)) control.Endpoint {
-	return control.Endpoint{Name: name, Subject: subject, Handle: control.JSON(func(ctx context.Context, r Req) (Resp, error) {
-		resp, err := fn(ctx, r)
-		return resp, redriveErr(err)
-	})}
+	return mappedEP(name, subject, redriveErr, fn)
 }
 
 // redriveEndpoints are the DLQ browse and redrive operations. Each
@@ -249,7 +247,7 @@ func (d *Daemon) redriveEndpoints(v *principal.Verifier) []control.Endpoint {
 	// guarded: approve, run and resume of a review: required DLQ need an
 	// authenticated caller; an approval also an authenticated requester.
 	guarded := map[string]string{redrive.SubjApprove: "approving", redrive.SubjRun: "running", redrive.SubjResume: "resuming"}
-	action := func(name, subject string, fn func(g *redrive.Guard) func(ctx context.Context, id, actor, note string) (redrive.Status, error)) control.Endpoint {
+	action := func(name, subject string, fn func(g *redrive.Guard, ctx context.Context, id, actor, note string) (redrive.Status, error)) control.Endpoint {
 		return guardedRep(d, v, name, subject, func(r redrive.Action) string { return r.Scope },
 			func(ctx context.Context, g *redrive.Guard, c caller, r redrive.Action) (redrive.Status, error) {
 				if verb, ok := guarded[subject]; ok {
@@ -257,7 +255,7 @@ func (d *Daemon) redriveEndpoints(v *principal.Verifier) []control.Endpoint {
 						return redrive.Status{}, err
 					}
 				}
-				return fn(g)(ctx, r.ID, c.name(r.Actor), r.Note)
+				return fn(g, ctx, r.ID, c.name(r.Actor), r.Note)
 			})
 	}
 	return []control.Endpoint{
@@ -294,24 +292,12 @@ func (d *Daemon) redriveEndpoints(v *principal.Verifier) []control.Endpoint {
 				}
 				return g.Submit(ctx, r)
 			}),
-		action("redrive_approve", redrive.SubjApprove, func(g *redrive.Guard) func(context.Context, string, string, string) (redrive.Status, error) {
-			return g.Approve
-		}),
-		action("redrive_reject", redrive.SubjReject, func(g *redrive.Guard) func(context.Context, string, string, string) (redrive.Status, error) {
-			return g.Reject
-		}),
-		action("redrive_run", redrive.SubjRun, func(g *redrive.Guard) func(context.Context, string, string, string) (redrive.Status, error) {
-			return g.Run
-		}),
-		action("redrive_pause", redrive.SubjPause, func(g *redrive.Guard) func(context.Context, string, string, string) (redrive.Status, error) {
-			return g.Pause
-		}),
-		action("redrive_resume", redrive.SubjResume, func(g *redrive.Guard) func(context.Context, string, string, string) (redrive.Status, error) {
-			return g.Resume
-		}),
-		action("redrive_cancel", redrive.SubjCancel, func(g *redrive.Guard) func(context.Context, string, string, string) (redrive.Status, error) {
-			return g.Cancel
-		}),
+		action("redrive_approve", redrive.SubjApprove, (*redrive.Guard).Approve),
+		action("redrive_reject", redrive.SubjReject, (*redrive.Guard).Reject),
+		action("redrive_run", redrive.SubjRun, (*redrive.Guard).Run),
+		action("redrive_pause", redrive.SubjPause, (*redrive.Guard).Pause),
+		action("redrive_resume", redrive.SubjResume, (*redrive.Guard).Resume),
+		action("redrive_cancel", redrive.SubjCancel, (*redrive.Guard).Cancel),
 		guardedRep(d, v, "redrive_status", redrive.SubjStatus, func(r redrive.IDRequest) string { return r.Scope },
 			func(ctx context.Context, g *redrive.Guard, _ caller, r redrive.IDRequest) (redrive.Status, error) {
 				return g.Get(ctx, r.ID)

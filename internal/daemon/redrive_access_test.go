@@ -1,7 +1,6 @@
 package daemon_test
 
 import (
-	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -28,10 +27,7 @@ import (
 // the tenant's publish-rate quota; an approval needs another user who may
 // see the entries. Nothing is filed, approved or sent by a refused call.
 func TestAttackControlRedrive(t *testing.T) {
-	d := daemontest.Start(t, 1)
-	nc := d.AdminConn(t, nats.Name("attack-test"))
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+	d, nc, _, ctx := daemontest.StartAdmin(t, 1, 2*time.Minute, nats.Name("attack-test"))
 	m := d.Tenants()
 	spec := tenancy.DefaultSpec("harbor")
 	spec.Quota.PublishRate = 50

@@ -1,14 +1,12 @@
 package daemon_test
 
 import (
-	"context"
 	"errors"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/msgplatform/platform/internal/control"
 	"github.com/msgplatform/platform/internal/daemon/daemontest"
@@ -20,11 +18,7 @@ import (
 // refusal as a 409, approve, run, status, history, and the audit records
 // in the shared audit log.
 func TestRedriveControlAPI(t *testing.T) {
-	d := daemontest.Start(t, 1)
-	nc := d.AdminConn(t, nats.Name("redrive-test"))
-	js, _ := jetstream.New(nc)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
+	d, nc, js, ctx := daemontest.StartAdmin(t, 1, 60*time.Second, nats.Name("redrive-test"))
 	call := func(subject string, req, resp any) error { return control.Call(ctx, nc, subject, req, resp) }
 
 	reviewedPayments(t, ctx, nc, js, 1)

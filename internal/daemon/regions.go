@@ -104,39 +104,47 @@ func (d *Daemon) startRegions(ctx context.Context) error {
 	cat := d.cfg.Catalog
 	cat.Topics, cat.Groups, cat.Queues = maps.Clone(cat.Topics), maps.Clone(cat.Groups), maps.Clone(cat.Queues)
 	opts := catalog.ApplyOptions{AllowReducedReplicas: d.cfg.Reconcile.AllowReducedReplicas, AllowCleanupChange: d.cfg.Reconcile.AllowCleanupChange}
-	for name, t := range d.cfg.Catalog.Topics {
-		where := region.OfTopic(t, d.region.Name)
+	// away applies a topic or queue (kind) name with apply in region
+	// where, unless where is home; a region the installation lacks is a
+	// configuration error.
+	away := func(kind, name, where string, apply func(*catalog.Reconciler) error) error {
 		if where == d.region.Name {
-			continue
+			return nil
 		}
 		rec := rs.recs[where]
 		if rec == nil {
-			return fmt.Errorf("%w: topics.%s.residency: no region %q in regions.fabrics", conf.ErrInvalid, name, where)
+			return fmt.Errorf("%w: %ss.%s.residency: no region %q in regions.fabrics", conf.ErrInvalid, kind, name, where)
 		}
-		part := platform.Catalog{Topics: map[string]platform.TopicSpec{name: t}, Groups: map[string]platform.GroupSpec{}}
-		delete(cat.Topics, name)
-		for gn, g := range d.cfg.Catalog.Groups {
-			if g.Topic == name {
-				part.Groups[gn] = g
-				delete(cat.Groups, gn)
+		if err := apply(rec); err != nil {
+			return fmt.Errorf("daemon: reconcile %s %s in region %s: %w", kind, name, where, err)
+		}
+		return nil
+	}
+	for name, t := range d.cfg.Catalog.Topics {
+		err := away("topic", name, region.OfTopic(t, d.region.Name), func(rec *catalog.Reconciler) error {
+			part := platform.Catalog{Topics: map[string]platform.TopicSpec{name: t}, Groups: map[string]platform.GroupSpec{}}
+			delete(cat.Topics, name)
+			for gn, g := range d.cfg.Catalog.Groups {
+				if g.Topic == name {
+					part.Groups[gn] = g
+					delete(cat.Groups, gn)
+				}
 			}
-		}
-		if _, err := rec.Apply(ctx, part, opts); err != nil {
-			return fmt.Errorf("daemon: reconcile topic %s in region %s: %w", name, where, err)
+			_, err := rec.Apply(ctx, part, opts)
+			return err
+		})
+		if err != nil {
+			return err
 		}
 	}
 	for name, q := range d.cfg.Catalog.Queues {
-		where := region.OfQueue(q, d.region.Name)
-		if where == d.region.Name {
-			continue
-		}
-		rec := rs.recs[where]
-		if rec == nil {
-			return fmt.Errorf("%w: queues.%s.residency: no region %q in regions.fabrics", conf.ErrInvalid, name, where)
-		}
-		delete(cat.Queues, name)
-		if _, err := rec.ApplyQueue(ctx, q, opts); err != nil {
-			return fmt.Errorf("daemon: reconcile queue %s in region %s: %w", name, where, err)
+		err := away("queue", name, region.OfQueue(q, d.region.Name), func(rec *catalog.Reconciler) error {
+			delete(cat.Queues, name)
+			_, err := rec.ApplyQueue(ctx, q, opts)
+			return err
+		})
+		if err != nil {
+			return err
 		}
 	}
 	d.cfg.Catalog = cat
@@ -173,38 +181,10 @@ func (d *Daemon) startRegions(ctx context.Context) error {
 // platformds confirm it on their link deny list first (addPeerResident),
 // or the apply is refused and nothing is created.
 func (d *Daemon) applyTopic(ctx context.Context, spec platform.TopicSpec, o catalog.ApplyOptions) (catalog.Change, error) {
-	rs := d.regions
-	if rs == nil {
-		if err := d.ownResidency("topic", spec.Name, spec.Residency); err != nil {
-			return catalog.Change{}, err
-		}
-		if spec.Residency != "" && !o.DryRun {
-			// Bad input is refused before any link changes.
-			dry := o
-			dry.DryRun = true
-			if _, err := d.rec.ApplyTopic(ctx, spec, dry); err != nil {
-				return catalog.Change{}, err
-			}
-			if err := d.addPeerResident(ctx, "topic", spec.Name); err != nil {
-				return catalog.Change{}, err
-			}
-			if err := d.addLinkResident(spec.Name); err != nil {
-				return catalog.Change{}, err
-			}
-		}
-		return d.rec.ApplyTopic(ctx, spec, o)
-	}
 	where := region.OfTopic(spec, d.region.Name)
-	rec, err := rs.regionRec(ctx, where, "topic", spec.Name)
-	if err != nil {
-		return catalog.Change{}, err
-	}
-	if spec.Residency != "" && !o.DryRun {
-		if err := d.addResident(ctx, spec.Name, spec.Residency); err != nil {
-			return catalog.Change{}, err
-		}
-	}
-	return rec.ApplyTopic(ctx, spec, o)
+	return d.applyResident(ctx, "topic", spec.Name, spec.Residency, where, o, func(rec *catalog.Reconciler, o catalog.ApplyOptions) (catalog.Change, error) {
+		return rec.ApplyTopic(ctx, spec, o)
+	})
 }
 
 // applyQueue is applyTopic for a queue: in mode regions created in its
@@ -212,38 +192,48 @@ func (d *Daemon) applyTopic(ctx context.Context, spec platform.TopicSpec, o cata
 // deny list before it is created; in mode node on the node's link deny
 // list first.
 func (d *Daemon) applyQueue(ctx context.Context, spec platform.QueueSpec, o catalog.ApplyOptions) (catalog.Change, error) {
+	where := region.OfQueue(spec, d.region.Name)
+	return d.applyResident(ctx, "queue", spec.Name, spec.Residency, where, o, func(rec *catalog.Reconciler, o catalog.ApplyOptions) (catalog.Change, error) {
+		return rec.ApplyQueue(ctx, spec, o)
+	})
+}
+
+// applyResident applies a topic or queue (kind) name of residency (""
+// for none) with apply: in mode regions on the reconciler of region
+// where, in mode node on the node's; a resident name is on every link
+// deny list that must hold it first (see applyTopic). Bad input is
+// refused before any link changes.
+func (d *Daemon) applyResident(ctx context.Context, kind, name, residency, where string, o catalog.ApplyOptions, apply func(*catalog.Reconciler, catalog.ApplyOptions) (catalog.Change, error)) (catalog.Change, error) {
 	rs := d.regions
 	if rs == nil {
-		if err := d.ownResidency("queue", spec.Name, spec.Residency); err != nil {
+		if err := d.ownResidency(kind, name, residency); err != nil {
 			return catalog.Change{}, err
 		}
-		if spec.Residency != "" && !o.DryRun {
-			// Bad input is refused before any link changes.
+		if residency != "" && !o.DryRun {
 			dry := o
 			dry.DryRun = true
-			if _, err := d.rec.ApplyQueue(ctx, spec, dry); err != nil {
+			if _, err := apply(d.rec, dry); err != nil {
 				return catalog.Change{}, err
 			}
-			if err := d.addPeerResident(ctx, "queue", spec.Name); err != nil {
+			if err := d.addPeerResident(ctx, kind, name); err != nil {
 				return catalog.Change{}, err
 			}
-			if err := d.addLinkResident(spec.Name); err != nil {
+			if err := d.addLinkResident(name); err != nil {
 				return catalog.Change{}, err
 			}
 		}
-		return d.rec.ApplyQueue(ctx, spec, o)
+		return apply(d.rec, o)
 	}
-	where := region.OfQueue(spec, d.region.Name)
-	rec, err := rs.regionRec(ctx, where, "queue", spec.Name)
+	rec, err := rs.regionRec(ctx, where, kind, name)
 	if err != nil {
 		return catalog.Change{}, err
 	}
-	if spec.Residency != "" && !o.DryRun {
-		if err := d.addResident(ctx, spec.Name, spec.Residency); err != nil {
+	if residency != "" && !o.DryRun {
+		if err := d.addResident(ctx, name, residency); err != nil {
 			return catalog.Change{}, err
 		}
 	}
-	return rec.ApplyQueue(ctx, spec, o)
+	return apply(rec, o)
 }
 
 // regionRec is the reconciler of region where for a topic or queue (kind)
@@ -343,18 +333,7 @@ func (d *Daemon) keepResidentDeny() error {
 		}()
 		tick := time.NewTicker(linkRefreshInterval)
 		defer tick.Stop()
-		for {
-			select {
-			case <-rs.stop:
-				return
-			case <-tick.C:
-			case <-kick:
-				select {
-				case <-rs.stop:
-					return
-				case <-time.After(linkDebounce):
-				}
-			}
+		for nextLinkRefresh(rs.stop, tick.C, kick) {
 			for _, r := range rs.list {
 				ctx, cancel := context.WithTimeout(context.Background(), linkRefreshInterval)
 				_, names, err := region.ResidentLinkDeny(ctx, r.JS)
@@ -489,19 +468,8 @@ func (d *Daemon) closeRegions(ctx context.Context) error {
 // on every region in mode regions, on this node's region and its peers in
 // mode node with regions.peers; answered with a clear error otherwise.
 func (d *Daemon) regionEndpoints() []control.Endpoint {
-	need := func() (region.Regions, error) {
-		list, ok := d.regionList()
-		if !ok {
-			return nil, fmt.Errorf("%w: platformd knows only its own region (mode %s, no regions.peers); region operations need the other regions: list them in regions.peers (mode node, see deploy/docker-regions) or run mode regions (conf/dev-regions.yaml)", control.ErrInvalid, d.cfg.Mode)
-		}
-		return list, nil
-	}
 	return []control.Endpoint{
-		{Name: "region_list", Subject: region.SubjList, Handle: control.JSON(func(ctx context.Context, _ struct{}) ([]region.Info, error) {
-			rs, err := need()
-			if err != nil {
-				return nil, err
-			}
+		regionRep(d, "region_list", region.SubjList, 0, func(ctx context.Context, rs region.Regions, _ struct{}) ([]region.Info, error) {
 			out := []region.Info{}
 			for i, r := range rs {
 				ri := region.Info{Name: r.Name, Domain: r.Domain, Home: i == 0}
@@ -518,26 +486,18 @@ func (d *Daemon) regionEndpoints() []control.Endpoint {
 				out = append(out, ri)
 			}
 			return out, nil
-		})},
-		{Name: "region_mirror", Subject: region.SubjMirror, Handle: control.JSON(func(ctx context.Context, r region.MirrorRequest) (region.MirrorStatus, error) {
-			rs, err := need()
-			if err != nil {
-				return region.MirrorStatus{}, err
-			}
+		}),
+		regionRep(d, "region_mirror", region.SubjMirror, 0, func(ctx context.Context, rs region.Regions, r region.MirrorRequest) (region.MirrorStatus, error) {
 			st, err := rs.Mirror(ctx, r)
 			return st, residencyRefusal(err)
-		})},
-		{Name: "region_mirrors", Subject: region.SubjMirrors, Handle: control.JSON(func(ctx context.Context, _ struct{}) ([]region.MirrorStatus, error) {
-			rs, err := need()
-			if err != nil {
-				return nil, err
-			}
+		}),
+		regionRep(d, "region_mirrors", region.SubjMirrors, 0, func(ctx context.Context, rs region.Regions, _ struct{}) ([]region.MirrorStatus, error) {
 			ms, err := rs.Mirrors(ctx)
 			if ms == nil {
 				ms = []region.MirrorStatus{}
 			}
 			return ms, err
-		})},
+		}),
 		{Name: "region_topic_mirrors", Subject: region.SubjTopicMirrors, Handle: control.JSON(func(ctx context.Context, r control.NameRequest) ([]region.MirrorStatus, error) {
 			out := []region.MirrorStatus{}
 			list, ok := d.regionList()
@@ -553,11 +513,7 @@ func (d *Daemon) regionEndpoints() []control.Endpoint {
 			sort.Slice(out, func(i, j int) bool { return out[i].To < out[j].To })
 			return out, err
 		})},
-		{Name: "region_failover", Subject: region.SubjFailover, Handle: control.JSON(func(ctx context.Context, r region.FailoverRequest) (region.Failover, error) {
-			rs, err := need()
-			if err != nil {
-				return region.Failover{}, err
-			}
+		regionRep(d, "region_failover", region.SubjFailover, region.OpTimeout, func(ctx context.Context, rs region.Regions, r region.FailoverRequest) (region.Failover, error) {
 			out, err := rs.Failover(ctx, r)
 			if errors.Is(err, platform.ErrConflict) {
 				err = refused{err}
@@ -566,12 +522,8 @@ func (d *Daemon) regionEndpoints() []control.Endpoint {
 				d.log.Warn("region failover", "topic", r.Topic, "from", out.From, "to", out.To, "promoted_at_seq", out.PromotedAtSeq, "unreplicated", out.Unreplicated, "duplicate_window", out.DuplicateWindow)
 			}
 			return out, residencyRefusal(err)
-		}), Timeout: region.OpTimeout},
-		{Name: "region_failback", Subject: region.SubjFailback, Handle: control.JSON(func(ctx context.Context, r region.FailbackRequest) (region.Failback, error) {
-			rs, err := need()
-			if err != nil {
-				return region.Failback{}, err
-			}
+		}),
+		regionRep(d, "region_failback", region.SubjFailback, region.OpTimeout, func(ctx context.Context, rs region.Regions, r region.FailbackRequest) (region.Failback, error) {
 			out, err := rs.Failback(ctx, r)
 			if errors.Is(err, platform.ErrConflict) || errors.Is(err, region.ErrUnavailable) {
 				err = refused{err}
@@ -580,19 +532,11 @@ func (d *Daemon) regionEndpoints() []control.Endpoint {
 				d.log.Warn("region failback", "topic", r.Topic, "from", out.From, "to", out.To, "copied", out.Copied, "deduplicated", out.Deduplicated)
 			}
 			return out, err
-		}), Timeout: region.OpTimeout},
-		{Name: "residency_report", Subject: region.SubjReport, Handle: control.JSON(func(ctx context.Context, _ struct{}) (region.Report, error) {
-			rs, err := need()
-			if err != nil {
-				return region.Report{}, err
-			}
+		}),
+		regionRep(d, "residency_report", region.SubjReport, 0, func(ctx context.Context, rs region.Regions, _ struct{}) (region.Report, error) {
 			return rs.Report(ctx)
-		})},
-		{Name: "residency_audit", Subject: region.SubjAudit, Handle: control.JSON(func(ctx context.Context, r region.AuditRequest) ([]region.Refusal, error) {
-			rs, err := need()
-			if err != nil {
-				return nil, err
-			}
+		}),
+		regionRep(d, "residency_audit", region.SubjAudit, 0, func(ctx context.Context, rs region.Regions, r region.AuditRequest) ([]region.Refusal, error) {
 			if r.Region != "" && !slices.ContainsFunc(rs, func(x region.Region) bool { return x.Name == r.Region }) {
 				return nil, fmt.Errorf("%w: no region %q (regions: %s)", control.ErrInvalid, r.Region, strings.Join(regionNames(rs), ", "))
 			}
@@ -608,15 +552,26 @@ func (d *Daemon) regionEndpoints() []control.Endpoint {
 				out = append(out, a...)
 			}
 			return out, nil
-		})},
-		{Name: "residency_check", Subject: region.SubjCheck, Handle: control.JSON(func(ctx context.Context, r region.StreamCheckRequest) (struct{}, error) {
-			rs, err := need()
-			if err != nil {
-				return struct{}{}, err
-			}
+		}),
+		regionRep(d, "residency_check", region.SubjCheck, 0, func(ctx context.Context, rs region.Regions, r region.StreamCheckRequest) (struct{}, error) {
 			return struct{}{}, residencyRefusal(rs.CheckStream(ctx, r.Region, r.Config))
-		})},
+		}),
 	}
+}
+
+// regionRep is a region operation's endpoint (timeout: its own request
+// timeout, 0 for the service's): fn runs on the regions this platformd
+// knows; one that knows only its own region refuses the request as
+// invalid, saying how to name the others.
+func regionRep[Req, Resp any](d *Daemon, name, subject string, timeout time.Duration, fn func(ctx context.Context, rs region.Regions, req Req) (Resp, error)) control.Endpoint {
+	return control.Endpoint{Name: name, Subject: subject, Timeout: timeout, Handle: control.JSON(func(ctx context.Context, r Req) (Resp, error) {
+		list, ok := d.regionList()
+		if !ok {
+			var none Resp
+			return none, fmt.Errorf("%w: platformd knows only its own region (mode %s, no regions.peers); region operations need the other regions: list them in regions.peers (mode node, see deploy/docker-regions) or run mode regions (conf/dev-regions.yaml)", control.ErrInvalid, d.cfg.Mode)
+		}
+		return fn(ctx, list, r)
+	})}
 }
 
 func regionNames(rs region.Regions) []string {

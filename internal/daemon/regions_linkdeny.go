@@ -151,30 +151,36 @@ func (d *Daemon) keepLinkDeny() {
 	defer close(ls.done)
 	tick := time.NewTicker(linkRefreshInterval)
 	defer tick.Stop()
-	for {
-		select {
-		case <-ls.stop:
-			return
-		case <-tick.C:
-		case <-ls.kick:
-			// A burst of stream changes (a failover, a failback, an
-			// apply) is read once.
-			select {
-			case <-ls.stop:
-				return
-			case <-time.After(linkDebounce):
-			}
-			select {
-			case <-ls.kick:
-			default:
-			}
-		}
+	for nextLinkRefresh(ls.stop, tick.C, ls.kick) {
 		ctx, cancel := context.WithTimeout(context.Background(), linkRefreshInterval)
 		if err := d.refreshLinkDeny(ctx); err != nil {
 			d.log.Warn("platformd: region link deny list not updated", "err", err)
 		}
 		cancel()
 	}
+}
+
+// nextLinkRefresh waits for the next refresh of a link deny list: a tick,
+// or a kick and then linkDebounce more, so that a burst of stream changes
+// (a failover, a failback, an apply) is read once. It reports false when
+// stop closes first.
+func nextLinkRefresh(stop <-chan struct{}, tick <-chan time.Time, kick chan struct{}) bool {
+	select {
+	case <-stop:
+		return false
+	case <-tick:
+	case <-kick:
+		select {
+		case <-stop:
+			return false
+		case <-time.After(linkDebounce):
+		}
+		select {
+		case <-kick:
+		default:
+		}
+	}
+	return true
 }
 
 // refreshLinkDeny reads the resident objects of the own region and of

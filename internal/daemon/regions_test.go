@@ -100,10 +100,7 @@ func TestRegionsResidencyGuard(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	jsEU, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	jsEU := daemontest.JetStream(t, nc)
 	rogue := jetstream.StreamConfig{Name: "rogue_orders_eu", Mirror: &jetstream.StreamSource{Name: platform.StreamName("orders.eu"), Domain: "eu"}}
 	_, err = jsUS.CreateStream(ctx, rogue)
 	var apiErr *jetstream.APIError
@@ -148,6 +145,48 @@ func nodeRegion(t *testing.T, trust *embeddednats.Trust, name string, port int, 
 	return daemontest.StartConfig(t, cfg)
 }
 
+// linkRig is the shared trust and free ports of two mode-node regions,
+// each the other's peer region: eu listens for the leafnode link on
+// leafPort, us dials it.
+type linkRig struct {
+	trust                    *embeddednats.Trust
+	euPort, usPort, leafPort int
+}
+
+func newLinkRig(t *testing.T) linkRig {
+	t.Helper()
+	trust, err := embeddednats.NewTrust()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ports := natstest.FreePorts(t, 3)
+	return linkRig{trust: trust, euPort: ports[0], usPort: ports[1], leafPort: ports[2]}
+}
+
+// eu starts region eu with catalog cat, listening for the link.
+func (r linkRig) eu(t *testing.T, cat platform.Catalog) *daemon.Daemon {
+	t.Helper()
+	return nodeRegion(t, r.trust, "eu", r.euPort, cat,
+		[]conf.PeerRegion{{Name: "us", URLs: []string{fmt.Sprintf("nats://127.0.0.1:%d", r.usPort)}}},
+		embeddednats.Leaf{Host: "127.0.0.1", Port: r.leafPort})
+}
+
+// us starts region us with catalog cat, dialling eu's link with deny as
+// its configured deny list.
+func (r linkRig) us(t *testing.T, cat platform.Catalog, deny ...string) *daemon.Daemon {
+	t.Helper()
+	return nodeRegion(t, r.trust, "us", r.usPort, cat,
+		[]conf.PeerRegion{{Name: "eu", URLs: []string{fmt.Sprintf("nats://127.0.0.1:%d", r.euPort)}}},
+		embeddednats.Leaf{Remotes: []embeddednats.LeafRemote{{URLs: []string{fmt.Sprintf("nats-leaf://127.0.0.1:%d", r.leafPort)}, Deny: deny}}})
+}
+
+// r1Topic is an R1 topic name of residency ("" for none).
+func r1Topic(name, residency string) platform.TopicSpec {
+	tp := platform.DefaultTopicSpec(name)
+	tp.Replicas, tp.Residency = 1, residency
+	return tp
+}
+
 // crossed subscribes on sub (one region) to subject, publishes n core
 // messages to pubSubj on pub (the other region) and returns how many the
 // subscriber received.
@@ -187,34 +226,20 @@ func crossed(t *testing.T, sub, pub *nats.Conn, subject, pubSubj string, n int) 
 // cross, and a hand-made mirror in us of the resident topic and queue is
 // refused at the request. The effective list is exported as a metric.
 func TestNodeModeLinkDenyDerived(t *testing.T) {
-	trust, err := embeddednats.NewTrust()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ports := natstest.FreePorts(t, 3)
-	euPort, usPort, leafPort := ports[0], ports[1], ports[2]
-	topic := func(name, residency string) platform.TopicSpec {
-		tp := platform.DefaultTopicSpec(name)
-		tp.Replicas, tp.Residency = 1, residency
-		return tp
-	}
+	rig := newLinkRig(t)
 	jobs := platform.DefaultQueueSpec("jobs.eu")
 	jobs.Replicas, jobs.Residency = 1, "eu"
 	euCat := platform.Catalog{
-		Topics: map[string]platform.TopicSpec{"orders.eu": topic("orders.eu", "eu"), "orders": topic("orders", "")},
+		Topics: map[string]platform.TopicSpec{"orders.eu": r1Topic("orders.eu", "eu"), "orders": r1Topic("orders", "")},
 		Queues: map[string]platform.QueueSpec{"jobs.eu": jobs},
 	}
-	usCat := platform.Catalog{Topics: map[string]platform.TopicSpec{"invoices.us": topic("invoices.us", "us")}}
-	eu := nodeRegion(t, trust, "eu", euPort, euCat,
-		[]conf.PeerRegion{{Name: "us", URLs: []string{fmt.Sprintf("nats://127.0.0.1:%d", usPort)}}},
-		embeddednats.Leaf{Host: "127.0.0.1", Port: leafPort})
+	usCat := platform.Catalog{Topics: map[string]platform.TopicSpec{"invoices.us": r1Topic("invoices.us", "us")}}
+	eu := rig.eu(t, euCat)
 	const extra = "audit.secret.>"
-	us := nodeRegion(t, trust, "us", usPort, usCat,
-		[]conf.PeerRegion{{Name: "eu", URLs: []string{eu.Nodes()[0].ClientURL()}}},
-		embeddednats.Leaf{Remotes: []embeddednats.LeafRemote{{URLs: []string{fmt.Sprintf("nats-leaf://127.0.0.1:%d", leafPort)}, Deny: []string{extra}}}})
+	us := rig.us(t, usCat, extra)
 
-	ncEU := daemontest.Admin(t, trust, eu.Nodes()[0].ClientURL())
-	ncUS := daemontest.Admin(t, trust, us.Nodes()[0].ClientURL(), nats.MaxReconnects(-1))
+	ncEU := daemontest.Admin(t, rig.trust, eu.Nodes()[0].ClientURL())
+	ncUS := daemontest.Admin(t, rig.trust, us.Nodes()[0].ClientURL(), nats.MaxReconnects(-1))
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 
@@ -234,8 +259,8 @@ func TestNodeModeLinkDenyDerived(t *testing.T) {
 		}
 		return nil
 	}
-	waitFor(t, 30*time.Second, func() error { return hasAll("orders.eu", "jobs.eu", "invoices.us") })
-	waitFor(t, 60*time.Second, func() error { return linkedTo(ctx, ncUS, "eu") })
+	natstest.WaitFor(t, 30*time.Second, func() error { return hasAll("orders.eu", "jobs.eu", "invoices.us") })
+	natstest.WaitFor(t, 60*time.Second, func() error { return linkedTo(ctx, ncUS, "eu") })
 
 	type crossing struct {
 		sub, pub      *nats.Conn
@@ -254,24 +279,27 @@ func TestNodeModeLinkDenyDerived(t *testing.T) {
 			}
 		}
 	}
+	// onlyPolicyCrosses: core subscribers across the link receive nothing
+	// of cs, and the link carries what policy allows: all 20 messages of
+	// the non-resident topic.
+	onlyPolicyCrosses := func(when string, cs ...crossing) {
+		t.Helper()
+		noneCross(cs...)
+		if got := crossed(t, ncUS, ncEU, "orders.>", "orders.order:K-", 20); got != 20 {
+			t.Fatalf("non-resident orders across the link %s: received %d of 20; the link does not carry", when, got)
+		}
+	}
 	// Core subscribers across the link, both directions: 0 received.
-	noneCross(
+	onlyPolicyCrosses("at first",
 		crossing{ncUS, ncEU, "orders.eu.>", "orders.eu.order:K-"},
 		crossing{ncUS, ncEU, "jobs.eu.>", "jobs.eu.job-"},
 		crossing{ncUS, ncEU, "$DLQ.orders_eu.>", "$DLQ.orders_eu.c."},
 		crossing{ncEU, ncUS, "invoices.us.>", "invoices.us.invoice:I-"},
 	)
-	// The link carries what policy allows: the non-resident topic.
-	if got := crossed(t, ncUS, ncEU, "orders.>", "orders.order:K-", 20); got != 20 {
-		t.Fatalf("non-resident orders across the link: received %d of 20; the link does not carry", got)
-	}
 
 	// Hand-made mirrors in us of eu's resident topic and queue (and their
 	// DLQ stream): refused at the request.
-	jsUS, err := jetstream.New(ncUS)
-	if err != nil {
-		t.Fatal(err)
-	}
+	jsUS := daemontest.JetStream(t, ncUS)
 	for _, src := range []string{"orders_eu", "jobs_eu", "jobs_eu_dlq"} {
 		attempts++
 		rogue := jetstream.StreamConfig{Name: "rogue_" + src, Mirror: &jetstream.StreamSource{Name: src, Domain: "eu"}}
@@ -286,30 +314,24 @@ func TestNodeModeLinkDenyDerived(t *testing.T) {
 	// Resident topics applied later, through either region's control API,
 	// join the list without a YAML change or restart.
 	var ch catalog.Change
-	if err := control.Call(ctx, ncEU, control.SubjTopicApply, control.ApplyTopicRequest{Spec: topic("payments.eu", "eu")}, &ch); err != nil {
+	if err := control.Call(ctx, ncEU, control.SubjTopicApply, control.ApplyTopicRequest{Spec: r1Topic("payments.eu", "eu")}, &ch); err != nil {
 		t.Fatalf("apply payments.eu in eu: %v", err)
 	}
-	if err := control.Call(ctx, ncUS, control.SubjTopicApply, control.ApplyTopicRequest{Spec: topic("receipts.us", "us")}, &ch); err != nil {
+	if err := control.Call(ctx, ncUS, control.SubjTopicApply, control.ApplyTopicRequest{Spec: r1Topic("receipts.us", "us")}, &ch); err != nil {
 		t.Fatalf("apply receipts.us in us: %v", err)
 	}
-	waitFor(t, 30*time.Second, func() error { return hasAll("orders.eu", "jobs.eu", "invoices.us", "payments.eu", "receipts.us") })
-	waitFor(t, 60*time.Second, func() error { return linkedTo(ctx, ncUS, "eu") })
-	noneCross(
+	natstest.WaitFor(t, 30*time.Second, func() error { return hasAll("orders.eu", "jobs.eu", "invoices.us", "payments.eu", "receipts.us") })
+	natstest.WaitFor(t, 60*time.Second, func() error { return linkedTo(ctx, ncUS, "eu") })
+	onlyPolicyCrosses("after the update",
 		crossing{ncUS, ncEU, "payments.eu.>", "payments.eu.p:"},
 		crossing{ncEU, ncUS, "receipts.us.>", "receipts.us.r:"},
 		crossing{ncUS, ncEU, "orders.eu.>", "orders.eu.order:K-"},
 	)
-	if got := crossed(t, ncUS, ncEU, "orders.>", "orders.order:K-", 20); got != 20 {
-		t.Fatalf("non-resident orders across the link after the update: received %d of 20", got)
-	}
 
 	// A copy of the resident orders.eu made by hand in eu (the listening
 	// side) is on us's link deny list once its create returns: the gate
 	// had us confirm it first. Its stream is not read from us.
-	jsEU, err := jetstream.New(ncEU)
-	if err != nil {
-		t.Fatal(err)
-	}
+	jsEU := daemontest.JetStream(t, ncEU)
 	if _, err := jsEU.Publish(ctx, "orders.eu.order:K-copy", []byte("resident")); err != nil {
 		t.Fatal(err)
 	}
@@ -319,7 +341,7 @@ func TestNodeModeLinkDenyDerived(t *testing.T) {
 	if err := hasAll(region.ResidentStreamEntry + "orders_eu_copy"); err != nil {
 		t.Fatalf("right after the copy's create: %v", err)
 	}
-	waitFor(t, 60*time.Second, func() error { return linkedTo(ctx, ncUS, "eu") })
+	natstest.WaitFor(t, 60*time.Second, func() error { return linkedTo(ctx, ncUS, "eu") })
 	jsUSeu, err := jetstream.NewWithDomain(ncUS, "eu")
 	if err != nil {
 		t.Fatal(err)
@@ -341,21 +363,6 @@ func TestNodeModeLinkDenyDerived(t *testing.T) {
 		t.Errorf("eu (no remotes) has a link deny list: %v", eu.LinkDeny())
 	}
 	t.Logf("%d cross-border attempts (core subscriptions and hand-made mirrors), %d crossed; us link deny list: %d subjects", attempts, crossings, len(us.LinkDeny()))
-}
-
-func waitFor(t *testing.T, d time.Duration, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal(err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 }
 
 // linkedTo reports nil once domain's JetStream answers on nc through the
@@ -380,32 +387,15 @@ func linkedTo(ctx context.Context, nc *nats.Conn, domain string) error {
 // gone, a resident topic applied in eu is refused with an error naming
 // us, and its stream does not exist.
 func TestNodeModeLinkDenyListeningSide(t *testing.T) {
-	trust, err := embeddednats.NewTrust()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ports := natstest.FreePorts(t, 3)
-	euPort, usPort, leafPort := ports[0], ports[1], ports[2]
-	topic := func(name, residency string) platform.TopicSpec {
-		tp := platform.DefaultTopicSpec(name)
-		tp.Replicas, tp.Residency = 1, residency
-		return tp
-	}
-	eu := nodeRegion(t, trust, "eu", euPort, platform.Catalog{},
-		[]conf.PeerRegion{{Name: "us", URLs: []string{fmt.Sprintf("nats://127.0.0.1:%d", usPort)}}},
-		embeddednats.Leaf{Host: "127.0.0.1", Port: leafPort})
-	us := nodeRegion(t, trust, "us", usPort, platform.Catalog{},
-		[]conf.PeerRegion{{Name: "eu", URLs: []string{eu.Nodes()[0].ClientURL()}}},
-		embeddednats.Leaf{Remotes: []embeddednats.LeafRemote{{URLs: []string{fmt.Sprintf("nats-leaf://127.0.0.1:%d", leafPort)}}}})
-	ncEU := daemontest.Admin(t, trust, eu.Nodes()[0].ClientURL())
-	ncUS := daemontest.Admin(t, trust, us.Nodes()[0].ClientURL(), nats.MaxReconnects(-1))
+	rig := newLinkRig(t)
+	eu := rig.eu(t, platform.Catalog{})
+	us := rig.us(t, platform.Catalog{})
+	ncEU := daemontest.Admin(t, rig.trust, eu.Nodes()[0].ClientURL())
+	ncUS := daemontest.Admin(t, rig.trust, us.Nodes()[0].ClientURL(), nats.MaxReconnects(-1))
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	jsEU, err := jetstream.New(ncEU)
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, 60*time.Second, func() error { return linkedTo(ctx, ncUS, "eu") })
+	jsEU := daemontest.JetStream(t, ncEU)
+	natstest.WaitFor(t, 60*time.Second, func() error { return linkedTo(ctx, ncUS, "eu") })
 
 	// createThenPublish subscribes in us on name's subjects, creates the
 	// topic through eu's control API, publishes n events in eu right after
@@ -436,7 +426,7 @@ func TestNodeModeLinkDenyListeningSide(t *testing.T) {
 			t.Fatal(err)
 		}
 		// The events are in the topic in eu.
-		waitFor(t, 10*time.Second, func() error {
+		natstest.WaitFor(t, 10*time.Second, func() error {
 			s, err := jsEU.Stream(ctx, platform.StreamName(spec.Name))
 			if err != nil {
 				return err
@@ -451,11 +441,11 @@ func TestNodeModeLinkDenyListeningSide(t *testing.T) {
 	}
 
 	// A non-resident topic created the same way crosses.
-	if got := createThenPublish(topic("open", "")); got != n {
+	if got := createThenPublish(r1Topic("open", "")); got != n {
 		t.Fatalf("non-resident open created in eu: the us subscriber received %d of %d; the link does not carry", got, n)
 	}
 	// The resident one: 0 from the first event on.
-	if got := createThenPublish(topic("fresh.eu", "eu")); got != 0 {
+	if got := createThenPublish(r1Topic("fresh.eu", "eu")); got != 0 {
 		t.Errorf("resident fresh.eu created in eu: the us subscriber (subscribed before the create) received %d of %d events", got, n)
 	}
 	have := map[string]bool{}
@@ -483,7 +473,7 @@ func TestNodeModeLinkDenyListeningSide(t *testing.T) {
 		}
 	}
 	// The link still carries what policy allows.
-	waitFor(t, 60*time.Second, func() error { return linkedTo(ctx, ncUS, "eu") })
+	natstest.WaitFor(t, 60*time.Second, func() error { return linkedTo(ctx, ncUS, "eu") })
 	if got := crossed(t, ncUS, ncEU, "open.>", "open.again:", 20); got != 20 {
 		t.Fatalf("non-resident open after the resident create: received %d of 20", got)
 	}
@@ -497,7 +487,7 @@ func TestNodeModeLinkDenyListeningSide(t *testing.T) {
 	ccancel()
 	start := time.Now()
 	var c catalog.Change
-	err = control.Call(ctx, ncEU, control.SubjTopicApply, control.ApplyTopicRequest{Spec: topic("secret.eu", "eu")}, &c)
+	err := control.Call(ctx, ncEU, control.SubjTopicApply, control.ApplyTopicRequest{Spec: r1Topic("secret.eu", "eu")}, &c)
 	if err == nil || !strings.Contains(err.Error(), "peer region us") || !strings.Contains(err.Error(), "nothing was changed") || !strings.Contains(err.Error(), "secret.eu") {
 		t.Fatalf("resident secret.eu with us unreachable: want a refusal naming us and secret.eu, got %v", err)
 	}
@@ -505,12 +495,12 @@ func TestNodeModeLinkDenyListeningSide(t *testing.T) {
 	if _, err := jsEU.Stream(ctx, platform.StreamName("secret.eu")); !errors.Is(err, jetstream.ErrStreamNotFound) {
 		t.Fatalf("secret.eu refused, yet its stream lookup in eu answers %v (want not found)", err)
 	}
-	if err := control.Call(ctx, ncEU, control.SubjTopicApply, control.ApplyTopicRequest{Spec: topic("open2", "")}, &c); err != nil {
+	if err := control.Call(ctx, ncEU, control.SubjTopicApply, control.ApplyTopicRequest{Spec: r1Topic("open2", "")}, &c); err != nil {
 		t.Fatalf("non-resident open2 with us unreachable: %v", err)
 	}
 	// A topic or queue resident in another region is refused here: its
 	// events would be stored in eu.
-	err = control.Call(ctx, ncEU, control.SubjTopicApply, control.ApplyTopicRequest{Spec: topic("foreign.us", "us")}, &c)
+	err = control.Call(ctx, ncEU, control.SubjTopicApply, control.ApplyTopicRequest{Spec: r1Topic("foreign.us", "us")}, &c)
 	if err == nil || !strings.Contains(err.Error(), `residency "us" is not this platformd's region "eu"`) {
 		t.Fatalf("topic resident in us applied in eu: want a refusal naming both regions, got %v", err)
 	}
@@ -532,21 +522,9 @@ func TestNodeModeLinkDenyListeningSide(t *testing.T) {
 // soon as the topic's stream exists, right after eu's start and once the
 // link is up reach us; the catalog's non-resident topic crosses.
 func TestNodeModeLinkDenyListeningCatalog(t *testing.T) {
-	trust, err := embeddednats.NewTrust()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ports := natstest.FreePorts(t, 3)
-	euPort, usPort, leafPort := ports[0], ports[1], ports[2]
-	topic := func(name, residency string) platform.TopicSpec {
-		tp := platform.DefaultTopicSpec(name)
-		tp.Replicas, tp.Residency = 1, residency
-		return tp
-	}
-	us := nodeRegion(t, trust, "us", usPort, platform.Catalog{},
-		[]conf.PeerRegion{{Name: "eu", URLs: []string{fmt.Sprintf("nats://127.0.0.1:%d", euPort)}}},
-		embeddednats.Leaf{Remotes: []embeddednats.LeafRemote{{URLs: []string{fmt.Sprintf("nats-leaf://127.0.0.1:%d", leafPort)}}}})
-	ncUS := daemontest.Admin(t, trust, us.Nodes()[0].ClientURL(), nats.MaxReconnects(-1))
+	rig := newLinkRig(t)
+	us := rig.us(t, platform.Catalog{})
+	ncUS := daemontest.Admin(t, rig.trust, us.Nodes()[0].ClientURL(), nats.MaxReconnects(-1))
 	const n = 200
 	resident := make(chan *nats.Msg, 3*n)
 	if _, err := ncUS.ChanSubscribe("cat.eu.>", resident); err != nil {
@@ -571,7 +549,7 @@ func TestNodeModeLinkDenyListeningCatalog(t *testing.T) {
 				if time.Now().After(deadline) {
 					return errors.New("eu never answered")
 				}
-				c, err := embeddednats.ConnectAdmin(trust, fmt.Sprintf("nats://127.0.0.1:%d", euPort))
+				c, err := embeddednats.ConnectAdmin(rig.trust, fmt.Sprintf("nats://127.0.0.1:%d", rig.euPort))
 				if err != nil {
 					time.Sleep(10 * time.Millisecond)
 					continue
@@ -600,11 +578,10 @@ func TestNodeModeLinkDenyListeningCatalog(t *testing.T) {
 			return nc.Flush()
 		}()
 	}()
-	eu := nodeRegion(t, trust, "eu", euPort, platform.Catalog{Topics: map[string]platform.TopicSpec{
-		"cat.eu": topic("cat.eu", "eu"), "catopen": topic("catopen", ""),
-	}}, []conf.PeerRegion{{Name: "us", URLs: []string{fmt.Sprintf("nats://127.0.0.1:%d", usPort)}}},
-		embeddednats.Leaf{Host: "127.0.0.1", Port: leafPort})
-	ncEU := daemontest.Admin(t, trust, eu.Nodes()[0].ClientURL())
+	eu := rig.eu(t, platform.Catalog{Topics: map[string]platform.TopicSpec{
+		"cat.eu": r1Topic("cat.eu", "eu"), "catopen": r1Topic("catopen", ""),
+	}})
+	ncEU := daemontest.Admin(t, rig.trust, eu.Nodes()[0].ClientURL())
 	publish := func(prefix string) {
 		t.Helper()
 		for i := range n {
@@ -625,7 +602,7 @@ func TestNodeModeLinkDenyListeningCatalog(t *testing.T) {
 	publish("cat.eu.first:") // right after eu's start returned
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	waitFor(t, 60*time.Second, func() error { return linkedTo(ctx, ncUS, "eu") })
+	natstest.WaitFor(t, 60*time.Second, func() error { return linkedTo(ctx, ncUS, "eu") })
 	time.Sleep(time.Second) // us's interest crosses (where allowed)
 	publish("cat.eu.linked:")
 	publish("catopen.e:")
@@ -636,10 +613,7 @@ func TestNodeModeLinkDenyListeningCatalog(t *testing.T) {
 	if got := len(open); got != n {
 		t.Errorf("catalog non-resident catopen of eu: the us subscriber received %d of %d; the link does not carry", got, n)
 	}
-	jsEU, err := jetstream.New(ncEU)
-	if err != nil {
-		t.Fatal(err)
-	}
+	jsEU := daemontest.JetStream(t, ncEU)
 	s, err := jsEU.Stream(ctx, platform.StreamName("cat.eu"))
 	if err != nil {
 		t.Fatal(err)

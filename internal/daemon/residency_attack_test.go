@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/msgplatform/platform/embeddednats/natstest"
 	"github.com/msgplatform/platform/internal/attack"
 	"github.com/msgplatform/platform/internal/control"
 	"github.com/msgplatform/platform/internal/daemon"
@@ -48,13 +49,8 @@ func newResidencyAttack(t *testing.T) *residencyAttack {
 	a := &residencyAttack{t: t, d: d, nc: nc, euURL: d.RegionClientURLs("eu"), usURL: d.RegionClientURLs("us")}
 	usNC := daemontest.Admin(t, d.Trust(), a.usURL)
 	a.usNC = usNC
+	a.jsEU, a.jsUS = daemontest.JetStream(t, nc), daemontest.JetStream(t, usNC)
 	var err error
-	if a.jsEU, err = jetstream.New(nc); err != nil {
-		t.Fatal(err)
-	}
-	if a.jsUS, err = jetstream.New(usNC); err != nil {
-		t.Fatal(err)
-	}
 	if a.jsUSeu, err = jetstream.NewWithDomain(usNC, "eu"); err != nil {
 		t.Fatal(err)
 	}
@@ -157,10 +153,35 @@ func (a *residencyAttack) msgs(js jetstream.JetStream, stream string) uint64 {
 	return s.CachedInfo().State.Msgs
 }
 
+// fetchedAcross is how many messages a pull of up to n from consumer
+// of stream in eu, made from us through the link, delivers (0 when the
+// consumer or the pull is refused).
+func (a *residencyAttack) fetchedAcross(ctx context.Context, stream, consumer string, n int) int {
+	got := 0
+	if rc, err := a.jsUSeu.Consumer(ctx, stream, consumer); err == nil {
+		if b, err := rc.Fetch(n, jetstream.FetchMaxWait(time.Second)); err == nil {
+			for range b.Messages() {
+				got++
+			}
+		}
+	}
+	return got
+}
+
+// consumerInfo is c's state as eu reports it now.
+func (a *residencyAttack) consumerInfo(ctx context.Context, c jetstream.Consumer) *jetstream.ConsumerInfo {
+	a.t.Helper()
+	ci, err := c.Info(ctx)
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	return ci
+}
+
 // waitMsgs waits until stream holds n messages.
 func (a *residencyAttack) waitMsgs(js jetstream.JetStream, stream string, n uint64) {
 	a.t.Helper()
-	waitFor(a.t, 20*time.Second, func() error {
+	natstest.WaitFor(a.t, 20*time.Second, func() error {
 		if got := a.msgs(js, stream); got != n {
 			return fmt.Errorf("stream %s holds %d messages, want %d", stream, got, n)
 		}
@@ -354,14 +375,7 @@ func TestAttackConsumerNextAcrossLink(t *testing.T) {
 	before := a.usState()
 	a.denied("nats consumer next", "--js-domain", "eu", "consumer", "next", stream, "attack-grp", "--count", "5", "--ack")
 	a.denied("nats consumer add", "--js-domain", "eu", "consumer", "add", stream, "stolen", "--pull", "--defaults")
-	got := 0
-	if rc, err := a.jsUSeu.Consumer(ctx, stream, "attack-grp"); err == nil {
-		if b, err := rc.Fetch(5, jetstream.FetchMaxWait(time.Second)); err == nil {
-			for range b.Messages() {
-				got++
-			}
-		}
-	}
+	got := a.fetchedAcross(ctx, stream, "attack-grp", 5)
 	if _, err := a.jsUSeu.CreateConsumer(ctx, stream, jetstream.ConsumerConfig{AckPolicy: jetstream.AckNonePolicy}); err == nil {
 		t.Fatal("ephemeral consumer on orders.eu created from us")
 	}
@@ -383,10 +397,7 @@ func TestAttackConsumerNextAcrossLink(t *testing.T) {
 	if got != 0 {
 		t.Fatalf("%d resident events delivered to us", got)
 	}
-	ci, err := c.Info(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ci := a.consumerInfo(ctx, c)
 	if ci.Delivered.Consumer != 0 || ci.AckFloor.Consumer != 0 || ci.NumPending != 5 {
 		t.Fatalf("consumer state changed: delivered %d, ack floor %d, pending %d", ci.Delivered.Consumer, ci.AckFloor.Consumer, ci.NumPending)
 	}
@@ -414,14 +425,7 @@ func TestAttackQueueNextAcrossLink(t *testing.T) {
 	}
 	before := a.usState()
 	a.denied("nats consumer next on the resident queue", "--js-domain", "eu", "consumer", "next", stream, platform.QueueConsumer, "--count", "3", "--ack")
-	got := 0
-	if rc, err := a.jsUSeu.Consumer(ctx, stream, platform.QueueConsumer); err == nil {
-		if b, err := rc.Fetch(3, jetstream.FetchMaxWait(time.Second)); err == nil {
-			for range b.Messages() {
-				got++
-			}
-		}
-	}
+	got := a.fetchedAcross(ctx, stream, platform.QueueConsumer, 3)
 	if got != 0 {
 		t.Fatalf("%d resident jobs delivered to us", got)
 	}
@@ -429,10 +433,7 @@ func TestAttackQueueNextAcrossLink(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ci, err := c.Info(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ci := a.consumerInfo(ctx, c)
 	if ci.Delivered.Consumer != 0 || ci.NumPending != 3 || a.msgs(a.jsEU, stream) != 3 {
 		t.Fatalf("queue changed: delivered %d, pending %d, stored %d", ci.Delivered.Consumer, ci.NumPending, a.msgs(a.jsEU, stream))
 	}

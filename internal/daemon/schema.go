@@ -73,11 +73,9 @@ func (d *Daemon) schemaEndpoints() []control.Endpoint {
 	}
 }
 
+// schemaEP is mappedEP with the schema registry's error kinds.
 func schemaEP[Req, Resp any](name, subject string, fn func(ctx context.Context, req Req) (Resp, error)) control.Endpoint {
-	return control.Endpoint{Name: name, Subject: subject, Handle: control.JSON(func(ctx context.Context, r Req) (Resp, error) {
-		resp, err := fn(ctx, r)
-		return resp, schemaErr(err)
-	})}
+	return mappedEP(name, subject, schemaErr, fn)
 }
 
 // schemaErr maps registry errors onto the control API's kinds, keeping

@@ -1,15 +1,11 @@
 package daemon_test
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/msgplatform/platform/internal/control"
 	"github.com/msgplatform/platform/internal/daemon/daemontest"
@@ -19,14 +15,7 @@ import (
 // The schema endpoints of a 3-node platformd: the registry bucket is R3;
 // refusals are 409 with the rule broken, bad input 400, unknown 404.
 func TestSchemaEndpoints(t *testing.T) {
-	d := daemontest.Start(t, 3)
-	nc, err := nats.Connect(d.URL(), nats.UserCredentials(d.Creds()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	_, nc, js, ctx := daemontest.StartAdmin(t, 3, 30*time.Second)
 	call := func(subj string, req, resp any) error { return control.Call(ctx, nc, subj, req, resp) }
 
 	v1 := json.RawMessage(`{"type":"object","properties":{"orderId":{"type":"string"}},"required":["orderId"]}`)
@@ -35,7 +24,6 @@ func TestSchemaEndpoints(t *testing.T) {
 	if err := call(schema.SubjRegister, schema.RegisterRequest{Subject: "OrderPlaced", Schema: v1}, &reg); err != nil || reg.Version.Version != 1 {
 		t.Fatalf("register v1: %+v, %v", reg, err)
 	}
-	js, _ := jetstream.New(nc)
 	st, err := js.Stream(ctx, "KV_"+schema.DefaultBucket)
 	if err != nil || st.CachedInfo().Config.Replicas != 3 {
 		t.Fatalf("registry bucket: %v, want R3", err)

@@ -56,6 +56,23 @@ func (d *Daemon) stopTenancy(ctx context.Context) error {
 	return d.tenants.Close(ctx)
 }
 
+// tenantsAs lists the tenants, each converted by conv; none when tenancy
+// is off.
+func tenantsAs[T any](ctx context.Context, d *Daemon, conv func(tenancy.Tenant) T) ([]T, error) {
+	if d.tenants == nil {
+		return nil, nil
+	}
+	ts, err := d.tenants.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]T, 0, len(ts))
+	for _, t := range ts {
+		out = append(out, conv(t))
+	}
+	return out, nil
+}
+
 // Tenants returns the tenancy manager (nil before Start).
 func (d *Daemon) Tenants() *tenancy.Manager { return d.tenants }
 
@@ -74,11 +91,9 @@ func tenancyErr(err error) error {
 	return err
 }
 
+// ep is mappedEP with tenancy's error kinds.
 func ep[Req, Resp any](name, subject string, fn func(ctx context.Context, req Req) (Resp, error)) control.Endpoint {
-	return control.Endpoint{Name: name, Subject: subject, Handle: control.JSON(func(ctx context.Context, r Req) (Resp, error) {
-		resp, err := fn(ctx, r)
-		return resp, tenancyErr(err)
-	})}
+	return mappedEP(name, subject, tenancyErr, fn)
 }
 
 // tenancyEndpoints are the tenant, user, usage and audit operations of

@@ -156,19 +156,8 @@ func TestNodeModeTLS(t *testing.T) {
 
 	// Every client connection on every node is TLS: the daemons' own
 	// (admin, system, tenant runtime, wire ingest) and the user's.
-	for i, d := range ds {
-		cz, err := d.Nodes()[0].Server().Connz(&server.ConnzOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(cz.Conns) == 0 {
-			t.Fatalf("node %d has no client connections", i+1)
-		}
-		for _, c := range cz.Conns {
-			if c.TLSVersion == "" {
-				t.Fatalf("node %d: connection %q (%s) is not TLS", i+1, c.Name, c.Account)
-			}
-		}
+	for _, d := range ds {
+		allTLS(t, d.Nodes()...)
 	}
 
 	// HTTPS only.
@@ -203,30 +192,30 @@ func TestFabricTLS(t *testing.T) {
 	cfg.Fabric.TLS = ca.ServerT(t, "fabric")
 	cfg.HTTP.Listen = "off"
 	cfg.Tenants = map[string]tenancy.Spec{"meridian": tenancy.DefaultSpec("meridian")}
-	cfg.EnsureDefaults()
-	d, err := daemon.New(&cfg, nil)
-	if err != nil {
-		t.Fatal(err)
+	d := daemontest.StartConfig(t, &cfg)
+	allTLS(t, d.Nodes()...)
+	if _, err := nats.Connect(d.Nodes()[0].ClientURL(), nats.UserJWTAndSeed(d.Trust().AdminUserJWT, d.Trust().AdminUserSeed),
+		nats.NoReconnect(), nats.Timeout(2*time.Second)); err == nil {
+		t.Fatal("a client without the CA connected to the fabric")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	if err := d.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = d.Close(ctx) }()
-	for _, n := range d.Nodes() {
+}
+
+// allTLS fails the test unless each of nodes has client connections and
+// every one of them is TLS.
+func allTLS(t *testing.T, nodes ...*embeddednats.Node) {
+	t.Helper()
+	for _, n := range nodes {
 		cz, err := n.Server().Connz(&server.ConnzOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
+		if len(cz.Conns) == 0 {
+			t.Fatalf("%s has no client connections", n.Name())
+		}
 		for _, c := range cz.Conns {
 			if c.TLSVersion == "" {
-				t.Fatalf("%s: connection %q is not TLS", n.Name(), c.Name)
+				t.Fatalf("%s: connection %q (%s) is not TLS", n.Name(), c.Name, c.Account)
 			}
 		}
-	}
-	if _, err := nats.Connect(d.Nodes()[0].ClientURL(), nats.UserJWTAndSeed(d.Trust().AdminUserJWT, d.Trust().AdminUserSeed),
-		nats.NoReconnect(), nats.Timeout(2*time.Second)); err == nil {
-		t.Fatal("a client without the CA connected to the fabric")
 	}
 }

@@ -10,9 +10,11 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/msgplatform/platform/conf"
 	"github.com/msgplatform/platform/embeddednats"
+	"github.com/msgplatform/platform/embeddednats/natstest"
 	"github.com/msgplatform/platform/internal/daemon"
 	"github.com/msgplatform/platform/platform"
 )
@@ -97,6 +99,26 @@ func Admin(t testing.TB, trust *embeddednats.Trust, url string, opts ...nats.Opt
 func (d *Daemon) AdminConn(t testing.TB, opts ...nats.Option) *nats.Conn {
 	t.Helper()
 	return Admin(t, d.Trust(), d.URL(), opts...)
+}
+
+// StartAdmin is Start of nodes nodes with an admin connection (opts) to
+// its first node, that connection's JetStream, and a context that ends
+// after timeout or when the test ends.
+func StartAdmin(t testing.TB, nodes int, timeout time.Duration, opts ...nats.Option) (*Daemon, *nats.Conn, jetstream.JetStream, context.Context) {
+	t.Helper()
+	d := Start(t, nodes)
+	nc := d.AdminConn(t, opts...)
+	return d, nc, JetStream(t, nc), natstest.Context(t, timeout)
+}
+
+// JetStream is nc's JetStream; it fails the test when it cannot make one.
+func JetStream(t testing.TB, nc *nats.Conn) jetstream.JetStream {
+	t.Helper()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js
 }
 
 // HTTPGet returns the status and body of GET path on d's HTTP port.
