@@ -18,8 +18,7 @@ import (
 // publish order per key.
 func TestSameKeySamePartition(t *testing.T) {
 	t.Parallel()
-	spec := platform.DefaultTopicSpec("orders")
-	spec.Partitions = 24
+	spec := catalogtest.Topic("orders", 24)
 	_, js := catalogtest.TopicFabric(t, 3, spec)
 	ctx := natstest.Context(t, 60*time.Second)
 	const keys, rounds = 500, 3

@@ -15,9 +15,7 @@ import (
 )
 
 func TestPublisherDedupesAndFailsClearlyWithoutQuorum(t *testing.T) {
-	spec := platform.DefaultTopicSpec("orders")
-	spec.Partitions = 4
-	f, js := catalogtest.TopicFabric(t, 3, spec)
+	f, js := catalogtest.TopicFabric(t, 3, catalogtest.Topic("orders", 4))
 	reg := prometheus.NewRegistry()
 	pub := platform.NewPublisher(js, platform.PublisherOptions{AckTimeout: 2 * time.Second, Registerer: reg})
 	ctx := natstest.Context(t, 2*time.Minute)

@@ -27,47 +27,45 @@ func dlqMetadata(kind, name string, dlq platform.DLQSpec) map[string]string {
 // dlqStreamConfig is the dead-letter stream of a topic or queue (see
 // platform.DLQStream).
 func dlqStreamConfig(name string, dlq platform.DLQSpec, replicas int) jetstream.StreamConfig {
-	s := platform.StreamName(name)
-	md := dlqMetadata(platform.StreamKindDLQ, name, dlq)
-	return jetstream.StreamConfig{
-		Name:                 platform.DLQStream(name),
-		Description:          "platform dead letters of " + name,
-		Subjects:             []string{"$DLQ." + s + ".>"},
-		Retention:            jetstream.LimitsPolicy,
-		Storage:              jetstream.FileStorage,
-		Replicas:             replicas,
-		MaxAge:               dlq.Retention,
-		MaxBytes:             -1,
-		MaxMsgsPerSubject:    1,
-		Discard:              jetstream.DiscardNew,
-		DiscardNewPerSubject: true,
-		AllowDirect:          true,
-		Duplicates:           dlqDuplicateWindow,
-		Metadata:             md,
-	}
+	c := dlqStreamBase(platform.StreamKindDLQ, name, dlq, replicas)
+	c.Name = platform.DLQStream(name)
+	c.Description = "platform dead letters of " + name
+	c.Subjects = []string{"$DLQ." + platform.StreamName(name) + ".>"}
+	c.MaxMsgsPerSubject = 1
+	c.Discard = jetstream.DiscardNew
+	c.DiscardNewPerSubject = true
+	c.Duplicates = dlqDuplicateWindow
+	return c
 }
 
 // dlqEventsStreamConfig is the advisory capture stream of a topic or
 // queue (see platform.DLQEventsStream).
 func dlqEventsStreamConfig(name string, dlq platform.DLQSpec, replicas int) jetstream.StreamConfig {
 	s := platform.StreamName(name)
-	md := dlqMetadata(platform.StreamKindDLQEvents, name, dlq)
+	c := dlqStreamBase(platform.StreamKindDLQEvents, name, dlq, replicas)
+	c.Name = platform.DLQEventsStream(name)
+	c.Description = "platform delivery advisories of " + name
+	c.Subjects = []string{
+		"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES." + s + ".*",
+		"$JS.EVENT.ADVISORY.CONSUMER.MSG_TERMINATED." + s + ".*",
+	}
+	c.Discard = jetstream.DiscardOld
+	c.Duplicates = platform.DuplicateWindow
+	return c
+}
+
+// dlqStreamBase holds what both DLQ streams of a topic or queue share: file
+// storage, limits retention of dlq.Retention with no byte limit, direct get,
+// replicas and the kind's platform metadata.
+func dlqStreamBase(kind, name string, dlq platform.DLQSpec, replicas int) jetstream.StreamConfig {
 	return jetstream.StreamConfig{
-		Name:        platform.DLQEventsStream(name),
-		Description: "platform delivery advisories of " + name,
-		Subjects: []string{
-			"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES." + s + ".*",
-			"$JS.EVENT.ADVISORY.CONSUMER.MSG_TERMINATED." + s + ".*",
-		},
 		Retention:   jetstream.LimitsPolicy,
 		Storage:     jetstream.FileStorage,
 		Replicas:    replicas,
 		MaxAge:      dlq.Retention,
 		MaxBytes:    -1,
-		Discard:     jetstream.DiscardOld,
 		AllowDirect: true,
-		Duplicates:  platform.DuplicateWindow,
-		Metadata:    md,
+		Metadata:    dlqMetadata(kind, name, dlq),
 	}
 }
 

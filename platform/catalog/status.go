@@ -63,36 +63,31 @@ type QueueInfo struct {
 
 // ListTopics returns every platform topic, sorted by name.
 func (r *Reconciler) ListTopics(ctx context.Context) ([]TopicInfo, error) {
-	out := []TopicInfo{}
-	if err := listKind(ctx, r, platform.StreamKindTopic, platform.TopicFromStream, func(spec platform.TopicSpec, st StreamStatus) {
-		out = append(out, TopicInfo{Spec: spec, Stream: st})
-	}); err != nil {
-		return nil, err
-	}
-	slices.SortFunc(out, func(a, b TopicInfo) int { return cmp.Compare(a.Spec.Name, b.Spec.Name) })
-	return out, nil
+	return listKind(ctx, r, platform.StreamKindTopic, platform.TopicFromStream, func(spec platform.TopicSpec, st StreamStatus) (string, TopicInfo) {
+		return spec.Name, TopicInfo{Spec: spec, Stream: st}
+	})
 }
 
 // ListQueues returns every platform queue, sorted by name.
 func (r *Reconciler) ListQueues(ctx context.Context) ([]QueueInfo, error) {
-	out := []QueueInfo{}
-	if err := listKind(ctx, r, platform.StreamKindQueue, platform.QueueFromStream, func(spec platform.QueueSpec, st StreamStatus) {
-		out = append(out, QueueInfo{Spec: spec, Stream: st})
-	}); err != nil {
-		return nil, err
-	}
-	slices.SortFunc(out, func(a, b QueueInfo) int { return cmp.Compare(a.Spec.Name, b.Spec.Name) })
-	return out, nil
+	return listKind(ctx, r, platform.StreamKindQueue, platform.QueueFromStream, func(spec platform.QueueSpec, st StreamStatus) (string, QueueInfo) {
+		return spec.Name, QueueInfo{Spec: spec, Stream: st}
+	})
 }
 
-// listKind calls add with the spec and status of every platform stream of
-// kind, its spec read back by fromStream; a stream whose record is damaged
-// is skipped with a warning.
-func listKind[S any](ctx context.Context, r *Reconciler, kind string, fromStream func(*jetstream.StreamConfig) (S, error), add func(S, StreamStatus)) error {
+// listKind returns item(spec, status) for every platform stream of kind,
+// its spec read back by fromStream, sorted by the name item returns (never
+// nil); a stream whose record is damaged is skipped with a warning.
+func listKind[S, I any](ctx context.Context, r *Reconciler, kind string, fromStream func(*jetstream.StreamConfig) (S, error), item func(S, StreamStatus) (string, I)) ([]I, error) {
 	infos, err := r.listStreams(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
+	type named struct {
+		name string
+		item I
+	}
+	var found []named
 	for _, si := range infos {
 		if platform.StreamKind(&si.Config) != kind {
 			continue
@@ -102,9 +97,15 @@ func listKind[S any](ctx context.Context, r *Reconciler, kind string, fromStream
 			r.log.Warn("platform: skipping "+kind+" with damaged record", "stream", si.Config.Name, "err", err)
 			continue
 		}
-		add(spec, streamStatus(si))
+		n, it := item(spec, streamStatus(si))
+		found = append(found, named{n, it})
 	}
-	return nil
+	slices.SortFunc(found, func(a, b named) int { return cmp.Compare(a.name, b.name) })
+	out := make([]I, 0, len(found))
+	for _, f := range found {
+		out = append(out, f.item)
+	}
+	return out, nil
 }
 
 // listStreams reads the info of every stream (paged).

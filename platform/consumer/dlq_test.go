@@ -103,14 +103,7 @@ func TestGroupRetriesAndDeadLetters(t *testing.T) {
 	// Every event of the other keys is handled (the poison and the flaky
 	// key held up none of them), each key in its order: the parked slow
 	// key too, slow-1 (three attempts) before slow-2.
-	natstest.WaitFor(t, 10*time.Second, func() error {
-		mu.Lock()
-		defer mu.Unlock()
-		if len(order) != 7 {
-			return fmt.Errorf("handled %v, want 7 events", order)
-		}
-		return nil
-	})
+	waitLen(t, 10*time.Second, &mu, func() int { return len(order) }, 7, "events handled")
 	mu.Lock()
 	defer mu.Unlock()
 	var goods, slows []string

@@ -438,14 +438,7 @@ func TestWorkersHoldJobsBeyondTheirSlots(t *testing.T) {
 	other := cfg
 	other.Metrics = nil
 	startWorkers(t, ctx, js, other, handler)
-	natstest.WaitFor(t, 30*time.Second, func() error {
-		mu.Lock()
-		defer mu.Unlock()
-		if len(attempts) != 2 {
-			return fmt.Errorf("%d of 2 jobs handled", len(attempts))
-		}
-		return nil
-	})
+	waitLen(t, 30*time.Second, &mu, func() int { return len(attempts) }, 2, "jobs handled")
 	queueDrained(t, ctx, js, "shipment-jobs", 10*time.Second)
 	mu.Lock()
 	defer mu.Unlock()
@@ -508,14 +501,7 @@ func TestWorkersClaimNoMoreThanTheyCanRun(t *testing.T) {
 		time.Sleep(300 * time.Millisecond)
 	}
 	close(release)
-	natstest.WaitFor(t, 15*time.Second, func() error {
-		mu.Lock()
-		defer mu.Unlock()
-		if len(count) != 10 {
-			return fmt.Errorf("%d of 10 jobs handled", len(count))
-		}
-		return nil
-	})
+	waitLen(t, 15*time.Second, &mu, func() int { return len(count) }, 10, "jobs handled")
 	mu.Lock()
 	defer mu.Unlock()
 	for id, n := range count {

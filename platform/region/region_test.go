@@ -66,6 +66,40 @@ func listen(t *testing.T, nc *nats.Conn, resident string, subjects ...string) (l
 	return leaked, crossed
 }
 
+// publishMix publishes, 20 times over, a resident event on resident(i)
+// through js (stored, so acknowledged), a dead letter on dlq and a
+// non-resident event on plain through nc, then flushes nc.
+func publishMix(ctx context.Context, t *testing.T, js jetstream.JetStream, nc *nats.Conn, resident func(i int) string, dlq, plain string) {
+	t.Helper()
+	for i := range 20 {
+		if _, err := js.Publish(ctx, resident(i), []byte("resident")); err != nil {
+			t.Fatal(err)
+		}
+		if err := nc.Publish(dlq, []byte("resident dead letter")); err != nil {
+			t.Fatal(err)
+		}
+		if err := nc.Publish(plain, []byte("not resident")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_ = nc.Flush()
+}
+
+// linkLeaked reports whether leaked counted any of resident's messages
+// in the other region (failing the test if so), and fails the test if
+// crossed counted none: the link carried no non-resident message at all.
+func linkLeaked(t *testing.T, leaked, crossed *atomic.Int64, resident string) bool {
+	t.Helper()
+	if crossed.Load() == 0 {
+		t.Errorf("the link carries nothing: the non-resident control messages did not reach us")
+	}
+	if n := leaked.Load(); n != 0 {
+		t.Errorf("core subscribers in us received %d of %s's resident messages", n, resident)
+		return true
+	}
+	return false
+}
+
 // TestResidencyEveryRouteRefused tries every route a resident event could
 // take from eu to us and counts the attempts: none may succeed, and each
 // platform refusal names the topic and its region.
@@ -78,18 +112,7 @@ func TestResidencyEveryRouteRefused(t *testing.T) {
 	leaked, crossed := listen(t, usNC, "orders.eu.", "orders.eu.>", "$DLQ.orders_eu.>", "orders.*")
 	time.Sleep(300 * time.Millisecond) // interest propagates over the link
 	euJS := rs[0].JS
-	for i := range 20 {
-		if _, err := euJS.Publish(ctx, "orders.eu.k"+string(rune('a'+i)), []byte("resident")); err != nil {
-			t.Fatal(err)
-		}
-		if err := euNC.Publish("$DLQ.orders_eu.g.1", []byte("resident dlq")); err != nil {
-			t.Fatal(err)
-		}
-		if err := euNC.Publish("orders.k", []byte("not resident")); err != nil {
-			t.Fatal(err)
-		}
-	}
-	_ = euNC.Flush()
+	publishMix(ctx, t, euJS, euNC, func(i int) string { return "orders.eu.k" + string(rune('a'+i)) }, "$DLQ.orders_eu.g.1", "orders.k")
 
 	attempts, succeeded := 0, 0
 	refused := func(route string, err error) {
@@ -159,12 +182,8 @@ func TestResidencyEveryRouteRefused(t *testing.T) {
 	t.Logf("hand-made mirror: created, %d msgs, mirror error %v", hi.State.Msgs, hi.Mirror.Error)
 
 	attempts++
-	if n := leaked.Load(); n != 0 {
+	if linkLeaked(t, leaked, crossed, "orders.eu") {
 		succeeded++
-		t.Errorf("core subscribers in us received %d resident messages", n)
-	}
-	if crossed.Load() == 0 {
-		t.Errorf("the link carries nothing at all: the non-resident control messages did not reach us")
 	}
 	t.Logf("%d routes tried, %d succeeded", attempts, succeeded)
 
@@ -302,18 +321,7 @@ func TestResidencyQueue(t *testing.T) {
 
 	leaked, crossed := listen(t, usNC, "jobs.eu.", "jobs.eu.>", "$DLQ.jobs_eu.>", "tasks.*")
 	time.Sleep(500 * time.Millisecond) // interest propagates over the link
-	for i := range 20 {
-		if _, err := rs[0].JS.Publish(ctx, fmt.Sprintf("jobs.eu.j%d", i), []byte("resident job")); err != nil {
-			t.Fatal(err)
-		}
-		if err := euNC.Publish("$DLQ.jobs_eu.workers.1", []byte("resident dead letter")); err != nil {
-			t.Fatal(err)
-		}
-		if err := euNC.Publish("tasks.k", []byte("not resident")); err != nil {
-			t.Fatal(err)
-		}
-	}
-	_ = euNC.Flush()
+	publishMix(ctx, t, rs[0].JS, euNC, func(i int) string { return fmt.Sprintf("jobs.eu.j%d", i) }, "$DLQ.jobs_eu.workers.1", "tasks.k")
 
 	attempts, succeeded := 0, 0
 	usJS := rs[1].JS
@@ -350,12 +358,8 @@ func TestResidencyQueue(t *testing.T) {
 
 	time.Sleep(time.Second)
 	attempts++
-	if n := leaked.Load(); n != 0 {
+	if linkLeaked(t, leaked, crossed, "jobs.eu") {
 		succeeded++
-		t.Errorf("core subscribers in us received %d of jobs.eu's messages", n)
-	}
-	if crossed.Load() == 0 {
-		t.Errorf("the link carries nothing: the non-resident queue's messages did not reach us")
 	}
 	natstest.WaitFor(t, 10*time.Second, func() error {
 		if n := len(refusals()); n != 3 {
