@@ -14,7 +14,6 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -48,13 +47,8 @@ func backends(t *testing.T) []*backend {
 
 func pgBackend(t *testing.T) *backend {
 	t.Helper()
-	dsn := pgtest.NewDatabase(t)
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool := pgtest.NewPool(t)
 	if err := pgoutbox.Migrate(ctx, pool); err != nil {
 		t.Fatal(err)
 	}

@@ -7,46 +7,27 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 
 	"github.com/msgplatform/platform/embeddednats/natstest"
+	"github.com/msgplatform/platform/internal/metrics/metricstest"
 )
 
-// gauge returns the value of the metric name (with label outcome, if not
-// empty) on reg.
+// metricValue returns the value of the metric name (with label outcome, if
+// not empty) on reg, failing t if there is none.
 func metricValue(t *testing.T, reg *prometheus.Registry, name, outcome string) float64 {
 	t.Helper()
-	mfs, err := reg.Gather()
+	var match []string
+	if outcome != "" {
+		match = []string{"outcome", outcome}
+	}
+	samples, err := metricstest.Samples(reg, name, match...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			if outcome != "" && label(m, "outcome") != outcome {
-				continue
-			}
-			switch {
-			case m.Gauge != nil:
-				return m.Gauge.GetValue()
-			case m.Counter != nil:
-				return m.Counter.GetValue()
-			}
-		}
+	if len(samples) == 0 {
+		t.Fatalf("metric %s{outcome=%q} not registered", name, outcome)
 	}
-	t.Fatalf("metric %s{outcome=%q} not registered", name, outcome)
-	return 0
-}
-
-func label(m *dto.Metric, name string) string {
-	for _, l := range m.GetLabel() {
-		if l.GetName() == name {
-			return l.GetValue()
-		}
-	}
-	return ""
+	return samples[0].Value
 }
 
 // TestRelayMetricsAndUnpublishableEvents: events for a topic that does not

@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/msgplatform/platform/internal/pgtest"
 	"github.com/msgplatform/platform/outboxrelay"
@@ -22,11 +21,7 @@ import (
 // fencing token recorded in one schema does not fence the other.
 func TestTwoOutboxesOneDatabase(t *testing.T) {
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, pgtest.NewDatabase(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool := pgtest.NewPool(t)
 	if _, err := pgoutbox.Open(pool, pgoutbox.Options{Schema: "Bad-Schema"}); !errors.Is(err, outboxrelay.ErrInvalidConfig) {
 		t.Fatalf("Open with schema Bad-Schema: %v, want ErrInvalidConfig", err)
 	}

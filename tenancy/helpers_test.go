@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/msgplatform/platform/embeddednats/natstest"
+	"github.com/msgplatform/platform/internal/metrics/metricstest"
 	"github.com/msgplatform/platform/platform"
 	"github.com/msgplatform/platform/platform/catalog"
 	"github.com/msgplatform/platform/tenancy"
@@ -58,33 +59,14 @@ func tenantMetric(t *testing.T, m *tenancy.Manager, name, tenant string, labels 
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(m.Collector())
-	mfs, err := reg.Gather()
+	samples, err := metricstest.Samples(reg, name, append([]string{"tenant", tenant}, labels...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, mt := range mf.GetMetric() {
-			have := map[string]string{}
-			for _, l := range mt.GetLabel() {
-				have[l.GetName()] = l.GetValue()
-			}
-			match := have["tenant"] == tenant
-			for i := 0; i+1 < len(labels); i += 2 {
-				match = match && have[labels[i]] == labels[i+1]
-			}
-			if !match {
-				continue
-			}
-			if c := mt.GetCounter(); c != nil {
-				return c.GetValue()
-			}
-			return mt.GetGauge().GetValue()
-		}
+	if len(samples) == 0 {
+		return -1
 	}
-	return -1
+	return samples[0].Value
 }
 
 // ctx is a context that ends after 60 s or with the test.

@@ -23,14 +23,13 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
-	"syscall"
+
+	"github.com/msgplatform/platform/internal/cli"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	os.Exit(exitCode(run(ctx, os.Args[1:], os.Stderr), os.Stderr))
+	cli.Main(func(ctx context.Context) error { return run(ctx, os.Args[1:], os.Stderr) },
+		func(err error) int { return exitCode(err, os.Stderr) })
 }
 
 // run parses args, builds the relay and runs it until ctx ends.

@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/msgplatform/platform/embeddednats/natstest"
@@ -121,7 +120,8 @@ func TestBinaryKilledBetweenPublishAndMark(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
-	dsn := pgtest.NewDatabase(t)
+	pool := pgtest.NewPool(t)
+	dsn := pool.Config().ConnString()
 	bin := buildBinary(t)
 	f := natstest.RunFabric(t, 3)
 	creds, err := f.Trust().WriteCreds(t.TempDir())
@@ -136,11 +136,6 @@ func TestBinaryKilledBetweenPublishAndMark(t *testing.T) {
 	if _, err := catalog.NewReconciler(js, catalog.ReconcilerOptions{}).ApplyTopic(ctx, spec, catalog.ApplyOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	pool, err := pgxpool.New(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
 	if err := pgoutbox.Migrate(ctx, pool); err != nil {
 		t.Fatal(err)
 	}

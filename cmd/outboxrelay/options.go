@@ -9,7 +9,6 @@ import (
 
 	"github.com/msgplatform/platform/internal/pgmigrate"
 	"github.com/msgplatform/platform/internal/tlsconf"
-	"github.com/msgplatform/platform/internal/validate"
 	"github.com/msgplatform/platform/outboxrelay"
 )
 
@@ -73,7 +72,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	if o.dsn != "" && !pgmigrate.ValidSchema(o.schema) {
 		return o, usageError{fmt.Errorf("--schema %q: want a lower-case SQL identifier (letters, digits, '_', at most 63)", o.schema)}
 	}
-	if err := checkTLSFlags(o.tls); err != nil {
+	if _, err := o.tls.FlagClient(tlsFlags); err != nil {
 		return o, usageError{err}
 	}
 	tm, err := outboxrelay.ParseTopicMap(o.topicMap)
@@ -87,26 +86,5 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	return o, nil
 }
 
-// checkTLSFlags names, by flag, a certificate without its key (or the
-// reverse) and a TLS file that cannot be used.
-func checkTLSFlags(c tlsconf.Config) error {
-	var p validate.Problems
-	if (c.CertFile == "") != (c.KeyFile == "") {
-		p.Addf("--tls-cert", "and --tls-key go together (a client certificate and its key)")
-	}
-	for _, f := range []struct{ flag, path string }{{"--tls-ca", c.CAFile}, {"--tls-cert", c.CertFile}, {"--tls-key", c.KeyFile}} {
-		if f.path == "" {
-			continue
-		}
-		if _, err := os.Stat(f.path); err != nil {
-			p.Addf(f.flag, "cannot be read: %v", err)
-		}
-	}
-	if err := p.Err(tlsconf.ErrInvalid); err != nil {
-		return err
-	}
-	if _, err := c.Client(""); err != nil {
-		return fmt.Errorf("--tls-ca, --tls-cert, --tls-key: %w", err)
-	}
-	return nil
-}
+// tlsFlags names the flags of the relay's TLS files.
+var tlsFlags = tlsconf.Flags{CA: "--tls-ca", Cert: "--tls-cert", Key: "--tls-key"}

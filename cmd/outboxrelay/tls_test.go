@@ -85,8 +85,7 @@ func streamMsgs(t *testing.T, js jetstream.JetStream) uint64 {
 // certificates, given --tls-ca, --tls-cert and --tls-key.
 func TestRelayOverTLS(t *testing.T) {
 	ca := tlstest.NewT(t)
-	srv := ca.ServerT(t, "n1")
-	srv.Verify = true
+	srv := ca.VerifyingServerT(t, "n1")
 	url := tlstest.RunNATS(t, srv)
 	cl := ca.ClientT(t, "relay")
 	js := tlsJetStream(t, url, cl)
@@ -117,8 +116,7 @@ func TestRelayOverTLS(t *testing.T) {
 // naming the flag to fix (no retry loop); the stream is unchanged.
 func TestAttackRelayWithoutTrust(t *testing.T) {
 	ca := tlstest.NewT(t)
-	srv := ca.ServerT(t, "n1")
-	srv.Verify = true
+	srv := ca.VerifyingServerT(t, "n1")
 	url := tlstest.RunNATS(t, srv)
 	js := tlsJetStream(t, url, ca.ClientT(t, "admin"))
 	other := tlstest.NewT(t)

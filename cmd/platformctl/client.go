@@ -17,7 +17,6 @@ import (
 	"github.com/msgplatform/platform/internal/control"
 	"github.com/msgplatform/platform/internal/principal"
 	"github.com/msgplatform/platform/internal/tlsconf"
-	"github.com/msgplatform/platform/internal/validate"
 )
 
 // connect opens an admin connection to the platform with the configured
@@ -60,24 +59,9 @@ func (g *globalOptions) natsOptions(name string) ([]nats.Option, error) {
 // tlsClient is the TLS of --tls-ca, --tls-cert and --tls-key (nil when
 // none is given), every problem named by its flag.
 func (g *globalOptions) tlsClient() (*tls.Config, error) {
-	var p validate.Problems
-	if (g.tlsCert == "") != (g.tlsKey == "") {
-		p.Addf("--tls-cert", "and --tls-key go together (a client certificate and its key)")
-	}
-	for _, f := range []struct{ flag, path string }{{"--tls-ca", g.tlsCA}, {"--tls-cert", g.tlsCert}, {"--tls-key", g.tlsKey}} {
-		if f.path == "" {
-			continue
-		}
-		if _, err := os.Stat(f.path); err != nil {
-			p.Addf(f.flag, "cannot be read: %v", err)
-		}
-	}
-	if err := p.Err(tlsconf.ErrInvalid); err != nil {
-		return nil, usageError{err}
-	}
-	tc, err := g.tls().Client("")
+	tc, err := g.tls().FlagClient(tlsconf.Flags{CA: "--tls-ca", Cert: "--tls-cert", Key: "--tls-key"})
 	if err != nil {
-		return nil, usageError{fmt.Errorf("--tls-ca, --tls-cert, --tls-key: %w", err)}
+		return nil, usageError{err}
 	}
 	return tc, nil
 }

@@ -2,26 +2,29 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
-	"os/signal"
-	"syscall"
+
+	"github.com/msgplatform/platform/internal/cli"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	root := newRootCmd()
-	if err := root.ExecuteContext(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, "platformctl:", err)
-		var ue usageError
-		if errors.As(err, &ue) {
-			os.Exit(2)
-		}
-		os.Exit(1)
+	cli.Main(newRootCmd().ExecuteContext, exitCode)
+}
+
+// exitCode reports err on stderr and maps it to the exit code: 0 for none,
+// 2 for a usageError, 1 otherwise.
+func exitCode(err error) int {
+	if err == nil {
+		return 0
 	}
+	fmt.Fprintln(os.Stderr, "platformctl:", err)
+	var ue usageError
+	if errors.As(err, &ue) {
+		return 2
+	}
+	return 1
 }
 
 // usageError marks an error caused by the command line itself (exit code 2).

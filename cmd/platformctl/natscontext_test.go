@@ -69,8 +69,7 @@ func TestCLIUserNatsContext(t *testing.T) {
 func TestAttackNatsContextWithoutCA(t *testing.T) {
 	nats := natsBin(t)
 	ca := tlstest.NewT(t)
-	srv := ca.ServerT(t, "n1")
-	srv.Verify = true
+	srv := ca.VerifyingServerT(t, "n1")
 	url := tlstest.RunNATS(t, srv)
 	creds := adminCreds(t)
 	xdg := t.TempDir()

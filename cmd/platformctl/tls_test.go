@@ -38,8 +38,7 @@ func TestConnectTLS(t *testing.T) {
 		nc.Close()
 	}
 
-	srv := ca.ServerT(t, "n2")
-	srv.Verify = true
+	srv := ca.VerifyingServerT(t, "n2")
 	murl := tlstest.RunNATS(t, srv)
 	cl := ca.ClientT(t, "operator")
 	g := &globalOptions{server: murl, creds: creds, tlsCA: ca.CAFile, tlsCert: cl.CertFile, tlsKey: cl.KeyFile}

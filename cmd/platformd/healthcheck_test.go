@@ -14,8 +14,7 @@ import (
 // no CA or another CA's fail the check.
 func TestHealthcheckHTTPS(t *testing.T) {
 	ca := tlstest.NewT(t)
-	srv := ca.ServerT(t, "n1")
-	srv.Verify = true
+	srv := ca.VerifyingServerT(t, "n1")
 	st, err := srv.Server()
 	if err != nil {
 		t.Fatal(err)

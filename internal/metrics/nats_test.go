@@ -10,6 +10,7 @@ import (
 
 	"github.com/msgplatform/platform/embeddednats/natstest"
 	"github.com/msgplatform/platform/internal/metrics"
+	"github.com/msgplatform/platform/internal/metrics/metricstest"
 )
 
 // hasLeader returns platform_stream_has_leader for stream, one value per
@@ -21,24 +22,13 @@ func hasLeader(t *testing.T, reg *prometheus.Registry, stream string) (map[strin
 
 // gauge returns the gauge name for stream, by reporting server.
 func gauge(reg *prometheus.Registry, name, stream string) (map[string]float64, error) {
-	mfs, err := reg.Gather()
+	samples, err := metricstest.Samples(reg, name, "stream", stream)
 	if err != nil {
 		return nil, err
 	}
 	out := map[string]float64{}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			labels := map[string]string{}
-			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
-			}
-			if labels["stream"] == stream {
-				out[labels["server"]] = m.GetGauge().GetValue()
-			}
-		}
+	for _, s := range samples {
+		out[s.Labels["server"]] = s.Value
 	}
 	return out, nil
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // EnvDSN names the variable holding the test server's DSN.
@@ -55,4 +56,16 @@ func NewDatabase(t testing.TB) string {
 	}
 	u.Path = "/" + name
 	return u.String()
+}
+
+// NewPool connects a pool to a fresh database from NewDatabase (skipping
+// or failing exactly as it does) and closes the pool when t ends.
+func NewPool(t testing.TB) *pgxpool.Pool {
+	t.Helper()
+	pool, err := pgxpool.New(context.Background(), NewDatabase(t))
+	if err != nil {
+		t.Fatalf("pgtest: connect pool: %v", err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
 }

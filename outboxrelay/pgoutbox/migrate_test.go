@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/msgplatform/platform/internal/pgmigrate"
 	"github.com/msgplatform/platform/internal/pgtest"
@@ -25,11 +24,7 @@ import (
 // sent_at as well as the new ones.
 func TestMigrationFrom0001(t *testing.T) {
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, pgtest.NewDatabase(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool := pgtest.NewPool(t)
 	first, err := fs.ReadFile(migrations, "migrations/0001_outbox.sql")
 	if err != nil {
 		t.Fatal(err)

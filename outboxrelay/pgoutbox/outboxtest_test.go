@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/msgplatform/platform/internal/pgtest"
 	"github.com/msgplatform/platform/outboxrelay"
@@ -20,11 +19,7 @@ func TestStoreContract(t *testing.T) {
 		t.Run("schema="+schema, func(t *testing.T) {
 			outboxtest.Run(t, outboxtest.Harness{Open: func(t *testing.T) (outboxrelay.Store, outboxtest.Enqueue) {
 				ctx := context.Background()
-				pool, err := pgxpool.New(ctx, pgtest.NewDatabase(t))
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(pool.Close)
+				pool := pgtest.NewPool(t)
 				s, err := pgoutbox.Open(pool, pgoutbox.Options{Schema: schema})
 				if err != nil {
 					t.Fatal(err)

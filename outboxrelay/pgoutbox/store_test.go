@@ -19,11 +19,7 @@ import (
 func newStore(t *testing.T) (*pgxpool.Pool, *pgoutbox.Store) {
 	t.Helper()
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, pgtest.NewDatabase(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool := pgtest.NewPool(t)
 	if err := pgoutbox.Migrate(ctx, pool); err != nil {
 		t.Fatal(err)
 	}

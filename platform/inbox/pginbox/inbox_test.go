@@ -13,21 +13,10 @@ import (
 	"github.com/msgplatform/platform/platform/inbox/pginbox"
 )
 
-// newPool connects to a fresh database, closed when t ends.
-func newPool(t *testing.T) *pgxpool.Pool {
-	t.Helper()
-	pool, err := pgxpool.New(context.Background(), pgtest.NewDatabase(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	return pool
-}
-
 func newInbox(t *testing.T, cfg platform.InboxConfig) (*pgxpool.Pool, *pginbox.Inbox) {
 	t.Helper()
 	ctx := context.Background()
-	pool := newPool(t)
+	pool := pgtest.NewPool(t)
 	if err := pginbox.Migrate(ctx, pool); err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/msgplatform/platform/internal/pgtest"
 	"github.com/msgplatform/platform/platform"
 	"github.com/msgplatform/platform/platform/inbox/inboxtest"
 	"github.com/msgplatform/platform/platform/inbox/pginbox"
@@ -38,7 +39,7 @@ func TestInboxContract(t *testing.T) {
 			}
 		},
 		New: func(t *testing.T, cfg platform.InboxConfig) error {
-			_, err := pginbox.New(newPool(t), cfg)
+			_, err := pginbox.New(pgtest.NewPool(t), cfg)
 			return err
 		},
 	})

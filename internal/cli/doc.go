@@ -1,0 +1,4 @@
+// Package cli is the main function shared by the platform's commands: the
+// command runs under a context that SIGINT or SIGTERM ends, and the process
+// exits with the code the command maps its error to.
+package cli

@@ -1,0 +1,3 @@
+// Package metricstest reads gathered Prometheus metrics in tests: the
+// counters and gauges of one metric whose labels match, by value.
+package metricstest
