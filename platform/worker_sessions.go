@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/msgplatform/platform/internal/kvutil"
 )
 
 // WorkerSessionsBucket is the replicated KV bucket where the Workers of
@@ -48,13 +50,13 @@ type SessionRecord struct {
 // ReadSessionRecords reads the session records under prefix (<stream>.) and
 // the time of the newest.
 func ReadSessionRecords(ctx context.Context, kv jetstream.KeyValue, prefix string) ([]jetstream.KeyValueEntry, time.Time, error) {
-	lister, err := kv.ListKeysFiltered(ctx, prefix+"*")
+	keys, err := kvutil.Keys(ctx, kv, prefix+"*")
 	if err != nil {
 		return nil, time.Time{}, err
 	}
 	var entries []jetstream.KeyValueEntry
 	var newest time.Time
-	for k := range lister.Keys() {
+	for _, k := range keys {
 		e, err := kv.Get(ctx, k)
 		if err != nil {
 			continue

@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/msgplatform/platform/internal/jserr"
 	"github.com/msgplatform/platform/internal/kvlease"
 	"github.com/msgplatform/platform/internal/retry"
+	"github.com/msgplatform/platform/internal/tick"
 )
 
 // One runner per run: the runner of a running redrive holds the run's
@@ -65,23 +65,16 @@ func (rn *runner) holdLease(ctx context.Context, l *kvlease.Lease) (stop func())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		t := time.NewTicker(min(rn.s.cfg.Checkpoint, rn.s.cfg.LeaseTTL/4))
-		defer t.Stop()
-		for {
-			select {
-			case <-lctx.Done():
-				return
-			case <-t.C:
-			}
+		tick.Repeat(lctx, min(rn.s.cfg.Checkpoint, rn.s.cfg.LeaseTTL/4), nil, func(bool) bool {
 			tok, err := l.Tick(lctx)
 			if lctx.Err() != nil {
-				return
+				return false
 			}
 			if tok != 0 {
 				if err != nil {
 					rn.s.log.Debug("redrive: run's lease not renewed yet", "request", rn.id, "err", err)
 				}
-				continue
+				return true
 			}
 			if err == nil {
 				err = errors.New("not held")
@@ -93,8 +86,8 @@ func (rn *runner) holdLease(ctx context.Context, l *kvlease.Lease) (stop func())
 			}
 			rn.mu.Unlock()
 			rn.h.halt()
-			return
-		}
+			return false
+		})
 	}()
 	return func() { cancel(); <-done }
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/msgplatform/platform/internal/kvlease"
 	"github.com/msgplatform/platform/internal/retry"
+	"github.com/msgplatform/platform/internal/tick"
 )
 
 // The state transitions of a redrive: each a compare-and-set on the
@@ -349,16 +350,11 @@ func (s *Service) runningLocally(id string) bool {
 // their lease.
 func (s *Service) adoptLoop() {
 	defer s.wg.Done()
-	t := time.NewTicker(s.cfg.AdoptInterval)
-	defer t.Stop()
-	for {
+	s.adopt(s.ctx)
+	tick.Repeat(s.ctx, s.cfg.AdoptInterval, nil, func(bool) bool {
 		s.adopt(s.ctx)
-		select {
-		case <-s.ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
+		return true
+	})
 }
 
 // adopt ticks a standby handle on the lease of every run running

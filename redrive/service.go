@@ -22,6 +22,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/msgplatform/platform/internal/jserr"
+	"github.com/msgplatform/platform/internal/kvutil"
 	"github.com/msgplatform/platform/internal/parallel"
 	"github.com/msgplatform/platform/internal/retry"
 	"github.com/msgplatform/platform/internal/wire"
@@ -712,15 +713,14 @@ func (s *Service) selection(ctx context.Context, id string) ([]uint64, error) {
 
 // storedIDs returns the ids of the requests' bucket keys <prefix>.<id>.
 func (s *Service) storedIDs(ctx context.Context, prefix string) ([]string, error) {
-	kl, err := s.kv.ListKeysFiltered(ctx, prefix+".*")
+	keys, err := kvutil.Keys(ctx, s.kv, prefix+".*")
 	if err != nil {
 		return nil, fmt.Errorf("redrive: list %s keys: %w", prefix, err)
 	}
 	var ids []string
-	for k := range kl.Keys() {
+	for _, k := range keys {
 		ids = append(ids, strings.TrimPrefix(k, prefix+"."))
 	}
-	_ = kl.Stop()
 	return ids, nil
 }
 

@@ -11,6 +11,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/msgplatform/platform/internal/kvlease"
+	"github.com/msgplatform/platform/internal/kvutil"
+	"github.com/msgplatform/platform/internal/tick"
 
 	"github.com/nats-io/nuid"
 )
@@ -57,16 +59,13 @@ func (m *Manager) leaseKV(ctx context.Context) (jetstream.KeyValue, error) {
 	if l.kv != nil {
 		return l.kv, nil
 	}
-	kv, err := m.js.KeyValue(ctx, LeaseBucket)
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		kv, err = m.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-			Bucket:      LeaseBucket,
-			Description: "platform ingest leases: one active ingest per tenant (tenancy)",
-			History:     1,
-			Replicas:    m.cfg.Replicas,
-			Storage:     jetstream.FileStorage,
-		})
-	}
+	kv, err := kvutil.Open(ctx, m.js, jetstream.KeyValueConfig{
+		Bucket:      LeaseBucket,
+		Description: "platform ingest leases: one active ingest per tenant (tenancy)",
+		History:     1,
+		Replicas:    m.cfg.Replicas,
+		Storage:     jetstream.FileStorage,
+	})
 	if err != nil {
 		return nil, fmt.Errorf("tenancy: lease bucket: %w", err)
 	}
@@ -134,18 +133,14 @@ func (m *Manager) elect(ctx context.Context, name string, rt *runtime) {
 // heartbeat runs until the manager closes: every lease interval it syncs
 // the runtimes with the registry and runs the election of each tenant.
 func (m *Manager) heartbeat(done <-chan struct{}) {
-	t := time.NewTicker(m.lease.interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-done:
-			return
-		case <-t.C:
-		}
+	beating, stop := context.WithCancel(context.Background())
+	go func() { <-done; stop() }()
+	tick.Repeat(beating, m.lease.interval, nil, func(bool) bool {
 		ctx, cancel := context.WithTimeout(context.Background(), m.lease.ttl)
+		defer cancel()
 		m.syncRound(ctx)
-		cancel()
-	}
+		return true
+	})
 }
 
 // syncRound holds m.mu from reading the registry to the end, so a change

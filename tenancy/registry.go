@@ -5,12 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
 	"sync"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/msgplatform/platform/internal/jserr"
+	"github.com/msgplatform/platform/internal/kvutil"
 	"github.com/msgplatform/platform/platform"
 )
 
@@ -38,12 +38,12 @@ func (r *registry) bind(ctx context.Context, create bool) (jetstream.KeyValue, e
 	if r.kv != nil {
 		return r.kv, nil
 	}
-	kv, err := r.js.KeyValue(ctx, RegistryBucket)
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
+	kv, err := kvutil.Lookup(ctx, r.js, RegistryBucket)
+	if kv == nil && err == nil {
 		if !create {
 			return nil, nil
 		}
-		kv, err = r.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		kv, err = kvutil.Open(ctx, r.js, jetstream.KeyValueConfig{
 			Bucket:      RegistryBucket,
 			Description: "platform tenants (tenancy registry)",
 			History:     10,
@@ -92,18 +92,10 @@ func (r *registry) list(ctx context.Context) ([]*Tenant, error) {
 	if err != nil || kv == nil {
 		return nil, err
 	}
-	keys, err := kv.ListKeys(ctx)
-	if errors.Is(err, jetstream.ErrNoKeysFound) {
-		return nil, nil
-	}
+	names, err := kvutil.Keys(ctx, kv, ">")
 	if err != nil {
 		return nil, fmt.Errorf("tenancy: list tenants: %w", err)
 	}
-	var names []string
-	for k := range keys.Keys() {
-		names = append(names, k)
-	}
-	sort.Strings(names)
 	out := make([]*Tenant, 0, len(names))
 	for _, n := range names {
 		t, err := r.get(ctx, n)

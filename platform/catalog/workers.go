@@ -3,23 +3,20 @@ package catalog
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/msgplatform/platform/internal/kvutil"
 	"github.com/msgplatform/platform/platform"
 )
 
 // queueWorkers reads the sessions of queue's Workers instances, by ID.
 func queueWorkers(ctx context.Context, js jetstream.JetStream, queue string, now time.Time) ([]platform.WorkerSession, error) {
-	kv, err := js.KeyValue(ctx, platform.WorkerSessionsBucket)
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		return nil, nil
-	}
-	if err != nil {
+	kv, err := kvutil.Lookup(ctx, js, platform.WorkerSessionsBucket)
+	if kv == nil || err != nil {
 		return nil, err
 	}
 	prefix := platform.StreamName(queue) + "."

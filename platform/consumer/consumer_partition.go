@@ -11,6 +11,7 @@ import (
 
 	"github.com/msgplatform/platform/internal/parallel"
 	"github.com/msgplatform/platform/internal/retry"
+	"github.com/msgplatform/platform/internal/tick"
 	"github.com/msgplatform/platform/platform"
 )
 
@@ -292,7 +293,7 @@ func (r *partitionRunner) resync() {
 
 // keepAlive renews the lease of every event the runner holds.
 func (r *partitionRunner) keepAlive(every time.Duration) {
-	repeat(r.handlerCtx, every, nil, func(bool) bool {
+	tick.Repeat(r.handlerCtx, every, nil, func(bool) bool {
 		if r.fenced() {
 			return true
 		}
@@ -433,7 +434,7 @@ func (r *partitionRunner) handle(l *lane, m *Message) {
 	if l.current == nil && l.parked == 0 && len(l.queue) == 0 {
 		delete(r.lanes, m.Key)
 	}
-	signal(r.space)
+	tick.Signal(r.space)
 }
 
 // release stops fetching, lets running handlers finish and settle within

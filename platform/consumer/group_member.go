@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 
+	"github.com/msgplatform/platform/internal/tick"
 	"github.com/msgplatform/platform/platform"
 	"github.com/msgplatform/platform/platform/dlq"
 )
@@ -251,11 +252,11 @@ func (m *Member) watch(ctx context.Context, w jetstream.KeyWatcher) {
 	}
 }
 
-func (m *Member) poke() { signal(m.wake) }
+func (m *Member) poke() { tick.Signal(m.wake) }
 
 func (m *Member) loop(ctx context.Context) {
 	defer close(m.done)
-	repeat(ctx, m.cfg.Heartbeat, m.wake, func(ticked bool) bool {
+	tick.Repeat(ctx, m.cfg.Heartbeat, m.wake, func(ticked bool) bool {
 		if ticked && !m.paused.Load() {
 			if err := m.beat(ctx); err != nil {
 				m.log.Warn("platform: heartbeat failed", "err", err)

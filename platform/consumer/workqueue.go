@@ -17,6 +17,7 @@ import (
 	"github.com/msgplatform/platform/internal/jspull"
 	"github.com/msgplatform/platform/internal/parallel"
 	"github.com/msgplatform/platform/internal/retry"
+	"github.com/msgplatform/platform/internal/tick"
 	"github.com/msgplatform/platform/platform"
 	"github.com/msgplatform/platform/platform/dlq"
 )
@@ -404,7 +405,7 @@ func (w *Workers) underLease(next Handler) Handler {
 
 // renew keeps the job's lease while ctx lives (at most MaxLease).
 func (w *Workers) renew(ctx context.Context, raw jetstream.Msg) {
-	repeat(ctx, max(w.lease/3, 10*time.Millisecond), nil, func(bool) bool {
+	tick.Repeat(ctx, max(w.lease/3, 10*time.Millisecond), nil, func(bool) bool {
 		if w.crashed.Load() {
 			return false
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 
+	"github.com/msgplatform/platform/internal/tick"
 	"github.com/msgplatform/platform/platform"
 )
 
@@ -72,7 +73,7 @@ func (s *sessions) hold(reply string) {
 	s.mu.Lock()
 	s.held[reply] = struct{}{}
 	s.mu.Unlock()
-	signal(s.wake)
+	tick.Signal(s.wake)
 }
 
 func (s *sessions) release(reply string) {
@@ -101,7 +102,7 @@ func (s *sessions) put(ctx context.Context) error {
 
 func (s *sessions) loop(ctx context.Context) {
 	defer close(s.done)
-	repeat(ctx, s.w.cfg.SessionHeartbeat, s.wake, func(bool) bool {
+	tick.Repeat(ctx, s.w.cfg.SessionHeartbeat, s.wake, func(bool) bool {
 		if s.w.crashed.Load() {
 			return false
 		}

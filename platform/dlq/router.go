@@ -17,6 +17,7 @@ import (
 
 	"github.com/msgplatform/platform/internal/parallel"
 	"github.com/msgplatform/platform/internal/retry"
+	"github.com/msgplatform/platform/internal/tick"
 	"github.com/msgplatform/platform/platform"
 )
 
@@ -284,20 +285,14 @@ func (s *Routers) Objects() []string {
 
 func (s *Routers) loop(ctx context.Context) {
 	defer close(s.done)
-	t := time.NewTicker(s.refresh)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	tick.Repeat(ctx, s.refresh, nil, func(bool) bool {
 		sctx, cancel := context.WithTimeout(ctx, s.refresh)
+		defer cancel()
 		if err := s.sync(sctx); err != nil && ctx.Err() == nil {
 			s.log.Warn("platform: DLQ routers: refresh", "err", err)
 		}
-		cancel()
-	}
+		return true
+	})
 }
 
 // sync starts a router for every object that has none yet.

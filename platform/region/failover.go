@@ -14,6 +14,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/msgplatform/platform/internal/kvutil"
 	"github.com/msgplatform/platform/platform"
 	"github.com/msgplatform/platform/platform/catalog"
 )
@@ -203,13 +204,10 @@ func (rs Regions) RecordPositions(ctx context.Context) (int, error) {
 }
 
 func positionsKV(ctx context.Context, r *Region, replicas int) (jetstream.KeyValue, error) {
-	kv, err := r.JS.KeyValue(ctx, PositionsBucket)
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		kv, err = r.JS.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-			Bucket: PositionsBucket, Description: "consumer group positions of mirrored topics' origins (platform failover)",
-			History: 1, Replicas: max(replicas, 1),
-		})
-	}
+	kv, err := kvutil.Open(ctx, r.JS, jetstream.KeyValueConfig{
+		Bucket: PositionsBucket, Description: "consumer group positions of mirrored topics' origins (platform failover)",
+		History: 1, Replicas: max(replicas, 1),
+	})
 	if err != nil {
 		return nil, fmt.Errorf("platform: positions bucket in %s: %w", r.Name, err)
 	}
@@ -247,19 +245,16 @@ func originPositions(ctx context.Context, from *Region, topic string) ([]GroupPo
 
 // recordedPositions reads the positions recorded in region to for topic.
 func recordedPositions(ctx context.Context, to *Region, topic string) ([]GroupPosition, error) {
-	kv, err := to.JS.KeyValue(ctx, PositionsBucket)
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		return nil, nil
-	}
-	if err != nil {
+	kv, err := kvutil.Lookup(ctx, to.JS, PositionsBucket)
+	if kv == nil || err != nil {
 		return nil, err
 	}
-	keys, err := kv.ListKeysFiltered(ctx, positionKey(platform.StreamName(topic), ">"))
+	keys, err := kvutil.Keys(ctx, kv, positionKey(platform.StreamName(topic), ">"))
 	if err != nil {
 		return nil, err
 	}
 	var out []GroupPosition
-	for k := range keys.Keys() {
+	for _, k := range keys {
 		e, err := kv.Get(ctx, k)
 		if err != nil {
 			continue

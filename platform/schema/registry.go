@@ -6,13 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"sort"
 	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/msgplatform/platform/internal/jserr"
+	"github.com/msgplatform/platform/internal/kvutil"
 	"github.com/msgplatform/platform/platform"
 )
 
@@ -88,16 +88,13 @@ func (r *Registry) bucket(ctx context.Context) (jetstream.KeyValue, error) {
 	if r.kv != nil {
 		return r.kv, nil
 	}
-	kv, err := r.js.KeyValue(ctx, r.cfg.Bucket)
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		kv, err = r.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-			Bucket:      r.cfg.Bucket,
-			Description: "platform schema registry: JSON Schema versions and compatibility mode per event type",
-			History:     8,
-			Replicas:    r.cfg.Replicas,
-			Storage:     jetstream.FileStorage,
-		})
-	}
+	kv, err := kvutil.Open(ctx, r.js, jetstream.KeyValueConfig{
+		Bucket:      r.cfg.Bucket,
+		Description: "platform schema registry: JSON Schema versions and compatibility mode per event type",
+		History:     8,
+		Replicas:    r.cfg.Replicas,
+		Storage:     jetstream.FileStorage,
+	})
 	if err != nil {
 		return nil, fmt.Errorf("schema: registry bucket %s: %w", r.cfg.Bucket, err)
 	}
@@ -351,15 +348,10 @@ func (r *Registry) List(ctx context.Context) ([]SubjectInfo, error) {
 	if err != nil {
 		return nil, err
 	}
-	lister, err := kv.ListKeys(ctx)
+	names, err := kvutil.Keys(ctx, kv, ">")
 	if err != nil {
 		return nil, fmt.Errorf("schema: list: %w", err)
 	}
-	var names []string
-	for k := range lister.Keys() {
-		names = append(names, k)
-	}
-	sort.Strings(names)
 	out := []SubjectInfo{}
 	for _, n := range names {
 		s, rev, err := r.load(ctx, n)

@@ -1,14 +1,14 @@
-package consumer
+package tick
 
 import (
 	"context"
 	"time"
 )
 
-// repeat calls fn at every tick of d and at every signal on wake (a nil
+// Repeat calls fn at every tick of d and at every signal on wake (a nil
 // wake never signals), one call at a time, until ctx ends or fn returns
 // false; fn's argument is true for a tick, false for a wake.
-func repeat(ctx context.Context, d time.Duration, wake <-chan struct{}, fn func(ticked bool) bool) {
+func Repeat(ctx context.Context, d time.Duration, wake <-chan struct{}, fn func(ticked bool) bool) {
 	t := time.NewTicker(d)
 	defer t.Stop()
 	for {
@@ -26,9 +26,9 @@ func repeat(ctx context.Context, d time.Duration, wake <-chan struct{}, fn func(
 	}
 }
 
-// signal wakes the loop waiting on wake (a channel of capacity 1) without
+// Signal wakes the loop waiting on wake (a channel of capacity 1) without
 // blocking: a signal already pending stands for this one.
-func signal(wake chan<- struct{}) {
+func Signal(wake chan<- struct{}) {
 	select {
 	case wake <- struct{}{}:
 	default:
