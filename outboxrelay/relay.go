@@ -14,6 +14,7 @@ import (
 
 	"github.com/msgplatform/platform/internal/jserr"
 	"github.com/msgplatform/platform/internal/kvlease"
+	"github.com/msgplatform/platform/internal/kvutil"
 	"github.com/msgplatform/platform/internal/retry"
 )
 
@@ -222,30 +223,12 @@ func (r *Relay) leaseLoop(ctx context.Context, ready chan<- struct{}) {
 }
 
 func (r *Relay) bindBucket(ctx context.Context) (jetstream.KeyValue, error) {
-	lctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	kv, err := r.js.KeyValue(lctx, r.cfg.LeaseBucket)
-	cancel()
-	if err == nil {
-		return kv, nil
-	}
-	if !errors.Is(err, jetstream.ErrBucketNotFound) {
-		return nil, err
-	}
-	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 14*time.Second)
 	defer cancel()
-	kv, err = r.js.CreateKeyValue(cctx, jetstream.KeyValueConfig{
+	return kvutil.OpenKeep(ctx, r.js, jetstream.KeyValueConfig{
 		Bucket: r.cfg.LeaseBucket, Description: "outboxrelay leader leases, one key per outbox",
 		History: 1, Replicas: r.cfg.LeaseReplicas, Storage: jetstream.FileStorage,
 	})
-	if err != nil {
-		// Another relay may have created it meanwhile.
-		lctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		defer cancel()
-		if kv, err2 := r.js.KeyValue(lctx, r.cfg.LeaseBucket); err2 == nil {
-			return kv, nil
-		}
-	}
-	return kv, err
 }
 
 func (r *Relay) publishLoop(ctx context.Context, leaseReady <-chan struct{}) {

@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/msgplatform/platform/internal/tick"
 	"github.com/msgplatform/platform/internal/validate"
 )
 
@@ -158,16 +159,11 @@ func (c InboxConfig) Validate() error {
 // RunPruner calls prune every PruneInterval until ctx ends, then
 // returns nil; a failed round is left to the next one.
 func (c InboxConfig) RunPruner(ctx context.Context, prune func(context.Context) (int, error)) error {
-	t := time.NewTicker(c.PruneInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-			_, _ = prune(ctx)
-		}
-	}
+	tick.Repeat(ctx, c.PruneInterval, nil, func(bool) bool {
+		_, _ = prune(ctx)
+		return true
+	})
+	return nil
 }
 
 // InboxAckError is returned by Process when the effect was committed (or

@@ -1,6 +1,7 @@
 package platform
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -43,5 +44,23 @@ func TestInboxConfigRetention(t *testing.T) {
 		if !verr.Has(k) {
 			t.Errorf("no %s problem in:\n%v", k, err)
 		}
+	}
+}
+
+// RunPruner prunes every PruneInterval, a failed round included, and
+// returns nil once ctx ends.
+func TestInboxRunPrunerUntilCtxEnds(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	calls := 0
+	err := InboxConfig{PruneInterval: time.Millisecond}.RunPruner(ctx, func(context.Context) (int, error) {
+		calls++
+		if calls == 3 {
+			cancel()
+		}
+		return 0, errors.New("prune failed")
+	})
+	if err != nil || calls < 3 {
+		t.Fatalf("RunPruner = %v after %d rounds; want nil after at least 3 (failed rounds retried)", err, calls)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/msgplatform/platform/internal/kvutil"
 	"github.com/msgplatform/platform/platform"
 )
 
@@ -145,17 +146,11 @@ func (k *KVEndedSessions) bucket(ctx context.Context) (jetstream.KeyValue, error
 	if k.kv != nil {
 		return k.kv, nil
 	}
-	kv, err := k.js.KeyValue(ctx, EndedSessionsBucket)
-	switch {
-	case errors.Is(err, jetstream.ErrBucketNotFound):
-		kv, err = k.js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
-			Bucket: EndedSessionsBucket, Description: "web console sessions ended before their expiry (logout, user signed out), refused by every platformd",
-			TTL: k.ttl, History: 1, Replicas: k.replicas, Storage: jetstream.FileStorage,
-		})
-		if errors.Is(err, jetstream.ErrBucketExists) {
-			kv, err = k.js.KeyValue(ctx, EndedSessionsBucket)
-		}
-	case err == nil:
+	kv, err := kvutil.OpenKeep(ctx, k.js, jetstream.KeyValueConfig{
+		Bucket: EndedSessionsBucket, Description: "web console sessions ended before their expiry (logout, user signed out), refused by every platformd",
+		TTL: k.ttl, History: 1, Replicas: k.replicas, Storage: jetstream.FileStorage,
+	})
+	if err == nil {
 		err = k.raiseTTL(ctx, kv)
 	}
 	if err == nil {

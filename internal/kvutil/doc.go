@@ -8,6 +8,11 @@
 //     process's create of the same bucket succeeds: the bucket ends with
 //     the config of the last of them, and an update JetStream refuses (a
 //     different storage type, for one) is returned as an error.
+//   - OpenKeep never updates a bucket's config: it creates the bucket with
+//     CreateKeyValue when the lookup finds none, and when that create
+//     fails (another process created the bucket first, with this config
+//     or another) it binds the bucket if it exists then, else returns the
+//     create's error.
 //   - Lookup never creates: a missing bucket is nil with no error.
 //   - Keys returns the keys matching a filter in key order, an empty
 //     bucket as no keys and no error; a key written or deleted while it

@@ -18,6 +18,23 @@ func Open(ctx context.Context, js jetstream.KeyValueManager, cfg jetstream.KeyVa
 	return kv, err
 }
 
+// OpenKeep binds the bucket cfg.Bucket, creating it with cfg when it does
+// not exist; a bucket that exists, or that another process creates while
+// it tries, is used as it is, its config never updated.
+func OpenKeep(ctx context.Context, js jetstream.KeyValueManager, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
+	kv, err := js.KeyValue(ctx, cfg.Bucket)
+	if !errors.Is(err, jetstream.ErrBucketNotFound) {
+		return kv, err
+	}
+	kv, err = js.CreateKeyValue(ctx, cfg)
+	if err != nil {
+		if found, ferr := js.KeyValue(ctx, cfg.Bucket); ferr == nil {
+			return found, nil
+		}
+	}
+	return kv, err
+}
+
 // Lookup binds the bucket named bucket; nil and no error if it does not
 // exist.
 func Lookup(ctx context.Context, js jetstream.KeyValueManager, bucket string) (jetstream.KeyValue, error) {

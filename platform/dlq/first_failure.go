@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/msgplatform/platform/internal/kvutil"
 )
 
 // FirstFailuresBucket is the replicated KV bucket recording when each
@@ -57,15 +59,15 @@ func (f *FirstFailures) bucket(ctx context.Context, create bool) jetstream.KeyVa
 	if f.kv != nil {
 		return f.kv
 	}
-	kv, err := f.js.KeyValue(ctx, FirstFailuresBucket)
-	if errors.Is(err, jetstream.ErrBucketNotFound) && create {
-		kv, err = f.js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
+	var kv jetstream.KeyValue
+	var err error
+	if create {
+		kv, err = kvutil.OpenKeep(ctx, f.js, jetstream.KeyValueConfig{
 			Bucket: FirstFailuresBucket, Description: "platform first failure time of failing events", History: 1,
 			TTL: firstFailuresMaxAge, Replicas: f.replicas, Storage: jetstream.FileStorage,
 		})
-		if errors.Is(err, jetstream.ErrBucketExists) {
-			kv, err = f.js.KeyValue(ctx, FirstFailuresBucket)
-		}
+	} else {
+		kv, err = f.js.KeyValue(ctx, FirstFailuresBucket)
 	}
 	if err != nil {
 		return nil

@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/msgplatform/platform/internal/tick"
 	"github.com/msgplatform/platform/platform"
 )
 
@@ -91,7 +92,7 @@ type gate struct {
 	g       *Guard
 	opts    GateOptions
 	regions []*gateRegion
-	stop    chan struct{}
+	stop    context.CancelFunc // ends keep
 	done    chan struct{}
 
 	mu     sync.Mutex
@@ -141,7 +142,7 @@ func startGate(g *Guard, rs Regions, opts GateOptions) (*gate, error) {
 	if opts.ForwardTimeout <= 0 {
 		opts.ForwardTimeout = 30 * time.Second
 	}
-	gt := &gate{g: g, opts: opts, stop: make(chan struct{}), done: make(chan struct{})}
+	gt := &gate{g: g, opts: opts, done: make(chan struct{})}
 	for i := range rs {
 		r := &rs[i]
 		if len(opts.Servers(r.Name)) == 0 {
@@ -181,7 +182,9 @@ func startGate(g *Guard, rs Regions, opts GateOptions) (*gate, error) {
 	if err := gt.install(); err != nil {
 		g.log.Warn("residency gate: mappings not installed yet (retried; the guard remains the backstop)", "err", err)
 	}
-	go gt.keep()
+	ctx, stop := context.WithCancel(context.Background())
+	gt.stop = stop
+	go gt.keep(ctx)
 	return gt, nil
 }
 
@@ -238,21 +241,15 @@ func (gr *gateRegion) installed(s *server.Server, account string) bool {
 }
 
 // keep installs the mappings again where they went missing (a restarted
-// node, an update of the account's JWT) until Stop.
-func (gt *gate) keep() {
+// node, an update of the account's JWT) until ctx ends.
+func (gt *gate) keep(ctx context.Context) {
 	defer close(gt.done)
-	t := time.NewTicker(gt.opts.Interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-gt.stop:
-			return
-		case <-t.C:
-			if err := gt.install(); err != nil {
-				gt.g.log.Warn("residency gate: mappings not installed (the guard remains the backstop)", "err", err)
-			}
+	tick.Repeat(ctx, gt.opts.Interval, nil, func(bool) bool {
+		if err := gt.install(); err != nil {
+			gt.g.log.Warn("residency gate: mappings not installed (the guard remains the backstop)", "err", err)
 		}
-	}
+		return true
+	})
 }
 
 // uninstall removes the gate's mappings from every server: the request
@@ -285,7 +282,7 @@ func (gt *gate) unsubscribe() {
 // again, the requests in flight are answered, then the forward mappings
 // go.
 func (gt *gate) close() {
-	close(gt.stop)
+	gt.stop()
 	<-gt.done
 	gt.uninstall(false)
 	gt.unsubscribe()

@@ -18,6 +18,7 @@ import (
 
 	"github.com/msgplatform/platform/internal/bench"
 	"github.com/msgplatform/platform/internal/control"
+	"github.com/msgplatform/platform/internal/tick"
 	"github.com/msgplatform/platform/internal/tlsconf"
 	"github.com/msgplatform/platform/platform"
 	"github.com/msgplatform/platform/platform/catalog"
@@ -671,27 +672,23 @@ func (b *groupBench) measureRebalance(ctx context.Context, group string, members
 func (b *groupBench) publishPaced(ctx context.Context) error {
 	payload := make([]byte, b.size)
 	_, _ = rand.Read(payload)
-	const tick = 10 * time.Millisecond
-	perTick := max(1, b.o.Rate/int(time.Second/tick))
-	t := time.NewTicker(tick)
-	defer t.Stop()
+	const period = 10 * time.Millisecond
+	perTick := max(1, b.o.Rate/int(time.Second/period))
 	i := 0
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
+	var err error
+	tick.Repeat(ctx, period, nil, func(bool) bool {
 		for range perTick {
-			if _, err := b.js.PublishAsync(platform.TopicSubject(b.o.Topic, fmt.Sprintf("key-%d", i%b.o.Keys)), payload); err != nil {
-				if ctx.Err() != nil {
-					return nil
+			if _, perr := b.js.PublishAsync(platform.TopicSubject(b.o.Topic, fmt.Sprintf("key-%d", i%b.o.Keys)), payload); perr != nil {
+				if ctx.Err() == nil {
+					err = fmt.Errorf("publish: %w", perr)
 				}
-				return fmt.Errorf("publish: %w", err)
+				return false
 			}
 			i++
 		}
-	}
+		return true
+	})
+	return err
 }
 
 // describeStuck prints, per partition, the group consumer's state and the
