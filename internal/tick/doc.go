@@ -4,7 +4,7 @@
 //
 // Guarantees: calls never overlap (the next wait starts when a call
 // returns, and ticks missed meanwhile are dropped, as time.Ticker drops
-// them); no call starts once ctx has ended while Repeat waits; the first
+// them); no call starts once ctx has ended; the first
 // call comes a full period (or a signal) after Repeat starts, never at
 // once. Signal never blocks: a signal already pending stands for a new one.
 package tick

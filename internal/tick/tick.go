@@ -20,7 +20,9 @@ func Repeat(ctx context.Context, d time.Duration, wake <-chan struct{}, fn func(
 			ticked = true
 		case <-wake:
 		}
-		if !fn(ticked) {
+		// select picks at random among ready cases: a tick that became ready
+		// together with ctx's end must not start a call.
+		if ctx.Err() != nil || !fn(ticked) {
 			return
 		}
 	}
