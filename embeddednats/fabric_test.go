@@ -241,10 +241,7 @@ func TestIsolateNodeLosesQuorumOnMinoritySide(t *testing.T) {
 	createR3(t, js)
 	f.Isolate(0)
 	// A client pinned to the isolated node cannot get writes acknowledged.
-	njs, err := jetstream.New(f.NodeConn(0))
-	if err != nil {
-		t.Fatal(err)
-	}
+	njs := natstest.JetStream(t, f.NodeConn(0))
 	natstest.WaitFor(t, 15*time.Second, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 		defer cancel()
@@ -254,10 +251,7 @@ func TestIsolateNodeLosesQuorumOnMinoritySide(t *testing.T) {
 		return nil
 	})
 	// The majority side keeps accepting writes.
-	mjs, err := jetstream.New(f.NodeConn(1))
-	if err != nil {
-		t.Fatal(err)
-	}
+	mjs := natstest.JetStream(t, f.NodeConn(1))
 	natstest.WaitFor(t, 15*time.Second, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()

@@ -4,8 +4,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/msgplatform/platform/embeddednats/natstest"
 	"github.com/msgplatform/platform/platform"
 )
@@ -26,10 +24,7 @@ func TestInstancesActOnEachOthersLastWrite(t *testing.T) {
 	e.deadLetter("payments", "ledger", 0, 5, permanent("card number %d is not a number"))
 
 	start := func(node int, name string) *Service {
-		js, err := jetstream.New(f.NodeConn(node))
-		if err != nil {
-			t.Fatal(err)
-		}
+		js := natstest.JetStream(t, f.NodeConn(node))
 		return e.serviceOn(js, func(c *Config) { c.Replicas, c.Instance = 3, name })
 	}
 	a, b := start(0, "a"), start(2, "b")

@@ -7,6 +7,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/msgplatform/platform/embeddednats/natstest"
 	"github.com/msgplatform/platform/platform"
 	"github.com/msgplatform/platform/platform/catalog"
 	"github.com/msgplatform/platform/tenancy"
@@ -75,10 +76,7 @@ func TestGatePullArrivesAfterReplyInterest(t *testing.T) {
 	}
 	creds := e.user("acme", "member", nil, []string{"g"})
 	nc := e.mustConnect(creds, "member", member)
-	mjs, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	mjs := natstest.JetStream(t, nc)
 	cons, err := mjs.Consumer(c, stream, pc)
 	if err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/msgplatform/platform/embeddednats/natstest"
 	"github.com/msgplatform/platform/platform"
 	"github.com/msgplatform/platform/platform/catalog"
 	"github.com/msgplatform/platform/tenancy"
@@ -123,10 +124,7 @@ func TestThrottleOverflowAnswersEveryPublish(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range conns {
 		nc := e.mustConnect(creds, "producer", i)
-		js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(window))
-		if err != nil {
-			t.Fatal(err)
-		}
+		js := natstest.JetStream(t, nc, jetstream.WithPublishAsyncMaxPending(window))
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

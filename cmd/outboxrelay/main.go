@@ -41,14 +41,8 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	return relay(ctx, o, stderr)
 }
 
-// usageError marks an error in the flags (exit code 2).
-type usageError struct{ err error }
-
-func (e usageError) Error() string { return e.err.Error() }
-func (e usageError) Unwrap() error { return e.err }
-
 func exitCode(err error, stderr io.Writer) int {
-	var uerr usageError
+	var uerr cli.UsageError
 	switch {
 	case err == nil:
 		return 0

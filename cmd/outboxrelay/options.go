@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/msgplatform/platform/internal/cli"
 	"github.com/msgplatform/platform/internal/pgmigrate"
 	"github.com/msgplatform/platform/internal/tlsconf"
 	"github.com/msgplatform/platform/outboxrelay"
@@ -59,29 +60,29 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.cfg.AckTimeout, "ack-timeout", o.cfg.AckTimeout, "wait for one publish's ack before retrying it (same id)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			return o, usageError{errHelp}
+			return o, cli.UsageError{Err: errHelp}
 		}
-		return o, usageError{err}
+		return o, cli.UsageError{Err: err}
 	}
 	if fs.NArg() > 0 {
-		return o, usageError{fmt.Errorf("unexpected arguments %q", fs.Args())}
+		return o, cli.UsageError{Err: fmt.Errorf("unexpected arguments %q", fs.Args())}
 	}
 	if (o.dsn == "") == (o.pebbleDir == "") {
-		return o, usageError{errors.New("exactly one of --dsn (PostgreSQL) and --pebble (Pebble directory) is required")}
+		return o, cli.UsageError{Err: errors.New("exactly one of --dsn (PostgreSQL) and --pebble (Pebble directory) is required")}
 	}
 	if o.dsn != "" && !pgmigrate.ValidSchema(o.schema) {
-		return o, usageError{fmt.Errorf("--schema %q: want a lower-case SQL identifier (letters, digits, '_', at most 63)", o.schema)}
+		return o, cli.UsageError{Err: fmt.Errorf("--schema %q: want a lower-case SQL identifier (letters, digits, '_', at most 63)", o.schema)}
 	}
 	if _, err := o.tls.FlagClient(tlsFlags); err != nil {
-		return o, usageError{err}
+		return o, cli.UsageError{Err: err}
 	}
 	tm, err := outboxrelay.ParseTopicMap(o.topicMap)
 	if err != nil {
-		return o, usageError{fmt.Errorf("--topic-map: %w", err)}
+		return o, cli.UsageError{Err: fmt.Errorf("--topic-map: %w", err)}
 	}
 	o.cfg.TopicMap = tm
 	if err := o.cfg.Validate(); err != nil {
-		return o, usageError{err}
+		return o, cli.UsageError{Err: err}
 	}
 	return o, nil
 }

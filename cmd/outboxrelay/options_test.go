@@ -5,6 +5,8 @@ import (
 	"io"
 	"strings"
 	"testing"
+
+	"github.com/msgplatform/platform/internal/cli"
 )
 
 // TestOptionsRefuseBadInput: bad flags are refused as usage errors (exit
@@ -23,7 +25,7 @@ func TestOptionsRefuseBadInput(t *testing.T) {
 		{[]string{"--dsn", "postgres://x", "extra"}, "unexpected arguments"},
 	} {
 		_, err := parseOptions(tc.args, io.Discard)
-		var uerr usageError
+		var uerr cli.UsageError
 		if !errors.As(err, &uerr) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: %v, want a usage error mentioning %q", tc.args, err, tc.want)
 		}

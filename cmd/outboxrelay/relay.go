@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/msgplatform/platform/internal/cli"
 	"github.com/msgplatform/platform/outboxrelay"
 	"github.com/msgplatform/platform/outboxrelay/pebbleoutbox"
 	"github.com/msgplatform/platform/outboxrelay/pgoutbox"
@@ -60,7 +61,7 @@ func relay(ctx context.Context, o options, stderr io.Writer) error {
 	}
 	tc, err := o.tls.Client("")
 	if err != nil {
-		return usageError{fmt.Errorf("--tls-ca, --tls-cert, --tls-key: %w", err)}
+		return cli.UsageError{Err: fmt.Errorf("--tls-ca, --tls-cert, --tls-key: %w", err)}
 	}
 	if tc != nil {
 		nopts = append(nopts, nats.Secure(tc))
@@ -94,12 +95,12 @@ func openStore(ctx context.Context, o options) (outboxrelay.Store, func(), error
 	if o.dsn != "" {
 		pool, err := pgxpool.New(ctx, o.dsn)
 		if err != nil {
-			return nil, nil, usageError{fmt.Errorf("--dsn: %w", err)}
+			return nil, nil, cli.UsageError{Err: fmt.Errorf("--dsn: %w", err)}
 		}
 		store, err := pgoutbox.Open(pool, pgoutbox.Options{Schema: o.schema})
 		if err != nil {
 			pool.Close()
-			return nil, nil, usageError{fmt.Errorf("--schema: %w", err)}
+			return nil, nil, cli.UsageError{Err: fmt.Errorf("--schema: %w", err)}
 		}
 		mctx, cancel := context.WithTimeout(ctx, time.Minute)
 		defer cancel()
@@ -169,7 +170,7 @@ func tlsRefusal(err error) string {
 func serveMetrics(addr string, reg *prometheus.Registry, log *slog.Logger) (func(), error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, usageError{fmt.Errorf("--http %s: %w", addr, err)}
+		return nil, cli.UsageError{Err: fmt.Errorf("--http %s: %w", addr, err)}
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}))

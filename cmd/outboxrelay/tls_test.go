@@ -15,6 +15,7 @@ import (
 
 	"github.com/msgplatform/platform/embeddednats/natstest"
 	"github.com/msgplatform/platform/internal/attack"
+	"github.com/msgplatform/platform/internal/cli"
 	"github.com/msgplatform/platform/internal/tlsconf"
 	"github.com/msgplatform/platform/internal/tlsconf/tlstest"
 	"github.com/msgplatform/platform/outboxrelay"
@@ -161,7 +162,7 @@ func TestOptionsRefuseBadTLS(t *testing.T) {
 		{[]string{"--tls-ca", cl.KeyFile}, "no PEM certificate"},
 	} {
 		_, err := parseOptions(append([]string{"--dsn", "postgres://x"}, c.args...), io.Discard)
-		var uerr usageError
+		var uerr cli.UsageError
 		if !errors.As(err, &uerr) || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%q: %v, want a usage error naming %q", c.args, err, c.want)
 		}

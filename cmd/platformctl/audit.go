@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/msgplatform/platform/internal/cli"
 	"github.com/msgplatform/platform/tenancy"
 )
 
@@ -25,7 +26,7 @@ func newAuditCmd(g *globalOptions) *cobra.Command {
 				}
 			}
 			if f.Limit < 0 {
-				return usageError{fmt.Errorf("--limit: want a positive number, got %d", f.Limit)}
+				return cli.UsageError{Err: fmt.Errorf("--limit: want a positive number, got %d", f.Limit)}
 			}
 			var rs []tenancy.Record
 			if err := g.call(cmd.Context(), tenancy.SubjAudit, f, &rs); err != nil {

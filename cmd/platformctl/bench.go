@@ -9,6 +9,7 @@ import (
 
 	"github.com/msgplatform/platform/internal/bench"
 	"github.com/msgplatform/platform/internal/bench/publish"
+	"github.com/msgplatform/platform/internal/cli"
 	"github.com/msgplatform/platform/internal/units"
 	"github.com/msgplatform/platform/platform"
 )
@@ -47,11 +48,11 @@ names:
 				Subject:  func(i int) string { return platform.TopicSubject(o.Topic, fmt.Sprintf("key-%d", i%o.Keys)) },
 			}
 			if err := popts.Validate(); err != nil {
-				return usageError{err}
+				return cli.UsageError{Err: err}
 			}
 			if o.InProcess && !o.Validate {
 				if err := checkCompare(o.Compare); err != nil {
-					return usageError{err}
+					return cli.UsageError{Err: err}
 				}
 			}
 			return publish.Run(cmd.Context(), cmd.OutOrStdout(), g.benchRemote(), o, popts)
@@ -103,7 +104,7 @@ func benchCmd(use, short, long string, run func(cmd *cobra.Command) error) *cobr
 func sizeFlag(flag, s string) (int64, error) {
 	n, err := units.ParseSize(s)
 	if err != nil {
-		return 0, usageError{fmt.Errorf("%s: %w", flag, err)}
+		return 0, cli.UsageError{Err: fmt.Errorf("%s: %w", flag, err)}
 	}
 	return n, nil
 }
@@ -113,11 +114,11 @@ func sizeFlag(flag, s string) (int64, error) {
 // A profile that cannot be started is a usage error.
 func profiled(invalid error, path string, run func() error) error {
 	if invalid != nil {
-		return usageError{invalid}
+		return cli.UsageError{Err: invalid}
 	}
 	stop, err := bench.StartCPUProfile("--cpuprofile", path)
 	if err != nil {
-		return usageError{err}
+		return cli.UsageError{Err: err}
 	}
 	defer stop()
 	return run()

@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/msgplatform/platform/internal/bench/group"
+	"github.com/msgplatform/platform/internal/cli"
 )
 
 func newBenchGroupCmd(g *globalOptions) *cobra.Command {
@@ -39,7 +40,7 @@ it starts a temporary 3-node fabric itself.`, func(cmd *cobra.Command) error {
 				return err
 			}
 			if err := o.Validate(int(size)); err != nil {
-				return usageError{err}
+				return cli.UsageError{Err: err}
 			}
 			return group.Run(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), g.benchRemote(), o, int(size))
 		})

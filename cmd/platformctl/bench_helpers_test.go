@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/msgplatform/platform/internal/cli"
 )
 
 // testRoot returns platformctl's root command set to run args, writing
@@ -75,7 +77,7 @@ func wantUsageError(t *testing.T, args []string, flags ...string) {
 	t.Helper()
 	root, _, _ := testRoot(args)
 	err := root.Execute()
-	var ue usageError
+	var ue cli.UsageError
 	if err == nil || !errors.As(err, &ue) {
 		t.Fatalf("err = %v, want a usage error", err)
 	}

@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/msgplatform/platform/internal/bench/mirror"
+	"github.com/msgplatform/platform/internal/cli"
 )
 
 type benchMirrorOptions struct {
@@ -38,7 +39,7 @@ regions run without sync_always unless --sync-always is given.`, func(cmd *cobra
 				return err
 			}
 			if o.rate <= 0 || o.duration <= 0 || size < 8 {
-				return usageError{errors.New("--rate and --duration must be > 0 and --size at least 8B")}
+				return cli.UsageError{Err: errors.New("--rate and --duration must be > 0 and --size at least 8B")}
 			}
 			return mirror.Run(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), o.rate, o.duration, int(size), o.sync)
 		})

@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/msgplatform/platform/internal/bench/redrive"
+	"github.com/msgplatform/platform/internal/cli"
 )
 
 func newBenchRedriveCmd(_ *globalOptions) *cobra.Command {
@@ -37,10 +38,10 @@ The bench always starts its own fabric (--in-process is the only mode).`, func(c
 				return err
 			}
 			if !o.InProcess {
-				return usageError{errors.New("--in-process=false: bench redrive always runs on a temporary in-process fabric")}
+				return cli.UsageError{Err: errors.New("--in-process=false: bench redrive always runs on a temporary in-process fabric")}
 			}
 			if err := o.Validate(int(size)); err != nil {
-				return usageError{err}
+				return cli.UsageError{Err: err}
 			}
 			return redrive.Run(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), o, int(size))
 		})

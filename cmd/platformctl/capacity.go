@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/msgplatform/platform/internal/capacity"
+	"github.com/msgplatform/platform/internal/cli"
 )
 
 // capacityOptions are the flags of platformctl capacity.
@@ -40,7 +41,7 @@ not measurements: the per-consumer rate in particular must be measured.`,
 			return o.run(cmd.OutOrStdout())
 		},
 	}
-	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return cli.UsageError{Err: err} })
 	f := cmd.Flags()
 	d := o.in
 	f.Float64Var(&o.in.Rate, "rate", d.Rate, "average publish rate, events/s")
@@ -59,7 +60,7 @@ not measurements: the per-consumer rate in particular must be measured.`,
 
 func (o *capacityOptions) run(w io.Writer) error {
 	if err := o.resolve(); err != nil {
-		return usageError{err}
+		return cli.UsageError{Err: err}
 	}
 	plan := capacity.Compute(o.in)
 	if o.output == "json" {

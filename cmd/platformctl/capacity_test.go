@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/msgplatform/platform/internal/capacity"
+	"github.com/msgplatform/platform/internal/cli"
 )
 
 // The -update flag rewrites golden files. It is registered only if no other
@@ -154,9 +155,9 @@ func TestCapacityInvalidInputs(t *testing.T) {
 	if err == nil {
 		t.Fatal("no error")
 	}
-	var ue usageError
+	var ue cli.UsageError
 	if !errors.As(err, &ue) {
-		t.Errorf("error %T is not a usageError (exit code 2)", err)
+		t.Errorf("error %T is not a cli.UsageError (exit code 2)", err)
 	}
 	if !errors.Is(err, capacity.ErrInvalidInputs) {
 		t.Errorf("error does not match capacity.ErrInvalidInputs: %v", err)
@@ -166,7 +167,7 @@ func TestCapacityInvalidInputs(t *testing.T) {
 		t.Errorf("-o yaml: got %v", err)
 	}
 	if _, err := runCapacity(t, "--retention", "soon"); !errors.As(err, &ue) {
-		t.Errorf("--retention soon: got %v, want a usageError", err)
+		t.Errorf("--retention soon: got %v, want a cli.UsageError", err)
 	}
 }
 

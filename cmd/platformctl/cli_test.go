@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/msgplatform/platform/internal/cli"
 	"github.com/msgplatform/platform/internal/control"
 	"github.com/msgplatform/platform/internal/daemon/daemontest"
 	"github.com/msgplatform/platform/platform"
@@ -111,7 +112,7 @@ func TestCLIErrorsNameTheProblem(t *testing.T) {
 			t.Errorf("platformctl %v: no error", c.args)
 			continue
 		}
-		var ue usageError
+		var ue cli.UsageError
 		if isUsage := errors.As(err, &ue); isUsage != c.usage {
 			t.Errorf("platformctl %v: usage error = %v, want %v (%v)", c.args, isUsage, c.usage, err)
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/msgplatform/platform/internal/cli"
 	"github.com/msgplatform/platform/internal/control"
 	"github.com/msgplatform/platform/internal/principal"
 	"github.com/msgplatform/platform/internal/tlsconf"
@@ -61,7 +62,7 @@ func (g *globalOptions) natsOptions(name string) ([]nats.Option, error) {
 func (g *globalOptions) tlsClient() (*tls.Config, error) {
 	tc, err := g.tls().FlagClient(tlsconf.Flags{CA: "--tls-ca", Cert: "--tls-cert", Key: "--tls-key"})
 	if err != nil {
-		return nil, usageError{err}
+		return nil, cli.UsageError{Err: err}
 	}
 	return tc, nil
 }
@@ -75,7 +76,7 @@ func (g *globalOptions) tls() tlsconf.Config {
 func (g *globalOptions) requestTimeout() (time.Duration, error) {
 	d, err := time.ParseDuration(g.timeout)
 	if err != nil || d <= 0 {
-		return 0, usageError{fmt.Errorf("--timeout: want a positive duration such as 10s, got %q", g.timeout)}
+		return 0, cli.UsageError{Err: fmt.Errorf("--timeout: want a positive duration such as 10s, got %q", g.timeout)}
 	}
 	return d, nil
 }
@@ -129,7 +130,7 @@ func signer(path string) (*principal.Signer, error) {
 	}
 	s, err := principal.LoadSigner(path)
 	if err != nil {
-		return nil, usageError{fmt.Errorf("--user-creds: %w", err)}
+		return nil, cli.UsageError{Err: fmt.Errorf("--user-creds: %w", err)}
 	}
 	return s, nil
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/msgplatform/platform/internal/cli"
 	"github.com/msgplatform/platform/redrive"
 )
 
@@ -72,7 +73,7 @@ shows that entry: reason, class, attempts, original stream/seq/subject,
 consumer, group, tenant, failure times, headers and payload.`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) < 1 || len(args) > 2 {
-				return usageError{fmt.Errorf("%s: want DLQ [SEQ], got %d argument(s)", cmd.CommandPath(), len(args))}
+				return cli.UsageError{Err: fmt.Errorf("%s: want DLQ [SEQ], got %d argument(s)", cmd.CommandPath(), len(args))}
 			}
 			return nil
 		},
@@ -81,7 +82,7 @@ consumer, group, tenant, failure times, headers and payload.`,
 			if len(args) == 2 {
 				seq, err := strconv.ParseUint(args[1], 10, 64)
 				if err != nil || seq == 0 {
-					return usageError{fmt.Errorf("SEQ: want a DLQ sequence number, got %q", args[1])}
+					return cli.UsageError{Err: fmt.Errorf("SEQ: want a DLQ sequence number, got %q", args[1])}
 				}
 				var e redrive.Entry
 				if err := g.callAs(cmd.Context(), *userCreds, redrive.SubjDLQShow, redrive.ShowRequest{Scope: *scope, DLQ: f.DLQ, Seq: seq}, &e); err != nil {

@@ -3,6 +3,7 @@ package main
 import (
 	"github.com/spf13/cobra"
 
+	"github.com/msgplatform/platform/internal/cli"
 	"github.com/msgplatform/platform/internal/control"
 	"github.com/msgplatform/platform/platform"
 	"github.com/msgplatform/platform/platform/catalog"
@@ -23,7 +24,7 @@ func newGroupCreateCmd(g *globalOptions) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			spec.Name = args[0]
 			if err := spec.Validate(); err != nil {
-				return usageError{err}
+				return cli.UsageError{Err: err}
 			}
 			return g.apply(cmd, control.SubjGroupApply, control.ApplyGroupRequest{Spec: spec, Options: opts}, opts.DryRun)
 		},

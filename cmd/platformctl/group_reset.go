@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/msgplatform/platform/internal/cli"
 	"github.com/msgplatform/platform/platform/catalog"
 	"github.com/msgplatform/platform/redrive"
 )
@@ -56,7 +57,7 @@ recorded as unauthenticated:<--as> (--as is deprecated).`,
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := review.validate(); err != nil {
-				return usageError{err}
+				return cli.UsageError{Err: err}
 			}
 			if review.id() != "" {
 				return review.decide(cmd, g, output)
@@ -65,12 +66,12 @@ recorded as unauthenticated:<--as> (--as is deprecated).`,
 			if toTime != "" {
 				t, err := parseResetTime(toTime, time.Now())
 				if err != nil {
-					return usageError{err}
+					return cli.UsageError{Err: err}
 				}
 				req.ToTime = &t
 			}
 			if err := req.Validate(); err != nil {
-				return usageError{err}
+				return cli.UsageError{Err: err}
 			}
 			if review.request {
 				return review.submit(cmd, g, req, output)
@@ -79,7 +80,7 @@ recorded as unauthenticated:<--as> (--as is deprecated).`,
 				return err
 			}
 			if !req.DryRun && review.reason == "" {
-				return usageError{errors.New("--reason is required: every reset is audited with who (--user-creds) and why")}
+				return cli.UsageError{Err: errors.New("--reason is required: every reset is audited with who (--user-creds) and why")}
 			}
 			var out catalog.GroupReset
 			if err := g.callAs(cmd.Context(), review.userCreds, redrive.SubjResetRun, redrive.ResetRequestBody{Reset: req, By: review.as, Reason: review.reason}, &out); err != nil {

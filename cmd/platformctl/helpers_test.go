@@ -12,6 +12,7 @@ import (
 
 	"github.com/msgplatform/platform/conf"
 	"github.com/msgplatform/platform/embeddednats"
+	"github.com/msgplatform/platform/embeddednats/natstest"
 	"github.com/msgplatform/platform/internal/daemon/daemontest"
 )
 
@@ -50,11 +51,7 @@ func writeCreds(t *testing.T, trust *embeddednats.Trust) string {
 func adminJetStream(t *testing.T, trust *embeddednats.Trust, url string, opts ...nats.Option) (*nats.Conn, jetstream.JetStream) {
 	t.Helper()
 	nc := daemontest.Admin(t, trust, url, opts...)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return nc, js
+	return nc, natstest.JetStream(t, nc)
 }
 
 // wantContains reports a test error for each of wants that out (the output

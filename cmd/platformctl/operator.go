@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/msgplatform/platform/embeddednats"
+	"github.com/msgplatform/platform/internal/cli"
 	"github.com/msgplatform/platform/internal/principal"
 )
 
@@ -62,26 +63,26 @@ To renew, revoke the operator and add it again (a new key).`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name := args[0]
 			if err := principal.ValidateOperatorName(name); err != nil {
-				return usageError{err}
+				return cli.UsageError{Err: err}
 			}
 			validity, err := principal.ParseExpiry(expires)
 			if err != nil {
-				return usageError{fmt.Errorf("--expires: %w", err)}
+				return cli.UsageError{Err: fmt.Errorf("--expires: %w", err)}
 			}
 			req := principal.OperatorAddRequest{Name: name, ExpiresIn: validity, NeverExpires: validity == 0}
 			if out == "" {
-				return usageError{errors.New("--out FILE is required: where to write the operator's credentials")}
+				return cli.UsageError{Err: errors.New("--out FILE is required: where to write the operator's credentials")}
 			}
 			if _, err := os.Stat(out); err == nil && !force {
-				return usageError{fmt.Errorf("--out %s exists; pass --force to overwrite it", out)}
+				return cli.UsageError{Err: fmt.Errorf("--out %s exists; pass --force to overwrite it", out)}
 			} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
-				return usageError{fmt.Errorf("--out %s: %w", out, err)}
+				return cli.UsageError{Err: fmt.Errorf("--out %s: %w", out, err)}
 			}
 			// The file must be writable before the operator exists: a
 			// user whose creds were lost can only be revoked.
 			probe, err := os.CreateTemp(filepath.Dir(out), "."+filepath.Base(out)+".probe*")
 			if err != nil {
-				return usageError{fmt.Errorf("--out %s: cannot write there: %w", out, err)}
+				return cli.UsageError{Err: fmt.Errorf("--out %s: cannot write there: %w", out, err)}
 			}
 			probe.Close()
 			os.Remove(probe.Name())
@@ -166,10 +167,10 @@ func newOperatorRevokeCmd(g *globalOptions, signer func() string) *cobra.Command
 		Args:  exactArgs(1, "NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if args[0] == principal.BootstrapAdmin {
-				return usageError{errors.New("the bootstrap admin user (trust.json) cannot be revoked: every platformd connects with it")}
+				return cli.UsageError{Err: errors.New("the bootstrap admin user (trust.json) cannot be revoked: every platformd connects with it")}
 			}
 			if err := principal.ValidateOperatorName(args[0]); err != nil {
-				return usageError{err}
+				return cli.UsageError{Err: err}
 			}
 			var op principal.Operator
 			if err := g.callAs(cmd.Context(), signer(), principal.SubjOperatorRevoke, principal.OperatorRevokeRequest{Name: args[0]}, &op); err != nil {

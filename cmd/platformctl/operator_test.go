@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/msgplatform/platform/internal/cli"
 	"github.com/msgplatform/platform/internal/control"
 	"github.com/msgplatform/platform/internal/daemon/daemontest"
 	"github.com/msgplatform/platform/redrive/redrivetest"
@@ -253,7 +254,7 @@ func TestCLIOperatorExpiry(t *testing.T) {
 	listBefore := mustCLI(t, d, "operator", "list")
 	for _, bad := range []string{"abc", "-1d", "1.5d", "500ms", "90days", ""} {
 		_, err := runCLI(t, d, "operator", "add", "carol", "--out", creds("carol"), "--expires", bad)
-		var ue usageError
+		var ue cli.UsageError
 		if err == nil || !errors.As(err, &ue) || !strings.Contains(err.Error(), "--expires") || !strings.Contains(err.Error(), "want a number of days (90d), a duration (720h") {
 			t.Errorf("operator add --expires %q: %v, want a usage error naming --expires and what it takes", bad, err)
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 
+	"github.com/msgplatform/platform/internal/cli"
 	"github.com/msgplatform/platform/outboxrelay"
 	"github.com/msgplatform/platform/outboxrelay/pgoutbox"
 )
@@ -40,19 +41,19 @@ the others stand by and take over within --lease-ttl of its death.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.dsn == "" {
-				return usageError{fmt.Errorf("--dsn is required")}
+				return cli.UsageError{Err: fmt.Errorf("--dsn is required")}
 			}
 			cfg := outboxrelay.DefaultConfig(o.name)
 			cfg.LeaseTTL, cfg.Retention, cfg.BatchSize = o.leaseTTL, o.retention, o.batch
 			cfg.SinglePublishes = o.singlePublishes
 			tm, err := outboxrelay.ParseTopicMap(o.topicMap)
 			if err != nil {
-				return usageError{fmt.Errorf("--topic-map: %w", err)}
+				return cli.UsageError{Err: fmt.Errorf("--topic-map: %w", err)}
 			}
 			cfg.TopicMap = tm
 			cfg.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
 			if err := cfg.Validate(); err != nil {
-				return usageError{err}
+				return cli.UsageError{Err: err}
 			}
 			ctx := cmd.Context()
 			pool, err := pgxpool.New(ctx, o.dsn)
@@ -62,7 +63,7 @@ the others stand by and take over within --lease-ttl of its death.`,
 			defer pool.Close()
 			store, err := pgoutbox.Open(pool, pgoutbox.Options{Schema: o.schema})
 			if err != nil {
-				return usageError{fmt.Errorf("--schema: %w", err)}
+				return cli.UsageError{Err: fmt.Errorf("--schema: %w", err)}
 			}
 			if err := store.Migrate(ctx); err != nil {
 				return err
@@ -107,7 +108,7 @@ func newOutboxStatusCmd() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if dsn == "" {
-				return usageError{fmt.Errorf("--dsn is required")}
+				return cli.UsageError{Err: fmt.Errorf("--dsn is required")}
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), 10*time.Second)
 			defer cancel()
@@ -118,7 +119,7 @@ func newOutboxStatusCmd() *cobra.Command {
 			defer pool.Close()
 			store, err := pgoutbox.Open(pool, pgoutbox.Options{Schema: schema})
 			if err != nil {
-				return usageError{fmt.Errorf("--schema: %w", err)}
+				return cli.UsageError{Err: fmt.Errorf("--schema: %w", err)}
 			}
 			st, err := store.Stats(ctx)
 			if err != nil {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/msgplatform/platform/internal/cli"
 	"github.com/msgplatform/platform/internal/control"
 	"github.com/msgplatform/platform/internal/units"
 	"github.com/msgplatform/platform/platform"
@@ -28,7 +29,7 @@ func newQueueCreateCmd(g *globalOptions) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			spec.Name = args[0]
 			if err := spec.Validate(); err != nil {
-				return usageError{err}
+				return cli.UsageError{Err: err}
 			}
 			return g.apply(cmd, control.SubjQueueApply, control.ApplyQueueRequest{Spec: spec, Options: opts}, opts.DryRun)
 		},

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/msgplatform/platform/internal/cli"
 	"github.com/msgplatform/platform/redrive"
 )
 
@@ -82,13 +83,13 @@ func newRedriveRequestCmd(g *globalOptions, o *redriveOptions) *cobra.Command {
 				for _, s := range strings.Split(seqs, ",") {
 					n, err := strconv.ParseUint(strings.TrimSpace(s), 10, 64)
 					if err != nil {
-						return usageError{fmt.Errorf("--seqs: want comma-separated DLQ sequences, got %q", s)}
+						return cli.UsageError{Err: fmt.Errorf("--seqs: want comma-separated DLQ sequences, got %q", s)}
 					}
 					r.Selection.Seqs = append(r.Selection.Seqs, n)
 				}
 			}
 			if err := r.Validate(); err != nil {
-				return usageError{err}
+				return cli.UsageError{Err: err}
 			}
 			if dryRun {
 				var p redrive.Preview
@@ -336,7 +337,7 @@ func writeRedrives(w io.Writer, sts []redrive.Status) error {
 // optionalID is the Args of a command taking an optional ID.
 func optionalID(cmd *cobra.Command, args []string) error {
 	if len(args) > 1 {
-		return usageError{fmt.Errorf("%s: want [ID], got %d arguments", cmd.CommandPath(), len(args))}
+		return cli.UsageError{Err: fmt.Errorf("%s: want [ID], got %d arguments", cmd.CommandPath(), len(args))}
 	}
 	return nil
 }
@@ -390,7 +391,7 @@ func newRedriveHistoryCmd(g *globalOptions, o *redriveOptions) *cobra.Command {
 		Args:  optionalID,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if links && o.output == "json" {
-				return usageError{fmt.Errorf("%s: --links is a text view; -o json already holds every link (the redrive.sent records' after)", cmd.CommandPath())}
+				return cli.UsageError{Err: fmt.Errorf("%s: --links is a text view; -o json already holds every link (the redrive.sent records' after)", cmd.CommandPath())}
 			}
 			if len(args) == 1 {
 				f.ID = args[0]

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/msgplatform/platform/internal/cli"
 	"github.com/msgplatform/platform/internal/control"
 	"github.com/msgplatform/platform/platform/region"
 )
@@ -144,7 +145,7 @@ back.`,
 // requireTo is the usage error of a region command run without --to.
 func requireTo(to, verb string) error {
 	if to == "" {
-		return usageError{fmt.Errorf("--to: name the region to %s, e.g. --to us", verb)}
+		return cli.UsageError{Err: fmt.Errorf("--to: name the region to %s, e.g. --to us", verb)}
 	}
 	return nil
 }

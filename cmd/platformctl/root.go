@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 
 	"github.com/spf13/cobra"
+
+	"github.com/msgplatform/platform/internal/cli"
 )
 
 // globalOptions are the connection settings every subcommand that talks to
@@ -33,7 +35,7 @@ func newRootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return cli.UsageError{Err: err} })
 	pf := root.PersistentFlags()
 	pf.StringVar(&g.server, "server", envOr("PLATFORM_URL", defaultServerURL), "NATS URL of the platform (env PLATFORM_URL)")
 	pf.StringVar(&g.creds, "creds", os.Getenv("PLATFORM_CREDS"), "admin credentials file (env PLATFORM_CREDS; default <data-dir>/creds/admin.creds)")

@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/msgplatform/platform/internal/cli"
 	"github.com/msgplatform/platform/platform/schema"
 )
 
@@ -31,7 +32,7 @@ naming every rule it breaks.`,
 // readSchemaFile reads --file ("-" is stdin).
 func readSchemaFile(cmd *cobra.Command, path string) ([]byte, error) {
 	if path == "" {
-		return nil, usageError{errors.New("--file: the JSON Schema file is required (- for stdin)")}
+		return nil, cli.UsageError{Err: errors.New("--file: the JSON Schema file is required (- for stdin)")}
 	}
 	var (
 		b   []byte
@@ -43,14 +44,14 @@ func readSchemaFile(cmd *cobra.Command, path string) ([]byte, error) {
 		b, err = os.ReadFile(path)
 	}
 	if err != nil {
-		return nil, usageError{fmt.Errorf("--file: %w", err)}
+		return nil, cli.UsageError{Err: fmt.Errorf("--file: %w", err)}
 	}
 	if len(strings.TrimSpace(string(b))) == 0 {
-		return nil, usageError{fmt.Errorf("--file %s: empty", path)}
+		return nil, cli.UsageError{Err: fmt.Errorf("--file %s: empty", path)}
 	}
 	var doc any
 	if err := json.Unmarshal(b, &doc); err != nil {
-		return nil, usageError{fmt.Errorf("--file %s: not JSON: %v", path, err)}
+		return nil, cli.UsageError{Err: fmt.Errorf("--file %s: not JSON: %v", path, err)}
 	}
 	return b, nil
 }
@@ -61,7 +62,7 @@ func parseModeFlag(m string) (schema.Mode, error) {
 	}
 	mode := schema.Mode(m)
 	if err := mode.Validate(); err != nil {
-		return "", usageError{fmt.Errorf("--mode: %w", err)}
+		return "", cli.UsageError{Err: fmt.Errorf("--mode: %w", err)}
 	}
 	return mode, nil
 }
@@ -120,7 +121,7 @@ func schemaInput(cmd *cobra.Command, subject, file, mode string) ([]byte, schema
 		return nil, "", err
 	}
 	if err := schema.ValidateSubject(subject); err != nil {
-		return nil, "", usageError{err}
+		return nil, "", cli.UsageError{Err: err}
 	}
 	return b, m, nil
 }
@@ -202,7 +203,7 @@ func newSchemaShowCmd(g *globalOptions) *cobra.Command {
 		Args:  exactArgs(1, "TYPE"),
 	}, g.call, schema.SubjShow, func(args []string) (any, error) {
 		if version < 0 {
-			return nil, usageError{fmt.Errorf("--version: want a version >= 1, got %d", version)}
+			return nil, cli.UsageError{Err: fmt.Errorf("--version: want a version >= 1, got %d", version)}
 		}
 		return schema.ShowRequest{Subject: args[0], Version: version}, nil
 	}, writeSchemaVersion)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/msgplatform/platform/internal/cli"
 	"github.com/msgplatform/platform/tenancy"
 )
 
@@ -24,12 +25,12 @@ tenant can read it. --revoke stops it at once. Both changes are audited.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			for _, f := range []struct{ flag, v, what string }{{"--from", from, "the tenant owning the topic"}, {"--to", to, "the tenant that may read it"}} {
 				if f.v == "" {
-					return usageError{fmt.Errorf("%s: required: name %s", f.flag, f.what)}
+					return cli.UsageError{Err: fmt.Errorf("%s: required: name %s", f.flag, f.what)}
 				}
 			}
 			for flag, v := range map[string]string{"--from": from, "--to": to} {
 				if err := tenancy.ValidateName("tenant", v); err != nil {
-					return usageError{fmt.Errorf("%s: %w", flag, err)}
+					return cli.UsageError{Err: fmt.Errorf("%s: %w", flag, err)}
 				}
 			}
 			var sh tenancy.Share

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/msgplatform/platform/internal/capacity"
+	"github.com/msgplatform/platform/internal/cli"
 	"github.com/msgplatform/platform/platform"
 	"github.com/msgplatform/platform/platform/catalog"
 	"github.com/msgplatform/platform/tenancy"
@@ -49,7 +50,7 @@ func tenantArgs(n int, names string) cobra.PositionalArgs {
 // validTenant is a usage error when name is not a valid tenant name.
 func validTenant(name string) error {
 	if err := tenancy.ValidateName("tenant", name); err != nil {
-		return usageError{err}
+		return cli.UsageError{Err: err}
 	}
 	return nil
 }
@@ -107,7 +108,7 @@ func (q *quotaFlags) apply(dst *tenancy.Quota) error {
 		}
 		v, err := capacity.ParseSize(s.v)
 		if err != nil {
-			return usageError{fmt.Errorf("--%s: %w", n, err)}
+			return cli.UsageError{Err: fmt.Errorf("--%s: %w", n, err)}
 		}
 		*s.dst = v
 	}
@@ -115,7 +116,7 @@ func (q *quotaFlags) apply(dst *tenancy.Quota) error {
 		dst.Policy = tenancy.Policy(q.policy)
 	}
 	if err := dst.Validate(); err != nil {
-		return usageError{err}
+		return cli.UsageError{Err: err}
 	}
 	return nil
 }
@@ -156,7 +157,7 @@ func newTenantUpdateCmd(g *globalOptions) *cobra.Command {
 				}
 			})
 			if changed == 0 {
-				return usageError{fmt.Errorf("tenant update %s: name at least one quota flag to change (platformctl tenant update --help lists them)", args[0])}
+				return cli.UsageError{Err: fmt.Errorf("tenant update %s: name at least one quota flag to change (platformctl tenant update --help lists them)", args[0])}
 			}
 			var cur tenancy.Tenant
 			if err := g.call(cmd.Context(), tenancy.SubjTenantShow, tenancy.NameRequest{Name: args[0]}, &cur); err != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/msgplatform/platform/internal/cli"
 	"github.com/msgplatform/platform/internal/control"
 	"github.com/msgplatform/platform/internal/daemon/daemontest"
 	"github.com/msgplatform/platform/tenancy"
@@ -112,7 +113,7 @@ func TestCLITenants(t *testing.T) {
 		{[]string{"tenant", "update", "harbor-retail"}, nil},
 	} {
 		_, err := runCLI(t, d, c.args...)
-		var ue usageError
+		var ue cli.UsageError
 		switch {
 		case err == nil:
 			t.Errorf("%v: no error", c.args)

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/msgplatform/platform/internal/attack"
+	"github.com/msgplatform/platform/internal/cli"
 	"github.com/msgplatform/platform/internal/tlsconf/tlstest"
 )
 
@@ -80,7 +81,7 @@ func TestTLSFlagsNameTheProblem(t *testing.T) {
 	}
 	for _, c := range cases {
 		_, err := c.g.natsOptions("t")
-		var ue usageError
+		var ue cli.UsageError
 		if err == nil || !errors.As(err, &ue) || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%+v: err = %v, want a usage error naming %s", c.g, err, c.want)
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/msgplatform/platform/internal/cli"
 	"github.com/msgplatform/platform/internal/control"
 	"github.com/msgplatform/platform/internal/units"
 	"github.com/msgplatform/platform/platform"
@@ -43,7 +44,7 @@ lowering replicas below 3 needs --allow-reduced-replicas.`,
 				spec.Retention.MaxBytes = n
 			}
 			if err := spec.Validate(); err != nil {
-				return usageError{err}
+				return cli.UsageError{Err: err}
 			}
 			return g.apply(cmd, control.SubjTopicApply, control.ApplyTopicRequest{Spec: spec, Options: opts}, opts.DryRun)
 		},
@@ -224,7 +225,7 @@ func orDash(s string) string {
 func exactArgs(n int, names string) cobra.PositionalArgs {
 	return func(cmd *cobra.Command, args []string) error {
 		if len(args) != n {
-			return usageError{fmt.Errorf("%s: want %s, got %d argument(s)", cmd.CommandPath(), names, len(args))}
+			return cli.UsageError{Err: fmt.Errorf("%s: want %s, got %d argument(s)", cmd.CommandPath(), names, len(args))}
 		}
 		return nil
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/msgplatform/platform/embeddednats"
+	"github.com/msgplatform/platform/internal/cli"
 	"github.com/msgplatform/platform/tenancy"
 )
 
@@ -42,10 +43,10 @@ certificates, give the user's own certificate there).`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			spec.Name = args[1]
 			if out == "" {
-				return usageError{errors.New("--out FILE is required: where to write the credentials")}
+				return cli.UsageError{Err: errors.New("--out FILE is required: where to write the credentials")}
 			}
 			if _, err := os.Stat(out); err == nil && !force {
-				return usageError{fmt.Errorf("--out %s exists; pass --force to overwrite it", out)}
+				return cli.UsageError{Err: fmt.Errorf("--out %s exists; pass --force to overwrite it", out)}
 			} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
 				return err
 			}
@@ -53,7 +54,7 @@ certificates, give the user's own certificate there).`,
 			if natsCtx != "" {
 				var err error
 				if ctxPath, err = natsContextPath(natsCtx, force); err != nil {
-					return usageError{err}
+					return cli.UsageError{Err: err}
 				}
 			}
 			var uc tenancy.UserCreds
@@ -140,7 +141,7 @@ permissions before and after.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			spec.Name = args[1]
 			if len(spec.Pub)+len(spec.Sub) == 0 {
-				return usageError{errors.New("give at least one --pub or --sub")}
+				return cli.UsageError{Err: errors.New("give at least one --pub or --sub")}
 			}
 			var u tenancy.User
 			if err := g.call(cmd.Context(), tenancy.SubjUserUpdate, tenancy.UserRequest{Actor: actor(), Tenant: args[0], User: spec}, &u); err != nil {
@@ -164,7 +165,7 @@ func tenantUserArgs(cmd *cobra.Command, args []string) error {
 	}
 	for _, n := range []struct{ what, v string }{{"tenant", args[0]}, {"user", args[1]}} {
 		if err := tenancy.ValidateName(n.what, n.v); err != nil {
-			return usageError{err}
+			return cli.UsageError{Err: err}
 		}
 	}
 	return nil

@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/msgplatform/platform/internal/cli"
 	"github.com/msgplatform/platform/tenancy"
 )
 
@@ -36,7 +37,7 @@ name). The user's credentials and NATS permissions do not change.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			r.Tenant, r.User, r.Actor = args[0], args[1], actor()
 			if err := r.Validate(); err != nil {
-				return usageError{err}
+				return cli.UsageError{Err: err}
 			}
 			var u tenancy.User
 			if err := g.callAs(cmd.Context(), userCreds, tenancy.SubjUserRole, r, &u); err != nil {

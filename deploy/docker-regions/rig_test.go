@@ -377,9 +377,5 @@ func coreCount(t *testing.T, nc *nats.Conn, subject string) (*nats.Subscription,
 
 func newJS(t *testing.T, nc *nats.Conn) jetstream.JetStream {
 	t.Helper()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return js
+	return natstest.JetStream(t, nc)
 }

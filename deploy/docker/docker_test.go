@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/msgplatform/platform/embeddednats/natstest"
 	"github.com/msgplatform/platform/internal/dockertest"
 )
 
@@ -38,10 +39,7 @@ func TestDockerRegionSurvivesNodeKills(t *testing.T) {
 	r := startRegion(t)
 
 	nc := r.connect(t)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := natstest.JetStream(t, nc)
 	r.waitStream(t, js, 3)
 
 	// Every port is TLS: a plaintext client and rogue routes are refused

@@ -65,9 +65,16 @@ func Connect(t testing.TB, url string, opts ...nats.Option) (*nats.Conn, jetstre
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
+	return nc, JetStream(t, nc)
+}
+
+// JetStream is nc's JetStream made with opts; it fails the test when it
+// cannot make one.
+func JetStream(t testing.TB, nc *nats.Conn, opts ...jetstream.JetStreamOpt) jetstream.JetStream {
+	t.Helper()
+	js, err := jetstream.New(nc, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return nc, js
+	return js
 }

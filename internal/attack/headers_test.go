@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/msgplatform/platform/embeddednats/natstest"
 	"github.com/msgplatform/platform/internal/attack"
 	"github.com/msgplatform/platform/platform"
 	"github.com/msgplatform/platform/platform/dlq"
@@ -27,10 +27,7 @@ func TestAttackForgedPlatformHeaders(t *testing.T) {
 	r.mustCtl("tenant", "topic", "harbor-retail", "orders", "--partitions", "2")
 	prod := r.user("harbor-retail", "producer", []string{"orders"}, nil)
 	nc := r.connect(prod, "producer")
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := natstest.JetStream(t, nc)
 	forged := map[string]string{
 		platform.CanaryHeader:         "true",
 		platform.HeaderRedriveGroup:   "fraud-monitor",

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/msgplatform/platform/embeddednats/natstest"
 	"github.com/msgplatform/platform/internal/attack"
 )
 
@@ -22,10 +23,7 @@ func TestAttackQuotaCountsWhatIsStored(t *testing.T) {
 	r.mustCtl("tenant", "topic", "noisy", "orders", "--partitions", "1")
 	prod := r.user("noisy", "producer", []string{"orders"}, nil)
 	nc := r.connect(prod, "producer")
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := natstest.JetStream(t, nc)
 
 	t.Run("quota-header-bytes", func(t *testing.T) {
 		// 60 KB of headers on 1-byte payloads for 3 s: 1 MiB/s lets about

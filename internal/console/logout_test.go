@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/msgplatform/platform/embeddednats/natstest"
 	"github.com/msgplatform/platform/internal/console"
 	"github.com/msgplatform/platform/internal/daemon"
 	"github.com/msgplatform/platform/redrive"
@@ -33,10 +34,7 @@ func (f *fixture) secondConsole(t *testing.T, wrap func(console.EndedSessions) c
 		t.Fatal(err)
 	}
 	nc := f.D.AdminConn(t, nats.Name("second-console"))
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := natstest.JetStream(t, nc)
 	var ended console.EndedSessions = console.NewKVEndedSessions(js, len(f.D.Nodes()), 0)
 	if wrap != nil {
 		ended = wrap(ended)

@@ -100,7 +100,7 @@ func TestRegionsResidencyGuard(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	jsEU := daemontest.JetStream(t, nc)
+	jsEU := natstest.JetStream(t, nc)
 	rogue := jetstream.StreamConfig{Name: "rogue_orders_eu", Mirror: &jetstream.StreamSource{Name: platform.StreamName("orders.eu"), Domain: "eu"}}
 	_, err = jsUS.CreateStream(ctx, rogue)
 	var apiErr *jetstream.APIError
@@ -299,7 +299,7 @@ func TestNodeModeLinkDenyDerived(t *testing.T) {
 
 	// Hand-made mirrors in us of eu's resident topic and queue (and their
 	// DLQ stream): refused at the request.
-	jsUS := daemontest.JetStream(t, ncUS)
+	jsUS := natstest.JetStream(t, ncUS)
 	for _, src := range []string{"orders_eu", "jobs_eu", "jobs_eu_dlq"} {
 		attempts++
 		rogue := jetstream.StreamConfig{Name: "rogue_" + src, Mirror: &jetstream.StreamSource{Name: src, Domain: "eu"}}
@@ -331,7 +331,7 @@ func TestNodeModeLinkDenyDerived(t *testing.T) {
 	// A copy of the resident orders.eu made by hand in eu (the listening
 	// side) is on us's link deny list once its create returns: the gate
 	// had us confirm it first. Its stream is not read from us.
-	jsEU := daemontest.JetStream(t, ncEU)
+	jsEU := natstest.JetStream(t, ncEU)
 	if _, err := jsEU.Publish(ctx, "orders.eu.order:K-copy", []byte("resident")); err != nil {
 		t.Fatal(err)
 	}
@@ -394,7 +394,7 @@ func TestNodeModeLinkDenyListeningSide(t *testing.T) {
 	ncUS := daemontest.Admin(t, rig.trust, us.Nodes()[0].ClientURL(), nats.MaxReconnects(-1))
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	jsEU := daemontest.JetStream(t, ncEU)
+	jsEU := natstest.JetStream(t, ncEU)
 	natstest.WaitFor(t, 60*time.Second, func() error { return linkedTo(ctx, ncUS, "eu") })
 
 	// createThenPublish subscribes in us on name's subjects, creates the
@@ -613,7 +613,7 @@ func TestNodeModeLinkDenyListeningCatalog(t *testing.T) {
 	if got := len(open); got != n {
 		t.Errorf("catalog non-resident catopen of eu: the us subscriber received %d of %d; the link does not carry", got, n)
 	}
-	jsEU := daemontest.JetStream(t, ncEU)
+	jsEU := natstest.JetStream(t, ncEU)
 	s, err := jsEU.Stream(ctx, platform.StreamName("cat.eu"))
 	if err != nil {
 		t.Fatal(err)

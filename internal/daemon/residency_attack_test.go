@@ -49,7 +49,7 @@ func newResidencyAttack(t *testing.T) *residencyAttack {
 	a := &residencyAttack{t: t, d: d, nc: nc, euURL: d.RegionClientURLs("eu"), usURL: d.RegionClientURLs("us")}
 	usNC := daemontest.Admin(t, d.Trust(), a.usURL)
 	a.usNC = usNC
-	a.jsEU, a.jsUS = daemontest.JetStream(t, nc), daemontest.JetStream(t, usNC)
+	a.jsEU, a.jsUS = natstest.JetStream(t, nc), natstest.JetStream(t, usNC)
 	var err error
 	if a.jsUSeu, err = jetstream.NewWithDomain(usNC, "eu"); err != nil {
 		t.Fatal(err)

@@ -78,10 +78,7 @@ func TestWrongRevisionUnderContention(t *testing.T) {
 	const writers = 8
 	kvs := make([]jetstream.KeyValue, writers)
 	for i := range kvs {
-		js, err := jetstream.New(f.NodeConn(i % 3))
-		if err != nil {
-			t.Fatal(err)
-		}
+		js := natstest.JetStream(t, f.NodeConn(i%3))
 		if kvs[i], err = js.KeyValue(ctx, "contended"); err != nil {
 			t.Fatal(err)
 		}

@@ -278,9 +278,5 @@ func startValidator(t *testing.T, ctx context.Context, v *schema.Validator) *sch
 
 func natsJS(t *testing.T, nc *nats.Conn) (jetstream.JetStream, error) {
 	t.Helper()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return js, nil
+	return natstest.JetStream(t, nc), nil
 }

@@ -108,17 +108,7 @@ func StartAdmin(t testing.TB, nodes int, timeout time.Duration, opts ...nats.Opt
 	t.Helper()
 	d := Start(t, nodes)
 	nc := d.AdminConn(t, opts...)
-	return d, nc, JetStream(t, nc), natstest.Context(t, timeout)
-}
-
-// JetStream is nc's JetStream; it fails the test when it cannot make one.
-func JetStream(t testing.TB, nc *nats.Conn) jetstream.JetStream {
-	t.Helper()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return js
+	return d, nc, natstest.JetStream(t, nc), natstest.Context(t, timeout)
 }
 
 // HTTPGet returns the status and body of GET path on d's HTTP port.
