@@ -64,7 +64,8 @@ func reconnectingForwarder(t *testing.T, url string, tc *tls.Config) (*Conn, *at
 }
 
 // forwarder subscribes to in.> and republishes each message to
-// out.<subject> with an extra header line, as the tenancy ingest does.
+// out.<subject> with an extra header line, as the tenancy ingest does; the
+// subscription is in place on the server when it returns.
 func forwarder(t *testing.T, c *Conn) *atomic.Int64 {
 	t.Helper()
 	var n atomic.Int64
@@ -80,6 +81,9 @@ func forwarder(t *testing.T, c *Conn) *atomic.Int64 {
 		}
 	})
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Sync(5 * time.Second); err != nil {
 		t.Fatal(err)
 	}
 	return &n
@@ -110,7 +114,6 @@ func TestForwardKeepsHeadersPayloadAndReply(t *testing.T) {
 	if err := nc.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { return s.NumSubscriptions() >= 3 })
 
 	big := bytes.Repeat([]byte("x"), 100<<10) // larger than the read buffer
 	msgs := []*nats.Msg{
