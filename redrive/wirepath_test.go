@@ -1,14 +1,12 @@
 package redrive
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"log/slog"
 	"reflect"
 	"runtime"
 	"sort"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -194,10 +192,10 @@ func TestRunSurvivesItsNodeKilled(t *testing.T) {
 	}
 	var killed atomic.Bool
 	var opened atomic.Int32
-	var logBuf syncBuffer
+	logger := natstest.LogOnFailure(t, slog.LevelDebug, "service log")
 	s := e.service(func(c *Config) {
 		c.Replicas = 3 // the requests' bucket and the audit stream survive the node
-		c.Logger = slog.New(slog.NewTextHandler(&logBuf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		c.Logger = logger
 		c.OwnConn = func() func() { opened.Add(1); return func() {} }
 		c.afterSend = func(next int) error {
 			if next == n/3 && !killed.Swap(true) {
@@ -208,7 +206,6 @@ func TestRunSurvivesItsNodeKilled(t *testing.T) {
 	})
 	t.Cleanup(func() { // before the service closes
 		if t.Failed() {
-			t.Logf("service log:\n%s", logBuf.String())
 			buf := make([]byte, 1<<20)
 			t.Logf("goroutines:\n%s", buf[:runtime.Stack(buf, true)])
 		}
@@ -238,24 +235,6 @@ func TestRunSurvivesItsNodeKilled(t *testing.T) {
 		t.Errorf("%d entries left in the DLQ", left)
 	}
 	t.Logf("node %d killed after %d of %d sent: completed with %d sent, 0 lost, 0 stored twice", node, n/3, n, done.Progress.Sent)
-}
-
-// syncBuffer is a log sink for a test's services.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }
 
 // dialWire declines what it does not speak, so the run uses nats.go.
